@@ -1,0 +1,224 @@
+// The public attention entry points: plan, record into a caller's command buffer, or run and wait.
+#include <string>
+
+#include "attention_plan.hpp"
+#include "attention_push.hpp"
+#include "attention_record.hpp"
+#include "context_impl.hpp"
+#include "vkattn/attention.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+namespace detail {
+namespace {
+
+// A storage-buffer binding: the descriptor starts at the aligned-down offset and the shader adds the
+// remainder (in elements), so tensors may start at any element-aligned byte offset.
+struct Binding {
+  VkDescriptorBufferInfo info{};
+  uint32_t element_offset = 0;
+};
+
+Binding bind(const Buffer& buffer, uint64_t byte_offset, uint64_t element_size, uint64_t elements, uint64_t alignment) {
+  const uint64_t start = buffer.offset() + byte_offset;
+  const uint64_t aligned = start / alignment * alignment;
+  Binding b;
+  b.info.buffer = buffer.handle();
+  b.info.offset = aligned;
+  // Whole 32-bit words: masks and 16-bit tensors are read a word at a time.
+  b.info.range = (start - aligned + elements * element_size + 3) / 4 * 4;
+  b.element_offset = static_cast<uint32_t>((start - aligned) / element_size);
+  return b;
+}
+
+Binding bind_dummy(const ContextImpl& c) {
+  Binding b;
+  b.info = {c.dummy().buffer, 0, c.dummy().size};
+  return b;
+}
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+}  // namespace
+
+void barrier_before_attention(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+void barrier_after_attention(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, const AttentionArgs& args,
+                              VkBuffer workspace, uint64_t workspace_offset) {
+  const AttentionProblem& p = plan.problem;
+  const KernelConfig& cfg = plan.config;
+  const uint64_t esize = dtype_size(p.dtype), align = plan.alignment;
+  const std::string dtype = to_string(p.dtype);
+  const bool split = plan.splits > 1;
+
+  Binding q = bind(*args.q.buffer, 0, esize, args.q.layout.required_elements(), align);
+  Binding k = bind(*args.k.buffer, 0, esize, args.k.layout.required_elements(), align);
+  Binding v = bind(*args.v.buffer, 0, esize, args.v.layout.required_elements(), align);
+  Binding o = bind(*args.out.buffer, 0, esize, args.out.layout.required_elements(), align);
+  const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
+  Binding lse = args.lse.buffer ? bind(*args.lse.buffer, args.lse.offset, 4, rows_total, align) : bind_dummy(c);
+  Binding mask = args.mask.buffer ? bind(*args.mask.buffer, 0, mask_type_size(args.mask.layout.type),
+                                         args.mask.layout.required_elements(), align)
+                                  : bind_dummy(c);
+  Binding kv_len = args.kv_lengths.buffer ? bind(*args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch, align)
+                                          : bind_dummy(c);
+  Binding partial_o = bind_dummy(c), partial_lse = bind_dummy(c);
+  if (split) {
+    const uint64_t base = (workspace_offset + align - 1) / align * align;
+    const uint64_t lse_base = base + (plan.partial_o_bytes + align - 1) / align * align;
+    partial_o.info = {workspace, base, plan.partial_o_bytes};
+    partial_lse.info = {workspace, lse_base, plan.partial_lse_bytes};
+  }
+
+  AttentionPush push{};
+  push.seq_q = u32(p.seq_q);
+  push.seq_k = u32(p.seq_k);
+  push.heads = u32(p.heads);
+  push.group = u32(p.group_size());
+  push.splits = plan.splits;
+  push.keys_per_split = plan.keys_per_split;
+  push.flags = (p.causal == Causal::top_left ? kCausalTopLeft : p.causal == Causal::bottom_right ? kCausalBottomRight : 0u);
+  if (args.mask.buffer) {
+    const uint32_t kind = args.mask.layout.type == MaskType::boolean ? 1u : args.mask.layout.type == MaskType::f32 ? 2u : 3u;
+    push.flags |= kind << kMaskKindShift;
+  }
+  if (args.kv_lengths.buffer) push.flags |= kFlagKvLengths;
+  if (args.lse.buffer) push.flags |= kFlagWriteLse;
+  if (split) push.flags |= kFlagPartial;
+  push.scale = p.scale;
+  const TensorLayout &ql = args.q.layout, &kl = args.k.layout, &vl = args.v.layout, &ol = args.out.layout;
+  push.q_sb = u32(ql.stride_batch), push.q_sh = u32(ql.stride_head), push.q_ss = u32(ql.stride_seq);
+  push.q_off = u32(ql.offset) + q.element_offset;
+  push.k_sb = u32(kl.stride_batch), push.k_sh = u32(kl.stride_head), push.k_ss = u32(kl.stride_seq);
+  push.k_off = u32(kl.offset) + k.element_offset;
+  push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
+  push.v_off = u32(vl.offset) + v.element_offset;
+  push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
+  push.o_off = u32(ol.offset) + o.element_offset;
+  if (args.mask.buffer) {
+    const MaskLayout& ml = args.mask.layout;
+    push.m_sb = ml.batch == 1 ? 0 : u32(ml.stride_batch);
+    push.m_sh = ml.heads == 1 ? 0 : u32(ml.stride_head);
+    push.m_ss = u32(ml.stride_q);
+    push.m_off = u32(ml.offset) + mask.element_offset;
+  }
+  push.lse_off = lse.element_offset;
+  push.kv_len_off = kv_len.element_offset;
+
+  const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
+  const VkPipeline fused = c.pipelines->get(
+      KernelKind::attention, "attention_fused_" + dtype,
+      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()});
+  VkPipeline combine = VK_NULL_HANDLE;
+  if (split)
+    combine = c.pipelines->get(KernelKind::combine, "attention_combine_" + dtype, {u32(p.dim_v), plan.combine_workgroup});
+
+  if (split) {
+    // The workspace may still be read by an earlier combine pass recorded in this command buffer.
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
+                         0, nullptr, 0, nullptr);
+  }
+
+  const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
+  VkWriteDescriptorSet writes[9];
+  for (uint32_t i = 0; i < 9; ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &bindings[i]->info;
+  }
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, fused);
+  c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout, 0, 9, writes);
+  vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+  vkCmdDispatch(cmd, plan.query_tiles, u32(p.heads), u32(p.batch) * plan.splits);
+
+  if (!split) return;
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                       nullptr, 0, nullptr);
+
+  CombinePush cpush{};
+  cpush.splits = plan.splits;
+  cpush.rows = u32(rows_total);
+  cpush.heads = u32(p.heads);
+  cpush.seq_q = u32(p.seq_q);
+  cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss, cpush.o_off = push.o_off;
+  cpush.lse_off = lse.element_offset;
+  cpush.write_lse = args.lse.buffer ? 1u : 0u;
+  const KernelLayout& clayout = c.pipelines->layout(KernelKind::combine);
+  const Binding* cbindings[4] = {&partial_o, &partial_lse, &o, &lse};
+  for (uint32_t i = 0; i < 4; ++i) writes[i].pBufferInfo = &cbindings[i]->info;
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, combine);
+  c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, clayout.pipeline_layout, 0, 4, writes);
+  vkCmdPushConstants(cmd, clayout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(cpush), &cpush);
+  const uint64_t gx = std::min<uint64_t>(rows_total, c.info.max_workgroup_count[0]);
+  vkCmdDispatch(cmd, u32(gx), u32((rows_total + gx - 1) / gx), 1);
+}
+
+}  // namespace detail
+
+AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
+  const detail::LaunchPlan lp = detail::make_launch_plan(context.device_info(), args);
+  AttentionPlan plan;
+  plan.rows_per_workgroup = lp.config.rows;
+  plan.threads_per_row = lp.config.threads_per_row;
+  plan.keys_per_tile = lp.config.keys_per_tile;
+  plan.splits = lp.splits;
+  plan.keys_per_split = lp.keys_per_split;
+  plan.workspace_bytes = lp.workspace_bytes;
+  plan.path = "fused";
+  return plan;
+}
+
+void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
+  if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
+  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), args);
+  VkBuffer ws = VK_NULL_HANDLE;
+  uint64_t ws_offset = 0;
+  if (plan.splits > 1) {
+    if (!workspace.buffer || !workspace.buffer->valid())
+      throw Error("workspace: this call splits the key range and needs a workspace of " +
+                  std::to_string(plan.workspace_bytes) + " bytes (plan_attention().workspace_bytes)");
+    if (workspace.offset > workspace.buffer->size() || workspace.buffer->size() - workspace.offset < plan.workspace_bytes)
+      throw Error("workspace: needs " + std::to_string(plan.workspace_bytes) + " bytes, the slice holds " +
+                  std::to_string(workspace.buffer->size() - std::min(workspace.offset, workspace.buffer->size())));
+    ws = workspace.buffer->handle();
+    ws_offset = workspace.buffer->offset() + workspace.offset;
+  }
+  detail::record_planned_attention(context.impl(), command_buffer, plan, args, ws, ws_offset);
+}
+
+void attention(Context& context, const AttentionArgs& args) {
+  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), args);
+  detail::ContextImpl& c = context.impl();
+  std::lock_guard lock(c.queue_mutex);
+  const detail::Allocation* scratch = plan.splits > 1 ? &c.scratch(plan.workspace_bytes) : nullptr;
+  c.submit_and_wait([&](VkCommandBuffer cmd) {
+    detail::barrier_before_attention(cmd);
+    detail::record_planned_attention(c, cmd, plan, args, scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+    detail::barrier_after_attention(cmd);
+  });
+}
+
+}  // namespace vkattn

@@ -1,0 +1,168 @@
+#include "attention_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+uint64_t align_up(uint64_t v, uint64_t a) { return ceil_div(v, a) * a; }
+
+// llvmpipe silently stops each invocation's loops after 65535 iterations in total (DESIGN.md §5).
+// Plans keep the counted iterations under this, leaving room for what the count does not model.
+constexpr uint64_t kLlvmpipeLoopBudget = 48000;
+// Workgroups wanted in flight before splitting the key range for parallelism alone.
+constexpr uint64_t kGpuTargetWorkgroups = 256;
+constexpr uint64_t kCpuTargetWorkgroups = 16;
+// Largest offset/index the kernels can address (32-bit indices in this version).
+constexpr uint64_t kMaxIndex = UINT32_MAX;
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// Bytes a binding of `elements` elements needs for `buffer` at `byte_offset`, and checks they exist.
+void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
+                   uint64_t elements, const DeviceInfo& device) {
+  if (!buffer || !buffer->valid()) throw Error(std::string(name) + ": buffer is null");
+  const uint64_t start = buffer->offset() + byte_offset;
+  if (start % element_size != 0)
+    throw Error(std::string(name) + ": byte offset " + str(start) + " is not a multiple of the element size " +
+                str(element_size));
+  const uint64_t need = elements * element_size;
+  if (byte_offset > buffer->size() || need > buffer->size() - byte_offset)
+    throw Error(std::string(name) + ": needs " + str(need) + " bytes from offset " + str(byte_offset) +
+                " but the buffer holds " + str(buffer->size()) + " bytes");
+  if (elements > kMaxIndex)
+    throw Error(std::string(name) + ": " + str(elements) + " elements exceed the 32-bit index limit (" +
+                str(kMaxIndex) + ")");
+  const uint64_t range = start % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 4) + need;
+  if (range > device.max_storage_buffer_range)
+    throw Error(std::string(name) + ": binding of " + str(range) + " bytes exceeds maxStorageBufferRange " +
+                str(device.max_storage_buffer_range) + " of " + device.name);
+}
+
+KernelConfig choose_config(const DeviceInfo& device, const AttentionProblem& p) {
+  KernelConfig c;
+  c.rows = 16;
+  while (c.rows > 1 && static_cast<int64_t>(c.rows / 2) >= p.seq_q) c.rows /= 2;
+  // Few rows per workgroup (decode): more invocations per row so a GPU workgroup is not tiny. On
+  // llvmpipe 8 invocations fill one 256-bit SIMD vector, which is all it runs at once.
+  c.threads_per_row = (c.rows >= 4 || device.is_llvmpipe) ? 8 : 32;
+  const uint64_t shared_budget = std::min<uint64_t>(device.max_shared_memory, 32768);
+  for (uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
+    if (bc == 64 && c.rows > 2) continue;  // long tiles only pay off when few rows share them
+    c.keys_per_tile = bc;
+    if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget) break;
+  }
+  while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows > 1) c.rows /= 2;
+  if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget)
+    throw Error("device: " + device.name + " has " + str(device.max_shared_memory) +
+                " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
+  if (c.workgroup_size() > device.max_workgroup_invocations) c.threads_per_row = 8;
+  return c;
+}
+
+}  // namespace
+
+uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
+  const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
+  const uint64_t vstride = ceil_div(dv4, c.threads_per_row) * c.threads_per_row;
+  return static_cast<uint32_t>(16 * (c.rows * dqk4 + c.keys_per_tile * (dqk4 + 1) + c.keys_per_tile * vstride) +
+                               4 * c.rows * c.keys_per_tile);
+}
+
+uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
+  const uint64_t wg = c.workgroup_size(), bc = c.keys_per_tile, tpr = c.threads_per_row;
+  const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4), dvt = ceil_div(dv4, tpr);
+  const uint64_t per_tile = 1                              // the tile loop
+                            + ceil_div(bc * dqk4, wg)      // K tile load
+                            + ceil_div(bc * dvt * tpr, wg) // V tile load
+                            + ceil_div(bc, tpr) * (1 + dqk4)  // scores: keys x dot product
+                            + bc                           // row max
+                            + dvt                          // accumulator rescale
+                            + bc * (1 + dvt);              // p * V
+  const uint64_t fixed = ceil_div(c.rows * dqk4, wg) + 3 * dvt + 64;
+  return fixed + tiles * per_tile;
+}
+
+LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args) {
+  AttentionLayouts layouts;
+  layouts.q = args.q.layout;
+  layouts.k = args.k.layout;
+  layouts.v = args.v.layout;
+  layouts.out = args.out.layout;
+  if (args.mask.buffer) layouts.mask = args.mask.layout;
+  layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
+  layouts.has_lse = args.lse.buffer != nullptr;
+  layouts.options = args.options;
+  LaunchPlan plan;
+  plan.problem = check_attention(layouts);
+  const AttentionProblem& p = plan.problem;
+
+  if (p.dtype != DType::f32 && !device.storage_16bit)
+    throw Error(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " + device.name +
+                " does not offer (or it was not enabled on the adopted device)");
+
+  const uint64_t esize = dtype_size(p.dtype);
+  check_binding("q", args.q.buffer, 0, esize, args.q.layout.required_elements(), device);
+  check_binding("k", args.k.buffer, 0, esize, args.k.layout.required_elements(), device);
+  check_binding("v", args.v.buffer, 0, esize, args.v.layout.required_elements(), device);
+  check_binding("out", args.out.buffer, 0, esize, args.out.layout.required_elements(), device);
+  const uint64_t rows_total = static_cast<uint64_t>(p.batch * p.heads * p.seq_q);
+  if (args.lse.buffer) check_binding("lse", args.lse.buffer, args.lse.offset, 4, rows_total, device);
+  if (args.kv_lengths.buffer)
+    check_binding("kv_lengths", args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch, device);
+  if (args.mask.buffer)
+    check_binding("mask", args.mask.buffer, 0, mask_type_size(args.mask.layout.type), args.mask.layout.required_elements(),
+                  device);
+  for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
+    if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
+
+  plan.config = choose_config(device, p);
+  const KernelConfig& c = plan.config;
+  plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
+  plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
+
+  // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
+  // and on llvmpipe so that no invocation loops more than its limit allows.
+  const uint64_t tiles = ceil_div(p.seq_k, c.keys_per_tile);
+  uint64_t max_tiles = tiles;
+  if (device.is_llvmpipe) {
+    const uint64_t one = fused_loop_iterations(c, p.dim_qk, p.dim_v, 1);
+    const uint64_t zero = fused_loop_iterations(c, p.dim_qk, p.dim_v, 0);
+    max_tiles = std::max<uint64_t>(1, (kLlvmpipeLoopBudget - zero) / (one - zero));
+  }
+  const uint64_t base_workgroups = uint64_t(plan.query_tiles) * p.heads * p.batch;
+  const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
+  uint64_t splits = ceil_div(tiles, max_tiles);
+  if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
+  const uint64_t tiles_per_split = ceil_div(tiles, splits);
+  splits = ceil_div(tiles, tiles_per_split);
+  plan.splits = static_cast<uint32_t>(splits);
+  plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);
+
+  const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
+                 max_z = device.max_workgroup_count[2];
+  if (plan.query_tiles > max_x || uint64_t(p.heads) > max_y || uint64_t(p.batch) * splits > max_z)
+    throw Error("grid: (" + str(plan.query_tiles) + ", " + str(p.heads) + ", " + str(p.batch * splits) +
+                ") workgroups (query tiles, heads, batch x splits) exceed maxComputeWorkGroupCount (" + str(max_x) +
+                ", " + str(max_y) + ", " + str(max_z) + ") of " + device.name);
+
+  if (plan.splits > 1) {
+    plan.partial_o_bytes = splits * rows_total * uint64_t(p.dim_v) * 4;
+    plan.partial_lse_bytes = splits * rows_total * 4;
+    for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
+      if (bytes > device.max_storage_buffer_range || bytes / 4 > kMaxIndex)
+        throw Error(std::string("workspace: split-KV ") + name + " needs " + str(bytes) +
+                    " bytes, more than one binding can hold on " + device.name + " (" +
+                    str(device.max_storage_buffer_range) + "); use fewer batch x heads x seq_q rows per call");
+    plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
+    if (ceil_div(rows_total, max_x) > max_y)
+      throw Error("grid: " + str(rows_total) + " rows exceed what the combine dispatch can cover on " + device.name);
+  }
+  return plan;
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,41 @@
+// Choosing how an attention call runs: tile sizes (specialization constants), the key-range split
+// (split-KV), the workspace, and every check against the device's limits. Nothing here records
+// commands, so a plan can be made (and errors raised) before anything is dispatched.
+#pragma once
+
+#include <cstdint>
+
+#include "vkattn/attention.hpp"
+#include "vkattn/problem.hpp"
+
+namespace vkattn::detail {
+
+struct KernelConfig {
+  uint32_t rows = 16;             // BR: query rows per workgroup
+  uint32_t threads_per_row = 8;   // TPR
+  uint32_t keys_per_tile = 32;    // BC
+  uint32_t workgroup_size() const { return rows * threads_per_row; }
+};
+
+struct LaunchPlan {
+  AttentionProblem problem;
+  KernelConfig config;
+  uint32_t splits = 1;
+  uint32_t keys_per_split = 0;
+  uint32_t query_tiles = 0;
+  uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;
+  uint64_t alignment = 16;  // storage-buffer offset alignment used for every binding
+  uint32_t combine_workgroup = 64;
+};
+
+// Checks `args` (semantics and buffers) against DESIGN.md §1 and `device`; throws Error.
+LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args);
+
+// Shared memory (bytes) of attention_fused.comp for a configuration (mirrors its declarations).
+uint32_t fused_shared_bytes(const KernelConfig& config, int64_t dim_qk, int64_t dim_v);
+
+// Upper bound of loop iterations one invocation of attention_fused.comp runs for `tiles` key tiles
+// (mirrors its loops; used against lavapipe's per-invocation loop limit).
+uint64_t fused_loop_iterations(const KernelConfig& config, int64_t dim_qk, int64_t dim_v, uint64_t tiles);
+
+}  // namespace vkattn::detail

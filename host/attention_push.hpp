@@ -1,0 +1,40 @@
+// C++ mirrors of the push-constant blocks in shaders/attention_push.glsl and
+// shaders/combine_push.glsl. Same member order; all members are 4 bytes, so std430 adds no padding.
+#pragma once
+
+#include <cstdint>
+
+namespace vkattn::detail {
+
+// Flag bits of AttentionPush::flags (shaders/attention_push.glsl).
+enum AttentionFlags : uint32_t {
+  kCausalTopLeft = 1u,
+  kCausalBottomRight = 2u,
+  kMaskKindShift = 2u,  // 0 none, 1 boolean, 2 f32, 3 f16
+  kFlagKvLengths = 16u,
+  kFlagWriteLse = 32u,
+  kFlagPartial = 64u,
+};
+
+struct AttentionPush {
+  uint32_t seq_q, seq_k, heads, group;
+  uint32_t splits, keys_per_split, flags;
+  float scale;
+  uint32_t q_sb, q_sh, q_ss, q_off;
+  uint32_t k_sb, k_sh, k_ss, k_off;
+  uint32_t v_sb, v_sh, v_ss, v_off;
+  uint32_t o_sb, o_sh, o_ss, o_off;
+  uint32_t m_sb, m_sh, m_ss, m_off;
+  uint32_t lse_off, kv_len_off;
+};
+static_assert(sizeof(AttentionPush) <= 128, "push constants beyond the guaranteed 128 bytes");
+static_assert(sizeof(AttentionPush) == 30 * 4);
+
+struct CombinePush {
+  uint32_t splits, rows, heads, seq_q;
+  uint32_t o_sb, o_sh, o_ss, o_off;
+  uint32_t lse_off, write_lse;
+};
+static_assert(sizeof(CombinePush) <= 128, "push constants beyond the guaranteed 128 bytes");
+
+}  // namespace vkattn::detail

@@ -1,0 +1,40 @@
+// One-shot command submission for vkattn's synchronous calls (uploads, downloads, attention()).
+#include <string>
+
+#include "context_impl.hpp"
+#include "vk_check.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+
+void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record) {
+  std::lock_guard lock(queue_mutex);
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = pool_;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  VK_TRY(vkAllocateCommandBuffers(device, &alloc, &cmd));
+  // Freed on every path, including a throwing `record`.
+  struct Free {
+    VkDevice device;
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    ~Free() { vkFreeCommandBuffers(device, pool, 1, &cmd); }
+  } free_on_exit{device, pool_, cmd};
+
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VK_TRY(vkBeginCommandBuffer(cmd, &begin));
+  record(cmd);
+  VK_TRY(vkEndCommandBuffer(cmd));
+
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  VK_TRY(vkResetFences(device, 1, &fence_));
+  VK_TRY(vkQueueSubmit(queue, 1, &submit, fence_));
+  VK_TRY(vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX));
+}
+
+}  // namespace vkattn::detail

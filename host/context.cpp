@@ -1,0 +1,138 @@
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "context_impl.hpp"
+#include "vk_check.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+namespace detail {
+
+ContextImpl::~ContextImpl() {
+  if (device != VK_NULL_HANDLE) {
+    vkDeviceWaitIdle(device);
+    pipelines.reset();
+    scratch_.reset();
+    dummy_.reset();
+    if (fence_) vkDestroyFence(device, fence_, nullptr);
+    if (pool_) vkDestroyCommandPool(device, pool_, nullptr);
+    if (owns_device) vkDestroyDevice(device, nullptr);
+  }
+  destroy_instance(instance);  // a no-op for adopted devices (no instance handles are owned)
+}
+
+void ContextImpl::initialise(uint32_t device_index) {
+  info = query_device_info(physical_device, device_index);
+  vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
+  push_descriptor_set = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR"));
+  if (!push_descriptor_set)
+    throw Error("device: VK_KHR_push_descriptor is not enabled on the device (Context::required_device_extensions())");
+  if (!storage_16bit_enabled) info.storage_16bit = false;  // not usable unless enabled on the device
+
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = queue_family;
+  VK_TRY(vkCreateCommandPool(device, &pool_info, nullptr, &pool_));
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_TRY(vkCreateFence(device, &fence_info, nullptr, &fence_));
+  pipelines = std::make_unique<PipelineRegistry>(device);
+  dummy_ = allocate_buffer(*this, 256, MemoryUse::device);
+}
+
+const Allocation& ContextImpl::scratch(uint64_t bytes) {
+  if (!scratch_ || scratch_->size < bytes) {
+    scratch_.reset();
+    scratch_ = allocate_buffer(*this, bytes, MemoryUse::device);
+  }
+  return *scratch_;
+}
+
+}  // namespace detail
+
+namespace {
+
+// A compute-capable queue family (the first one: usually the universal queue).
+uint32_t find_compute_queue_family(VkPhysicalDevice device) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  for (uint32_t i = 0; i < count; ++i)
+    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
+  throw Error("device: no queue family supports compute");
+}
+
+}  // namespace
+
+Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail::ContextImpl>()) {
+  detail::ContextImpl& c = *impl_;
+  c.validation_callback = options.on_validation_message;
+  c.instance = detail::create_instance(options.validation, options.synchronization_validation,
+                                       (options.validation || options.synchronization_validation) ? &c.validation_callback : nullptr);
+  const auto physical = detail::enumerate_physical_devices(c.instance.instance);
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(detail::query_device_info(physical[i], i));
+  std::string selector = options.device;
+  if (selector.empty())
+    if (const char* env = std::getenv("VKATTN_DEVICE")) selector = env;  // the one documented switch
+  const uint32_t index = detail::select_device(infos, selector);
+  c.physical_device = physical[index];
+  c.queue_family = find_compute_queue_family(c.physical_device);
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = c.queue_family;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+  VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  storage16.storageBuffer16BitAccess = infos[index].storage_16bit ? VK_TRUE : VK_FALSE;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &storage16;
+  const auto extensions = required_device_extensions();
+  VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  info.pNext = &features;
+  info.queueCreateInfoCount = 1;
+  info.pQueueCreateInfos = &queue_info;
+  info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  VK_TRY(vkCreateDevice(c.physical_device, &info, nullptr, &c.device));
+  c.owns_device = true;
+  c.storage_16bit_enabled = infos[index].storage_16bit;
+  vkGetDeviceQueue(c.device, c.queue_family, 0, &c.queue);
+  c.initialise(index);
+}
+
+Context::Context(std::shared_ptr<detail::ContextImpl> impl) : impl_(std::move(impl)) {}
+
+Context Context::adopt(const AdoptedDevice& device) {
+  if (!device.instance || !device.physical_device || !device.device || !device.queue)
+    throw Error("adopt: instance, physical_device, device and queue must all be valid handles");
+  auto impl = std::make_shared<detail::ContextImpl>();
+  impl->physical_device = device.physical_device;
+  impl->device = device.device;
+  impl->queue = device.queue;
+  impl->queue_family = device.queue_family_index;
+  impl->owns_device = false;
+  impl->storage_16bit_enabled = device.storage_16bit_enabled;
+  uint32_t index = 0;
+  const auto physical = detail::enumerate_physical_devices(device.instance);
+  for (uint32_t i = 0; i < physical.size(); ++i)
+    if (physical[i] == device.physical_device) index = i;
+  impl->initialise(index);
+  return Context(std::move(impl));
+}
+
+std::vector<const char*> Context::required_device_extensions() { return {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME}; }
+
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+Context::~Context() = default;
+
+const DeviceInfo& Context::device_info() const { return impl_->info; }
+VkDevice Context::vk_device() const { return impl_->device; }
+VkPhysicalDevice Context::vk_physical_device() const { return impl_->physical_device; }
+VkQueue Context::vk_queue() const { return impl_->queue; }
+uint32_t Context::queue_family_index() const { return impl_->queue_family; }
+
+}  // namespace vkattn

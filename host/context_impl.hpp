@@ -1,0 +1,58 @@
+// The state behind vkattn::Context: the device (owned or adopted), its queue, a command pool for
+// vkattn's own submissions, the pipeline registry and a reusable scratch buffer.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "instance.hpp"
+#include "memory.hpp"
+#include "pipelines.hpp"
+#include "vkattn/context.hpp"
+
+namespace vkattn::detail {
+
+class ContextImpl {
+ public:
+  ContextImpl() = default;
+  ContextImpl(const ContextImpl&) = delete;
+  ContextImpl& operator=(const ContextImpl&) = delete;
+  ~ContextImpl();
+
+  // Finishes setup once the handles are set: device info, memory properties, command pool, registry.
+  void initialise(uint32_t device_index);
+
+  // Records with `record` into a fresh primary command buffer, submits it on the queue and waits.
+  // Serialised per context (the queue and the pool are externally synchronised objects).
+  void submit_and_wait(const std::function<void(VkCommandBuffer)>& record);
+
+  // A device buffer of at least `bytes`, reused across calls; only valid while `queue_mutex` is held.
+  const Allocation& scratch(uint64_t bytes);
+  // A small buffer bound to shader bindings a call does not use (e.g. no mask).
+  const Allocation& dummy() const { return *dummy_; }
+
+  ValidationCallback validation_callback;  // referenced by the messenger: declared before it
+  InstanceHandles instance;
+  bool owns_device = false;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  bool storage_16bit_enabled = false;
+  DeviceInfo info;
+  VkPhysicalDeviceMemoryProperties memory_properties{};
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
+  std::unique_ptr<PipelineRegistry> pipelines;
+  std::recursive_mutex queue_mutex;
+
+ private:
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  std::unique_ptr<Allocation> scratch_;
+  std::unique_ptr<Allocation> dummy_;
+};
+
+}  // namespace vkattn::detail

@@ -1,0 +1,71 @@
+#include "memory.hpp"
+
+#include <string>
+
+#include "context_impl.hpp"
+#include "vk_check.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+// The first memory type allowed by `type_bits` that has all `required` flags, preferring `preferred`.
+int find_memory_type(const VkPhysicalDeviceMemoryProperties& props, uint32_t type_bits, VkMemoryPropertyFlags required,
+                     VkMemoryPropertyFlags preferred) {
+  int fallback = -1;
+  for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const VkMemoryPropertyFlags flags = props.memoryTypes[i].propertyFlags;
+    if ((flags & required) != required) continue;
+    if ((flags & preferred) == preferred) return static_cast<int>(i);
+    if (fallback < 0) fallback = static_cast<int>(i);
+  }
+  return fallback;
+}
+
+}  // namespace
+
+Allocation::~Allocation() {
+  if (device == VK_NULL_HANDLE) return;
+  if (mapped) vkUnmapMemory(device, memory);
+  if (buffer != VK_NULL_HANDLE) vkDestroyBuffer(device, buffer, nullptr);
+  if (memory != VK_NULL_HANDLE) vkFreeMemory(device, memory, nullptr);
+}
+
+std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t bytes, MemoryUse use) {
+  if (bytes == 0) throw Error("buffer: size must be > 0 bytes");
+  // Rounded up so that shaders reading 32-bit words (masks, 16-bit tensors) never step past the end.
+  const uint64_t size = (bytes + 15) & ~uint64_t(15);
+  auto alloc = std::make_unique<Allocation>();
+  alloc->device = context.device;
+  alloc->size = size;
+
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = size;
+  info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               (use == MemoryUse::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT : 0);
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VK_TRY(vkCreateBuffer(context.device, &info, nullptr, &alloc->buffer));
+
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(context.device, alloc->buffer, &req);
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const int type = use == MemoryUse::device
+                       ? find_memory_type(context.memory_properties, req.memoryTypeBits,
+                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host)
+                       : find_memory_type(context.memory_properties, req.memoryTypeBits, host,
+                                          host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  if (type < 0)
+    throw Error("buffer: no suitable memory type for " + std::to_string(bytes) + " bytes", "VK_ERROR_OUT_OF_DEVICE_MEMORY");
+
+  VkMemoryAllocateInfo mem{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mem.allocationSize = req.size;
+  mem.memoryTypeIndex = static_cast<uint32_t>(type);
+  VK_TRY(vkAllocateMemory(context.device, &mem, nullptr, &alloc->memory));
+  VK_TRY(vkBindBufferMemory(context.device, alloc->buffer, alloc->memory, 0));
+  const VkMemoryPropertyFlags flags = context.memory_properties.memoryTypes[type].propertyFlags;
+  if ((flags & host) == host) VK_TRY(vkMapMemory(context.device, alloc->memory, 0, VK_WHOLE_SIZE, 0, &alloc->mapped));
+  return alloc;
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,109 @@
+#include "pipelines.hpp"
+
+#include <span>
+#include <string_view>
+
+#include "attention_push.hpp"
+#include "vk_check.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+
+std::span<const uint32_t> find_spirv(std::string_view name);  // generated: spirv_table.cpp
+
+namespace {
+
+KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes) {
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  // Push descriptors: recording into the caller's command buffer needs no descriptor pool whose
+  // lifetime would have to outlast the caller's submission.
+  set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  set_info.bindingCount = bindings;
+  set_info.pBindings = b.data();
+  KernelLayout layout;
+  layout.bindings = bindings;
+  VK_TRY(vkCreateDescriptorSetLayout(device, &set_info, nullptr, &layout.set_layout));
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  info.setLayoutCount = 1;
+  info.pSetLayouts = &layout.set_layout;
+  info.pushConstantRangeCount = 1;
+  info.pPushConstantRanges = &range;
+  const VkResult r = vkCreatePipelineLayout(device, &info, nullptr, &layout.pipeline_layout);
+  if (r != VK_SUCCESS) {
+    vkDestroyDescriptorSetLayout(device, layout.set_layout, nullptr);
+    throw_vk_error("vkCreatePipelineLayout", r);
+  }
+  return layout;
+}
+
+}  // namespace
+
+PipelineRegistry::PipelineRegistry(VkDevice device) : device_(device) {
+  VkPipelineCacheCreateInfo cache_info{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  VK_TRY(vkCreatePipelineCache(device_, &cache_info, nullptr, &cache_));
+  try {
+    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 9, sizeof(AttentionPush));
+    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 4, sizeof(CombinePush));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+PipelineRegistry::~PipelineRegistry() { release(); }
+
+void PipelineRegistry::release() {
+  for (auto& [key, pipeline] : pipelines_) vkDestroyPipeline(device_, pipeline, nullptr);
+  pipelines_.clear();
+  for (auto& [name, module] : modules_) vkDestroyShaderModule(device_, module, nullptr);
+  modules_.clear();
+  for (KernelLayout& l : layouts_) {
+    if (l.pipeline_layout) vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);
+    if (l.set_layout) vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
+    l = {};
+  }
+  if (cache_) vkDestroyPipelineCache(device_, cache_, nullptr);
+  cache_ = VK_NULL_HANDLE;
+}
+
+VkShaderModule PipelineRegistry::shader_module(const std::string& name) {
+  auto it = modules_.find(name);
+  if (it != modules_.end()) return it->second;
+  const std::span<const uint32_t> code = find_spirv(name);
+  if (code.empty()) throw Error("internal: no embedded shader named '" + name + "'");
+  VkShaderModuleCreateInfo info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  info.codeSize = code.size_bytes();
+  info.pCode = code.data();
+  VkShaderModule module;
+  VK_TRY(vkCreateShaderModule(device_, &info, nullptr, &module));
+  modules_.emplace(name, module);
+  return module;
+}
+
+VkPipeline PipelineRegistry::get(KernelKind kind, const std::string& module, const std::vector<uint32_t>& spec) {
+  std::lock_guard lock(mutex_);
+  auto key = std::make_pair(module, spec);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4u};
+  VkSpecializationInfo spec_info{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4u, spec.data()};
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = shader_module(module);
+  info.stage.pName = "main";
+  info.stage.pSpecializationInfo = &spec_info;
+  info.layout = layout(kind).pipeline_layout;
+  VkPipeline pipeline;
+  VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));
+  pipelines_.emplace(std::move(key), pipeline);
+  return pipeline;
+}
+
+}  // namespace vkattn::detail

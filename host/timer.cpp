@@ -1,0 +1,62 @@
+#include "vkattn/timer.hpp"
+
+#include <algorithm>
+
+#include "attention_plan.hpp"
+#include "attention_record.hpp"
+#include "context_impl.hpp"
+#include "vk_check.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+
+std::vector<double> time_attention(Context& context, const std::vector<AttentionArgs>& rotations, int warmup,
+                                   int iterations) {
+  if (rotations.empty()) throw Error("time_attention: no arguments to time");
+  if (warmup < 0 || iterations < 1)
+    throw Error("time_attention: warmup (" + std::to_string(warmup) + ") must be >= 0 and iterations (" +
+                std::to_string(iterations) + ") >= 1");
+  detail::ContextImpl& c = context.impl();
+  if (!c.info.timestamps) throw Error("time_attention: " + c.info.name + " has no compute timestamp queries");
+  std::vector<detail::LaunchPlan> plans;
+  uint64_t workspace = 0;
+  for (const AttentionArgs& a : rotations) {
+    plans.push_back(detail::make_launch_plan(c.info, a));
+    workspace = std::max(workspace, plans.back().workspace_bytes);
+  }
+
+  VkQueryPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  pool_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  pool_info.queryCount = 2;
+  VkQueryPool pool;
+  VK_TRY(vkCreateQueryPool(c.device, &pool_info, nullptr, &pool));
+  struct Destroy {
+    VkDevice d;
+    VkQueryPool p;
+    ~Destroy() { vkDestroyQueryPool(d, p, nullptr); }
+  } destroy{c.device, pool};
+
+  std::lock_guard lock(c.queue_mutex);
+  const detail::Allocation* scratch = workspace ? &c.scratch(workspace) : nullptr;
+  std::vector<double> times;
+  for (int it = 0; it < warmup + iterations; ++it) {
+    const size_t r = static_cast<size_t>(it) % rotations.size();
+    const bool timed = it >= warmup;
+    c.submit_and_wait([&](VkCommandBuffer cmd) {
+      if (timed) vkCmdResetQueryPool(cmd, pool, 0, 2);
+      detail::barrier_before_attention(cmd);
+      if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0);
+      detail::record_planned_attention(c, cmd, plans[r], rotations[r], scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+      if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1);
+      detail::barrier_after_attention(cmd);
+    });
+    if (!timed) continue;
+    uint64_t ticks[2];
+    VK_TRY(vkGetQueryPoolResults(c.device, pool, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    times.push_back(double(ticks[1] - ticks[0]) * c.info.timestamp_period_ns * 1e-6);
+  }
+  return times;
+}
+
+}  // namespace vkattn

@@ -1,0 +1,67 @@
+// Scaled dot-product attention on the GPU (DESIGN.md §1):
+//   O[b,h,i,:] = sum_j softmax_j(scale * Q[b,h,i,:].K[b,g(h),j,:] + bias[b,h,i,j]) V[b,g(h),j,:]
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <optional>
+
+#include "vkattn/buffer.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/problem.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn {
+
+// A tensor living in a Buffer: the layout's offset and strides are in elements from buffer->offset().
+struct TensorRef {
+  const Buffer* buffer = nullptr;
+  TensorLayout layout;
+};
+
+// An optional range of a buffer; `buffer == nullptr` means absent.
+struct BufferSlice {
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;  // bytes from buffer->offset()
+};
+
+struct MaskRef {
+  const Buffer* buffer = nullptr;  // nullptr: no explicit mask
+  MaskLayout layout;
+};
+
+struct AttentionArgs {
+  TensorRef q, k, v;  // (B,H,Sq,Dqk), (B,G,Sk,Dqk), (B,G,Sk,Dv); one dtype
+  TensorRef out;      // (B,H,Sq,Dv), same dtype
+  BufferSlice lse;    // optional f32 (B,H,Sq) dense: log-sum-exp of the scaled, biased scores
+  MaskRef mask;       // optional explicit mask, broadcast over batch and heads
+  // Optional int32 (B) key lengths: keys j >= kv_lengths[b] are masked. Values are read on the device:
+  // negative values count as 0 and values above seq_k as seq_k.
+  BufferSlice kv_lengths;
+  AttentionOptions options;
+};
+
+// How a call will run (chosen from the problem and the device; reported by the bench tool).
+struct AttentionPlan {
+  uint32_t rows_per_workgroup = 0, threads_per_row = 0, keys_per_tile = 0;
+  uint32_t splits = 1;          // key-range splits; > 1 adds a combine dispatch
+  int64_t keys_per_split = 0;
+  uint64_t workspace_bytes = 0;  // scratch needed by record_attention
+  const char* path = "fused";
+};
+
+// Checks the arguments and the device limits; throws Error. Dispatches nothing.
+AttentionPlan plan_attention(const Context& context, const AttentionArgs& args);
+
+// Runs attention and waits for it. Allocates (and frees) the scratch itself.
+void attention(Context& context, const AttentionArgs& args);
+
+// Records attention into the caller's command buffer (in the recording state), with no submit.
+// The caller orders the writes of q/k/v/mask/kv_lengths before it and the reads of out/lse after it
+// with its own barriers (shader-write / shader-read, compute stage). `workspace` must hold
+// plan_attention(...).workspace_bytes bytes when that is non-zero, and must not be used by other
+// work until the command buffer has completed.
+void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args,
+                      BufferSlice workspace = {});
+
+}  // namespace vkattn

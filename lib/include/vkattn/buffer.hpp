@@ -1,0 +1,50 @@
+// vkattn::Buffer — a storage buffer on the Context's device: allocated by vkattn, or an application's
+// VkBuffer (with an offset and size) wrapped without taking ownership.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace vkattn {
+
+class Context;
+namespace detail {
+class ContextImpl;
+struct Allocation;
+}  // namespace detail
+
+class Buffer {
+ public:
+  // A device-local storage buffer of `bytes` bytes (> 0). Contents are undefined until written.
+  static Buffer allocate(Context& context, uint64_t bytes);
+  // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, and TRANSFER_SRC/DST
+  // for upload/download), seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
+  static Buffer wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t size);
+
+  Buffer() = default;
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  ~Buffer();
+
+  // Copies host bytes in / out, synchronously (staging through host-visible memory when needed).
+  void upload(const void* data, uint64_t bytes, uint64_t offset = 0);
+  void download(void* data, uint64_t bytes, uint64_t offset = 0) const;
+  // Sets every byte in [offset, offset + bytes) to `value`.
+  void fill(uint8_t value, uint64_t offset = 0, uint64_t bytes = UINT64_MAX);
+
+  VkBuffer handle() const { return buffer_; }
+  uint64_t offset() const { return offset_; }  // where this Buffer starts inside handle()
+  uint64_t size() const { return size_; }
+  bool valid() const { return buffer_ != VK_NULL_HANDLE; }
+
+ private:
+  std::shared_ptr<detail::ContextImpl> context_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  uint64_t offset_ = 0, size_ = 0;
+  std::unique_ptr<detail::Allocation> owned_;  // null for wrapped buffers
+};
+
+}  // namespace vkattn

@@ -1,0 +1,108 @@
+// vkattn::Context — a Vulkan device to run attention on: one vkattn creates (instance, device, queue)
+// or one the application already has and lends without giving up ownership.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vkattn {
+
+namespace detail {
+class ContextImpl;
+}
+
+// What vkattn knows about a physical device (`vkattn devices` prints these).
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name;
+  std::string type;  // "discrete" | "integrated" | "virtual" | "cpu" | "other"
+  std::string driver_name, driver_info;
+  uint32_t api_version = 0, driver_version = 0;
+  uint32_t vendor_id = 0;
+  bool is_llvmpipe = false;  // Mesa's lavapipe: needs bounded per-invocation loop counts
+  uint32_t subgroup_size = 0;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  uint32_t max_push_constants_size = 0;
+  bool storage_16bit = false;   // storageBuffer16BitAccess: needed for f16 and bf16 tensors
+  bool shader_float16 = false;  // shaderFloat16 (reported; not required)
+  bool push_descriptor = false;  // VK_KHR_push_descriptor: required
+  bool cooperative_matrix = false;  // VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix
+  bool timestamps = false;
+  double timestamp_period_ns = 0.0;
+
+  bool supports_f16() const { return storage_16bit; }
+  bool supports_bf16() const { return storage_16bit; }  // bf16 is converted in the shader
+  std::string api_version_string() const;
+};
+
+// Enumerates every Vulkan physical device (does not create a logical device).
+std::vector<DeviceInfo> list_devices();
+
+// Called with each message of the Khronos validation layer (when enabled).
+using ValidationCallback = std::function<void(const std::string& message)>;
+
+struct ContextOptions {
+  // Index ("0") or case-insensitive name substring ("llvmpipe"). Empty: the VKATTN_DEVICE
+  // environment variable, else the first discrete GPU, then integrated, then any, then CPU.
+  std::string device;
+  // Enable VK_LAYER_KHRONOS_validation and route its messages to `on_validation_message` (or stderr).
+  bool validation = false;
+  bool synchronization_validation = false;  // adds synchronization validation (implies validation)
+  ValidationCallback on_validation_message;
+};
+
+// A device the application owns, lent to vkattn. vkattn never destroys these handles. The device
+// must have been created with required_device_extensions() enabled and, for f16/bf16 tensors,
+// VkPhysicalDeviceVulkan11Features::storageBuffer16BitAccess. `queue` must support compute and be
+// used by vkattn's synchronous calls only from one thread at a time together with the application
+// (vkattn serialises its own submissions per Context).
+struct AdoptedDevice {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family_index = 0;
+  // Set to the features the application enabled; vkattn only uses what is marked here.
+  bool storage_16bit_enabled = false;
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  // Uses the application's device without owning it.
+  static Context adopt(const AdoptedDevice& device);
+
+  // Device extensions vkattn needs on an adopted device.
+  static std::vector<const char*> required_device_extensions();
+  // Minimum Vulkan API version vkattn needs.
+  static constexpr uint32_t required_api_version = VK_API_VERSION_1_2;
+
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  ~Context();
+
+  const DeviceInfo& device_info() const;
+  VkDevice vk_device() const;
+  VkPhysicalDevice vk_physical_device() const;
+  VkQueue vk_queue() const;
+  uint32_t queue_family_index() const;
+
+  // Internal access for the runtime (not part of the stable API).
+  detail::ContextImpl& impl() const { return *impl_; }
+  const std::shared_ptr<detail::ContextImpl>& shared_impl() const { return impl_; }
+
+ private:
+  explicit Context(std::shared_ptr<detail::ContextImpl> impl);
+  std::shared_ptr<detail::ContextImpl> impl_;
+};
+
+}  // namespace vkattn

@@ -1,0 +1,17 @@
+// GPU timing of attention calls with timestamp queries (for `vkattn bench`).
+#pragma once
+
+#include <vector>
+
+#include "vkattn/attention.hpp"
+
+namespace vkattn {
+
+// Runs `warmup` untimed calls, then `iterations` calls each bracketed by timestamps in its own
+// submission, and returns each timed call's GPU time in milliseconds. `rotations` (may be a single
+// element) are used round-robin so large inputs do not stay in cache. Throws Error when the device
+// has no timestamp support.
+std::vector<double> time_attention(Context& context, const std::vector<AttentionArgs>& rotations,
+                                   int warmup, int iterations);
+
+}  // namespace vkattn

@@ -1,0 +1,87 @@
+// Element types, causal alignments and tensor layouts: the vocabulary shared by the API, the CPU
+// reference and the Vulkan runtime. Nothing here depends on Vulkan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace vkattn {
+
+// Storage type of Q, K, V and O. Arithmetic is always f32 (scores, running max/sum, accumulator).
+enum class DType { f32, f16, bf16 };
+
+std::size_t dtype_size(DType dtype);
+const char* to_string(DType dtype);
+// Parses "f32" | "f16" | "bf16" (also "float32", "float16", "bfloat16"); throws Error otherwise.
+DType parse_dtype(std::string_view name);
+
+// Causal masking. top_left: key j is visible to query i when j <= i (PyTorch is_causal).
+// bottom_right: j <= i + seq_k - seq_q (FlashAttention >= 2.1, KV-cache decoding).
+// The two agree when seq_q == seq_k.
+enum class Causal { none, top_left, bottom_right };
+
+const char* to_string(Causal causal);
+// Parses "none" | "top-left" | "bottom-right"; throws Error otherwise.
+Causal parse_causal(std::string_view name);
+
+// A 4-D tensor (batch, heads, seq, dim) in a buffer, with element strides for the first three
+// dimensions; the last dimension is contiguous. `offset` is in elements from the start of the buffer
+// (or buffer slice) the tensor lives in. A (batch, seq, heads, dim) array is described in place by
+// TensorLayout::bshd, without a copy.
+struct TensorLayout {
+  DType dtype = DType::f32;
+  int64_t batch = 0, heads = 0, seq = 0, dim = 0;
+  int64_t stride_batch = 0, stride_head = 0, stride_seq = 0;
+  int64_t offset = 0;
+
+  // Densely packed (batch, heads, seq, dim).
+  static TensorLayout bhsd(DType dtype, int64_t batch, int64_t heads, int64_t seq, int64_t dim);
+  // Densely packed (batch, seq, heads, dim), viewed as BHSD.
+  static TensorLayout bshd(DType dtype, int64_t batch, int64_t seq, int64_t heads, int64_t dim);
+
+  int64_t element_count() const { return batch * heads * seq * dim; }
+  // Index of element (b, h, s, d), offset included.
+  int64_t index(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    return offset + b * stride_batch + h * stride_head + s * stride_seq + d;
+  }
+  // Elements a buffer must hold from its start for this layout: the last element's index + 1
+  // (0 for an empty tensor).
+  int64_t required_elements() const;
+  std::string describe() const;  // "f16 (2, 8, 128, 64) strides (..)"
+};
+
+// Element type of an explicit attention mask. boolean: one byte per element, nonzero = attend
+// (PyTorch SDPA's convention). f32 / f16: added to the scaled score; -inf masks.
+enum class MaskType { boolean, f32, f16 };
+
+std::size_t mask_type_size(MaskType type);
+const char* to_string(MaskType type);
+
+// An explicit mask of logical shape (batch, heads, seq_q, seq_k) where batch is 1 or B and heads is
+// 1 or H (broadcast like PyTorch). Element strides for batch, head and query row; keys contiguous.
+// A broadcast dimension may have stride 0. `offset` is in elements.
+struct MaskLayout {
+  MaskType type = MaskType::boolean;
+  int64_t batch = 1, heads = 1, seq_q = 0, seq_k = 0;
+  int64_t stride_batch = 0, stride_head = 0, stride_q = 0;
+  int64_t offset = 0;
+
+  // A dense (batch, heads, seq_q, seq_k) mask; pass batch = heads = 1 for a 2-D (seq_q, seq_k) mask.
+  static MaskLayout dense(MaskType type, int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_k);
+  int64_t index(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return offset + (batch == 1 ? 0 : b * stride_batch) + (heads == 1 ? 0 : h * stride_head) +
+           i * stride_q + j;
+  }
+  int64_t required_elements() const;
+  std::string describe() const;
+};
+
+// Options that are not tensors.
+struct AttentionOptions {
+  std::optional<float> scale;  // default 1/sqrt(dim_qk); any finite value
+  Causal causal = Causal::none;
+};
+
+}  // namespace vkattn

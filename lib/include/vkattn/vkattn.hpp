@@ -1,0 +1,13 @@
+// Umbrella header.
+#pragma once
+
+#include "vkattn/attention.hpp"
+#include "vkattn/buffer.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/numeric.hpp"
+#include "vkattn/problem.hpp"
+#include "vkattn/reference.hpp"
+#include "vkattn/timer.hpp"
+#include "vkattn/types.hpp"
+#include "vkattn/version.hpp"

@@ -1,0 +1,180 @@
+// check_attention: the one set of argument rules (DESIGN.md §1) that the Vulkan path and the CPU
+// reference both apply, so that whatever one rejects the other rejects with the same message.
+#include "vkattn/problem.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+
+int64_t AttentionProblem::causal_key_end(int64_t i) const {
+  switch (causal) {
+    case Causal::none:
+      return seq_k;
+    case Causal::top_left:
+      return i + 1;
+    case Causal::bottom_right:
+      return i + 1 + seq_k - seq_q;
+  }
+  return seq_k;
+}
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string float_str(float v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+[[noreturn]] void fail(const std::string& message) { throw Error(message); }
+
+// Sizes >= 1, strides and offset >= 0.
+void check_tensor_basics(const char* name, const TensorLayout& t) {
+  const std::string n = name;
+  const std::array<std::pair<const char*, int64_t>, 4> sizes = {
+      {{"batch", t.batch}, {"heads", t.heads}, {"seq", t.seq}, {"dim", t.dim}}};
+  for (const auto& [field, value] : sizes) {
+    if (value < 1) fail(n + "." + field + " (" + str(value) + ") must be at least 1");
+  }
+  const std::array<std::pair<const char*, int64_t>, 4> nonneg = {{{"stride_batch", t.stride_batch},
+                                                                   {"stride_head", t.stride_head},
+                                                                   {"stride_seq", t.stride_seq},
+                                                                   {"offset", t.offset}}};
+  for (const auto& [field, value] : nonneg) {
+    if (value < 0) fail(n + "." + field + " (" + str(value) + ") must be >= 0");
+  }
+}
+
+void check_equal(const char* a_name, int64_t a, const char* b_name, int64_t b) {
+  if (a != b) fail(std::string(a_name) + " (" + str(a) + ") must equal " + b_name + " (" + str(b) + ")");
+}
+
+void check_head_dim(const char* name, int64_t dim) {
+  if (dim > kMaxHeadDim) {
+    fail(std::string(name) + " (" + str(dim) + ") exceeds the maximum head dim " + str(kMaxHeadDim));
+  }
+}
+
+// Distinct output elements must have distinct indices, or two workgroups would race on one element.
+// Sorting the dims of size > 1 by stride, each stride must reach past everything the smaller dims
+// span; the contiguous last dim spans `dim` elements.
+void check_no_self_overlap(const char* name, const TensorLayout& t) {
+  struct Dim {
+    int64_t size, stride;
+  };
+  std::array<Dim, 4> dims = {{{t.batch, t.stride_batch}, {t.heads, t.stride_head}, {t.seq, t.stride_seq},
+                              {t.dim, 1}}};
+  std::sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  int64_t extent = 1;  // elements spanned by the dims seen so far
+  for (const Dim& d : dims) {
+    if (d.size <= 1) continue;
+    if (d.stride < extent) {
+      fail(std::string(name) + ": strides (" + str(t.stride_batch) + ", " + str(t.stride_head) + ", " +
+           str(t.stride_seq) + ", 1) make distinct elements of shape (" + str(t.batch) + ", " +
+           str(t.heads) + ", " + str(t.seq) + ", " + str(t.dim) + ") overlap");
+    }
+    extent += (d.size - 1) * d.stride;
+  }
+}
+
+void check_mask(const MaskLayout& m, const AttentionProblem& p) {
+  if (m.type != MaskType::boolean && m.type != MaskType::f32 && m.type != MaskType::f16) {
+    fail("mask: invalid type " + str(static_cast<int>(m.type)));
+  }
+  if (m.batch != 1 && m.batch != p.batch) {
+    fail("mask: batch " + str(m.batch) + " does not broadcast to batch " + str(p.batch) + " (must be 1 or " +
+         str(p.batch) + ")");
+  }
+  if (m.heads != 1 && m.heads != p.heads) {
+    fail("mask: heads " + str(m.heads) + " does not broadcast to heads " + str(p.heads) + " (must be 1 or " +
+         str(p.heads) + ")");
+  }
+  if (m.seq_q != p.seq_q) fail("mask: seq_q (" + str(m.seq_q) + ") must equal q.seq (" + str(p.seq_q) + ")");
+  if (m.seq_k != p.seq_k) fail("mask: seq_k (" + str(m.seq_k) + ") must equal k.seq (" + str(p.seq_k) + ")");
+  const std::array<std::pair<const char*, int64_t>, 4> nonneg = {{{"stride_batch", m.stride_batch},
+                                                                   {"stride_head", m.stride_head},
+                                                                   {"stride_q", m.stride_q},
+                                                                   {"offset", m.offset}}};
+  for (const auto& [field, value] : nonneg) {
+    if (value < 0) fail(std::string("mask.") + field + " (" + str(value) + ") must be >= 0");
+  }
+}
+
+}  // namespace
+
+AttentionProblem check_attention(const AttentionLayouts& layouts) {
+  const TensorLayout& q = layouts.q;
+  const TensorLayout& k = layouts.k;
+  const TensorLayout& v = layouts.v;
+  const TensorLayout& out = layouts.out;
+
+  check_tensor_basics("q", q);
+  check_tensor_basics("k", k);
+  check_tensor_basics("v", v);
+  check_tensor_basics("out", out);
+
+  for (const auto& [name, t] : {std::pair<const char*, const TensorLayout*>{"k", &k}, {"v", &v}, {"out", &out}}) {
+    if (t->dtype != q.dtype) {
+      fail(std::string(name) + ".dtype (" + to_string(t->dtype) + ") must equal q.dtype (" + to_string(q.dtype) +
+           ")");
+    }
+  }
+
+  check_equal("k.batch", k.batch, "q.batch", q.batch);
+  check_equal("v.batch", v.batch, "q.batch", q.batch);
+  check_equal("out.batch", out.batch, "q.batch", q.batch);
+  check_equal("out.heads", out.heads, "q.heads", q.heads);
+  check_equal("v.heads", v.heads, "k.heads", k.heads);
+  if (q.heads % k.heads != 0) {
+    fail("k.heads (" + str(k.heads) + ") must divide q.heads (" + str(q.heads) +
+         ") (GQA requires heads % kv_heads == 0)");
+  }
+  check_equal("v.seq", v.seq, "k.seq", k.seq);
+  check_equal("out.seq", out.seq, "q.seq", q.seq);
+  check_equal("k.dim", k.dim, "q.dim", q.dim);
+  check_equal("out.dim", out.dim, "v.dim", v.dim);
+  check_head_dim("q.dim", q.dim);
+  check_head_dim("v.dim", v.dim);
+
+  check_no_self_overlap("out", out);
+
+  AttentionProblem p;
+  p.batch = q.batch;
+  p.heads = q.heads;
+  p.kv_heads = k.heads;
+  p.seq_q = q.seq;
+  p.seq_k = k.seq;
+  p.dim_qk = q.dim;
+  p.dim_v = v.dim;
+  p.dtype = q.dtype;
+  p.causal = layouts.options.causal;
+  if (p.causal != Causal::none && p.causal != Causal::top_left && p.causal != Causal::bottom_right) {
+    fail("causal: invalid value " + str(static_cast<int>(p.causal)));
+  }
+
+  if (layouts.mask) check_mask(*layouts.mask, p);
+
+  if (layouts.options.scale) {
+    const float s = *layouts.options.scale;
+    if (!std::isfinite(s)) fail("scale: must be finite, got " + float_str(s));
+    p.scale = s;
+  } else {
+    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.dim_qk)));
+  }
+  p.has_mask = layouts.mask.has_value();
+  p.has_kv_lengths = layouts.has_kv_lengths;
+  p.has_lse = layouts.has_lse;
+  return p;
+}
+
+}  // namespace vkattn

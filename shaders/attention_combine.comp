@@ -1,0 +1,50 @@
+#version 450
+// Merges the per-split partial results of attention_fused.comp (split-KV): for each query row,
+//   LSE = log(sum_s exp(lse_s)),  O = sum_s exp(lse_s - LSE) * O_s
+// computed against the largest lse_s for stability. Splits that saw no visible key (lse_s = -inf)
+// carry no weight; a row with none at all gives O = 0 and LSE = -inf.
+// One workgroup per row; invocations stride over the output dim.
+
+#include "storage_types.glsl"
+#include "combine_push.glsl"
+
+layout(constant_id = 0) const uint DV = 64;
+layout(local_size_x_id = 1) in;
+
+layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
+layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
+layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+void main() {
+  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (row >= pc.rows) return;
+  const uint i = row % pc.seq_q;
+  const uint h = (row / pc.seq_q) % pc.heads;
+  const uint b = row / (pc.seq_q * pc.heads);
+
+  float m = NEG_INF;
+  for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[s * pc.rows + row]);
+  float total = 0.0;
+  if (m != NEG_INF)
+    for (uint s = 0u; s < pc.splits; ++s) total += exp(partial_lse[s * pc.rows + row] - m);
+  const bool empty = m == NEG_INF;
+  const float inv_total = empty ? 0.0 : 1.0 / total;
+
+  const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
+  for (uint d = gl_LocalInvocationID.x; d < DV; d += gl_WorkGroupSize.x) {
+    float value = 0.0;
+    if (!empty) {
+      for (uint s = 0u; s < pc.splits; ++s) {
+        const float ls = partial_lse[s * pc.rows + row];
+        if (ls == NEG_INF) continue;  // this split saw only masked keys
+        value += exp(ls - m) * inv_total * partial_o[(s * pc.rows + row) * DV + d];
+      }
+    }
+    o[out_row + d] = from_f32(value);
+  }
+  if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
+    lse[pc.lse_off + row] = empty ? NEG_INF : m + log(total);
+}

@@ -1,0 +1,189 @@
+#version 450
+// Fused scaled dot-product attention (flash-style, one pass). DESIGN.md §3.
+//
+// A workgroup owns BR query rows of one (batch, head) and one key split. TPR invocations share each
+// row. Key tiles of BC keys (K and V) are staged through shared memory as f32; each invocation
+// computes the scores of keys lane, lane+TPR, ... of its row, then every invocation of the row updates
+// the online softmax (running max m, running sum l, both f32) and its slice of the f32 output
+// accumulator. Key tiles past the last visible key of the workgroup (causal, key padding, end of the
+// split) are not visited.
+//
+// Masked keys are skipped, not weighted by zero, so NaN/Inf in a masked K or V row never reaches O.
+// With FLAG_PARTIAL the normalised partial O and its LSE go to the workspace for
+// attention_combine.comp, which merges the splits.
+//
+// lavapipe ends every invocation's loops after 65535 iterations in total (DESIGN.md §5); the host
+// bounds keys_per_split so that the iterations counted in host/attention_plan.cpp stay below that.
+// Keep that count in step with the loops here.
+
+#extension GL_EXT_control_flow_attributes : enable
+#include "storage_types.glsl"
+#include "attention_push.glsl"
+
+layout(constant_id = 0) const uint BR = 16;    // query rows per workgroup
+layout(constant_id = 1) const uint TPR = 8;    // invocations per query row
+layout(constant_id = 2) const uint BC = 32;    // keys per tile
+layout(constant_id = 3) const uint DQK = 64;   // head dim of Q and K
+layout(constant_id = 4) const uint DV = 64;    // head dim of V and O
+layout(local_size_x_id = 5) in;                // BR * TPR (set by the host)
+
+const uint WG = BR * TPR;
+const uint DQK4 = (DQK + 3u) / 4u;             // vec4s per Q/K row
+const uint KSTRIDE = DQK4 + 1u;                // padded K row: spreads a tile's rows over banks
+const uint DV4 = (DV + 3u) / 4u;               // vec4s per V row
+const uint DVT = (DV4 + TPR - 1u) / TPR;       // accumulator vec4s per invocation
+const uint VSTRIDE = DVT * TPR;                // V row padded so every invocation's slice exists
+
+layout(binding = 0) readonly buffer QBuf { STORAGE_T q[]; };
+layout(binding = 1) readonly buffer KBuf { STORAGE_T k[]; };
+layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
+layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
+layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
+layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
+layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
+layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
+
+#include "mask.glsl"
+
+shared vec4 sQ[BR * DQK4];
+shared vec4 sK[BC * KSTRIDE];
+shared vec4 sV[BC * VSTRIDE];
+shared float sS[BR * BC];
+
+// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
+const float M_INIT = -3.0e38;
+
+// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
+uint causal_key_end(uint causal, uint i) {
+  int end = int(pc.seq_k);
+  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
+  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
+  return uint(clamp(end, 0, int(pc.seq_k)));
+}
+
+vec4 load_vec4(uint which, uint base, uint d4, uint dim) {
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+    uint d = d4 * 4u + c;
+    if (d < dim) {
+      if (which == 0u) r[c] = to_f32(q[base + d]);
+      else if (which == 1u) r[c] = to_f32(k[base + d]);
+      else r[c] = to_f32(v[base + d]);
+    }
+  }
+  return r;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint row = tid / TPR;
+  const uint lane = tid % TPR;
+  const uint h = gl_WorkGroupID.y;
+  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint split = gl_WorkGroupID.z % pc.splits;
+  const uint kvh = h / pc.group;
+  const uint i0 = gl_WorkGroupID.x * BR;
+  const uint i = i0 + row;
+  const bool row_valid = i < pc.seq_q;
+  const uint causal = pc.flags & CAUSAL_MASK;
+  const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
+
+  // Keys this workgroup visits: its split, cut by key padding and by the causal limit of its last row.
+  const uint key_begin = split * pc.keys_per_split;
+  uint key_end = min(pc.seq_k, key_begin + pc.keys_per_split);
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u)
+    key_end = min(key_end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
+  const uint last_row = min(i0 + BR, pc.seq_q) - 1u;
+  key_end = min(key_end, causal_key_end(causal, last_row));
+  // Keys visible to this invocation's row (the per-row causal cut inside the last tiles).
+  const uint row_key_end = row_valid ? min(key_end, causal_key_end(causal, i)) : 0u;
+
+  for (uint e = tid; e < BR * DQK4; e += WG) {
+    const uint r = e / DQK4, d4 = e % DQK4;
+    const uint qi = i0 + r;
+    sQ[e] = qi < pc.seq_q ? load_vec4(0u, pc.q_off + b * pc.q_sb + h * pc.q_sh + qi * pc.q_ss, d4, DQK)
+                          : vec4(0.0);
+  }
+
+  const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
+  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+
+  float m = M_INIT;
+  float l = 0.0;
+  vec4 acc[DVT];
+  [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] = vec4(0.0);
+
+  for (uint tile = key_begin; tile < key_end; tile += BC) {
+    barrier();  // the previous tile's sK, sV and sS are no longer read
+    for (uint e = tid; e < BC * DQK4; e += WG) {
+      const uint c = e / DQK4, d4 = e % DQK4;
+      const uint j = tile + c;
+      sK[c * KSTRIDE + d4] = j < key_end ? load_vec4(1u, k_head + j * pc.k_ss, d4, DQK) : vec4(0.0);
+    }
+    for (uint e = tid; e < BC * VSTRIDE; e += WG) {
+      const uint c = e / VSTRIDE, d4 = e % VSTRIDE;
+      const uint j = tile + c;
+      sV[e] = (j < key_end && d4 < DV4) ? load_vec4(2u, v_head + j * pc.v_ss, d4, DV) : vec4(0.0);
+    }
+    barrier();
+
+    for (uint c = lane; c < BC; c += TPR) {
+      const uint j = tile + c;
+      float s = NEG_INF;
+      if (j < row_key_end) {
+        vec4 partial = vec4(0.0);
+        for (uint d4 = 0u; d4 < DQK4; ++d4) partial = fma(sQ[row * DQK4 + d4], sK[c * KSTRIDE + d4], partial);
+        s = (partial.x + partial.y + partial.z + partial.w) * pc.scale;
+        if (mask_kind != MASK_NONE) s += mask_bias(mask_kind, mask_row + j);
+      }
+      sS[row * BC + c] = s;
+    }
+    barrier();
+
+    // Online softmax: every invocation of the row reads the whole row of scores (cheaper than a
+    // cross-invocation reduction at these tile sizes) and rescales its own accumulator slice.
+    float tile_max = M_INIT;
+    for (uint c = 0u; c < BC; ++c) tile_max = max(tile_max, sS[row * BC + c]);
+    const float m_new = max(m, tile_max);
+    const float alpha = exp(m - m_new);
+    l *= alpha;
+    [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] *= alpha;
+    for (uint c = 0u; c < BC; ++c) {
+      const float s = sS[row * BC + c];
+      if (s == NEG_INF) continue;  // masked: its V row must not be touched (it may hold NaN)
+      const float p = exp(s - m_new);
+      l += p;
+      [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] = fma(vec4(p), sV[c * VSTRIDE + lane + t * TPR], acc[t]);
+    }
+    m = m_new;
+  }
+
+  if (!row_valid) return;
+  // l == 0 only when every key of the row was masked: O = 0 and LSE = -inf, never NaN.
+  const bool empty = l == 0.0;
+  const float inv_l = empty ? 0.0 : 1.0 / l;
+  const float row_lse = empty ? NEG_INF : m + log(l);
+
+  if ((pc.flags & FLAG_PARTIAL) != 0u) {
+    const uint rows_total = (gl_NumWorkGroups.z / pc.splits) * pc.heads * pc.seq_q;
+    const uint prow = split * rows_total + (b * pc.heads + h) * pc.seq_q + i;
+    [[unroll]] for (uint t = 0u; t < DVT; ++t) {
+      const uint d4 = lane + t * TPR;
+      const vec4 val = acc[t] * inv_l;
+      [[unroll]] for (uint c = 0u; c < 4u; ++c)
+        if (d4 * 4u + c < DV) partial_o[prow * DV + d4 * 4u + c] = val[c];
+    }
+    if (lane == 0u) partial_lse[prow] = row_lse;
+  } else {
+    const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
+    [[unroll]] for (uint t = 0u; t < DVT; ++t) {
+      const uint d4 = lane + t * TPR;
+      const vec4 val = acc[t] * inv_l;
+      [[unroll]] for (uint c = 0u; c < 4u; ++c)
+        if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
+    }
+    if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u) lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] = row_lse;
+  }
+}
