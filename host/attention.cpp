@@ -1,4 +1,5 @@
 // The public attention entry points: plan, record into a caller's command buffer, or run and wait.
+#include <algorithm>
 #include <string>
 
 #include "attention_plan.hpp"
@@ -31,6 +32,11 @@ Binding bind(const Buffer& buffer, uint64_t byte_offset, uint64_t element_size, 
   return b;
 }
 
+// A tensor's binding starts at its first element (its layout offset), so chunks bind only their part.
+Binding bind_from(const Buffer& buffer, int64_t offset, uint64_t element_size, int64_t end, uint64_t alignment) {
+  return bind(buffer, uint64_t(offset) * element_size, element_size, uint64_t(end - offset), alignment);
+}
+
 Binding bind_dummy(const ContextImpl& c) {
   Binding b;
   b.info = {c.dummy().buffer, 0, c.dummy().size};
@@ -58,22 +64,28 @@ void barrier_after_attention(VkCommandBuffer cmd) {
                        0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
-void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, const AttentionArgs& args,
-                              VkBuffer workspace, uint64_t workspace_offset) {
-  const AttentionProblem& p = plan.problem;
+namespace {
+
+// One dispatch (and its combine) for a chunk; `args` are the chunk's (see chunk_args).
+void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, const AttentionArgs& args,
+                  VkBuffer workspace, uint64_t workspace_offset) {
+  AttentionProblem p = plan.problem;
+  p.batch = args.q.layout.batch;
+  p.heads = args.q.layout.heads;
+  p.kv_heads = args.k.layout.heads;
   const KernelConfig& cfg = plan.config;
   const uint64_t esize = dtype_size(p.dtype), align = plan.alignment;
   const std::string dtype = to_string(p.dtype);
   const bool split = plan.splits > 1;
 
-  Binding q = bind(*args.q.buffer, 0, esize, args.q.layout.required_elements(), align);
-  Binding k = bind(*args.k.buffer, 0, esize, args.k.layout.required_elements(), align);
-  Binding v = bind(*args.v.buffer, 0, esize, args.v.layout.required_elements(), align);
-  Binding o = bind(*args.out.buffer, 0, esize, args.out.layout.required_elements(), align);
+  const auto bind_tensor = [&](const TensorRef& t) {
+    return bind_from(*t.buffer, t.layout.offset, esize, t.layout.required_elements(), align);
+  };
+  Binding q = bind_tensor(args.q), k = bind_tensor(args.k), v = bind_tensor(args.v), o = bind_tensor(args.out);
   const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
   Binding lse = args.lse.buffer ? bind(*args.lse.buffer, args.lse.offset, 4, rows_total, align) : bind_dummy(c);
-  Binding mask = args.mask.buffer ? bind(*args.mask.buffer, 0, mask_type_size(args.mask.layout.type),
-                                         args.mask.layout.required_elements(), align)
+  Binding mask = args.mask.buffer ? bind_from(*args.mask.buffer, args.mask.layout.offset, mask_type_size(args.mask.layout.type),
+                                              args.mask.layout.required_elements(), align)
                                   : bind_dummy(c);
   Binding kv_len = args.kv_lengths.buffer ? bind(*args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch, align)
                                           : bind_dummy(c);
@@ -103,19 +115,19 @@ void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchP
   push.scale = p.scale;
   const TensorLayout &ql = args.q.layout, &kl = args.k.layout, &vl = args.v.layout, &ol = args.out.layout;
   push.q_sb = u32(ql.stride_batch), push.q_sh = u32(ql.stride_head), push.q_ss = u32(ql.stride_seq);
-  push.q_off = u32(ql.offset) + q.element_offset;
+  push.q_off = q.element_offset;
   push.k_sb = u32(kl.stride_batch), push.k_sh = u32(kl.stride_head), push.k_ss = u32(kl.stride_seq);
-  push.k_off = u32(kl.offset) + k.element_offset;
+  push.k_off = k.element_offset;
   push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
-  push.v_off = u32(vl.offset) + v.element_offset;
+  push.v_off = v.element_offset;
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
-  push.o_off = u32(ol.offset) + o.element_offset;
+  push.o_off = o.element_offset;
   if (args.mask.buffer) {
     const MaskLayout& ml = args.mask.layout;
     push.m_sb = ml.batch == 1 ? 0 : u32(ml.stride_batch);
     push.m_sh = ml.heads == 1 ? 0 : u32(ml.stride_head);
     push.m_ss = u32(ml.stride_q);
-    push.m_off = u32(ml.offset) + mask.element_offset;
+    push.m_off = mask.element_offset;
   }
   push.lse_off = lse.element_offset;
   push.kv_len_off = kv_len.element_offset;
@@ -174,6 +186,22 @@ void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchP
   vkCmdPushConstants(cmd, clayout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(cpush), &cpush);
   const uint64_t gx = std::min<uint64_t>(rows_total, c.info.max_workgroup_count[0]);
   vkCmdDispatch(cmd, u32(gx), u32((rows_total + gx - 1) / gx), 1);
+}
+
+}  // namespace
+
+void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, const AttentionArgs& args,
+                              VkBuffer workspace, uint64_t workspace_offset) {
+  const AttentionProblem& p = plan.problem;
+  if (plan.batch_chunk == p.batch && plan.head_chunk == p.heads) {
+    record_chunk(c, cmd, plan, args, workspace, workspace_offset);
+    return;
+  }
+  for (int64_t b0 = 0; b0 < p.batch; b0 += plan.batch_chunk)
+    for (int64_t h0 = 0; h0 < p.heads; h0 += plan.head_chunk) {
+      const int64_t nb = std::min(plan.batch_chunk, p.batch - b0), nh = std::min(plan.head_chunk, p.heads - h0);
+      record_chunk(c, cmd, plan, chunk_args(args, p.group_size(), b0, nb, h0, nh), workspace, workspace_offset);
+    }
 }
 
 }  // namespace detail

@@ -37,10 +37,35 @@ void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset,
   if (elements > kMaxIndex)
     throw Error(std::string(name) + ": " + str(elements) + " elements exceed the 32-bit index limit (" +
                 str(kMaxIndex) + ")");
-  const uint64_t range = start % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 4) + need;
-  if (range > device.max_storage_buffer_range)
-    throw Error(std::string(name) + ": binding of " + str(range) + " bytes exceeds maxStorageBufferRange " +
-                str(device.max_storage_buffer_range) + " of " + device.name);
+}
+
+TensorLayout rebase(TensorLayout l, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
+  l.offset += b0 * l.stride_batch + h0 * l.stride_head;
+  l.batch = nb;
+  l.heads = nh;
+  return l;
+}
+
+// Bytes the binding of a tensor spans: from its first element (rounded down to the offset
+// alignment) to its last.
+uint64_t binding_bytes(const TensorLayout& l, uint64_t alignment) {
+  const uint64_t esize = dtype_size(l.dtype);
+  return (l.offset * esize) % alignment + (l.required_elements() - l.offset) * esize;
+}
+
+uint64_t mask_binding_bytes(const MaskLayout& m, uint64_t alignment) {
+  const uint64_t esize = mask_type_size(m.type);
+  return (m.offset * esize) % alignment + (m.required_elements() - m.offset) * esize + 3;
+}
+
+// Whether every binding of a chunk fits in one descriptor range.
+bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range) {
+  if (binding_bytes(a.q.layout, alignment) > max_range || binding_bytes(a.k.layout, alignment) > max_range ||
+      binding_bytes(a.v.layout, alignment) > max_range || binding_bytes(a.out.layout, alignment) > max_range)
+    return false;
+  const uint64_t rows = uint64_t(a.q.layout.batch * a.q.layout.heads * a.q.layout.seq);
+  if (a.lse.buffer && rows * 4 + alignment > max_range) return false;
+  return !a.mask.buffer || mask_binding_bytes(a.mask.layout, alignment) <= max_range;
 }
 
 KernelConfig choose_config(const DeviceInfo& device, const AttentionProblem& p) {
@@ -65,6 +90,23 @@ KernelConfig choose_config(const DeviceInfo& device, const AttentionProblem& p) 
 }
 
 }  // namespace
+
+AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
+  AttentionArgs a = args;
+  a.q.layout = rebase(args.q.layout, b0, nb, h0, nh);
+  a.out.layout = rebase(args.out.layout, b0, nb, h0, nh);
+  a.k.layout = rebase(args.k.layout, b0, nb, h0 / group, nh / group);
+  a.v.layout = rebase(args.v.layout, b0, nb, h0 / group, nh / group);
+  const int64_t heads = args.q.layout.heads, seq_q = args.q.layout.seq;
+  if (a.lse.buffer) a.lse.offset += uint64_t(b0 * heads + h0) * seq_q * 4;  // chunks are contiguous rows
+  if (a.kv_lengths.buffer) a.kv_lengths.offset += uint64_t(b0) * 4;
+  if (a.mask.buffer) {
+    MaskLayout& m = a.mask.layout;
+    if (m.batch > 1) m.offset += b0 * m.stride_batch, m.batch = nb;
+    if (m.heads > 1) m.offset += h0 * m.stride_head, m.heads = nh;
+  }
+  return a;
+}
 
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
@@ -120,9 +162,24 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args)
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
     if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
 
+  // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
+  // of heads as fit in one binding.
+  plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
+  const uint64_t max_range = device.max_storage_buffer_range;
+  plan.batch_chunk = p.batch;
+  plan.head_chunk = p.heads;
+  if (!chunk_fits(args, plan.alignment, max_range)) {
+    plan.batch_chunk = 1;
+    while (plan.head_chunk > 0 && !chunk_fits(chunk_args(args, p.group_size(), 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
+      plan.head_chunk -= p.group_size();
+    if (plan.head_chunk == 0)
+      throw Error("binding: one batch x one KV head of these tensors spans more than maxStorageBufferRange (" +
+                  str(max_range) + " bytes) of " + device.name + " (q " + args.q.layout.describe() + ", k " +
+                  args.k.layout.describe() + ")");
+  }
+
   plan.config = choose_config(device, p);
   const KernelConfig& c = plan.config;
-  plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
 
   // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
@@ -134,7 +191,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args)
     const uint64_t zero = fused_loop_iterations(c, p.dim_qk, p.dim_v, 0);
     max_tiles = std::max<uint64_t>(1, (kLlvmpipeLoopBudget - zero) / (one - zero));
   }
-  const uint64_t base_workgroups = uint64_t(plan.query_tiles) * p.heads * p.batch;
+  const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
   const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
   uint64_t splits = ceil_div(tiles, max_tiles);
   if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
@@ -145,22 +202,23 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args)
 
   const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
                  max_z = device.max_workgroup_count[2];
-  if (plan.query_tiles > max_x || uint64_t(p.heads) > max_y || uint64_t(p.batch) * splits > max_z)
-    throw Error("grid: (" + str(plan.query_tiles) + ", " + str(p.heads) + ", " + str(p.batch * splits) +
+  if (plan.query_tiles > max_x || uint64_t(plan.head_chunk) > max_y || uint64_t(plan.batch_chunk) * splits > max_z)
+    throw Error("grid: (" + str(plan.query_tiles) + ", " + str(plan.head_chunk) + ", " + str(plan.batch_chunk * splits) +
                 ") workgroups (query tiles, heads, batch x splits) exceed maxComputeWorkGroupCount (" + str(max_x) +
                 ", " + str(max_y) + ", " + str(max_z) + ") of " + device.name);
 
   if (plan.splits > 1) {
-    plan.partial_o_bytes = splits * rows_total * uint64_t(p.dim_v) * 4;
-    plan.partial_lse_bytes = splits * rows_total * 4;
+    const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;
+    plan.partial_o_bytes = splits * chunk_rows * uint64_t(p.dim_v) * 4;
+    plan.partial_lse_bytes = splits * chunk_rows * 4;
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
       if (bytes > device.max_storage_buffer_range || bytes / 4 > kMaxIndex)
         throw Error(std::string("workspace: split-KV ") + name + " needs " + str(bytes) +
                     " bytes, more than one binding can hold on " + device.name + " (" +
                     str(device.max_storage_buffer_range) + "); use fewer batch x heads x seq_q rows per call");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
-    if (ceil_div(rows_total, max_x) > max_y)
-      throw Error("grid: " + str(rows_total) + " rows exceed what the combine dispatch can cover on " + device.name);
+    if (ceil_div(chunk_rows, max_x) > max_y)
+      throw Error("grid: " + str(chunk_rows) + " rows exceed what the combine dispatch can cover on " + device.name);
   }
   return plan;
 }

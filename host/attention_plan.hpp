@@ -23,13 +23,19 @@ struct LaunchPlan {
   uint32_t splits = 1;
   uint32_t keys_per_split = 0;
   uint32_t query_tiles = 0;
-  uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;
+  // Dispatches cover chunks of batch_chunk batches x head_chunk query heads (whole GQA groups), so
+  // that no binding exceeds maxStorageBufferRange; one chunk covers everything when it fits.
+  int64_t batch_chunk = 0, head_chunk = 0;
+  uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;  // per chunk
   uint64_t alignment = 16;  // storage-buffer offset alignment used for every binding
   uint32_t combine_workgroup = 64;
 };
 
 // Checks `args` (semantics and buffers) against DESIGN.md §1 and `device`; throws Error.
 LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args);
+
+// The arguments of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
+AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh);
 
 // Shared memory (bytes) of attention_fused.comp for a configuration (mirrors its declarations).
 uint32_t fused_shared_bytes(const KernelConfig& config, int64_t dim_qk, int64_t dim_v);
