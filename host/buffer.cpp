@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "context_impl.hpp"
@@ -59,9 +60,27 @@ Buffer Buffer::wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t
   return b;
 }
 
-Buffer::Buffer(Buffer&&) noexcept = default;
-Buffer& Buffer::operator=(Buffer&&) noexcept = default;
+Buffer::Buffer() = default;
 Buffer::~Buffer() = default;
+
+// A moved-from Buffer is empty (valid() false), not a second view of the same handle.
+Buffer::Buffer(Buffer&& other) noexcept
+    : context_(std::move(other.context_)),
+      buffer_(std::exchange(other.buffer_, VK_NULL_HANDLE)),
+      offset_(std::exchange(other.offset_, 0)),
+      size_(std::exchange(other.size_, 0)),
+      owned_(std::move(other.owned_)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    owned_ = std::move(other.owned_);
+    context_ = std::move(other.context_);
+    buffer_ = std::exchange(other.buffer_, VK_NULL_HANDLE);
+    offset_ = std::exchange(other.offset_, 0);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
 
 void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
   if (!valid()) throw Error("buffer.upload: empty buffer");

@@ -132,11 +132,12 @@ void main() {
     for (uint c = lane; c < BC; c += TPR) {
       const uint j = tile + c;
       float s = NEG_INF;
-      if (j < row_key_end) {
+      // The explicit mask is read first: a masked key's K row is never read (it may hold NaN).
+      const float bias = (j < row_key_end && mask_kind != MASK_NONE) ? mask_bias(mask_kind, mask_row + j) : 0.0;
+      if (j < row_key_end && bias != NEG_INF) {
         vec4 partial = vec4(0.0);
         for (uint d4 = 0u; d4 < DQK4; ++d4) partial = fma(sQ[row * DQK4 + d4], sK[c * KSTRIDE + d4], partial);
-        s = (partial.x + partial.y + partial.z + partial.w) * pc.scale;
-        if (mask_kind != MASK_NONE) s += mask_bias(mask_kind, mask_row + j);
+        s = (partial.x + partial.y + partial.z + partial.w) * pc.scale + bias;
       }
       sS[row * BC + c] = s;
     }

@@ -38,20 +38,21 @@ std::string float_str(float v) {
 
 [[noreturn]] void fail(const std::string& message) { throw Error(message); }
 
-// Sizes >= 1, strides and offset >= 0.
-void check_tensor_basics(const char* name, const TensorLayout& t) {
-  const std::string n = name;
+void check_sizes(const char* name, const TensorLayout& t) {
   const std::array<std::pair<const char*, int64_t>, 4> sizes = {
       {{"batch", t.batch}, {"heads", t.heads}, {"seq", t.seq}, {"dim", t.dim}}};
   for (const auto& [field, value] : sizes) {
-    if (value < 1) fail(n + "." + field + " (" + str(value) + ") must be at least 1");
+    if (value < 1) fail(std::string(name) + "." + field + " (" + str(value) + ") must be at least 1");
   }
+}
+
+void check_strides(const char* name, const TensorLayout& t) {
   const std::array<std::pair<const char*, int64_t>, 4> nonneg = {{{"stride_batch", t.stride_batch},
                                                                    {"stride_head", t.stride_head},
                                                                    {"stride_seq", t.stride_seq},
                                                                    {"offset", t.offset}}};
   for (const auto& [field, value] : nonneg) {
-    if (value < 0) fail(n + "." + field + " (" + str(value) + ") must be >= 0");
+    if (value < 0) fail(std::string(name) + "." + field + " (" + str(value) + ") must be >= 0");
   }
 }
 
@@ -118,10 +119,10 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
   const TensorLayout& v = layouts.v;
   const TensorLayout& out = layouts.out;
 
-  check_tensor_basics("q", q);
-  check_tensor_basics("k", k);
-  check_tensor_basics("v", v);
-  check_tensor_basics("out", out);
+  const std::array<std::pair<const char*, const TensorLayout*>, 4> tensors = {
+      {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}}};
+  for (const auto& [name, t] : tensors) check_sizes(name, *t);
+  for (const auto& [name, t] : tensors) check_strides(name, *t);
 
   for (const auto& [name, t] : {std::pair<const char*, const TensorLayout*>{"k", &k}, {"v", &v}, {"out", &out}}) {
     if (t->dtype != q.dtype) {

@@ -24,7 +24,7 @@ class Buffer {
   // for upload/download), seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
   static Buffer wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t size);
 
-  Buffer() = default;
+  Buffer();  // empty: valid() is false
   Buffer(Buffer&&) noexcept;
   Buffer& operator=(Buffer&&) noexcept;
   ~Buffer();

@@ -1,0 +1,68 @@
+// Long key ranges. lavapipe stops an invocation's loops after 65535 iterations in total and says
+// nothing (DESIGN.md §5), so a kernel that is right on a GPU can be silently wrong here from a few
+// thousand keys on: these cases are the ones that catch it.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "attention_case.hpp"
+#include "support.hpp"
+
+using namespace vkattn;
+using namespace vkattn::test;
+
+namespace {
+
+AttentionCase long_case(DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim, uint64_t n) {
+  AttentionCase c;
+  c.dtype = dtype;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.dim_qk = c.dim_v = dim;
+  c.seed = case_seed(9000 + n);
+  return c;
+}
+
+}  // namespace
+
+TEST_SUITE("long") {
+  TEST_CASE("decode: one query row against 16384 keys") {
+    std::vector<AttentionCase> cases;
+    for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      cases.push_back(long_case(dtype, 1, 16384, 128, static_cast<uint64_t>(dtype)));
+    }
+    run_cases(context(), cases);
+  }
+
+  TEST_CASE("64 query rows against 16384 keys") {
+    run_cases(context(), {long_case(DType::f32, 64, 16384, 128, 10)});
+  }
+
+  TEST_CASE("decode: one query row against 65536 keys (f32)") {
+    run_cases(context(), {long_case(DType::f32, 1, 65536, 128, 11)});
+  }
+
+  TEST_CASE("decode with GQA: 8 heads over 2 KV heads, 20000 keys") {
+    AttentionCase c = long_case(DType::f16, 1, 20000, 64, 12);
+    c.batch = 2;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.layout = LayoutKind::bshd;
+    c.kv_lengths = {20000, 12345};
+    run_cases(context(), {c});
+  }
+
+  TEST_CASE("causal bottom-right: a chunk of 128 queries at the end of 16384 keys") {
+    AttentionCase c = long_case(DType::f32, 128, 16384, 64, 13);
+    c.causal = Causal::bottom_right;
+    c.reference_rows = {0, 1, 63, 64, 126, 127};  // the reference is the slow part here
+    run_cases(context(), {c});
+  }
+
+  TEST_CASE("long key range with a boolean mask and LSE") {
+    AttentionCase c = long_case(DType::bf16, 2, 16384, 64, 14);
+    c.mask = MaskKind::boolean;
+    c.mask_drop = 0.5;
+    run_cases(context(), {c});
+  }
+}

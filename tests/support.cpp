@@ -1,0 +1,100 @@
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace vkattn::test {
+
+namespace {
+
+// Test-process state. The library itself has none; the tests share one Context on purpose.
+struct Shared {
+  bool sync = false;
+  std::unique_ptr<Context> context;
+  std::mutex mutex;  // the messenger may be called from the driver's threads
+  std::vector<std::string> messages;
+};
+
+Shared& shared() {
+  static Shared s;
+  return s;
+}
+
+bool validation_enabled() {
+  const char* env = std::getenv("VKATTN_TEST_VALIDATION");
+  return !(env && std::string(env) == "0");
+}
+
+}  // namespace
+
+void set_sync_validation(bool enabled) { shared().sync = enabled; }
+bool sync_validation() { return shared().sync; }
+
+Context& context() {
+  Shared& s = shared();
+  if (!s.context) {
+    ContextOptions options;
+    options.validation = validation_enabled();
+    options.synchronization_validation = options.validation && s.sync;
+    options.on_validation_message = [&s](const std::string& message) {
+      // With VK_LOADER_LAYERS_ENABLE the loader reports itself through the messenger; that is not
+      // a validation error (DESIGN.md §5).
+      if (contains(message, "Loader Message")) return;
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.messages.push_back(message);
+    };
+    s.context = std::make_unique<Context>(options);
+    const std::string validation = !options.validation                  ? "off"
+                                   : options.synchronization_validation ? "on, with synchronization"
+                                                                        : "on";
+    MESSAGE("device: " << s.context->device_info().name << " (" << s.context->device_info().driver_name
+                       << "), validation " << validation);
+  }
+  return *s.context;
+}
+
+void shutdown() { shared().context.reset(); }
+
+std::vector<std::string> take_validation_messages() {
+  Shared& s = shared();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::vector<std::string> out;
+  out.swap(s.messages);
+  return out;
+}
+
+void expect_no_validation_messages() {
+  for (const std::string& m : take_validation_messages()) FAIL_CHECK("validation message: " << m);
+}
+
+bool device_supports(DType dtype) {
+  const DeviceInfo& info = context().device_info();
+  switch (dtype) {
+    case DType::f32:
+      return true;
+    case DType::f16:
+      return info.supports_f16();
+    case DType::bf16:
+      return info.supports_bf16();
+  }
+  return false;
+}
+
+uint64_t base_seed() {
+  if (const char* env = std::getenv("VKATTN_TEST_SEED")) return std::strtoull(env, nullptr, 0);
+  return 20261101;
+}
+
+uint64_t case_seed(uint64_t case_number) {
+  // splitmix64 of (base, case): neighbouring cases get unrelated streams.
+  uint64_t z = base_seed() + 0x9e3779b97f4a7c15ull * (case_number + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace vkattn::test
