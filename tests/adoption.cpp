@@ -154,7 +154,7 @@ TEST_SUITE("adoption") {
         vkDestroyBuffer(app.device(), buffer, nullptr);
       CHECK_MESSAGE(!app.take_messages().empty(), "the adoption test's own messenger reports nothing");
     } else {
-      MESSAGE("the validation layer is not installed or VKATTN_TEST_VALIDATION=0: adopted device unchecked");
+      MESSAGE("the validation layer is not installed or --no-validation was given: adopted device unchecked");
     }
     AdoptCase c;
     c.heads = 4;

@@ -319,8 +319,7 @@ bool run_case(Context& ctx, const AttentionCase& c) {
 }
 
 void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
-  const char* env = std::getenv("VKATTN_TEST_VERBOSE");
-  const bool verbose = env && std::string(env) == "1";
+  const bool print_times = verbose();
   for (const AttentionCase& c : cases) {
     const std::string text = describe(c);
     INFO("case: " << text);
@@ -330,7 +329,7 @@ void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
     } catch (const std::exception& e) {
       FAIL_CHECK("threw: " << e.what());
     }
-    if (verbose) {
+    if (print_times) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       MESSAGE(s << " s: " << text);
     }

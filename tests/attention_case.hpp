@@ -53,7 +53,7 @@ std::string describe(const AttentionCase& c);
 bool run_case(Context& context, const AttentionCase& c);
 
 // Runs every case, each under its own INFO context, catching exceptions so one broken case does not
-// hide the others. VKATTN_TEST_VERBOSE=1 prints each case with its time.
+// hide the others. With --verbose it prints each case with its time.
 void run_cases(Context& context, const std::vector<AttentionCase>& cases);
 
 }  // namespace vkattn::test

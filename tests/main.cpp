@@ -1,27 +1,77 @@
-// The test runner: doctest's own main, plus one flag of ours that must be known before the shared
-// Context is created.
+// The test runner: doctest's own main, plus a few flags of ours. They are the only way to change how
+// the tests run (no environment variables), and must be known before the shared Context is created:
+//   --sync-validation  create the shared Context with synchronization validation
+//   --no-validation    run without the validation layer (shared Context and the adoption test's app)
+//   --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)
+//   --verbose          print each attention case with its time
+// doctest would reject an option it does not know, so ours are stripped before argv is handed on.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "support.hpp"
 
+namespace {
+
+constexpr const char* kUsage =
+    "vkattn_tests flags (in addition to doctest's):\n"
+    "  --sync-validation  create the shared Context with synchronization validation\n"
+    "  --no-validation    run without the Vulkan validation layer\n"
+    "  --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)\n"
+    "  --verbose          print each attention case with its time\n";
+
+// Parses the N of --seed=N: a whole unsigned 64-bit number, nothing else.
+bool parse_seed(const char* text, uint64_t& seed) {
+  if (*text == '\0' || *text == '-' || *text == '+') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 0);
+  if (errno != 0 || *end != '\0') return false;
+  seed = static_cast<uint64_t>(value);
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // --sync-validation: create the shared Context with synchronization validation. doctest would
-  // reject an option it does not know, so strip it before handing argv on.
   std::vector<char*> args;
+  bool help = false;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--sync-validation") == 0) {
+    const char* arg = argv[i];
+    if (i == 0) {
+      args.push_back(argv[i]);
+    } else if (std::strcmp(arg, "--sync-validation") == 0) {
       vkattn::test::set_sync_validation(true);
+    } else if (std::strcmp(arg, "--no-validation") == 0) {
+      vkattn::test::set_validation_enabled(false);
+    } else if (std::strcmp(arg, "--verbose") == 0) {
+      vkattn::test::set_verbose(true);
+    } else if (std::strncmp(arg, "--seed=", 7) == 0) {
+      uint64_t seed = 0;
+      if (!parse_seed(arg + 7, seed)) {
+        std::fprintf(stderr, "vkattn_tests: bad %s (expected --seed=N, N an unsigned 64-bit number)\n", arg);
+        return 2;
+      }
+      vkattn::test::set_base_seed(seed);
+    } else if (std::strcmp(arg, "--seed") == 0) {
+      std::fprintf(stderr, "vkattn_tests: write the seed as --seed=N\n");
+      return 2;
     } else {
+      help = help || std::strcmp(arg, "-h") == 0 || std::strcmp(arg, "--help") == 0 ||
+             std::strcmp(arg, "-?") == 0;
       args.push_back(argv[i]);
     }
   }
   doctest::Context context;
   context.applyCommandLine(static_cast<int>(args.size()), args.data());
   const int result = context.run();
+  if (help) std::printf("\n%s", kUsage);
   vkattn::test::shutdown();  // destroy the shared Context before static destructors run
   return result;
 }

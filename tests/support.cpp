@@ -2,7 +2,6 @@
 
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,7 +12,11 @@ namespace {
 
 // Test-process state. The library itself has none; the tests share one Context on purpose.
 struct Shared {
+  // Set from the command line (main.cpp) before the first test runs.
   bool sync = false;
+  bool validation = true;
+  bool verbose = false;
+  uint64_t seed = 20261101;
   std::unique_ptr<Context> context;
   std::mutex mutex;  // the messenger may be called from the driver's threads
   std::vector<std::string> messages;
@@ -24,15 +27,18 @@ Shared& shared() {
   return s;
 }
 
-bool validation_enabled() {
-  const char* env = std::getenv("VKATTN_TEST_VALIDATION");
-  return !(env && std::string(env) == "0");
-}
-
 }  // namespace
 
 void set_sync_validation(bool enabled) { shared().sync = enabled; }
 bool sync_validation() { return shared().sync; }
+
+void set_validation_enabled(bool enabled) { shared().validation = enabled; }
+bool validation_enabled() { return shared().validation; }
+
+void set_verbose(bool enabled) { shared().verbose = enabled; }
+bool verbose() { return shared().verbose; }
+
+void set_base_seed(uint64_t seed) { shared().seed = seed; }
 
 Context& context() {
   Shared& s = shared();
@@ -84,10 +90,7 @@ bool device_supports(DType dtype) {
   return false;
 }
 
-uint64_t base_seed() {
-  if (const char* env = std::getenv("VKATTN_TEST_SEED")) return std::strtoull(env, nullptr, 0);
-  return 20261101;
-}
+uint64_t base_seed() { return shared().seed; }
 
 uint64_t case_seed(uint64_t case_number) {
   // splitmix64 of (base, case): neighbouring cases get unrelated streams.

@@ -10,12 +10,27 @@
 
 namespace vkattn::test {
 
-// Call before the first context(): the shared Context then also runs synchronization validation.
+// Settings from the test binary's own command-line flags (parsed in main.cpp before doctest sees
+// argv). The setters must be called before the first context().
+
+// --sync-validation: the shared Context also runs synchronization validation.
 void set_sync_validation(bool enabled);
 bool sync_validation();
 
+// --no-validation: neither the shared Context nor the adoption test's application enables the
+// validation layer. On by default.
+void set_validation_enabled(bool enabled);
+bool validation_enabled();
+
+// --verbose: run_cases() prints each case with its time.
+void set_verbose(bool enabled);
+bool verbose();
+
+// --seed=N: the base seed every case seed derives from (see base_seed()).
+void set_base_seed(uint64_t seed);
+
 // The Context every GPU test shares (one per process, so pipelines compile once). Created on first
-// use with ContextOptions::validation = true, unless VKATTN_TEST_VALIDATION=0.
+// use with ContextOptions::validation = true, unless --no-validation was given.
 Context& context();
 // Destroys the shared Context (end of main).
 void shutdown();
@@ -28,7 +43,7 @@ void expect_no_validation_messages();
 // Whether the shared Context's device can store `dtype` tensors.
 bool device_supports(DType dtype);
 
-// The base seed: VKATTN_TEST_SEED when set, else a fixed value, so runs are reproducible.
+// The base seed: the value of --seed=N when given, else a fixed value, so runs are reproducible.
 uint64_t base_seed();
 // A seed for one case, derived from the base seed and a case number.
 uint64_t case_seed(uint64_t case_number);

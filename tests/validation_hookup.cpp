@@ -2,7 +2,6 @@
 // expect_no_validation_messages(). Make one on purpose and see it arrive.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "support.hpp"
@@ -13,9 +12,8 @@ using namespace vkattn::test;
 TEST_SUITE("errors") {
   TEST_CASE("a validation error on the context's device reaches the test") {
     Context& ctx = context();
-    const char* env = std::getenv("VKATTN_TEST_VALIDATION");
-    if (env && std::string(env) == "0") {
-      MESSAGE("skipped: VKATTN_TEST_VALIDATION=0");
+    if (!validation_enabled()) {
+      MESSAGE("skipped: --no-validation");
       return;
     }
     expect_no_validation_messages();

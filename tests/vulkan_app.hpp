@@ -7,7 +7,6 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -57,8 +56,7 @@ class VulkanApp {
     vkEnumerateInstanceLayerProperties(&count, nullptr);
     std::vector<VkLayerProperties> layers(count);
     vkEnumerateInstanceLayerProperties(&count, layers.data());
-    const char* env = std::getenv("VKATTN_TEST_VALIDATION");
-    validation_ = !(env && std::string(env) == "0") &&
+    validation_ = validation_enabled() &&
                   std::any_of(layers.begin(), layers.end(), [](const VkLayerProperties& l) {
                     return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
                   });

@@ -1,0 +1,37 @@
+// `vkattn bench --check`: the GPU output against the fp64 CPU reference, on a sample of query rows
+// when the problem is large (the reference is a plain triple loop; checking every row of a 16k x 16k
+// problem would take minutes where the timing took milliseconds).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vkattn/problem.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn::cli {
+
+// DESIGN.md §6: max-abs error normalised by max|V| (O is a convex combination of V's rows).
+double check_tolerance(DType dtype);
+
+// Up to 64 query rows spread evenly over seq_q (first and last included), fewer when the reference
+// would need more than a couple of seconds for them; every row when seq_q is small. Every batch is
+// checked, or only the first and last when even one row of every batch is too much.
+std::vector<int64_t> sample_rows(const AttentionProblem& problem);
+
+struct CheckResult {
+  double max_abs_err = 0.0;  // normalised by max|V|; +inf when the GPU gave NaN/Inf the reference has not
+  double tolerance = 0.0;
+  std::size_t rows_checked = 0;
+  bool passed() const { return max_abs_err <= tolerance; }
+};
+
+// q, k, v: the values the GPU saw (already rounded to the dtype), dense in `layouts`; `gpu_out`:
+// the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v). No mask or kv_lengths (bench uses
+// neither).
+CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
+                                    std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                    std::span<const float> gpu_out);
+
+}  // namespace vkattn::cli

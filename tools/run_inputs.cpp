@@ -1,0 +1,144 @@
+#include "run_inputs.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "npy.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+// Q, K and V must be (batch, heads, seq, dim): the layout is what the library checks, but only a
+// 4-D array can be described as one.
+void require_4d(const npy::Array& array, const std::string& path, const char* role) {
+  if (array.shape.size() != 4)
+    throw Error(path + ": " + role + " must be a 4-D array (batch, heads, seq, dim), got shape " +
+                array.shape_string());
+}
+
+TensorLayout dense(DType dtype, const std::vector<int64_t>& s) {
+  return TensorLayout::bhsd(dtype, s[0], s[1], s[2], s[3]);
+}
+
+// The mask as the device reads it, and its layout (2-D or 4-D, broadcast by the library's rules).
+void load_mask(const std::string& path, RunInputs& inputs) {
+  const npy::Array array = npy::read(path);
+  MaskType type;
+  switch (array.kind) {
+    case npy::Kind::boolean: type = MaskType::boolean; break;
+    case npy::Kind::f32: type = MaskType::f32; break;
+    case npy::Kind::f16: type = MaskType::f16; break;
+    default:
+      throw Error(path + ": mask dtype '" + array.descr + "' is not supported; use bool ('|b1'), '<f4' or '<f2'");
+  }
+  const auto& s = array.shape;
+  if (s.size() == 2) {
+    inputs.layouts.mask = MaskLayout::dense(type, 1, 1, s[0], s[1]);
+  } else if (s.size() == 4) {
+    inputs.layouts.mask = MaskLayout::dense(type, s[0], s[1], s[2], s[3]);
+  } else {
+    throw Error(path + ": mask must be 2-D (seq_q, seq_k) or 4-D (batch|1, heads|1, seq_q, seq_k), got shape " +
+                array.shape_string());
+  }
+  if (type == MaskType::boolean) {
+    const std::vector<uint8_t> bools = npy::to_bools(array, path);  // 0/1, whatever byte numpy held
+    inputs.mask.resize(bools.size());
+    for (std::size_t i = 0; i < bools.size(); ++i) inputs.mask[i] = std::byte{bools[i]};
+  } else {
+    inputs.mask = array.data;  // already little-endian f32 / f16, as the device reads it
+  }
+}
+
+// kv-lens: (batch,) int32/int64, each in 0..seq_k. The device would clamp bad values; a user passing
+// them has a bug worth reporting instead.
+void load_kv_lengths(const std::string& path, const AttentionProblem& problem, RunInputs& inputs) {
+  const npy::Array array = npy::read(path);
+  if (array.kind != npy::Kind::i32 && array.kind != npy::Kind::i64)
+    throw Error(path + ": kv-lens dtype '" + array.descr + "' is not supported; use int32 ('<i4') or int64 ('<i8')");
+  if (array.shape.size() != 1 || array.shape[0] != problem.batch)
+    throw Error(path + ": kv-lens must have shape (batch,) = (" + std::to_string(problem.batch) + ",), got " +
+                array.shape_string());
+  const std::vector<int64_t> values = npy::to_ints(array, path);
+  inputs.kv_lengths.resize(values.size());
+  for (std::size_t b = 0; b < values.size(); ++b) {
+    if (values[b] < 0 || values[b] > problem.seq_k)
+      throw Error(path + ": kv_lengths[" + std::to_string(b) + "] = " + std::to_string(values[b]) +
+                  " is outside 0..seq_k (" + std::to_string(problem.seq_k) + ")");
+    inputs.kv_lengths[b] = static_cast<int32_t>(values[b]);
+  }
+}
+
+}  // namespace
+
+float parse_float(const std::string& text, const std::string& what) {
+  // strtof, not CLI11's conversion: it must accept "inf" and "nan" so they can be rejected with a
+  // message about the value rather than about the syntax.
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const float value = std::strtof(begin, &end);
+  while (end && *end == ' ') ++end;
+  if (text.empty() || end == begin || *end != '\0')
+    throw Error(what + ": '" + text + "' is not a number");
+  return value;  // ERANGE overflow gives +-inf, rejected later as non-finite
+}
+
+RunInputs load_run_inputs(const RunOptions& options) {
+  RunInputs inputs;
+  const npy::Array q = npy::read(options.q);
+  const npy::Array k = npy::read(options.k);
+  const npy::Array v = npy::read(options.v);
+  require_4d(q, options.q, "Q");
+  require_4d(k, options.k, "K");
+  require_4d(v, options.v, "V");
+  inputs.q = npy::to_floats(q, options.q);
+  inputs.k = npy::to_floats(k, options.k);
+  inputs.v = npy::to_floats(v, options.v);
+
+  // Without --dtype the files' dtype is the compute dtype, so K and V must share Q's: silently
+  // rounding a float32 K to float16 would be a surprise.
+  DType dtype;
+  if (!options.dtype.empty()) {
+    dtype = parse_dtype(options.dtype);
+  } else {
+    const auto same_as_q = [&](const npy::Array& array, const std::string& path) {
+      if (array.kind != q.kind)
+        throw Error(path + ": dtype '" + array.descr + "' differs from Q's '" + q.descr + "' (" + options.q +
+                    "); Q, K and V must share one dtype, or pass --dtype to convert");
+    };
+    same_as_q(k, options.k);
+    same_as_q(v, options.v);
+    dtype = q.kind == npy::Kind::f16 ? DType::f16 : DType::f32;
+  }
+  inputs.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
+
+  AttentionLayouts& layouts = inputs.layouts;
+  layouts.q = dense(dtype, q.shape);
+  layouts.k = dense(dtype, k.shape);
+  layouts.v = dense(dtype, v.shape);
+  layouts.out = TensorLayout::bhsd(dtype, q.shape[0], q.shape[1], q.shape[2], v.shape[3]);
+  layouts.has_kv_lengths = !options.kv_lens.empty();
+  layouts.has_lse = !options.lse.empty();
+  layouts.options.causal = parse_causal(options.causal);
+  if (!options.scale.empty()) layouts.options.scale = parse_float(options.scale, "--scale");
+  if (!options.mask.empty()) load_mask(options.mask, inputs);
+
+  // The library's checks (shapes, dims, GQA, mask broadcast, scale) give the library's messages.
+  inputs.problem = check_attention(layouts);
+  if (layouts.options.scale && !std::isfinite(*layouts.options.scale))
+    throw Error("--scale: " + options.scale + " is not finite");
+
+  if (layouts.mask) {
+    const uint64_t needed = static_cast<uint64_t>(layouts.mask->required_elements()) * mask_type_size(layouts.mask->type);
+    if (inputs.mask.size() != needed)  // cannot happen for a dense mask; guards the upload below
+      throw Error(options.mask + ": mask holds " + std::to_string(inputs.mask.size()) + " bytes, its layout needs " +
+                  std::to_string(needed));
+  }
+  if (!options.kv_lens.empty()) load_kv_lengths(options.kv_lens, inputs.problem, inputs);
+  return inputs;
+}
+
+}  // namespace vkattn::cli
