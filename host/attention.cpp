@@ -134,7 +134,7 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
 
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   const VkPipeline fused = c.pipelines->get(
-      KernelKind::attention, "attention_fused_" + dtype,
+      KernelKind::attention, std::string(cfg.rowwise ? "attention_rowwise_" : "attention_fused_") + dtype,
       {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()});
   VkPipeline combine = VK_NULL_HANDLE;
   if (split)
@@ -207,7 +207,7 @@ void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchP
 }  // namespace detail
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
-  const detail::LaunchPlan lp = detail::make_launch_plan(context.device_info(), args);
+  const detail::LaunchPlan lp = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
   AttentionPlan plan;
   plan.rows_per_workgroup = lp.config.rows;
   plan.threads_per_row = lp.config.threads_per_row;
@@ -216,12 +216,13 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
   plan.keys_per_split = lp.keys_per_split;
   plan.workspace_bytes = lp.workspace_bytes;
   plan.path = "fused";
+  plan.kernel = lp.config.rowwise ? "rowwise" : "tiled";
   return plan;
 }
 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
   if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
-  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), args);
+  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
   VkBuffer ws = VK_NULL_HANDLE;
   uint64_t ws_offset = 0;
   if (plan.splits > 1) {
@@ -238,7 +239,7 @@ void record_attention(Context& context, VkCommandBuffer command_buffer, const At
 }
 
 void attention(Context& context, const AttentionArgs& args) {
-  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), args);
+  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
   detail::ContextImpl& c = context.impl();
   std::lock_guard lock(c.queue_mutex);
   const detail::Allocation* scratch = plan.splits > 1 ? &c.scratch(plan.workspace_bytes) : nullptr;

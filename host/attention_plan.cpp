@@ -24,7 +24,7 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 // Bytes a binding of `elements` elements needs for `buffer` at `byte_offset`, and checks they exist.
 void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
-                   uint64_t elements, const DeviceInfo& device) {
+                   uint64_t elements) {
   if (!buffer || !buffer->valid()) throw Error(std::string(name) + ": buffer is null");
   const uint64_t start = buffer->offset() + byte_offset;
   if (start % element_size != 0)
@@ -68,7 +68,23 @@ bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range) 
   return !a.mask.buffer || mask_binding_bytes(a.mask.layout, alignment) <= max_range;
 }
 
-KernelConfig choose_config(const DeviceInfo& device, const AttentionProblem& p) {
+// One query row per invocation, 8 to 32 rows: llvmpipe runs 8 invocations per SIMD vector.
+KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProblem& p) {
+  KernelConfig c;
+  c.rowwise = true;
+  c.threads_per_row = 1;
+  c.rows = 32;
+  while (c.rows > 8 && static_cast<int64_t>(c.rows / 2) >= p.seq_q) c.rows /= 2;
+  const uint64_t shared_budget = std::min<uint64_t>(device.max_shared_memory, 32768);
+  for (uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
+    c.keys_per_tile = bc;
+    if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget) return c;
+  }
+  throw Error("device: " + device.name + " has " + str(device.max_shared_memory) +
+              " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
+}
+
+KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
   c.rows = 16;
   while (c.rows > 1 && static_cast<int64_t>(c.rows / 2) >= p.seq_q) c.rows /= 2;
@@ -110,6 +126,7 @@ AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, i
 
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
+  if (c.rowwise) return static_cast<uint32_t>(16 * c.keys_per_tile * (dqk4 + dv4));
   const uint64_t vstride = ceil_div(dv4, c.threads_per_row) * c.threads_per_row;
   return static_cast<uint32_t>(16 * (c.rows * dqk4 + c.keys_per_tile * (dqk4 + 1) + c.keys_per_tile * vstride) +
                                4 * c.rows * c.keys_per_tile);
@@ -118,6 +135,13 @@ uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
   const uint64_t wg = c.workgroup_size(), bc = c.keys_per_tile, tpr = c.threads_per_row;
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4), dvt = ceil_div(dv4, tpr);
+  if (c.rowwise) {
+    const uint64_t per_tile = 1 + ceil_div(bc * dqk4, wg) + ceil_div(bc * dv4, wg)  // tile loop, K and V loads
+                              + bc * (1 + dqk4)                                     // scores
+                              + dv4                                                 // rescale
+                              + bc * (1 + dv4);                                     // p * V
+    return dqk4 + 2 * dv4 + 64 + tiles * per_tile;
+  }
   const uint64_t per_tile = 1                              // the tile loop
                             + ceil_div(bc * dqk4, wg)      // K tile load
                             + ceil_div(bc * dvt * tpr, wg) // V tile load
@@ -129,7 +153,7 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   return fixed + tiles * per_tile;
 }
 
-LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args) {
+LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
   AttentionLayouts layouts;
   layouts.q = args.q.layout;
   layouts.k = args.k.layout;
@@ -148,17 +172,16 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args)
                 " does not offer (or it was not enabled on the adopted device)");
 
   const uint64_t esize = dtype_size(p.dtype);
-  check_binding("q", args.q.buffer, 0, esize, args.q.layout.required_elements(), device);
-  check_binding("k", args.k.buffer, 0, esize, args.k.layout.required_elements(), device);
-  check_binding("v", args.v.buffer, 0, esize, args.v.layout.required_elements(), device);
-  check_binding("out", args.out.buffer, 0, esize, args.out.layout.required_elements(), device);
+  check_binding("q", args.q.buffer, 0, esize, args.q.layout.required_elements());
+  check_binding("k", args.k.buffer, 0, esize, args.k.layout.required_elements());
+  check_binding("v", args.v.buffer, 0, esize, args.v.layout.required_elements());
+  check_binding("out", args.out.buffer, 0, esize, args.out.layout.required_elements());
   const uint64_t rows_total = static_cast<uint64_t>(p.batch * p.heads * p.seq_q);
-  if (args.lse.buffer) check_binding("lse", args.lse.buffer, args.lse.offset, 4, rows_total, device);
+  if (args.lse.buffer) check_binding("lse", args.lse.buffer, args.lse.offset, 4, rows_total);
   if (args.kv_lengths.buffer)
-    check_binding("kv_lengths", args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch, device);
+    check_binding("kv_lengths", args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch);
   if (args.mask.buffer)
-    check_binding("mask", args.mask.buffer, 0, mask_type_size(args.mask.layout.type), args.mask.layout.required_elements(),
-                  device);
+    check_binding("mask", args.mask.buffer, 0, mask_type_size(args.mask.layout.type), args.mask.layout.required_elements());
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
     if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
 
@@ -178,7 +201,8 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args)
                   args.k.layout.describe() + ")");
   }
 
-  plan.config = choose_config(device, p);
+  const bool rowwise = variant == KernelVariant::rowwise || (variant == KernelVariant::automatic && device.type == "cpu");
+  plan.config = rowwise ? choose_rowwise_config(device, p) : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
 

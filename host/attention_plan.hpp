@@ -11,6 +11,7 @@
 namespace vkattn::detail {
 
 struct KernelConfig {
+  bool rowwise = false;           // attention_rowwise.comp instead of attention_fused.comp
   uint32_t rows = 16;             // BR: query rows per workgroup
   uint32_t threads_per_row = 8;   // TPR
   uint32_t keys_per_tile = 32;    // BC
@@ -32,16 +33,16 @@ struct LaunchPlan {
 };
 
 // Checks `args` (semantics and buffers) against DESIGN.md §1 and `device`; throws Error.
-LaunchPlan make_launch_plan(const DeviceInfo& device, const AttentionArgs& args);
+LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args);
 
 // The arguments of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh);
 
-// Shared memory (bytes) of attention_fused.comp for a configuration (mirrors its declarations).
+// Shared memory (bytes) of the fused kernel of `config` (mirrors its declarations).
 uint32_t fused_shared_bytes(const KernelConfig& config, int64_t dim_qk, int64_t dim_v);
 
-// Upper bound of loop iterations one invocation of attention_fused.comp runs for `tiles` key tiles
-// (mirrors its loops; used against lavapipe's per-invocation loop limit).
+// Upper bound of loop iterations one invocation of the fused kernel of `config` runs for `tiles` key
+// tiles (mirrors its loops; used against lavapipe's per-invocation loop limit).
 uint64_t fused_loop_iterations(const KernelConfig& config, int64_t dim_qk, int64_t dim_v, uint64_t tiles);
 
 }  // namespace vkattn::detail

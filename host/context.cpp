@@ -68,6 +68,7 @@ uint32_t find_compute_queue_family(VkPhysicalDevice device) {
 Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail::ContextImpl>()) {
   detail::ContextImpl& c = *impl_;
   c.validation_callback = options.on_validation_message;
+  c.kernel = options.kernel;
   c.instance = detail::create_instance(options.validation, options.synchronization_validation,
                                        (options.validation || options.synchronization_validation) ? &c.validation_callback : nullptr);
   const auto physical = detail::enumerate_physical_devices(c.instance.instance);
@@ -105,7 +106,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
 
 Context::Context(std::shared_ptr<detail::ContextImpl> impl) : impl_(std::move(impl)) {}
 
-Context Context::adopt(const AdoptedDevice& device) {
+Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
   if (!device.instance || !device.physical_device || !device.device || !device.queue)
     throw Error("adopt: instance, physical_device, device and queue must all be valid handles");
   auto impl = std::make_shared<detail::ContextImpl>();
@@ -114,6 +115,7 @@ Context Context::adopt(const AdoptedDevice& device) {
   impl->queue = device.queue;
   impl->queue_family = device.queue_family_index;
   impl->owns_device = false;
+  impl->kernel = kernel;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
   uint32_t index = 0;
   const auto physical = detail::enumerate_physical_devices(device.instance);
@@ -130,6 +132,22 @@ Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
 
 const DeviceInfo& Context::device_info() const { return impl_->info; }
+KernelVariant Context::kernel_variant() const { return impl_->kernel; }
+
+const char* to_string(KernelVariant variant) {
+  switch (variant) {
+    case KernelVariant::tiled: return "tiled";
+    case KernelVariant::rowwise: return "rowwise";
+    default: return "auto";
+  }
+}
+
+KernelVariant parse_kernel_variant(const std::string& name) {
+  if (name == "auto") return KernelVariant::automatic;
+  if (name == "tiled") return KernelVariant::tiled;
+  if (name == "rowwise") return KernelVariant::rowwise;
+  throw Error("kernel: unknown variant '" + name + "' (expected auto, tiled or rowwise)");
+}
 VkDevice Context::vk_device() const { return impl_->device; }
 VkPhysicalDevice Context::vk_physical_device() const { return impl_->physical_device; }
 VkQueue Context::vk_queue() const { return impl_->queue; }

@@ -42,6 +42,7 @@ class ContextImpl {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   bool storage_16bit_enabled = false;
+  KernelVariant kernel = KernelVariant::automatic;
   DeviceInfo info;
   VkPhysicalDeviceMemoryProperties memory_properties{};
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;

@@ -21,7 +21,7 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
   std::vector<detail::LaunchPlan> plans;
   uint64_t workspace = 0;
   for (const AttentionArgs& a : rotations) {
-    plans.push_back(detail::make_launch_plan(c.info, a));
+    plans.push_back(detail::make_launch_plan(c.info, c.kernel, a));
     workspace = std::max(workspace, plans.back().workspace_bytes);
   }
 

@@ -74,7 +74,7 @@ void run_adopted(VulkanApp& app, const AdoptCase& c, bool expect_split) {
 
   {
     // vkattn's objects go before the application's: they hold pipelines and views of its buffers.
-    Context ctx = Context::adopt(app.adopted());
+    Context ctx = Context::adopt(app.adopted(), kernel_variant());
     Buffer q_buf = Buffer::wrap(ctx, q_app.buffer, 0, q_app.size);
     Buffer k_buf = Buffer::wrap(ctx, k_app.buffer, 0, k_app.size);
     Buffer v_buf = Buffer::wrap(ctx, v_app.buffer, 0, v_app.size);
@@ -187,7 +187,7 @@ TEST_SUITE("adoption") {
     VulkanApp app;
     AdoptedDevice lent = app.adopted();
     lent.storage_16bit_enabled = false;  // vkattn must use only what the application says it enabled
-    Context ctx = Context::adopt(lent);
+    Context ctx = Context::adopt(lent, kernel_variant());
     CHECK_FALSE(ctx.device_info().supports_f16());
     Buffer buffer = Buffer::allocate(ctx, 4096);
     AttentionArgs args;

@@ -24,7 +24,8 @@ constexpr const char* kUsage =
     "  --sync-validation  create the shared Context with synchronization validation\n"
     "  --no-validation    run without the Vulkan validation layer\n"
     "  --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)\n"
-    "  --verbose          print each attention case with its time\n";
+    "  --verbose          print each attention case with its time\n"
+    "  --kernel=V         fused-kernel variant: auto (default), tiled or rowwise\n";
 
 // Parses the N of --seed=N: a whole unsigned 64-bit number, nothing else.
 bool parse_seed(const char* text, uint64_t& seed) {
@@ -59,6 +60,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       vkattn::test::set_base_seed(seed);
+    } else if (std::strncmp(arg, "--kernel=", 9) == 0) {
+      try {
+        vkattn::test::set_kernel_variant(vkattn::parse_kernel_variant(arg + 9));
+      } catch (const vkattn::Error& e) {
+        std::fprintf(stderr, "vkattn_tests: %s\n", e.what());
+        return 2;
+      }
     } else if (std::strcmp(arg, "--seed") == 0) {
       std::fprintf(stderr, "vkattn_tests: write the seed as --seed=N\n");
       return 2;

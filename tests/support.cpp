@@ -16,6 +16,7 @@ struct Shared {
   bool sync = false;
   bool validation = true;
   bool verbose = false;
+  KernelVariant kernel = KernelVariant::automatic;
   uint64_t seed = 20261101;
   std::unique_ptr<Context> context;
   std::mutex mutex;  // the messenger may be called from the driver's threads
@@ -40,12 +41,16 @@ bool verbose() { return shared().verbose; }
 
 void set_base_seed(uint64_t seed) { shared().seed = seed; }
 
+void set_kernel_variant(KernelVariant kernel) { shared().kernel = kernel; }
+KernelVariant kernel_variant() { return shared().kernel; }
+
 Context& context() {
   Shared& s = shared();
   if (!s.context) {
     ContextOptions options;
     options.validation = validation_enabled();
     options.synchronization_validation = options.validation && s.sync;
+    options.kernel = s.kernel;
     options.on_validation_message = [&s](const std::string& message) {
       // With VK_LOADER_LAYERS_ENABLE the loader reports itself through the messenger; that is not
       // a validation error (DESIGN.md §5).
@@ -58,7 +63,7 @@ Context& context() {
                                    : options.synchronization_validation ? "on, with synchronization"
                                                                         : "on";
     MESSAGE("device: " << s.context->device_info().name << " (" << s.context->device_info().driver_name
-                       << "), validation " << validation);
+                       << "), validation " << validation << ", kernel " << std::string(to_string(s.kernel)));
   }
   return *s.context;
 }

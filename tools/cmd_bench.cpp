@@ -31,7 +31,7 @@ struct BenchOptions {
   int64_t batch = 1, heads = 8, kv_heads = 0;  // 0: kv_heads = heads
   std::vector<int64_t> seq_q = {1024}, seq_k;  // lists: one result per (seq_q, seq_k) pair
   int64_t dim = 64, dim_v = 0;                 // 0: dim_v = dim
-  std::string dtype = "f32", causal = "none", device;
+  std::string dtype = "f32", causal = "none", device, kernel = "auto";
   int warmup = 3, iters = 10;
   bool counts_given = false;  // --warmup or --iters on the command line: honoured exactly
   double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
@@ -184,6 +184,8 @@ void print_json(const DeviceInfo& device, const std::vector<Result>& results) {
                     {"dtype", to_string(p.dtype)},
                     {"causal", to_string(p.causal)},
                     {"path", r.plan.path ? r.plan.path : ""},
+                    {"kernel", r.plan.kernel ? r.plan.kernel : ""},
+                    {"splits", r.plan.splits},
                     {"ms_median", r.ms_median},
                     {"ms_min", r.ms_min},
                     {"tflops", r.tflops},
@@ -201,16 +203,16 @@ void print_table(const DeviceInfo& device, const BenchOptions& o, const std::vec
   std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
               static_cast<unsigned long long>(o.seed),
               o.counts_given ? "" : "; fewer iterations where the defaults would exceed --budget");
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-14s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads", "kvh",
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads", "kvh",
               "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "rot", "iters", "ms_median", "ms_min",
               "TFLOP/s", "GB/s", "max_abs_err");
   for (const Result& r : results) {
     const AttentionProblem& p = r.problem;
-    const std::string path = std::string(r.plan.path ? r.plan.path : "?") +
+    const std::string path = std::string(r.plan.path ? r.plan.path : "?") + "/" + (r.plan.kernel ? r.plan.kernel : "?") +
                              (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "");
     char err[32] = "-";
     if (r.check) std::snprintf(err, sizeof err, "%.3g%s", r.check->max_abs_err, r.check->passed() ? "" : " FAIL");
-    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-14s %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n",
+    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-20s %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n",
                 static_cast<long long>(p.batch), static_cast<long long>(p.heads), static_cast<long long>(p.kv_heads),
                 static_cast<long long>(p.seq_q), static_cast<long long>(p.seq_k), static_cast<long long>(p.dim_qk),
                 static_cast<long long>(p.dim_v), to_string(p.dtype), to_string(p.causal), path.c_str(), r.rotations, r.iters,
@@ -225,6 +227,7 @@ int run(const BenchOptions& o) {
   const auto pairs = sequence_pairs(o);
   ContextOptions context_options;
   context_options.device = o.device;
+  context_options.kernel = parse_kernel_variant(o.kernel);
   Context context(context_options);
 
   std::vector<Result> results;
@@ -281,6 +284,9 @@ Command add_bench_command(CLI::App& parent) {
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
   app->add_flag("--json", o->json, "Print JSON instead of a table");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
+  app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: rowwise on CPU devices, tiled on GPUs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "tiled", "rowwise"}));
   return {app, [o, warmup, iters]() {
             o->counts_given = warmup->count() > 0 || iters->count() > 0;
             return run(*o);

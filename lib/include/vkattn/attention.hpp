@@ -48,6 +48,7 @@ struct AttentionPlan {
   int64_t keys_per_split = 0;
   uint64_t workspace_bytes = 0;  // scratch needed by record_attention
   const char* path = "fused";
+  const char* kernel = "tiled";  // the fused kernel variant: tiled or rowwise
 };
 
 // Checks the arguments and the device limits; throws Error. Dispatches nothing.

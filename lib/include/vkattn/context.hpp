@@ -47,6 +47,17 @@ struct DeviceInfo {
 // Enumerates every Vulkan physical device (does not create a logical device).
 std::vector<DeviceInfo> list_devices();
 
+// Which fused-kernel variant runs attention. automatic: rowwise on CPU devices (llvmpipe), tiled
+// elsewhere. Forcing one is for testing and benchmarking; both compute the same thing.
+enum class KernelVariant {
+  automatic,
+  tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
+  rowwise,  // one query row per invocation; uniform shared-memory reads (SIMD CPUs such as llvmpipe)
+};
+const char* to_string(KernelVariant variant);
+// Parses "auto" | "tiled" | "rowwise"; throws Error otherwise.
+KernelVariant parse_kernel_variant(const std::string& name);
+
 // Called with each message of the Khronos validation layer (when enabled).
 using ValidationCallback = std::function<void(const std::string& message)>;
 
@@ -58,6 +69,7 @@ struct ContextOptions {
   bool validation = false;
   bool synchronization_validation = false;  // adds synchronization validation (implies validation)
   ValidationCallback on_validation_message;
+  KernelVariant kernel = KernelVariant::automatic;
 };
 
 // A device the application owns, lent to vkattn. vkattn never destroys these handles. The device
@@ -79,7 +91,7 @@ class Context {
  public:
   explicit Context(const ContextOptions& options = {});
   // Uses the application's device without owning it.
-  static Context adopt(const AdoptedDevice& device);
+  static Context adopt(const AdoptedDevice& device, KernelVariant kernel = KernelVariant::automatic);
 
   // Device extensions vkattn needs on an adopted device.
   static std::vector<const char*> required_device_extensions();
@@ -91,6 +103,7 @@ class Context {
   ~Context();
 
   const DeviceInfo& device_info() const;
+  KernelVariant kernel_variant() const;
   VkDevice vk_device() const;
   VkPhysicalDevice vk_physical_device() const;
   VkQueue vk_queue() const;
