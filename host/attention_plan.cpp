@@ -201,7 +201,11 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
                   args.k.layout.describe() + ")");
   }
 
-  const bool rowwise = variant == KernelVariant::rowwise || (variant == KernelVariant::automatic && device.type == "cpu");
+  // On CPU devices rowwise wins once a workgroup's lanes have query rows to work on; for decode
+  // (seq_q 1-3) the tiled kernel's lanes share the one row instead (measured on lavapipe, see
+  // bench/results/README.md).
+  const bool rowwise = variant == KernelVariant::rowwise ||
+                       (variant == KernelVariant::automatic && device.type == "cpu" && p.seq_q >= 4);
   plan.config = rowwise ? choose_rowwise_config(device, p) : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));

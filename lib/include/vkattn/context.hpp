@@ -47,8 +47,8 @@ struct DeviceInfo {
 // Enumerates every Vulkan physical device (does not create a logical device).
 std::vector<DeviceInfo> list_devices();
 
-// Which fused-kernel variant runs attention. automatic: rowwise on CPU devices (llvmpipe), tiled
-// elsewhere. Forcing one is for testing and benchmarking; both compute the same thing.
+// Which fused-kernel variant runs attention. automatic: rowwise on CPU devices (llvmpipe) when
+// seq_q >= 4, tiled otherwise. Forcing one is for testing and benchmarking; both compute the same thing.
 enum class KernelVariant {
   automatic,
   tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
