@@ -104,6 +104,20 @@ TEST_SUITE("unit") {
     CHECK(contains(check_message(l), "v.offset (-3)"));
   }
 
+  TEST_CASE("check_attention: layouts reaching past 2^62 elements are refused, not wrapped") {
+    const int64_t huge = 2147483647;
+    AttentionLayouts l;
+    l.q = TensorLayout::bhsd(DType::f32, huge, huge, huge, 256);  // strides saturate instead of wrapping
+    l.k = l.q;
+    l.v = l.q;
+    l.out = l.q;
+    CHECK(contains(check_message(l), "q: sizes and strides reach past element 2^62"));
+    l = valid();
+    l.mask = MaskLayout::dense(MaskType::boolean, 1, 1, 10, 12);
+    l.mask->stride_q = int64_t(1) << 61;
+    CHECK(contains(check_message(l), "mask: sizes and strides reach past element 2^62"));
+  }
+
   TEST_CASE("check_attention: one dtype for q, k, v and out") {
     AttentionLayouts l = valid();
     l.k.dtype = DType::f16;

@@ -36,6 +36,8 @@ std::string float_str(float v) {
   return s.str();
 }
 
+__extension__ typedef __int128 int128;  // exact extents of int64 layouts
+
 [[noreturn]] void fail(const std::string& message) { throw Error(message); }
 
 void check_sizes(const char* name, const TensorLayout& t) {
@@ -46,6 +48,13 @@ void check_sizes(const char* name, const TensorLayout& t) {
   }
 }
 
+// Index arithmetic everywhere is int64; a layout whose last element lies beyond 2^62 is refused
+// before anything multiplies its sizes.
+void check_extent(const char* name, int128 end) {
+  if (end > (static_cast<int128>(1) << 62))
+    fail(std::string(name) + ": sizes and strides reach past element 2^62; the layout is too large");
+}
+
 void check_strides(const char* name, const TensorLayout& t) {
   const std::array<std::pair<const char*, int64_t>, 4> nonneg = {{{"stride_batch", t.stride_batch},
                                                                    {"stride_head", t.stride_head},
@@ -54,6 +63,9 @@ void check_strides(const char* name, const TensorLayout& t) {
   for (const auto& [field, value] : nonneg) {
     if (value < 0) fail(std::string(name) + "." + field + " (" + str(value) + ") must be >= 0");
   }
+  check_extent(name, static_cast<int128>(t.offset) + static_cast<int128>(t.batch - 1) * t.stride_batch +
+                         static_cast<int128>(t.heads - 1) * t.stride_head +
+                         static_cast<int128>(t.seq - 1) * t.stride_seq + t.dim);
 }
 
 void check_equal(const char* a_name, int64_t a, const char* b_name, int64_t b) {
@@ -109,6 +121,9 @@ void check_mask(const MaskLayout& m, const AttentionProblem& p) {
   for (const auto& [field, value] : nonneg) {
     if (value < 0) fail(std::string("mask.") + field + " (" + str(value) + ") must be >= 0");
   }
+  check_extent("mask", static_cast<int128>(m.offset) + static_cast<int128>(m.batch - 1) * m.stride_batch +
+                           static_cast<int128>(m.heads - 1) * m.stride_head +
+                           static_cast<int128>(m.seq_q - 1) * m.stride_q + m.seq_k);
 }
 
 }  // namespace

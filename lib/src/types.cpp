@@ -8,6 +8,17 @@
 #include "vkattn/error.hpp"
 
 namespace vkattn {
+namespace {
+
+// Dense strides of absurd shapes saturate instead of wrapping (signed overflow); check_attention
+// then rejects them by their extent, with a message about sizes rather than negative strides.
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return INT64_MAX;
+  return r;
+}
+
+}  // namespace
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -66,8 +77,8 @@ TensorLayout TensorLayout::bhsd(DType dtype, int64_t batch, int64_t heads, int64
   l.seq = seq;
   l.dim = dim;
   l.stride_seq = dim;
-  l.stride_head = seq * dim;
-  l.stride_batch = heads * seq * dim;
+  l.stride_head = saturating_mul(seq, dim);
+  l.stride_batch = saturating_mul(heads, saturating_mul(seq, dim));
   return l;
 }
 
@@ -79,8 +90,8 @@ TensorLayout TensorLayout::bshd(DType dtype, int64_t batch, int64_t seq, int64_t
   l.seq = seq;
   l.dim = dim;
   l.stride_head = dim;
-  l.stride_seq = heads * dim;
-  l.stride_batch = seq * heads * dim;
+  l.stride_seq = saturating_mul(heads, dim);
+  l.stride_batch = saturating_mul(seq, saturating_mul(heads, dim));
   return l;
 }
 
@@ -129,8 +140,8 @@ MaskLayout MaskLayout::dense(MaskType type, int64_t batch, int64_t heads, int64_
   l.seq_q = seq_q;
   l.seq_k = seq_k;
   l.stride_q = seq_k;
-  l.stride_head = seq_q * seq_k;
-  l.stride_batch = heads * seq_q * seq_k;
+  l.stride_head = saturating_mul(seq_q, seq_k);
+  l.stride_batch = saturating_mul(heads, saturating_mul(seq_q, seq_k));
   return l;
 }
 
