@@ -34,33 +34,14 @@ const uint DV4 = (DV + 3u) / 4u;               // vec4s per V row
 const uint DVT = (DV4 + TPR - 1u) / TPR;       // accumulator vec4s per invocation
 const uint VSTRIDE = DVT * TPR;                // V row padded so every invocation's slice exists
 
-layout(binding = 0) readonly buffer QBuf { STORAGE_T q[]; };
-layout(binding = 1) readonly buffer KBuf { STORAGE_T k[]; };
-layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
-layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
-layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
-layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
-layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
-layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
-layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
-
-#include "mask.glsl"
+#include "attention_common.glsl"
 
 shared vec4 sQ[BR * DQK4];
 shared vec4 sK[BC * KSTRIDE];
 shared vec4 sV[BC * VSTRIDE];
 shared float sS[BR * BC];
 
-// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
-const float M_INIT = -3.0e38;
 
-// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
-uint causal_key_end(uint causal, uint i) {
-  int end = int(pc.seq_k);
-  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
-  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
-  return uint(clamp(end, 0, int(pc.seq_k)));
-}
 
 vec4 load_vec4(uint which, uint base, uint d4, uint dim) {
   vec4 r = vec4(0.0);
@@ -89,13 +70,8 @@ void main() {
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  // Keys this workgroup visits: its split, cut by key padding and by the causal limit of its last row.
-  const uint key_begin = split * pc.keys_per_split;
-  uint key_end = min(pc.seq_k, key_begin + pc.keys_per_split);
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u)
-    key_end = min(key_end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
-  const uint last_row = min(i0 + BR, pc.seq_q) - 1u;
-  key_end = min(key_end, causal_key_end(causal, last_row));
+  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uint key_begin = keys.x, key_end = keys.y;
   // Keys visible to this invocation's row (the per-row causal cut inside the last tiles).
   const uint row_key_end = row_valid ? min(key_end, causal_key_end(causal, i)) : 0u;
 

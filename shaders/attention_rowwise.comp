@@ -23,29 +23,12 @@ layout(local_size_x_id = 5) in;                // BR
 const uint DQK4 = (DQK + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 
-layout(binding = 0) readonly buffer QBuf { STORAGE_T q[]; };
-layout(binding = 1) readonly buffer KBuf { STORAGE_T k[]; };
-layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
-layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
-layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
-layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
-layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
-layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
-layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
-
-#include "mask.glsl"
+#include "attention_common.glsl"
 
 shared vec4 sK[BC * DQK4];
 shared vec4 sV[BC * DV4];
 
-const float M_INIT = -3.0e38;
 
-uint causal_key_end(uint causal, uint i) {
-  int end = int(pc.seq_k);
-  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
-  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
-  return uint(clamp(end, 0, int(pc.seq_k)));
-}
 
 vec4 load_kv(bool is_k, uint base, uint d4, uint dim) {
   vec4 r = vec4(0.0);
@@ -68,11 +51,8 @@ void main() {
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  const uint key_begin = split * pc.keys_per_split;
-  uint key_end = min(pc.seq_k, key_begin + pc.keys_per_split);
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u)
-    key_end = min(key_end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
-  key_end = min(key_end, causal_key_end(causal, min(i0 + BR, pc.seq_q) - 1u));
+  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uint key_begin = keys.x, key_end = keys.y;
   const uint row_key_end = row_valid ? min(key_end, causal_key_end(causal, i)) : 0u;
 
   vec4 q_row[DQK4];

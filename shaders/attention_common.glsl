@@ -1,0 +1,39 @@
+// What both fused-kernel variants (attention_fused.comp, attention_rowwise.comp) share: their
+// bindings, the start value of the running max and the causal rule. Include after
+// storage_types.glsl and attention_push.glsl.
+#ifndef VKATTN_ATTENTION_COMMON_GLSL
+#define VKATTN_ATTENTION_COMMON_GLSL
+
+layout(binding = 0) readonly buffer QBuf { STORAGE_T q[]; };
+layout(binding = 1) readonly buffer KBuf { STORAGE_T k[]; };
+layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
+layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
+layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
+layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
+layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
+layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
+
+#include "mask.glsl"
+
+// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
+const float M_INIT = -3.0e38;
+
+// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
+uint causal_key_end(uint causal, uint i) {
+  int end = int(pc.seq_k);
+  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
+  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
+  return uint(clamp(end, 0, int(pc.seq_k)));
+}
+
+// Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding and by the
+// causal limit of its last query row (key tiles past it are never visited).
+uvec2 workgroup_key_range(uint split, uint b, uint last_row) {
+  const uint begin = split * pc.keys_per_split;
+  uint end = min(pc.seq_k, begin + pc.keys_per_split);
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
+  return uvec2(begin, min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row)));
+}
+
+#endif
