@@ -219,14 +219,31 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
     const uint64_t zero = fused_loop_iterations(c, p.dim_qk, p.dim_v, 0);
     max_tiles = std::max<uint64_t>(1, (kLlvmpipeLoopBudget - zero) / (one - zero));
   }
-  const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
   const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
-  uint64_t splits = ceil_div(tiles, max_tiles);
-  if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
-  const uint64_t tiles_per_split = ceil_div(tiles, splits);
-  splits = ceil_div(tiles, tiles_per_split);
-  plan.splits = static_cast<uint32_t>(splits);
-  plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);
+  auto split_chunk = [&]() {
+    const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
+    uint64_t splits = ceil_div(tiles, max_tiles);
+    if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
+    const uint64_t tiles_per_split = ceil_div(tiles, splits);
+    plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
+    plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);
+    const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;
+    plan.partial_o_bytes = plan.splits > 1 ? plan.splits * chunk_rows * uint64_t(p.dim_v) * 4 : 0;
+    plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_rows * 4 : 0;
+  };
+  // The split-KV partials of a chunk must fit one binding too: long prefills on llvmpipe split into
+  // many parts, so they run a few heads (or one batch) at a time, reusing one workspace.
+  const auto partials_fit = [&]() { return plan.partial_o_bytes <= device.max_storage_buffer_range; };
+  split_chunk();
+  if (!partials_fit() && plan.batch_chunk > 1) {
+    plan.batch_chunk = 1;
+    split_chunk();
+  }
+  while (!partials_fit() && plan.head_chunk > p.group_size()) {
+    plan.head_chunk -= p.group_size();
+    split_chunk();
+  }
+  const uint64_t splits = plan.splits;
 
   const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
                  max_z = device.max_workgroup_count[2];
@@ -237,13 +254,11 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
 
   if (plan.splits > 1) {
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;
-    plan.partial_o_bytes = splits * chunk_rows * uint64_t(p.dim_v) * 4;
-    plan.partial_lse_bytes = splits * chunk_rows * 4;
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
       if (bytes > device.max_storage_buffer_range || bytes / 4 > kMaxIndex)
-        throw Error(std::string("workspace: split-KV ") + name + " needs " + str(bytes) +
+        throw Error(std::string("workspace: split-KV ") + name + " of one head group needs " + str(bytes) +
                     " bytes, more than one binding can hold on " + device.name + " (" +
-                    str(device.max_storage_buffer_range) + "); use fewer batch x heads x seq_q rows per call");
+                    str(device.max_storage_buffer_range) + "); use a shorter seq_q per call");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
     if (ceil_div(chunk_rows, max_x) > max_y)
       throw Error("grid: " + str(chunk_rows) + " rows exceed what the combine dispatch can cover on " + device.name);
