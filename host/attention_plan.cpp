@@ -68,13 +68,12 @@ bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range) 
   return !a.mask.buffer || mask_binding_bytes(a.mask.layout, alignment) <= max_range;
 }
 
-// One query row per invocation, 8 to 32 rows: llvmpipe runs 8 invocations per SIMD vector.
+// Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.
 KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
   c.rowwise = true;
   c.threads_per_row = 1;
   c.rows = 32;
-  while (c.rows > 8 && static_cast<int64_t>(c.rows / 2) >= p.seq_q) c.rows /= 2;
   const uint64_t shared_budget = std::min<uint64_t>(device.max_shared_memory, 32768);
   for (uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
     c.keys_per_tile = bc;
@@ -138,9 +137,9 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   if (c.rowwise) {
     const uint64_t per_tile = 1 + ceil_div(bc * dqk4, wg) + ceil_div(bc * dv4, wg)  // tile loop, K and V loads
                               + bc * (1 + dqk4)                                     // scores
-                              + dv4                                                 // rescale
+                              + 4 * dv4                                             // rescale
                               + bc * (1 + dv4);                                     // p * V
-    return dqk4 + 2 * dv4 + 64 + tiles * per_tile;
+    return dqk4 + 4 * dv4 + 4 * (1 + uint64_t(dim_v)) + 64 + tiles * per_tile;  // + Q load, init, writes
   }
   const uint64_t per_tile = 1                              // the tile loop
                             + ceil_div(bc * dqk4, wg)      // K tile load
@@ -201,11 +200,11 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
                   args.k.layout.describe() + ")");
   }
 
-  // On CPU devices rowwise wins once a workgroup's lanes have query rows to work on; for decode
-  // (seq_q 1-3) the tiled kernel's lanes share the one row instead (measured on lavapipe, see
+  // On CPU devices rowwise wins once its 32-row workgroups have rows to work on; below that (decode,
+  // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
   const bool rowwise = variant == KernelVariant::rowwise ||
-                       (variant == KernelVariant::automatic && device.type == "cpu" && p.seq_q >= 4);
+                       (variant == KernelVariant::automatic && device.type == "cpu" && p.seq_q >= 16);
   plan.config = rowwise ? choose_rowwise_config(device, p) : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));

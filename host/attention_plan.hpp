@@ -15,7 +15,8 @@ struct KernelConfig {
   uint32_t rows = 16;             // BR: query rows per workgroup
   uint32_t threads_per_row = 8;   // TPR
   uint32_t keys_per_tile = 32;    // BC
-  uint32_t workgroup_size() const { return rows * threads_per_row; }
+  // rowwise: four query rows per invocation (the components of a vec4)
+  uint32_t workgroup_size() const { return rowwise ? rows / 4 : rows * threads_per_row; }
 };
 
 struct LaunchPlan {

@@ -48,7 +48,7 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_devices();
 
 // Which fused-kernel variant runs attention. automatic: rowwise on CPU devices (llvmpipe) when
-// seq_q >= 4, tiled otherwise. Forcing one is for testing and benchmarking; both compute the same thing.
+// seq_q >= 16, tiled otherwise. Forcing one is for testing and benchmarking; both compute the same thing.
 enum class KernelVariant {
   automatic,
   tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
