@@ -46,26 +46,26 @@ TensorLayout rebase(TensorLayout l, int64_t b0, int64_t nb, int64_t h0, int64_t 
   return l;
 }
 
-// Bytes the binding of a tensor spans: from its first element (rounded down to the offset
-// alignment) to its last.
-uint64_t binding_bytes(const TensorLayout& l, uint64_t alignment) {
-  const uint64_t esize = dtype_size(l.dtype);
-  return (l.offset * esize) % alignment + (l.required_elements() - l.offset) * esize;
+// Most bytes the binding of elements [first, end) spans, as attention.cpp binds it: from the first
+// element's byte rounded down to the offset alignment (at most alignment - 1 bytes earlier: the
+// bound holds for every chunk, whichever offset it starts at) to the last whole 32-bit word.
+uint64_t binding_bytes(int64_t first, int64_t end, uint64_t esize, uint64_t alignment) {
+  return alignment - 1 + (uint64_t(end - first) * esize + 3) / 4 * 4;
 }
 
-uint64_t mask_binding_bytes(const MaskLayout& m, uint64_t alignment) {
-  const uint64_t esize = mask_type_size(m.type);
-  return (m.offset * esize) % alignment + (m.required_elements() - m.offset) * esize + 3;
+uint64_t binding_bytes(const TensorRef& t, uint64_t alignment) {
+  return binding_bytes(t.layout.offset, t.layout.required_elements(), dtype_size(t.layout.dtype), alignment);
 }
 
 // Whether every binding of a chunk fits in one descriptor range.
 bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range) {
-  if (binding_bytes(a.q.layout, alignment) > max_range || binding_bytes(a.k.layout, alignment) > max_range ||
-      binding_bytes(a.v.layout, alignment) > max_range || binding_bytes(a.out.layout, alignment) > max_range)
+  if (binding_bytes(a.q, alignment) > max_range || binding_bytes(a.k, alignment) > max_range ||
+      binding_bytes(a.v, alignment) > max_range || binding_bytes(a.out, alignment) > max_range)
     return false;
   const uint64_t rows = uint64_t(a.q.layout.batch * a.q.layout.heads * a.q.layout.seq);
   if (a.lse.buffer && rows * 4 + alignment > max_range) return false;
-  return !a.mask.buffer || mask_binding_bytes(a.mask.layout, alignment) <= max_range;
+  return !a.mask.buffer || binding_bytes(a.mask.layout.offset, a.mask.layout.required_elements(),
+                                         mask_type_size(a.mask.layout.type), alignment) <= max_range;
 }
 
 // Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.

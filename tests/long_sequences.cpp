@@ -52,6 +52,17 @@ TEST_SUITE("long") {
     run_cases(context(), {c});
   }
 
+  TEST_CASE("K and V beyond one binding (128 MiB on lavapipe): dispatched in (batch, GQA group) chunks") {
+    // K = 2 x 4 x 36000 x 128 f32 = 147 MB: one batch at a time, then head groups, must agree.
+    AttentionCase c = long_case(DType::f32, 2, 36000, 128, 14);
+    c.batch = 2;
+    c.heads = 12;
+    c.kv_heads = 4;
+    c.causal = Causal::bottom_right;
+    c.kv_lengths = {36000, 30001};
+    run_cases(context(), {c});
+  }
+
   TEST_CASE("causal bottom-right: a chunk of 128 queries at the end of 16384 keys") {
     AttentionCase c = long_case(DType::f32, 128, 16384, 64, 13);
     c.causal = Causal::bottom_right;
