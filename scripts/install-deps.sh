@@ -10,6 +10,7 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers
   doctest-dev libcli11-dev nlohmann-json3-dev
   python3-numpy
+  zlib1g-dev libpng-dev
 )
 
 missing=()
