@@ -160,7 +160,7 @@ Array parse(std::span<const std::byte> bytes, std::string_view name) {
   return array;
 }
 
-Array read(const std::string& path) {
+std::vector<std::byte> read_file_bytes(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
   if (!std::filesystem::is_regular_file(path, ec)) fail(path, "not a regular file");
@@ -171,8 +171,10 @@ Array read(const std::string& path) {
   std::vector<std::byte> bytes(static_cast<std::size_t>(size));
   if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
     fail(path, "read error");
-  return parse(bytes, path);
+  return bytes;
 }
+
+Array read(const std::string& path) { return parse(read_file_bytes(path), path); }
 
 std::vector<float> to_floats(const Array& array, std::string_view name) {
   const std::size_t n = static_cast<std::size_t>(array.element_count());

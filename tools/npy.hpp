@@ -33,6 +33,8 @@ struct Array {
 Array parse(std::span<const std::byte> bytes, std::string_view name);
 // Reads and parses a .npy file; a missing or unreadable file is an Error naming it.
 Array read(const std::string& path);
+// The whole file's bytes; Error naming `path` when it is missing, not a regular file or unreadable.
+std::vector<std::byte> read_file_bytes(const std::string& path);
 
 // Element values, converted; each throws Error (naming `name`) when the array holds another kind.
 // Floats from "<f4" and "<f2" (exactly: every f16 is a float).

@@ -314,18 +314,6 @@ Arrays parse(std::span<const std::byte> bytes, std::string_view name) {
   return arrays;
 }
 
-Arrays read(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, "not a regular file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) fail(path, "cannot read: " + ec.message());
-  std::ifstream file(path, std::ios::binary);
-  if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::vector<std::byte> bytes(static_cast<std::size_t>(size));
-  if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    fail(path, "read error");
-  return parse(bytes, path);
-}
+Arrays read(const std::string& path) { return parse(npy::read_file_bytes(path), path); }
 
 }  // namespace vkattn::npz
