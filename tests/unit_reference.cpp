@@ -42,6 +42,11 @@ struct Tiny {
     return in;
   }
   reference::Outputs run(std::span<const int64_t> rows = {}) const { return reference::attention(inputs(), rows); }
+  reference::Outputs run_with_weights() const {
+    reference::Inputs in = inputs();
+    in.weights = true;
+    return reference::attention(in);
+  }
 };
 
 }  // namespace
@@ -97,6 +102,36 @@ TEST_SUITE("unit") {
     o = t.run();
     CHECK(o.at(0, 0, 0, 0) == 8.0);
     CHECK(o.lse[0] == 0.0);
+  }
+
+  TEST_CASE("reference: attention weights P") {
+    // Scores 0 and ln 3 (scale 1): weights 1/4 and 3/4; a third key beyond kv_length weighs exactly 0.
+    Tiny t(1, 3, 1, 1);
+    t.options.scale = 1.0f;
+    t.q = {1.0f};
+    t.k = {0.0f, static_cast<float>(std::log(3.0)), kNaN};
+    t.v = {4.0f, 8.0f, kNaN};
+    t.kv_lengths = {2};
+    const reference::Outputs o = t.run_with_weights();
+    REQUIRE(o.weights.size() == 3);
+    CHECK(o.seq_k == 3);
+    CHECK(o.weights[0] == doctest::Approx(0.25).epsilon(1e-6));
+    CHECK(o.weights[1] == doctest::Approx(0.75).epsilon(1e-6));
+    CHECK(o.weights[2] == 0.0);
+    CHECK(t.run().weights.empty());  // only on request
+
+    // Causal top-left, seq_q 2 over seq_k 2: row 0 sees key 0 only; a fully masked row is all 0.
+    Tiny c(2, 2, 1, 1);
+    c.q = {1.0f, 1.0f};
+    c.k = {1.0f, 1.0f};
+    c.v = {1.0f, 2.0f};
+    c.options.causal = Causal::top_left;
+    reference::Outputs w = c.run_with_weights();
+    CHECK(w.weights == std::vector<double>{1.0, 0.0, 0.5, 0.5});
+    c.kv_lengths = {0};
+    w = c.run_with_weights();
+    CHECK(w.weights == std::vector<double>{0.0, 0.0, 0.0, 0.0});
+    CHECK(w.lse[0] == -std::numeric_limits<double>::infinity());
   }
 
   TEST_CASE("reference: fully masked rows are 0 with LSE -inf") {

@@ -71,6 +71,8 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
   o.dim_v = p.dim_v;
   o.out.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * p.dim_v), nan);
   o.lse.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q), nan);
+  o.seq_k = p.seq_k;
+  if (in.weights) o.weights.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * p.seq_k), nan);
 
   std::vector<int64_t> all_rows;
   if (rows.empty()) {
@@ -118,6 +120,8 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
 
         const std::size_t row = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);
         double* out_row = o.out.data() + row * static_cast<std::size_t>(p.dim_v);
+        double* weight_row = in.weights ? o.weights.data() + row * static_cast<std::size_t>(p.seq_k) : nullptr;
+        if (weight_row) std::fill(weight_row, weight_row + p.seq_k, 0.0);
         if (keys.empty()) {
           std::fill(out_row, out_row + p.dim_v, 0.0);
           o.lse[row] = -inf;
@@ -137,6 +141,8 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
           }
         }
         for (int64_t d = 0; d < p.dim_v; ++d) out_row[d] = acc[static_cast<std::size_t>(d)] / sum;
+        if (weight_row)
+          for (std::size_t n = 0; n < keys.size(); ++n) weight_row[keys[n]] = std::exp(scores[n] - max) / sum;
         o.lse[row] = max + std::log(sum);
       }
     }

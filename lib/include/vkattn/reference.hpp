@@ -21,12 +21,18 @@ struct Inputs {
   std::span<const float> mask;  // boolean masks: nonzero = attend
   std::span<const int32_t> kv_lengths;  // empty = no key padding; else one per batch
   AttentionOptions options;
+  // Also return the attention weights P (what the textbook API returns beside O).
+  bool weights = false;
 };
 
 struct Outputs {
   int64_t batch = 0, heads = 0, seq_q = 0, dim_v = 0;
   std::vector<double> out;  // (batch, heads, seq_q, dim_v), dense
   std::vector<double> lse;  // (batch, heads, seq_q), dense; -inf for fully masked rows
+  // With Inputs::weights: (batch, heads, seq_q, seq_k), dense; softmax weights, exactly 0 for masked
+  // keys and for every key of a fully masked row.
+  int64_t seq_k = 0;
+  std::vector<double> weights;
   double at(int64_t b, int64_t h, int64_t i, int64_t d) const {
     return out[static_cast<std::size_t>(((b * heads + h) * seq_q + i) * dim_v + d)];
   }
