@@ -5,6 +5,7 @@
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/mha_reference.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/reference.hpp"
