@@ -27,6 +27,22 @@ uint causal_key_end(uint causal, uint i) {
   return uint(clamp(end, 0, int(pc.seq_k)));
 }
 
+// Elements d4*4 .. d4*4+3 of a row of Q, K or V (`base` its first element, `dim` its length) as f32;
+// zero past the row's end. GLSL cannot pass a buffer, hence the tensor selector.
+const uint TENSOR_Q = 0u, TENSOR_K = 1u, TENSOR_V = 2u;
+vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+    const uint d = d4 * 4u + c;
+    if (d < dim) {
+      if (tensor == TENSOR_Q) r[c] = to_f32(q[base + d]);
+      else if (tensor == TENSOR_K) r[c] = to_f32(k[base + d]);
+      else r[c] = to_f32(v[base + d]);
+    }
+  }
+  return r;
+}
+
 // Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding and by the
 // causal limit of its last query row (key tiles past it are never visited).
 uvec2 workgroup_key_range(uint split, uint b, uint last_row) {

@@ -41,21 +41,6 @@ shared vec4 sK[BC * KSTRIDE];
 shared vec4 sV[BC * VSTRIDE];
 shared float sS[BR * BC];
 
-
-
-vec4 load_vec4(uint which, uint base, uint d4, uint dim) {
-  vec4 r = vec4(0.0);
-  [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-    uint d = d4 * 4u + c;
-    if (d < dim) {
-      if (which == 0u) r[c] = to_f32(q[base + d]);
-      else if (which == 1u) r[c] = to_f32(k[base + d]);
-      else r[c] = to_f32(v[base + d]);
-    }
-  }
-  return r;
-}
-
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint row = tid / TPR;
@@ -78,7 +63,7 @@ void main() {
   for (uint e = tid; e < BR * DQK4; e += WG) {
     const uint r = e / DQK4, d4 = e % DQK4;
     const uint qi = i0 + r;
-    sQ[e] = qi < pc.seq_q ? load_vec4(0u, pc.q_off + b * pc.q_sb + h * pc.q_sh + qi * pc.q_ss, d4, DQK)
+    sQ[e] = qi < pc.seq_q ? load_row_vec4(TENSOR_Q, pc.q_off + b * pc.q_sb + h * pc.q_sh + qi * pc.q_ss, d4, DQK)
                           : vec4(0.0);
   }
 
@@ -96,12 +81,12 @@ void main() {
     for (uint e = tid; e < BC * DQK4; e += WG) {
       const uint c = e / DQK4, d4 = e % DQK4;
       const uint j = tile + c;
-      sK[c * KSTRIDE + d4] = j < key_end ? load_vec4(1u, k_head + j * pc.k_ss, d4, DQK) : vec4(0.0);
+      sK[c * KSTRIDE + d4] = j < key_end ? load_row_vec4(TENSOR_K, k_head + j * pc.k_ss, d4, DQK) : vec4(0.0);
     }
     for (uint e = tid; e < BC * VSTRIDE; e += WG) {
       const uint c = e / VSTRIDE, d4 = e % VSTRIDE;
       const uint j = tile + c;
-      sV[e] = (j < key_end && d4 < DV4) ? load_vec4(2u, v_head + j * pc.v_ss, d4, DV) : vec4(0.0);
+      sV[e] = (j < key_end && d4 < DV4) ? load_row_vec4(TENSOR_V, v_head + j * pc.v_ss, d4, DV) : vec4(0.0);
     }
     barrier();
 

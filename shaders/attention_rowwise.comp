@@ -31,24 +31,6 @@ const uint DV4 = (DV + 3u) / 4u;
 shared vec4 sK[BC * DQK4];
 shared vec4 sV[BC * DV4];
 
-
-
-vec4 load_q(uint base, uint d4) {
-  vec4 r = vec4(0.0);
-  [[unroll]] for (uint c = 0u; c < 4u; ++c)
-    if (d4 * 4u + c < DQK) r[c] = to_f32(q[base + d4 * 4u + c]);
-  return r;
-}
-
-vec4 load_kv(bool is_k, uint base, uint d4, uint dim) {
-  vec4 r = vec4(0.0);
-  [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-    uint d = d4 * 4u + c;
-    if (d < dim) r[c] = is_k ? to_f32(k[base + d]) : to_f32(v[base + d]);
-  }
-  return r;
-}
-
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h = gl_WorkGroupID.y;
@@ -72,7 +54,8 @@ void main() {
   const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + min(i, uvec4(pc.seq_q - 1u)) * pc.q_ss;
   vec4 qT[DQK4 * 4u];
   for (uint d4 = 0u; d4 < DQK4; ++d4) {
-    const mat4 rows = mat4(load_q(q_row[0], d4), load_q(q_row[1], d4), load_q(q_row[2], d4), load_q(q_row[3], d4));
+    const mat4 rows = mat4(load_row_vec4(TENSOR_Q, q_row[0], d4, DQK), load_row_vec4(TENSOR_Q, q_row[1], d4, DQK),
+                           load_row_vec4(TENSOR_Q, q_row[2], d4, DQK), load_row_vec4(TENSOR_Q, q_row[3], d4, DQK));
     const mat4 dims = transpose(rows);
     [[unroll]] for (uint c = 0u; c < 4u; ++c) qT[d4 * 4u + c] = dims[c];
   }
@@ -91,11 +74,11 @@ void main() {
     barrier();
     for (uint e = tid; e < BC * DQK4; e += LANES) {
       const uint c = e / DQK4, j = tile + c;
-      sK[e] = j < key_end ? load_kv(true, k_head + j * pc.k_ss, e % DQK4, DQK) : vec4(0.0);
+      sK[e] = j < key_end ? load_row_vec4(TENSOR_K, k_head + j * pc.k_ss, e % DQK4, DQK) : vec4(0.0);
     }
     for (uint e = tid; e < BC * DV4; e += LANES) {
       const uint c = e / DV4, j = tile + c;
-      sV[e] = j < key_end ? load_kv(false, v_head + j * pc.v_ss, e % DV4, DV) : vec4(0.0);
+      sV[e] = j < key_end ? load_row_vec4(TENSOR_V, v_head + j * pc.v_ss, e % DV4, DV) : vec4(0.0);
     }
     barrier();
 
