@@ -72,8 +72,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   c.instance = detail::create_instance(options.validation, options.synchronization_validation,
                                        (options.validation || options.synchronization_validation) ? &c.validation_callback : nullptr);
   const auto physical = detail::enumerate_physical_devices(c.instance.instance);
-  std::vector<DeviceInfo> infos;
-  for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(detail::query_device_info(physical[i], i));
+  const std::vector<DeviceInfo> infos = detail::query_device_infos(physical);
   std::string selector = options.device;
   if (selector.empty())
     if (const char* env = std::getenv("VKATTN_DEVICE")) selector = env;  // the one documented switch

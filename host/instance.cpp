@@ -189,6 +189,12 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   return info;
 }
 
+std::vector<DeviceInfo> query_device_infos(const std::vector<VkPhysicalDevice>& devices) {
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(query_device_info(devices[i], i));
+  return infos;
+}
+
 uint32_t select_device(const std::vector<DeviceInfo>& devices, const std::string& selector) {
   auto usable = [](const DeviceInfo& d) { return d.push_descriptor && d.api_version >= VK_API_VERSION_1_2; };
   auto listing = [&]() {
@@ -230,8 +236,7 @@ std::vector<DeviceInfo> list_devices() {
   detail::InstanceHandles handles = detail::create_instance(false, false, nullptr);
   std::vector<DeviceInfo> infos;
   try {
-    const auto devices = detail::enumerate_physical_devices(handles.instance);
-    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(detail::query_device_info(devices[i], i));
+    infos = detail::query_device_infos(detail::enumerate_physical_devices(handles.instance));
   } catch (...) {
     detail::destroy_instance(handles);
     throw;

@@ -22,6 +22,8 @@ void destroy_instance(InstanceHandles& handles);
 
 // Reads the properties vkattn cares about.
 DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index);
+// query_device_info of each device, indexed as enumerated.
+std::vector<DeviceInfo> query_device_infos(const std::vector<VkPhysicalDevice>& devices);
 std::vector<VkPhysicalDevice> enumerate_physical_devices(VkInstance instance);
 
 // Picks a device by `selector` (index or case-insensitive name substring; empty: best type).
