@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "support.hpp"
@@ -11,8 +12,8 @@
 #include "vkattn/mha_reference.hpp"
 
 using namespace vkattn;
-using vkattn::reference::MhaInputs;
-using vkattn::reference::MhaWeights;
+using vkattn::MhaInputs;
+using vkattn::MhaWeights;
 using vkattn::reference::multi_head_attention;
 using vkattn::test::contains;
 using vkattn::test::error_message;
@@ -209,6 +210,163 @@ TEST_CASE("mha reference: grouped KV heads (kv_heads = 1 shared by both query he
   const double e = std::exp(1.0), e2 = std::exp(2.0);
   CHECK(o.out[0] == doctest::Approx((3 * e + 5) / (e + 1)).epsilon(1e-14));
   CHECK(o.out[1] == doctest::Approx((3 * e2 + 5) / (e2 + 1)).epsilon(1e-14));
+}
+
+namespace {
+
+// E = 4, H = 2 layer with random projections and biases (seeded): the mask and self-attention tests
+// compare two runs of the reference, so the numbers only have to be generic, not hand-checkable.
+MhaWeights random_layer(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  const auto fill = [&](std::size_t n) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    return x;
+  };
+  MhaWeights w;
+  w.embed_dim = 4;
+  w.num_heads = 2;
+  w.q_proj_weight = fill(16);
+  w.k_proj_weight = fill(16);
+  w.v_proj_weight = fill(16);
+  w.in_proj_bias = fill(12);
+  w.out_proj_weight = fill(16);
+  w.out_proj_bias = fill(4);
+  return w;
+}
+
+std::vector<float> random_values(std::size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("mha reference: attn_mask of zeros changes nothing") {
+  const MhaWeights w = random_layer(11);
+  const std::vector<float> q = random_values(2 * 3 * 4, 1), k = random_values(2 * 5 * 4, 2),
+                           v = random_values(2 * 5 * 4, 3);
+  MhaInputs in = make_inputs(2, 3, 5, q, k, v);
+  in.need_weights = true;
+  in.average_weights = false;
+  in.causal = Causal::bottom_right;
+  const auto plain = multi_head_attention(w, in);
+  in.attn_mask.assign(3 * 5, 0.0f);
+  const auto zeros = multi_head_attention(w, in);
+  CHECK(zeros.out == plain.out);
+  CHECK(zeros.weights == plain.weights);
+}
+
+TEST_CASE("mha reference: attn_mask is added to the scaled score") {
+  // One head, zero queries: every score is 0, so an additive mask (0, ln 3) gives weights 1/4, 3/4.
+  const MhaWeights w = identity_layer(1);
+  const std::vector<float> q = {0, 0}, k = {1, 2, 3, 4}, v = {1, 0, 5, 8};
+  MhaInputs in = make_inputs(1, 1, 2, q, k, v);
+  in.need_weights = true;
+  in.attn_mask = {0.0f, static_cast<float>(std::log(3.0))};
+  const auto o = multi_head_attention(w, in);
+  CHECK(o.weights[0] == doctest::Approx(0.25).epsilon(1e-7));
+  CHECK(o.weights[1] == doctest::Approx(0.75).epsilon(1e-7));
+  CHECK(o.out[0] == doctest::Approx(0.25 * 1 + 0.75 * 5).epsilon(1e-7));
+  CHECK(o.out[1] == doctest::Approx(0.75 * 8).epsilon(1e-7));
+}
+
+TEST_CASE("mha reference: attn_mask -inf hides keys exactly like key_padding_mask, NaN keys included") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const MhaWeights w = random_layer(12);
+  const std::vector<float> q = random_values(1 * 3 * 4, 4);
+  std::vector<float> k = random_values(1 * 4 * 4, 5), v = random_values(1 * 4 * 4, 6);
+  // Key 1 is NaN in K and V: hidden by either mask, it must not reach any row.
+  for (int d = 0; d < 4; ++d) k[4 + d] = v[4 + d] = nan;
+  MhaInputs in = make_inputs(1, 3, 4, q, k, v);
+  in.need_weights = true;
+  in.average_weights = false;
+
+  MhaInputs padded = in;
+  padded.key_padding_mask = {0, 1, 0, 1};  // hide keys 1 and 3
+  const auto by_padding = multi_head_attention(w, padded);
+
+  MhaInputs masked = in;
+  masked.attn_mask.assign(3 * 4, 0.0f);
+  for (int i = 0; i < 3; ++i) masked.attn_mask[i * 4 + 1] = masked.attn_mask[i * 4 + 3] = -inf;
+  const auto by_mask = multi_head_attention(w, masked);
+
+  for (const double x : by_mask.out) CHECK(std::isfinite(x));
+  CHECK(by_mask.out == by_padding.out);
+  CHECK(by_mask.weights == by_padding.weights);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i) {
+      CHECK(by_mask.weights[static_cast<std::size_t>((h * 3 + i) * 4 + 1)] == 0.0);
+      CHECK(by_mask.weights[static_cast<std::size_t>((h * 3 + i) * 4 + 3)] == 0.0);
+    }
+}
+
+TEST_CASE("mha reference: a row whose attn_mask is all -inf is fully masked (out_proj_bias, zero weights)") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const MhaWeights w = identity_layer(1, {1, 0, 0, 1}, {0.5f, -2.0f});
+  const std::vector<float> q = {1, 1, 1, 1}, k = {1, 2, 3, 4}, v = {1, 0, 5, 8};
+  MhaInputs in = make_inputs(1, 2, 2, q, k, v);
+  in.need_weights = true;
+  in.attn_mask = {-inf, -inf, 0.0f, 0.0f};
+  const auto o = multi_head_attention(w, in);
+  CHECK(o.out[0] == 0.5);
+  CHECK(o.out[1] == -2.0);
+  CHECK(o.weights[0] == 0.0);
+  CHECK(o.weights[1] == 0.0);
+  CHECK(o.weights[2] + o.weights[3] == doctest::Approx(1.0).epsilon(1e-14));
+}
+
+TEST_CASE("mha reference: self-attention (key and value empty) equals passing the query as both") {
+  const MhaWeights w = random_layer(13);
+  const std::vector<float> q = random_values(2 * 5 * 4, 7);
+  MhaInputs cross = make_inputs(2, 5, 5, q, q, q);
+  cross.need_weights = true;
+  cross.causal = Causal::top_left;
+  cross.key_padding_mask = {0, 0, 0, 1, 1, /**/ 0, 0, 0, 0, 0};
+  cross.attn_mask = random_values(5 * 5, 8);
+  const auto expect = multi_head_attention(w, cross);
+  MhaInputs self = cross;
+  self.key = {};
+  self.value = {};
+  const auto got = multi_head_attention(w, self);
+  CHECK(got.out == expect.out);
+  CHECK(got.weights == expect.weights);
+}
+
+TEST_CASE("mha reference: self-attention and attn_mask errors") {
+  const std::vector<float> q = random_values(1 * 3 * 4, 9), none;
+  {
+    // seq_k must be given equal to seq_q: another seq_k with empty key/value is a size error that says so.
+    const MhaWeights w = random_layer(14);
+    const MhaInputs in = make_inputs(1, 3, 2, q, none, none);
+    CHECK(error_message([&] { multi_head_attention(w, in); }) ==
+          "key: expected 8 values (1, 2, 4), given 0 (self-attention, with key and value empty, needs seq_k == "
+          "seq_q (3))");
+  }
+  {
+    // Only one of key/value empty is not self-attention.
+    const MhaWeights w = random_layer(14);
+    const MhaInputs in = make_inputs(1, 3, 3, q, q, none);
+    CHECK(error_message([&] { multi_head_attention(w, in); }) == "value: expected 12 values (1, 3, 4), given 0");
+  }
+  {
+    MhaWeights w = random_layer(14);
+    w.kdim = 3;
+    w.k_proj_weight.resize(4 * 3);
+    CHECK(error_message([&] { multi_head_attention(w, make_inputs(1, 3, 3, q, none, none)); }) ==
+          "self-attention (key and value empty) needs kdim (3) and vdim (4) equal to embed_dim (4)");
+  }
+  {
+    const MhaWeights w = random_layer(14);
+    MhaInputs in = make_inputs(1, 3, 3, q, none, none);
+    in.attn_mask.assign(3 * 4, 0.0f);
+    CHECK(error_message([&] { multi_head_attention(w, in); }) == "attn_mask: expected 9 values (3, 3), given 12");
+  }
 }
 
 TEST_CASE("mha reference: size errors name the array with expected and given sizes") {

@@ -5,41 +5,22 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
+#include "size_check.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::reference {
 
 namespace {
 
+using detail::check_non_negative;
+using detail::check_positive;
+using detail::check_size;
+
 std::string num(int64_t v) { return std::to_string(v); }
-
-// "(a, b, c)". Built with += (GCC 12 warns falsely, -Wrestrict, on "(" + std::string).
-std::string shape(std::initializer_list<int64_t> dims) {
-  std::string s(1, '(');
-  for (const int64_t d : dims) {
-    if (s.size() > 1) s += ", ";
-    s += num(d);
-  }
-  s += ')';
-  return s;
-}
-
-void check_size(const char* name, std::size_t given, int64_t expected, const std::string& shape) {
-  if (static_cast<int64_t>(given) != expected) {
-    throw Error(std::string(name) + ": expected " + num(expected) + " values " + shape + ", given " +
-                std::to_string(given));
-  }
-}
-
-void check_positive(const char* name, int64_t v) {
-  if (v < 1) throw Error(std::string(name) + " (" + num(v) + ") must be >= 1");
-}
-
-void check_non_negative(const char* name, int64_t v) {
-  if (v < 0) throw Error(std::string(name) + " (" + num(v) + ") must be >= 0");
-}
+std::string shape(std::initializer_list<int64_t> dims) { return detail::shape_string(dims); }
 
 // y[r, o] = sum_i x[r, i] * W[o, i] + b[o], in double. x is (rows, in), W is (out, in).
 std::vector<double> linear(std::span<const float> x, int64_t rows, int64_t in, const float* w, int64_t out,
@@ -58,35 +39,6 @@ std::vector<double> linear(std::span<const float> x, int64_t rows, int64_t in, c
 }
 
 }  // namespace
-
-MhaWeights MhaWeights::from_packed(int64_t embed_dim, int64_t num_heads, std::span<const float> in_proj_weight,
-                                   std::span<const float> in_proj_bias, std::span<const float> out_proj_weight,
-                                   std::span<const float> out_proj_bias) {
-  check_positive("embed_dim", embed_dim);
-  check_positive("num_heads", num_heads);
-  const int64_t e = embed_dim;
-  check_size("in_proj_weight", in_proj_weight.size(), 3 * e * e, shape({3 * e, e}));
-  const bool bias = !in_proj_bias.empty() || !out_proj_bias.empty();
-  if (bias) {
-    check_size("in_proj_bias", in_proj_bias.size(), 3 * e, shape({3 * e}));
-    check_size("out_proj_bias", out_proj_bias.size(), e, shape({e}));
-  }
-  MhaWeights w;
-  w.embed_dim = e;
-  w.num_heads = num_heads;
-  w.kv_heads = num_heads;
-  w.kdim = e;
-  w.vdim = e;
-  w.bias = bias;
-  const auto ee = static_cast<std::ptrdiff_t>(e * e);
-  w.q_proj_weight.assign(in_proj_weight.begin(), in_proj_weight.begin() + ee);
-  w.k_proj_weight.assign(in_proj_weight.begin() + ee, in_proj_weight.begin() + 2 * ee);
-  w.v_proj_weight.assign(in_proj_weight.begin() + 2 * ee, in_proj_weight.end());
-  w.in_proj_bias.assign(in_proj_bias.begin(), in_proj_bias.end());
-  w.out_proj_weight.assign(out_proj_weight.begin(), out_proj_weight.end());
-  w.out_proj_bias.assign(out_proj_bias.begin(), out_proj_bias.end());
-  return w;
-}
 
 MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
   // ---- checks -------------------------------------------------------------------------------------
@@ -123,10 +75,31 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
     check_size("out_proj_bias", w.out_proj_bias.size(), 0, "(bias is false)");
   }
   check_size("query", in.query.size(), B * Sq * E, shape({B, Sq, E}));
-  check_size("key", in.key.size(), B * Sk * kdim, shape({B, Sk, kdim}));
-  check_size("value", in.value.size(), B * Sk * vdim, shape({B, Sk, vdim}));
+  // Self-attention: key and value both empty, seq_k == seq_q, and a query that is not itself empty
+  // (with no query rows there is nothing to attend from, and an empty key then just means no keys).
+  // seq_k must be given (equal to seq_q) rather than inferred, so that key/value left empty by
+  // mistake with another seq_k fail on their size instead of silently attending to the query.
+  const bool self_attention = in.key.empty() && in.value.empty() && Sk == Sq && B * Sq > 0;
+  std::span<const float> key = in.key, value = in.value;
+  if (self_attention) {
+    if (kdim != E || vdim != E) {
+      throw Error("self-attention (key and value empty) needs kdim (" + num(kdim) + ") and vdim (" + num(vdim) +
+                  ") equal to embed_dim (" + num(E) + ")");
+    }
+    key = in.query;
+    value = in.query;
+  } else {
+    const std::string hint = in.key.empty() && in.value.empty() && Sk != Sq
+                                 ? " (self-attention, with key and value empty, needs seq_k == seq_q (" + num(Sq) + "))"
+                                 : std::string();
+    check_size("key", in.key.size(), B * Sk * kdim, shape({B, Sk, kdim}), hint);
+    check_size("value", in.value.size(), B * Sk * vdim, shape({B, Sk, vdim}), hint);
+  }
   if (!in.key_padding_mask.empty()) {
     check_size("key_padding_mask", in.key_padding_mask.size(), B * Sk, shape({B, Sk}));
+  }
+  if (!in.attn_mask.empty()) {
+    check_size("attn_mask", in.attn_mask.size(), Sq * Sk, shape({Sq, Sk}));
   }
 
   // ---- projections (fp64) -------------------------------------------------------------------------
@@ -134,8 +107,8 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
   const float* bk = w.bias ? w.in_proj_bias.data() + E : nullptr;
   const float* bv = w.bias ? w.in_proj_bias.data() + E + KVD : nullptr;
   const std::vector<double> q = linear(in.query, B * Sq, E, w.q_proj_weight.data(), E, bq);       // (B,Sq,E)
-  const std::vector<double> k = linear(in.key, B * Sk, kdim, w.k_proj_weight.data(), KVD, bk);    // (B,Sk,KVD)
-  const std::vector<double> v = linear(in.value, B * Sk, vdim, w.v_proj_weight.data(), KVD, bv);  // (B,Sk,KVD)
+  const std::vector<double> k = linear(key, B * Sk, kdim, w.k_proj_weight.data(), KVD, bk);    // (B,Sk,KVD)
+  const std::vector<double> v = linear(value, B * Sk, vdim, w.v_proj_weight.data(), KVD, bv);  // (B,Sk,KVD)
 
   // ---- attention per (batch, head, query row), heads merged into attn (B,Sq,E) --------------------
   MhaOutputs o;
@@ -150,8 +123,8 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / group;
       for (int64_t i = 0; i < Sq; ++i) {
-        // Visible keys: causal rule, then key padding (nonzero = ignore). Masked keys are skipped, not
-        // weighted by 0, so NaN/Inf in them cannot leak into the row.
+        // Visible keys: causal rule, key padding (nonzero = ignore), and attn_mask entries of -inf.
+        // Masked keys are skipped, not weighted by 0, so NaN/Inf in them cannot leak into the row.
         int64_t end = Sk;
         if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
         if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
@@ -161,13 +134,16 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
           if (!in.key_padding_mask.empty() && in.key_padding_mask[static_cast<std::size_t>(b * Sk + j)] != 0) {
             continue;
           }
+          const double bias =
+              in.attn_mask.empty() ? 0.0 : static_cast<double>(in.attn_mask[static_cast<std::size_t>(i * Sk + j)]);
+          if (bias == -std::numeric_limits<double>::infinity()) continue;
           double dot = 0.0;
           for (int64_t d = 0; d < D; ++d) {
             dot += q[static_cast<std::size_t>((b * Sq + i) * E + h * D + d)] *
                    k[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
           }
           keys.push_back(j);
-          p.push_back(scale * dot);
+          p.push_back(scale * dot + bias);
         }
         if (keys.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
         double max = p[0];
