@@ -5,6 +5,8 @@
 #include "attention_plan.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
+#include "attention_unfused.hpp"
+#include "binding.hpp"
 #include "context_impl.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/error.hpp"
@@ -13,34 +15,14 @@ namespace vkattn {
 namespace detail {
 namespace {
 
-// A storage-buffer binding: the descriptor starts at the aligned-down offset and the shader adds the
-// remainder (in elements), so tensors may start at any element-aligned byte offset.
-struct Binding {
-  VkDescriptorBufferInfo info{};
-  uint32_t element_offset = 0;
-};
-
-Binding bind(const Buffer& buffer, uint64_t byte_offset, uint64_t element_size, uint64_t elements, uint64_t alignment) {
-  const uint64_t start = buffer.offset() + byte_offset;
-  const uint64_t aligned = start / alignment * alignment;
-  Binding b;
-  b.info.buffer = buffer.handle();
-  b.info.offset = aligned;
-  // Whole 32-bit words: masks and 16-bit tensors are read a word at a time.
-  b.info.range = (start - aligned + elements * element_size + 3) / 4 * 4;
-  b.element_offset = static_cast<uint32_t>((start - aligned) / element_size);
-  return b;
-}
-
 // A tensor's binding starts at its first element (its layout offset), so chunks bind only their part.
 Binding bind_from(const Buffer& buffer, int64_t offset, uint64_t element_size, int64_t end, uint64_t alignment) {
-  return bind(buffer, uint64_t(offset) * element_size, element_size, uint64_t(end - offset), alignment);
+  return bind(buffer.handle(), buffer.offset() + uint64_t(offset) * element_size, element_size, uint64_t(end - offset),
+              alignment);
 }
 
-Binding bind_dummy(const ContextImpl& c) {
-  Binding b;
-  b.info = {c.dummy().buffer, 0, c.dummy().size};
-  return b;
+Binding bind_slice(const BufferSlice& slice, uint64_t element_size, uint64_t elements, uint64_t alignment) {
+  return bind(slice.buffer->handle(), slice.buffer->offset() + slice.offset, element_size, elements, alignment);
 }
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -64,6 +46,14 @@ void barrier_after_attention(VkCommandBuffer cmd) {
                        0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+void barrier_between_dispatches(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                       nullptr, 0, nullptr);
+}
+
 namespace {
 
 // One dispatch (and its combine) for a chunk; `args` are the chunk's (see chunk_args).
@@ -83,12 +73,11 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   };
   Binding q = bind_tensor(args.q), k = bind_tensor(args.k), v = bind_tensor(args.v), o = bind_tensor(args.out);
   const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
-  Binding lse = args.lse.buffer ? bind(*args.lse.buffer, args.lse.offset, 4, rows_total, align) : bind_dummy(c);
+  Binding lse = args.lse.buffer ? bind_slice(args.lse, 4, rows_total, align) : bind_dummy(c);
   Binding mask = args.mask.buffer ? bind_from(*args.mask.buffer, args.mask.layout.offset, mask_type_size(args.mask.layout.type),
                                               args.mask.layout.required_elements(), align)
                                   : bind_dummy(c);
-  Binding kv_len = args.kv_lengths.buffer ? bind(*args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch, align)
-                                          : bind_dummy(c);
+  Binding kv_len = args.kv_lengths.buffer ? bind_slice(args.kv_lengths, 4, p.batch, align) : bind_dummy(c);
   Binding partial_o = bind_dummy(c), partial_lse = bind_dummy(c);
   if (split) {
     const uint64_t base = (workspace_offset + align - 1) / align * align;
@@ -150,16 +139,8 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   }
 
   const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
-  VkWriteDescriptorSet writes[9];
-  for (uint32_t i = 0; i < 9; ++i) {
-    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &bindings[i]->info;
-  }
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, fused);
-  c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout, 0, 9, writes);
+  push_bindings(c, cmd, layout.pipeline_layout, bindings, 9);
   vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
   vkCmdDispatch(cmd, plan.query_tiles, u32(p.heads), u32(p.batch) * plan.splits);
 
@@ -180,9 +161,8 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   cpush.write_lse = args.lse.buffer ? 1u : 0u;
   const KernelLayout& clayout = c.pipelines->layout(KernelKind::combine);
   const Binding* cbindings[4] = {&partial_o, &partial_lse, &o, &lse};
-  for (uint32_t i = 0; i < 4; ++i) writes[i].pBufferInfo = &cbindings[i]->info;
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, combine);
-  c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, clayout.pipeline_layout, 0, 4, writes);
+  push_bindings(c, cmd, clayout.pipeline_layout, cbindings, 4);
   vkCmdPushConstants(cmd, clayout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(cpush), &cpush);
   const uint64_t gx = std::min<uint64_t>(rows_total, c.info.max_workgroup_count[0]);
   vkCmdDispatch(cmd, u32(gx), u32((rows_total + gx - 1) / gx), 1);
@@ -204,17 +184,50 @@ void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchP
     }
 }
 
+PlannedAttention plan_any_path(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
+  PlannedAttention planned;
+  bool unfused = args.path == AttentionPath::unfused;
+  if (args.weights.buffer) {
+    if (args.path == AttentionPath::fused)
+      throw Error("path: fused, but the weights P were requested; only the unfused (three-stage) path computes them "
+                  "(use path auto or unfused)");
+    unfused = true;
+  }
+  if (unfused)
+    planned.unfused = make_unfused_plan(device, args);
+  else
+    planned.fused = make_launch_plan(device, variant, args);
+  return planned;
+}
+
+void record_any_path(ContextImpl& c, VkCommandBuffer cmd, const PlannedAttention& planned, const AttentionArgs& args,
+                     VkBuffer workspace, uint64_t workspace_offset) {
+  if (planned.unfused)
+    record_unfused_attention(c, cmd, *planned.unfused, args, workspace, workspace_offset);
+  else
+    record_planned_attention(c, cmd, *planned.fused, args, workspace, workspace_offset);
+}
+
 }  // namespace detail
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
-  const detail::LaunchPlan lp = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
   AttentionPlan plan;
+  plan.workspace_bytes = planned.workspace_bytes();
+  if (planned.unfused) {
+    const detail::UnfusedPlan& up = *planned.unfused;
+    plan.path = "unfused";
+    plan.kernel = "gemm";
+    plan.scores_bytes = up.chunk_scores_bytes;
+    plan.chunks = up.chunks;
+    return plan;
+  }
+  const detail::LaunchPlan& lp = *planned.fused;
   plan.rows_per_workgroup = lp.config.rows;
   plan.threads_per_row = lp.config.threads_per_row;
   plan.keys_per_tile = lp.config.keys_per_tile;
   plan.splits = lp.splits;
   plan.keys_per_split = lp.keys_per_split;
-  plan.workspace_bytes = lp.workspace_bytes;
   plan.path = "fused";
   plan.kernel = lp.config.rowwise ? "rowwise" : "tiled";
   return plan;
@@ -222,30 +235,32 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
   if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
-  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
+  const uint64_t need = planned.workspace_bytes();
   VkBuffer ws = VK_NULL_HANDLE;
   uint64_t ws_offset = 0;
-  if (plan.splits > 1) {
+  if (need > 0) {
     if (!workspace.buffer || !workspace.buffer->valid())
-      throw Error("workspace: this call splits the key range and needs a workspace of " +
-                  std::to_string(plan.workspace_bytes) + " bytes (plan_attention().workspace_bytes)");
-    if (workspace.offset > workspace.buffer->size() || workspace.buffer->size() - workspace.offset < plan.workspace_bytes)
-      throw Error("workspace: needs " + std::to_string(plan.workspace_bytes) + " bytes, the slice holds " +
+      throw Error(std::string("workspace: this call (") + (planned.unfused ? "the unfused path's scores" : "split-KV partials") +
+                  ") needs a workspace of " + std::to_string(need) + " bytes (plan_attention().workspace_bytes)");
+    if (workspace.offset > workspace.buffer->size() || workspace.buffer->size() - workspace.offset < need)
+      throw Error("workspace: needs " + std::to_string(need) + " bytes, the slice holds " +
                   std::to_string(workspace.buffer->size() - std::min(workspace.offset, workspace.buffer->size())));
     ws = workspace.buffer->handle();
     ws_offset = workspace.buffer->offset() + workspace.offset;
   }
-  detail::record_planned_attention(context.impl(), command_buffer, plan, args, ws, ws_offset);
+  detail::record_any_path(context.impl(), command_buffer, planned, args, ws, ws_offset);
 }
 
 void attention(Context& context, const AttentionArgs& args) {
-  const detail::LaunchPlan plan = detail::make_launch_plan(context.device_info(), context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
   detail::ContextImpl& c = context.impl();
   std::lock_guard lock(c.queue_mutex);
-  const detail::Allocation* scratch = plan.splits > 1 ? &c.scratch(plan.workspace_bytes) : nullptr;
+  const uint64_t need = planned.workspace_bytes();
+  const detail::Allocation* scratch = need > 0 ? &c.scratch(need) : nullptr;
   c.submit_and_wait([&](VkCommandBuffer cmd) {
     detail::barrier_before_attention(cmd);
-    detail::record_planned_attention(c, cmd, plan, args, scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+    detail::record_any_path(c, cmd, planned, args, scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
     detail::barrier_after_attention(cmd);
   });
 }

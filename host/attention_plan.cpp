@@ -152,7 +152,7 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   return fixed + tiles * per_tile;
 }
 
-LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
+AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args) {
   AttentionLayouts layouts;
   layouts.q = args.q.layout;
   layouts.k = args.k.layout;
@@ -162,9 +162,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
   layouts.has_lse = args.lse.buffer != nullptr;
   layouts.options = args.options;
-  LaunchPlan plan;
-  plan.problem = check_attention(layouts);
-  const AttentionProblem& p = plan.problem;
+  const AttentionProblem p = check_attention(layouts);
 
   if (p.dtype != DType::f32 && !device.storage_16bit)
     throw Error(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " + device.name +
@@ -181,8 +179,25 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
     check_binding("kv_lengths", args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch);
   if (args.mask.buffer)
     check_binding("mask", args.mask.buffer, 0, mask_type_size(args.mask.layout.type), args.mask.layout.required_elements());
+  if (args.weights.buffer) {
+    if (!args.weights.buffer->valid()) throw Error("weights: buffer is null");
+    const uint64_t need = rows_total * uint64_t(p.seq_k) * 4;
+    if ((args.weights.buffer->offset() + args.weights.offset) % 4 != 0)
+      throw Error("weights: byte offset " + str(args.weights.offset) + " is not a multiple of 4 (f32)");
+    if (args.weights.offset > args.weights.buffer->size() || need > args.weights.buffer->size() - args.weights.offset)
+      throw Error("weights: P (" + str(p.batch) + ", " + str(p.heads) + ", " + str(p.seq_q) + ", " + str(p.seq_k) +
+                  ") f32 needs " + str(need) + " bytes from offset " + str(args.weights.offset) +
+                  " but the buffer holds " + str(args.weights.buffer->size()) + " bytes");
+  }
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
     if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
+  return p;
+}
+
+LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
+  LaunchPlan plan;
+  plan.problem = check_attention_args(device, args);
+  const AttentionProblem& p = plan.problem;
 
   // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
   // of heads as fit in one binding.

@@ -33,7 +33,11 @@ struct LaunchPlan {
   uint32_t combine_workgroup = 64;
 };
 
-// Checks `args` (semantics and buffers) against DESIGN.md §1 and `device`; throws Error.
+// Checks `args` (semantics and every buffer, the weights included) against DESIGN.md §1 and `device`,
+// whatever the path; throws Error.
+AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args);
+
+// Plans the fused path: checks `args` (check_attention_args) and the fused kernels' limits; throws Error.
 LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args);
 
 // The arguments of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.

@@ -1,5 +1,6 @@
-// C++ mirrors of the push-constant blocks in shaders/attention_push.glsl and
-// shaders/combine_push.glsl. Same member order; all members are 4 bytes, so std430 adds no padding.
+// C++ mirrors of the push-constant blocks in shaders/attention_push.glsl, shaders/combine_push.glsl
+// and shaders/softmax_push.glsl. Same member order; all members are 4 bytes, so std430 adds no
+// padding.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +37,15 @@ struct CombinePush {
   uint32_t lse_off, write_lse;
 };
 static_assert(sizeof(CombinePush) <= 128, "push constants beyond the guaranteed 128 bytes");
+
+// shaders/softmax_push.glsl: the row softmax of the three-stage path (flags as AttentionFlags).
+struct SoftmaxPush {
+  uint32_t seq_q, seq_k, heads, flags;
+  uint32_t rows, chunk_heads, chunk_rows;
+  uint32_t b0, h0, i0;
+  uint32_t p_off, lse_off, kv_len_off;
+  uint32_t m_sb, m_sh, m_ss, m_off;
+};
+static_assert(sizeof(SoftmaxPush) <= 128, "push constants beyond the guaranteed 128 bytes");
 
 }  // namespace vkattn::detail

@@ -4,7 +4,10 @@
 
 #include <vulkan/vulkan.h>
 
+#include <optional>
+
 #include "attention_plan.hpp"
+#include "attention_unfused.hpp"
 #include "context_impl.hpp"
 
 namespace vkattn::detail {
@@ -13,9 +16,25 @@ namespace vkattn::detail {
 void record_planned_attention(ContextImpl& context, VkCommandBuffer cmd, const LaunchPlan& plan,
                               const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
 
+// A call planned on either path (the path chosen from AttentionArgs::path and whether the weights
+// are requested).
+struct PlannedAttention {
+  std::optional<LaunchPlan> fused;
+  std::optional<UnfusedPlan> unfused;
+  uint64_t workspace_bytes() const { return fused ? fused->workspace_bytes : unfused->workspace_bytes; }
+};
+
+// Chooses the path and plans it; throws Error (nothing is recorded).
+PlannedAttention plan_any_path(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args);
+void record_any_path(ContextImpl& context, VkCommandBuffer cmd, const PlannedAttention& planned,
+                     const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
+
 // The barriers vkattn's synchronous calls put around recorded attention: prior host/transfer/shader
 // writes before the kernels read, and the kernels' writes before host or transfer reads.
 void barrier_before_attention(VkCommandBuffer cmd);
 void barrier_after_attention(VkCommandBuffer cmd);
+// Between two of vkattn's dispatches: every shader read and write before, every one after (a
+// dispatch may read what the last wrote, or overwrite what it read).
+void barrier_between_dispatches(VkCommandBuffer cmd);
 
 }  // namespace vkattn::detail

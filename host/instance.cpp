@@ -186,6 +186,11 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
                             has_device_extension(physical_device, "VK_KHR_cooperative_matrix");
   info.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && limits.timestampPeriod > 0.0f;
   info.timestamp_period_ns = limits.timestampPeriod;
+  VkPhysicalDeviceMemoryProperties memory{};
+  vkGetPhysicalDeviceMemoryProperties(physical_device, &memory);
+  for (uint32_t h = 0; h < memory.memoryHeapCount; ++h)
+    if (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      info.device_memory_bytes = std::max<uint64_t>(info.device_memory_bytes, memory.memoryHeaps[h].size);
   return info;
 }
 

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "attention_push.hpp"
+#include "gemm.hpp"
 #include "vk_check.hpp"
 #include "vkattn/error.hpp"
 
@@ -48,6 +49,8 @@ PipelineRegistry::PipelineRegistry(VkDevice device) : device_(device) {
   try {
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 9, sizeof(AttentionPush));
     layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 4, sizeof(CombinePush));
+    layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
+    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 4, sizeof(SoftmaxPush));
   } catch (...) {
     release();
     throw;

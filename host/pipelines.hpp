@@ -13,7 +13,7 @@
 
 namespace vkattn::detail {
 
-enum class KernelKind { attention, combine };
+enum class KernelKind { attention, combine, gemm, softmax };
 
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
@@ -39,7 +39,7 @@ class PipelineRegistry {
 
   VkDevice device_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  KernelLayout layouts_[2];
+  KernelLayout layouts_[4];
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;

@@ -15,17 +15,8 @@ layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
 
 #include "mask.glsl"
+#include "causal.glsl"
 
-// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
-const float M_INIT = -3.0e38;
-
-// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
-uint causal_key_end(uint causal, uint i) {
-  int end = int(pc.seq_k);
-  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
-  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
-  return uint(clamp(end, 0, int(pc.seq_k)));
-}
 
 // Elements d4*4 .. d4*4+3 of a row of Q, K or V (`base` its first element, `dim` its length) as f32;
 // zero past the row's end. GLSL cannot pass a buffer, hence the tensor selector.

@@ -6,6 +6,9 @@
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
+const float M_INIT = -3.0e38;
+
 float mask_bias(uint kind, uint e) {
   if (kind == MASK_BOOL) {
     uint byte_value = (mask_words[e >> 2] >> ((e & 3u) * 8u)) & 0xffu;

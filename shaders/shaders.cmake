@@ -7,4 +7,27 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_rowwise_${dtype} SOURCE attention_rowwise.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_combine_${dtype} SOURCE attention_combine.comp DEFINES DTYPE_${DT}=1)
 endforeach()
+
+# The row softmax of the three-stage path touches only f32 scores: one module.
+vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
+
+# The GEMM, one module per (A, B, C) storage-type combination the library uses, named
+# gemm_<A>_<B>_<C>: linear layers (d, d, d), scores (d, d, f32) and the weighted sum (f32, d, d).
+set(_gemm_combinations "")
+foreach(dtype f32 f16 bf16)
+  list(APPEND _gemm_combinations "${dtype}_${dtype}_${dtype}" "${dtype}_${dtype}_f32" "f32_${dtype}_${dtype}")
+endforeach()
+list(REMOVE_DUPLICATES _gemm_combinations)
+foreach(combination IN LISTS _gemm_combinations)
+  string(REPLACE "_" ";" _types ${combination})
+  list(GET _types 0 _a)
+  list(GET _types 1 _b)
+  list(GET _types 2 _c)
+  string(TOUPPER ${_a} _a)
+  string(TOUPPER ${_b} _b)
+  string(TOUPPER ${_c} _c)
+  vkattn_add_shader(NAME gemm_${combination} SOURCE gemm.comp
+                    DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c})
+endforeach()
+
 vkattn_write_shader_table()

@@ -222,6 +222,8 @@ bool run_case_checked(Context& ctx, const AttentionCase& c) {
   in.kv_lengths = c.kv_lengths;
   in.options.scale = c.scale;
   in.options.causal = c.causal;
+  const bool want_weights = attention_path() == AttentionPath::unfused;
+  in.weights = want_weights;
   const reference::Outputs ref = reference::attention(in, c.reference_rows);
 
   // GPU buffers. Inputs carry their gaps (NaN) too; outputs are poisoned and guarded.
@@ -236,6 +238,10 @@ bool run_case_checked(Context& ctx, const AttentionCase& c) {
   if (c.lse) lse_buf.emplace(ctx, lse_offset + 4 * lse_count);
   // std::optional, not a default-constructed Buffer: see the note on Buffer() in the test report.
   std::optional<Buffer> mask_buf, kv_buf;
+  const uint64_t weights_offset = 4 * static_cast<uint64_t>(c.offset);
+  const uint64_t weights_count = static_cast<uint64_t>(c.batch * c.heads * c.seq_q * c.seq_k);
+  std::optional<GuardedBuffer> weights_buf;
+  if (want_weights) weights_buf.emplace(ctx, weights_offset + 4 * weights_count);
   if (mask) mask_buf.emplace(upload_bytes(ctx, mask->bytes.data(), mask->bytes.size()));
   const uint64_t kv_offset = c.offset ? 8 : 0;
   if (!c.kv_lengths.empty()) {
@@ -255,6 +261,8 @@ bool run_case_checked(Context& ctx, const AttentionCase& c) {
   if (kv_buf) args.kv_lengths = {&*kv_buf, kv_offset};
   args.options.scale = c.scale;
   args.options.causal = c.causal;
+  args.path = attention_path();
+  if (weights_buf) args.weights = {&weights_buf->buffer(), weights_offset};
   attention(ctx, args);
 
   const std::vector<float> gpu_out = extract_out(out_layout, out_buf.download_checked("out"), out_buf.poison());
@@ -270,7 +278,19 @@ bool run_case_checked(Context& ctx, const AttentionCase& c) {
     gpu_lse.resize(lse_count);
     std::memcpy(gpu_lse.data(), bytes.data() + lse_offset, lse_count * 4);
   }
-  const bool ok = compare_with_reference(ref, gpu_out, gpu_lse, v_scale, c.dtype, c.reference_rows);
+  bool ok = compare_with_reference(ref, gpu_out, gpu_lse, v_scale, c.dtype, c.reference_rows);
+  if (weights_buf) {
+    const std::vector<uint8_t> bytes = weights_buf->download_checked("weights");
+    for (uint64_t b = 0; b < weights_offset; ++b) {
+      if (bytes[b] != weights_buf->poison()) {
+        FAIL_CHECK("weights: byte " << b << " before the weights slice was written");
+        break;
+      }
+    }
+    std::vector<float> gpu_weights(weights_count);
+    if (weights_count) std::memcpy(gpu_weights.data(), bytes.data() + weights_offset, weights_count * 4);
+    ok = compare_weights_with_reference(ref, gpu_weights, c.dtype, c.reference_rows) && ok;
+  }
   expect_no_validation_messages();
   return ok;
 }
@@ -306,7 +326,7 @@ std::string describe(const AttentionCase& c) {
   if (c.poison_hidden_kv) s << " poison-hidden-kv";
   if (!c.nan_q_rows.empty()) s << " nan_q_rows=" << list(c.nan_q_rows);
   if (!c.reference_rows.empty()) s << " rows=" << list(c.reference_rows);
-  s << " seed=" << c.seed;
+  s << " seed=" << c.seed << " path=" << to_string(attention_path());
   return s.str();
 }
 

@@ -119,4 +119,44 @@ bool compare_with_reference(const reference::Outputs& ref, std::span<const float
   return true;
 }
 
+bool compare_weights_with_reference(const reference::Outputs& ref, std::span<const float> gpu_weights, DType dtype,
+                                    std::span<const int64_t> rows) {
+  const double tol = tolerance_for(dtype).out;
+  REQUIRE(gpu_weights.size() == ref.weights.size());
+  std::vector<int64_t> all_rows;
+  if (rows.empty()) {
+    for (int64_t i = 0; i < ref.seq_q; ++i) all_rows.push_back(i);
+    rows = all_rows;
+  }
+  Mismatches bad;
+  double max_err = 0.0;
+  for (int64_t b = 0; b < ref.batch; ++b)
+    for (int64_t h = 0; h < ref.heads; ++h)
+      for (const int64_t i : rows)
+        for (int64_t j = 0; j < ref.seq_k; ++j) {
+          const std::size_t idx = static_cast<std::size_t>(((b * ref.heads + h) * ref.seq_q + i) * ref.seq_k + j);
+          const double e = ref.weights[idx], g = gpu_weights[idx];
+          std::ostringstream where;
+          where << "weights[" << b << "," << h << "," << i << "," << j << "]";
+          if (std::isnan(e) != std::isnan(g)) {
+            bad.add(where.str(), e, g, std::isnan(e) ? "NaN must propagate" : "NaN where the reference has none");
+          } else if (std::isnan(e)) {
+            continue;
+          } else if (e == 0.0) {
+            if (g != 0.0) bad.add(where.str(), e, g, "a masked key must weigh exactly 0");
+          } else {
+            const double err = std::abs(g - e);
+            max_err = std::max(max_err, err);
+            if (!(err <= tol)) bad.add(where.str(), e, g, "error " + std::to_string(err));
+          }
+        }
+  if (bad.count()) {
+    FAIL_CHECK(bad.count() << " weight mismatches (" << std::string(to_string(dtype)) << ": tolerance " << tol
+                           << "; max error seen " << max_err << "):\n"
+                           << bad.text());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace vkattn::test

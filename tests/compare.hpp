@@ -25,4 +25,11 @@ bool compare_with_reference(const reference::Outputs& ref, std::span<const float
                             std::span<const float> gpu_lse, double v_scale, DType dtype,
                             std::span<const int64_t> rows = {});
 
+// Compares the weights P (dense (B, H, Sq, Sk) f32) with the reference's (computed with
+// Inputs::weights) over every row or only `rows`: absolute error within tolerance_for(dtype).out
+// (P is in [0, 1]); exactly 0 where the reference is exactly 0 (masked keys, fully masked rows);
+// NaN exactly where the reference has NaN. FAILs the current test and returns false on a mismatch.
+bool compare_weights_with_reference(const reference::Outputs& ref, std::span<const float> gpu_weights, DType dtype,
+                                    std::span<const int64_t> rows = {});
+
 }  // namespace vkattn::test

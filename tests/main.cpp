@@ -4,6 +4,8 @@
 //   --no-validation    run without the validation layer (shared Context and the adoption test's app)
 //   --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)
 //   --verbose          print each attention case with its time
+//   --kernel=V         the fused-kernel variant (auto, tiled, rowwise)
+//   --path=P           the attention path (auto, fused, unfused)
 // doctest would reject an option it does not know, so ours are stripped before argv is handed on.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -25,7 +27,8 @@ constexpr const char* kUsage =
     "  --no-validation    run without the Vulkan validation layer\n"
     "  --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)\n"
     "  --verbose          print each attention case with its time\n"
-    "  --kernel=V         fused-kernel variant: auto (default), tiled or rowwise\n";
+    "  --kernel=V         fused-kernel variant: auto (default), tiled or rowwise\n"
+    "  --path=P           attention path: auto (default), fused or unfused (also checks the weights)\n";
 
 // Parses the N of --seed=N: a whole unsigned 64-bit number, nothing else.
 bool parse_seed(const char* text, uint64_t& seed) {
@@ -63,6 +66,13 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(arg, "--kernel=", 9) == 0) {
       try {
         vkattn::test::set_kernel_variant(vkattn::parse_kernel_variant(arg + 9));
+      } catch (const vkattn::Error& e) {
+        std::fprintf(stderr, "vkattn_tests: %s\n", e.what());
+        return 2;
+      }
+    } else if (std::strncmp(arg, "--path=", 7) == 0) {
+      try {
+        vkattn::test::set_attention_path(vkattn::parse_attention_path(arg + 7));
       } catch (const vkattn::Error& e) {
         std::fprintf(stderr, "vkattn_tests: %s\n", e.what());
         return 2;

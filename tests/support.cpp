@@ -17,6 +17,7 @@ struct Shared {
   bool validation = true;
   bool verbose = false;
   KernelVariant kernel = KernelVariant::automatic;
+  AttentionPath path = AttentionPath::automatic;
   uint64_t seed = 20261101;
   std::unique_ptr<Context> context;
   std::mutex mutex;  // the messenger may be called from the driver's threads
@@ -43,6 +44,9 @@ void set_base_seed(uint64_t seed) { shared().seed = seed; }
 
 void set_kernel_variant(KernelVariant kernel) { shared().kernel = kernel; }
 KernelVariant kernel_variant() { return shared().kernel; }
+
+void set_attention_path(AttentionPath path) { shared().path = path; }
+AttentionPath attention_path() { return shared().path; }
 
 Context& context() {
   Shared& s = shared();

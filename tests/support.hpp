@@ -31,6 +31,10 @@ bool verbose();
 void set_kernel_variant(KernelVariant kernel);
 KernelVariant kernel_variant();
 void set_base_seed(uint64_t seed);
+// --path=auto|fused|unfused: the attention path every case runs on. With unfused, each case also
+// requests the weights P and checks them against the reference.
+void set_attention_path(AttentionPath path);
+AttentionPath attention_path();
 
 // The Context every GPU test shares (one per process, so pipelines compile once). Created on first
 // use with ContextOptions::validation = true, unless --no-validation was given.

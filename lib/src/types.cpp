@@ -69,6 +69,25 @@ Causal parse_causal(std::string_view name) {
   throw Error("causal: unknown '" + std::string(name) + "' (expected none, top-left or bottom-right)");
 }
 
+const char* to_string(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::automatic:
+      return "auto";
+    case AttentionPath::fused:
+      return "fused";
+    case AttentionPath::unfused:
+      return "unfused";
+  }
+  return "invalid";
+}
+
+AttentionPath parse_attention_path(std::string_view name) {
+  if (name == "auto") return AttentionPath::automatic;
+  if (name == "fused") return AttentionPath::fused;
+  if (name == "unfused") return AttentionPath::unfused;
+  throw Error("path: unknown '" + std::string(name) + "' (expected auto, fused or unfused)");
+}
+
 TensorLayout TensorLayout::bhsd(DType dtype, int64_t batch, int64_t heads, int64_t seq, int64_t dim) {
   TensorLayout l;
   l.dtype = dtype;

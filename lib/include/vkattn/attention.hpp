@@ -38,7 +38,11 @@ struct AttentionArgs {
   // Optional int32 (B) key lengths: keys j >= kv_lengths[b] are masked. Values are read on the device:
   // negative values count as 0 and values above seq_k as seq_k.
   BufferSlice kv_lengths;
+  // Optional f32 (B,H,Sq,Sk), dense: the attention weights P, exactly 0 for masked keys and for every
+  // key of a fully masked row. Requesting them needs the unfused path (chosen by `automatic`).
+  BufferSlice weights;
   AttentionOptions options;
+  AttentionPath path = AttentionPath::automatic;
 };
 
 // How a call will run (chosen from the problem and the device; reported by the bench tool).
@@ -47,8 +51,13 @@ struct AttentionPlan {
   uint32_t splits = 1;          // key-range splits; > 1 adds a combine dispatch
   int64_t keys_per_split = 0;
   uint64_t workspace_bytes = 0;  // scratch needed by record_attention
-  const char* path = "fused";
-  const char* kernel = "tiled";  // the fused kernel variant: tiled or rowwise
+  const char* path = "fused";    // "fused" or "unfused" (the three-stage path)
+  const char* kernel = "tiled";  // fused: the kernel variant, tiled or rowwise; unfused: "gemm"
+  // Unfused: bytes of f32 scores the call materialises at once (the weights P when requested, else
+  // the workspace's share), and the number of pieces the (batch, head, query-row) space is cut into
+  // so that each piece's scores fit one storage-buffer binding. Fused: 0 and 1.
+  uint64_t scores_bytes = 0;
+  uint32_t chunks = 1;
 };
 
 // Checks the arguments and the device limits; throws Error. Dispatches nothing.

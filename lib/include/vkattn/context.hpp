@@ -31,6 +31,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
+  uint64_t device_memory_bytes = 0;  // size of the largest device-local memory heap
   uint32_t max_push_constants_size = 0;
   bool storage_16bit = false;   // storageBuffer16BitAccess: needed for f16 and bf16 tensors
   bool shader_float16 = false;  // shaderFloat16 (reported; not required)

@@ -78,6 +78,17 @@ struct MaskLayout {
   std::string describe() const;
 };
 
+// Which kernels compute attention (DESIGN.md §3).
+//   fused:     one flash-style pass; memory O(seq_q + seq_k), never the (seq_q, seq_k) scores.
+//   unfused:   the three-stage path (scores Q·Kᵀ, masked row softmax, P·V); materialises the weights
+//              P (batch, heads, seq_q, seq_k) in f32, so its memory grows with seq_q·seq_k.
+//   automatic: unfused when the weights P are requested, else fused.
+enum class AttentionPath { automatic, fused, unfused };
+
+const char* to_string(AttentionPath path);  // "auto" | "fused" | "unfused"
+// Parses "auto" | "fused" | "unfused"; throws Error otherwise.
+AttentionPath parse_attention_path(std::string_view name);
+
 // Options that are not tensors.
 struct AttentionOptions {
   std::optional<float> scale;  // default 1/sqrt(dim_qk); any finite value

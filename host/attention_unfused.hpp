@@ -1,0 +1,36 @@
+// The three-stage attention path (DESIGN.md §3), used when the caller wants the weights P or asks
+// for it: scores S = scale·Q·Kᵀ (gemm.comp, f32) → masked row softmax in place (attention_softmax.comp)
+// → O = P·V (gemm.comp). S lives in the caller's weights buffer when given, else in the workspace.
+// The (batch, head, query-row) space is cut into chunks whose scores fit one storage-buffer binding;
+// each chunk's scores are dense, so a chunk is a contiguous range of P's rows.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+
+#include "context_impl.hpp"
+#include "vkattn/attention.hpp"
+#include "vkattn/problem.hpp"
+
+namespace vkattn::detail {
+
+struct UnfusedPlan {
+  AttentionProblem problem;
+  int64_t batch_chunk = 0, head_chunk = 0, row_chunk = 0;  // chunk extents
+  uint32_t chunks = 0;
+  uint64_t chunk_scores_bytes = 0;  // f32 scores of the largest chunk
+  uint64_t workspace_bytes = 0;     // scores of one chunk when no weights buffer is given, else 0
+  uint64_t alignment = 16;
+  uint32_t softmax_workgroup = 128;
+};
+
+// Checks `args` (check_attention_args) and the limits of the three kernels on `device`; throws Error.
+UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& args);
+
+// Records every chunk's three dispatches, with the barriers between them. `workspace` holds the
+// scores when args.weights is absent.
+void record_unfused_attention(ContextImpl& context, VkCommandBuffer cmd, const UnfusedPlan& plan,
+                              const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
+
+}  // namespace vkattn::detail

@@ -1,0 +1,78 @@
+#include "gemm.hpp"
+
+#include <limits>
+
+#include "binding.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+// Tile sizes (gemm.comp's specialization constants): 64 invocations, each a 4 x 4 register tile.
+constexpr uint32_t kTileM = 32, kTileN = 32, kTileK = 8, kThreadM = 4, kThreadN = 4;
+constexpr uint32_t kWorkgroup = (kTileM / kThreadM) * (kTileN / kThreadN);
+// lavapipe's loop budget as in attention_plan.cpp; an invocation loops about k / kTileK times.
+constexpr uint64_t kLlvmpipeLoopBudget = 48000;
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// The column-block fields: no blocks is one block wider than any column index.
+uint32_t col_block(const GemmOperand& o) {
+  return o.col_block > 0 ? u32(o.col_block) : std::numeric_limits<uint32_t>::max();
+}
+
+}  // namespace
+
+void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k,
+                      int64_t batches) {
+  const uint64_t gx = ceil_div(n, kTileN), gy = ceil_div(m, kTileM);
+  if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1] ||
+      uint64_t(batches) > device.max_workgroup_count[2])
+    throw Error(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product over " +
+                std::to_string(batches) + " matrices needs a grid of (" + std::to_string(gx) + ", " +
+                std::to_string(gy) + ", " + std::to_string(batches) + ") workgroups, beyond " + device.name);
+  if (device.is_llvmpipe && ceil_div(k, kTileK) + 16 > kLlvmpipeLoopBudget)
+    throw Error(what + ": a reduction over " + std::to_string(k) +
+                " elements exceeds lavapipe's per-invocation loop limit (at most " +
+                std::to_string((kLlvmpipeLoopBudget - 16) * kTileK) + ")");
+}
+
+void record_gemm(ContextImpl& c, VkCommandBuffer cmd, const GemmCall& call) {
+  const uint64_t align = std::max<uint64_t>(c.info.min_storage_buffer_offset_alignment, 16);
+  const auto bind_operand = [&](const GemmOperand& o) {
+    const uint64_t esize = dtype_size(o.dtype);
+    return bind(o.buffer, o.base + uint64_t(o.offset) * esize, esize, uint64_t(o.end - o.offset), align);
+  };
+  const Binding a = bind_operand(call.a), b = bind_operand(call.b), out = bind_operand(call.c);
+  const Binding bias = call.bias ? bind(call.bias, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n), align)
+                                 : bind_dummy(c);
+
+  GemmPush push{};
+  push.m = u32(call.m), push.n = u32(call.n), push.k = u32(call.k);
+  push.heads = u32(call.heads), push.group = u32(call.group), push.head_base = u32(call.head_base);
+  push.flags = (call.bias ? kGemmBias : 0u) | (call.skip_zero_a ? kGemmSkipZeroA : 0u);
+  push.alpha = call.alpha;
+  const auto fill = [](const GemmOperand& o, const Binding& binding, uint32_t* f) {
+    f[0] = binding.element_offset;
+    f[1] = u32(o.stride_batch), f[2] = u32(o.stride_head), f[3] = u32(o.stride_row), f[4] = u32(o.stride_col);
+    f[5] = col_block(o), f[6] = u32(o.stride_block);
+  };
+  fill(call.a, a, &push.a_off);
+  fill(call.b, b, &push.b_off);
+  fill(call.c, out, &push.c_off);
+  push.bias_off = bias.element_offset;
+
+  const std::string module = std::string("gemm_") + to_string(call.a.dtype) + "_" + to_string(call.b.dtype) + "_" +
+                             to_string(call.c.dtype);
+  const KernelLayout& layout = c.pipelines->layout(KernelKind::gemm);
+  const VkPipeline pipeline =
+      c.pipelines->get(KernelKind::gemm, module, {kTileM, kTileN, kTileK, kThreadM, kThreadN, kWorkgroup});
+  const Binding* bindings[4] = {&a, &b, &out, &bias};
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  push_bindings(c, cmd, layout.pipeline_layout, bindings, 4);
+  vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+  vkCmdDispatch(cmd, u32(ceil_div(call.n, kTileN)), u32(ceil_div(call.m, kTileM)), u32(call.batch * call.heads));
+}
+
+}  // namespace vkattn::detail

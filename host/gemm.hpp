@@ -1,0 +1,62 @@
+// The batched, strided GEMM of shaders/gemm.comp, C = alpha·A·Bᵀ (+ bias): the scores and the
+// weighted sum of the three-stage attention path, and the projections of the multi-head layer.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <string>
+
+#include "context_impl.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn::detail {
+
+// C++ mirror of the push-constant block in shaders/gemm_push.glsl; same member order.
+struct GemmPush {
+  uint32_t m, n, k, heads, group, head_base, flags;
+  float alpha;
+  uint32_t a_off, a_sb, a_sh, a_sr, a_sc, a_cblk, a_sblk;
+  uint32_t b_off, b_sb, b_sh, b_sr, b_sc, b_cblk, b_sblk;
+  uint32_t c_off, c_sb, c_sh, c_sr, c_sc, c_cblk, c_sblk;
+  uint32_t bias_off;
+};
+static_assert(sizeof(GemmPush) <= 128, "push constants beyond the guaranteed 128 bytes");
+static_assert(sizeof(GemmPush) == 30 * 4);
+
+enum GemmFlags : uint32_t { kGemmBias = 1u, kGemmSkipZeroA = 2u };
+
+// One matrix operand, per batch index (b, h): element (r, c) is at element index
+//   offset + b*stride_batch + h'*stride_head + r*stride_row + (c / col_block)*stride_block + (c % col_block)*stride_col
+// of `buffer` (counted from byte `base`), with h' = h for A and C and the KV head for B.
+// col_block 0 means no blocks (one block as wide as the matrix).
+struct GemmOperand {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t base = 0;  // byte offset in `buffer` of element index 0
+  DType dtype = DType::f32;
+  int64_t offset = 0;  // first element the operand reaches
+  int64_t end = 0;     // one past the last element it reaches (the bound range)
+  int64_t stride_batch = 0, stride_head = 0, stride_row = 0, stride_col = 1;
+  int64_t col_block = 0, stride_block = 0;
+};
+
+struct GemmCall {
+  GemmOperand a, b, c;  // A (m, k), B (n, k), C (m, n)
+  VkBuffer bias = VK_NULL_HANDLE;  // optional (n) in B's dtype
+  uint64_t bias_base = 0;          // byte offset of bias[0] in `bias`
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1, heads = 1;    // batch index z = (b, h): batch * heads matrices
+  int64_t group = 1, head_base = 0;  // B's head of query head h: (head_base + h) / group
+  float alpha = 1.0f;
+  bool skip_zero_a = false;  // A == 0 contributes nothing, even against NaN/Inf in B
+};
+
+// Throws Error (prefixed by `what`) when a GEMM of this shape exceeds what `device` can dispatch:
+// the grid, 32-bit indices, or lavapipe's per-invocation loop limit (DESIGN.md §5).
+void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k,
+                      int64_t batches);
+
+// Records the dispatch (pipeline, bindings, push constants). The caller orders it with barriers.
+void record_gemm(ContextImpl& context, VkCommandBuffer cmd, const GemmCall& call);
+
+}  // namespace vkattn::detail

@@ -1,0 +1,62 @@
+// Per-operand storage types for kernels whose buffers do not share one dtype (the GEMM of the
+// three-stage path reads f16 Q and K but writes f32 scores). An operand X is declared with
+// X_TYPE = TYPE_F32 | TYPE_F16 | TYPE_BF16 before including this file; it then gets
+//   X_T              the element type as declared in its buffer
+//   X_to_f32(x)      a loaded element as f32
+//   X_from_f32(v)    an f32 rounded to the element type (round to nearest even; NaN stays NaN)
+// Only 16-bit storage is used (storageBuffer16BitAccess), no 16-bit arithmetic: hence macros.
+#ifndef VKATTN_ELEMENT_TYPES_GLSL
+#define VKATTN_ELEMENT_TYPES_GLSL
+
+#define TYPE_F32 0
+#define TYPE_F16 1
+#define TYPE_BF16 2
+
+#extension GL_EXT_shader_16bit_storage : require
+
+uint f32_to_f16_bits(float v) { return packHalf2x16(vec2(v, 0.0)) & 0xffffu; }
+uint f32_to_bf16_bits(float v) {
+  uint u = floatBitsToUint(v);
+  if (isnan(v)) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+#define F16_TO_F32(value) (unpackHalf2x16(uint(value)).x)
+#define BF16_TO_F32(x) uintBitsToFloat(uint(x) << 16)
+
+#if A_TYPE == TYPE_F32
+#define A_T float
+#define A_to_f32(x) (x)
+#elif A_TYPE == TYPE_F16
+#define A_T uint16_t
+#define A_to_f32(x) F16_TO_F32(x)
+#else
+#define A_T uint16_t
+#define A_to_f32(x) BF16_TO_F32(x)
+#endif
+
+#if B_TYPE == TYPE_F32
+#define B_T float
+#define B_to_f32(x) (x)
+#elif B_TYPE == TYPE_F16
+#define B_T uint16_t
+#define B_to_f32(x) F16_TO_F32(x)
+#else
+#define B_T uint16_t
+#define B_to_f32(x) BF16_TO_F32(x)
+#endif
+
+#if C_TYPE == TYPE_F32
+#define C_T float
+#define C_to_f32(x) (x)
+#define C_from_f32(v) (v)
+#elif C_TYPE == TYPE_F16
+#define C_T uint16_t
+#define C_to_f32(x) F16_TO_F32(x)
+#define C_from_f32(v) uint16_t(f32_to_f16_bits(v))
+#else
+#define C_T uint16_t
+#define C_to_f32(x) BF16_TO_F32(x)
+#define C_from_f32(v) uint16_t(f32_to_bf16_bits(v))
+#endif
+
+#endif

@@ -1,0 +1,121 @@
+#version 450
+// Batched, strided GEMM with bias: C[z] = alpha * A[z]·B[z]ᵀ (+ bias), A (m, k), B (n, k), C (m, n),
+// f32 accumulation whatever the storage types (element_types.glsl; one module per combination).
+// It is every matrix product of the library:
+//   - the scores of the three-stage path, S = scale·Q·Kᵀ (A = Q, B = K, C = S in f32);
+//   - its weighted sum, O = P·V (A = P in f32, B = V read transposed through its strides, skipping
+//     P = 0 so that a masked key's NaN/Inf in V never reaches O);
+//   - the projections of the multi-head layer, y = x·Wᵀ + b, whose C store splits heads (BHSD) and
+//     whose A load for the output projection merges them (gemm_push.glsl: column blocks).
+//
+// A workgroup computes a BM x BN tile of C; each invocation a TM x TN register tile whose rows and
+// columns are strided by BM/TM and BN/TN. K is walked in BK steps through shared memory. The BK-step
+// body is unrolled, so on lavapipe (DESIGN.md §5) an invocation's loop count is about k / BK: the
+// host checks that against the limit. Sums are kept per BK step, per 16 steps and overall, so a long
+// k (P·V over 64k keys) does not lose f32 accuracy in one long chain of additions.
+
+#extension GL_EXT_control_flow_attributes : enable
+
+#include "element_types.glsl"
+#include "gemm_push.glsl"
+
+layout(constant_id = 0) const uint BM = 32;
+layout(constant_id = 1) const uint BN = 32;
+layout(constant_id = 2) const uint BK = 8;
+layout(constant_id = 3) const uint TM = 4;
+layout(constant_id = 4) const uint TN = 4;
+layout(local_size_x_id = 5) in;  // (BM / TM) * (BN / TN)
+
+layout(binding = 0) readonly buffer ABuf { A_T a[]; };
+layout(binding = 1) readonly buffer BBuf { B_T b[]; };
+layout(binding = 2) writeonly buffer CBuf { C_T c[]; };
+layout(binding = 3) readonly buffer BiasBuf { B_T bias[]; };
+
+const uint LANES_N = BN / TN;
+const uint LANES_M = BM / TM;
+const uint WG = LANES_M * LANES_N;
+const uint STEPS_PER_BLOCK = 16u;
+
+shared float sA[BK * BM];  // [kk][mm]
+shared float sB[BK * BN];  // [kk][nn]
+
+// Offset of column `col` within a row (see gemm_push.glsl).
+uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sblk + (col % cblk) * sc; }
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tx = tid % LANES_N, ty = tid / LANES_N;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint z = gl_WorkGroupID.z;
+  const uint bz = z / pc.heads, h = z % pc.heads;
+  const uint a_base = pc.a_off + bz * pc.a_sb + h * pc.a_sh;
+  const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
+  const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
+  const bool skip_zero = (pc.flags & GEMM_FLAG_SKIP_ZERO_A) != 0u;
+
+  float acc[TM][TN], block[TM][TN];
+  [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
+    [[unroll]] for (uint tn = 0u; tn < TN; ++tn) acc[tm][tn] = block[tm][tn] = 0.0;
+
+  uint step = 0u;
+  for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+    barrier();
+    // Consecutive invocations load consecutive k: the contiguous dimension of Q, K, P and weights.
+    [[unroll]] for (uint t = 0u; t < (BM * BK + WG - 1u) / WG; ++t) {
+      const uint e = t * WG + tid;
+      if (e < BM * BK) {
+        const uint mm = e / BK, kk = e % BK, row = m0 + mm, col = k0 + kk;
+        float value = 0.0;
+        if (row < pc.m && col < pc.k) value = A_to_f32(a[a_base + row * pc.a_sr + column(col, pc.a_cblk, pc.a_sblk, pc.a_sc)]);
+        sA[kk * BM + mm] = value;
+      }
+    }
+    [[unroll]] for (uint t = 0u; t < (BN * BK + WG - 1u) / WG; ++t) {
+      const uint e = t * WG + tid;
+      if (e < BN * BK) {
+        const uint nn = e / BK, kk = e % BK, row = n0 + nn, col = k0 + kk;
+        float value = 0.0;
+        if (row < pc.n && col < pc.k) value = B_to_f32(b[b_base + row * pc.b_sr + column(col, pc.b_cblk, pc.b_sblk, pc.b_sc)]);
+        sB[kk * BN + nn] = value;
+      }
+    }
+    barrier();
+
+    float sum[TM][TN];
+    [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
+      [[unroll]] for (uint tn = 0u; tn < TN; ++tn) sum[tm][tn] = 0.0;
+    [[unroll]] for (uint kk = 0u; kk < BK; ++kk) {
+      float av[TM], bv[TN];
+      [[unroll]] for (uint tm = 0u; tm < TM; ++tm) av[tm] = sA[kk * BM + ty + tm * LANES_M];
+      [[unroll]] for (uint tn = 0u; tn < TN; ++tn) bv[tn] = sB[kk * BN + tx + tn * LANES_N];
+      [[unroll]] for (uint tm = 0u; tm < TM; ++tm) {
+        // A select, not a branch and not a multiply by 0: 0 * NaN would be NaN.
+        const bool use = !skip_zero || av[tm] != 0.0;
+        [[unroll]] for (uint tn = 0u; tn < TN; ++tn) sum[tm][tn] = use ? fma(av[tm], bv[tn], sum[tm][tn]) : sum[tm][tn];
+      }
+    }
+    [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
+      [[unroll]] for (uint tn = 0u; tn < TN; ++tn) block[tm][tn] += sum[tm][tn];
+    if (++step == STEPS_PER_BLOCK) {
+      step = 0u;
+      [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
+        [[unroll]] for (uint tn = 0u; tn < TN; ++tn) {
+          acc[tm][tn] += block[tm][tn];
+          block[tm][tn] = 0.0;
+        }
+    }
+  }
+
+  const bool with_bias = (pc.flags & GEMM_FLAG_BIAS) != 0u;
+  [[unroll]] for (uint tm = 0u; tm < TM; ++tm) {
+    const uint row = m0 + ty + tm * LANES_M;
+    if (row >= pc.m) continue;
+    [[unroll]] for (uint tn = 0u; tn < TN; ++tn) {
+      const uint col = n0 + tx + tn * LANES_N;
+      if (col >= pc.n) continue;
+      float value = (acc[tm][tn] + block[tm][tn]) * pc.alpha;
+      if (with_bias) value += B_to_f32(bias[pc.bias_off + col]);
+      c[c_base + row * pc.c_sr + column(col, pc.c_cblk, pc.c_sblk, pc.c_sc)] = C_from_f32(value);
+    }
+  }
+}
