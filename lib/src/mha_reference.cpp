@@ -15,13 +15,6 @@ namespace vkattn::reference {
 
 namespace {
 
-using detail::check_non_negative;
-using detail::check_positive;
-using detail::check_size;
-
-std::string num(int64_t v) { return std::to_string(v); }
-std::string shape(std::initializer_list<int64_t> dims) { return detail::shape_string(dims); }
-
 // y[r, o] = sum_i x[r, i] * W[o, i] + b[o], in double. x is (rows, in), W is (out, in).
 std::vector<double> linear(std::span<const float> x, int64_t rows, int64_t in, const float* w, int64_t out,
                            const float* b) {
@@ -42,65 +35,15 @@ std::vector<double> linear(std::span<const float> x, int64_t rows, int64_t in, c
 
 MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
   // ---- checks -------------------------------------------------------------------------------------
-  check_positive("embed_dim", w.embed_dim);
-  check_positive("num_heads", w.num_heads);
-  check_non_negative("kv_heads", w.kv_heads);
-  check_non_negative("kdim", w.kdim);
-  check_non_negative("vdim", w.vdim);
-  const int64_t E = w.embed_dim, H = w.num_heads, KVH = w.effective_kv_heads();
-  const int64_t kdim = w.effective_kdim(), vdim = w.effective_vdim();
-  if (E % H != 0) {
-    throw Error("embed_dim (" + num(E) + ") must be divisible by num_heads (" + num(H) + ")");
-  }
-  if (H % KVH != 0) {
-    throw Error("num_heads (" + num(H) + ") must be divisible by kv_heads (" + num(KVH) + ")");
-  }
-  const int64_t D = E / H;         // head dim
-  const int64_t KVD = KVH * D;     // projected key/value width
-  const int64_t group = H / KVH;   // query heads per KV head
-  check_non_negative("batch", in.batch);
-  check_non_negative("seq_q", in.seq_q);
-  check_non_negative("seq_k", in.seq_k);
-  const int64_t B = in.batch, Sq = in.seq_q, Sk = in.seq_k;
-
-  check_size("q_proj_weight", w.q_proj_weight.size(), E * E, shape({E, E}));
-  check_size("k_proj_weight", w.k_proj_weight.size(), KVD * kdim, shape({KVD, kdim}));
-  check_size("v_proj_weight", w.v_proj_weight.size(), KVD * vdim, shape({KVD, vdim}));
-  check_size("out_proj_weight", w.out_proj_weight.size(), E * E, shape({E, E}));
-  if (w.bias) {
-    check_size("in_proj_bias", w.in_proj_bias.size(), E + 2 * KVD, shape({E + 2 * KVD}));
-    check_size("out_proj_bias", w.out_proj_bias.size(), E, shape({E}));
-  } else {
-    check_size("in_proj_bias", w.in_proj_bias.size(), 0, "(bias is false)");
-    check_size("out_proj_bias", w.out_proj_bias.size(), 0, "(bias is false)");
-  }
-  check_size("query", in.query.size(), B * Sq * E, shape({B, Sq, E}));
-  // Self-attention: key and value both empty, seq_k == seq_q, and a query that is not itself empty
-  // (with no query rows there is nothing to attend from, and an empty key then just means no keys).
-  // seq_k must be given (equal to seq_q) rather than inferred, so that key/value left empty by
-  // mistake with another seq_k fail on their size instead of silently attending to the query.
-  const bool self_attention = in.key.empty() && in.value.empty() && Sk == Sq && B * Sq > 0;
-  std::span<const float> key = in.key, value = in.value;
-  if (self_attention) {
-    if (kdim != E || vdim != E) {
-      throw Error("self-attention (key and value empty) needs kdim (" + num(kdim) + ") and vdim (" + num(vdim) +
-                  ") equal to embed_dim (" + num(E) + ")");
-    }
-    key = in.query;
-    value = in.query;
-  } else {
-    const std::string hint = in.key.empty() && in.value.empty() && Sk != Sq
-                                 ? " (self-attention, with key and value empty, needs seq_k == seq_q (" + num(Sq) + "))"
-                                 : std::string();
-    check_size("key", in.key.size(), B * Sk * kdim, shape({B, Sk, kdim}), hint);
-    check_size("value", in.value.size(), B * Sk * vdim, shape({B, Sk, vdim}), hint);
-  }
-  if (!in.key_padding_mask.empty()) {
-    check_size("key_padding_mask", in.key_padding_mask.size(), B * Sk, shape({B, Sk}));
-  }
-  if (!in.attn_mask.empty()) {
-    check_size("attn_mask", in.attn_mask.size(), Sq * Sk, shape({Sq, Sk}));
-  }
+  const MhaDims dims = check_mha_weights(w);
+  const MhaCall call = check_mha_inputs(dims, in);
+  const int64_t E = dims.embed_dim, H = dims.num_heads, kdim = dims.kdim, vdim = dims.vdim;
+  const int64_t D = dims.head_dim();    // head dim
+  const int64_t KVD = dims.kv_dim();    // projected key/value width
+  const int64_t group = H / dims.kv_heads;  // query heads per KV head
+  const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k;
+  const std::span<const float> key = call.self_attention ? in.query : in.key;
+  const std::span<const float> value = call.self_attention ? in.query : in.value;
 
   // ---- projections (fp64) -------------------------------------------------------------------------
   const float* bq = w.bias ? w.in_proj_bias.data() : nullptr;

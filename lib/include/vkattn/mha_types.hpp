@@ -58,4 +58,26 @@ struct MhaInputs {
   bool average_weights = true;  // torch's average_attn_weights
 };
 
+// The sizes of a layer, from checked weights.
+struct MhaDims {
+  int64_t embed_dim = 0, num_heads = 0, kv_heads = 0, kdim = 0, vdim = 0;
+  bool bias = true;
+  int64_t head_dim() const { return embed_dim / num_heads; }
+  int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of the projected key and value
+};
+
+// The sizes of one call, from checked inputs.
+struct MhaCall {
+  int64_t batch = 0, seq_q = 0, seq_k = 0;
+  bool self_attention = false;  // key and value are the query
+};
+
+// Checks the weights (E % H == 0, H % kv_heads == 0, every array's size); throws Error naming the
+// array with the expected and given sizes.
+MhaDims check_mha_weights(const MhaWeights& weights);
+
+// Checks the inputs against the layer's sizes (query, key, value, key_padding_mask, attn_mask) and
+// works out self-attention; throws Error naming the array.
+MhaCall check_mha_inputs(const MhaDims& dims, const MhaInputs& inputs);
+
 }  // namespace vkattn
