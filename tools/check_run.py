@@ -7,7 +7,9 @@ checks that bad inputs fail cleanly (one stderr line, non-zero exit, no output f
     python3 tools/check_run.py --list
 
 One line per case: PASS/FAIL, the max error of O normalised by max|V| against the DESIGN.md §6
-tolerance of the compute dtype, and the LSE error. Exits 1 when any case fails.
+tolerance of the compute dtype, the LSE error, and for the cases that ask for them (--weights) the max
+error of the attention weights P against the same tolerance (P's entries are at most 1, so no
+normalisation; masked keys and fully masked rows must be exactly 0). Exits 1 when any case fails.
 """
 import argparse
 import os
@@ -50,7 +52,7 @@ def compare(got, want, scale):
 
 
 def check_case(vkattn, case, directory, seed):
-    files, args, (ref_out, ref_lse), v_seen = gen_case.generate(case, seed)
+    files, args, (ref_out, ref_lse, ref_p), v_seen = gen_case.generate(case, seed)
     gen_case.write(directory, files)
     start = time.time()
     proc = subprocess.run([vkattn, "run"] + args, cwd=directory, capture_output=True, text=True, timeout=900)
@@ -80,6 +82,22 @@ def check_case(vkattn, case, directory, seed):
         ok = ok and lse_err <= LSE_TOLERANCE
         if np.isinf(ref_lse).any():
             detail += f"  ({int(np.isinf(ref_lse).sum())} fully masked rows)"
+    if case.weights:
+        p = np.load(os.path.join(directory, "p.npy"))
+        if p.dtype != np.float32 or p.shape != ref_p.shape:
+            return False, f"p.npy is {p.dtype} {p.shape}, expected float32 {ref_p.shape}", seconds
+        p_err = compare(p, ref_p, 1.0)
+        zeros = ref_p == 0.0  # masked keys, fully masked rows: exactly 0, not merely small
+        if (p[zeros] != 0.0).any():
+            p_err = np.inf
+            detail += f"  ({int((p[zeros] != 0.0).sum())} weights of masked keys are not exactly 0)"
+        detail += f"  P {p_err:.2e}"
+        ok = ok and p_err <= tol
+    if case.heatmap:
+        with open(os.path.join(directory, "heads.png"), "rb") as png:
+            if png.read(8) != b"\x89PNG\r\n\x1a\n":
+                return False, "heads.png is not a PNG", seconds
+        detail += "  heatmap ok"
     return ok, detail, seconds
 
 
@@ -120,6 +138,14 @@ def error_cases():
         ("scale_overflow", base, ["--scale", "1e60"]),
         ("scale_not_a_number", base, ["--scale", "abc"]),
         ("bad_causal", base, ["--causal", "diagonal"]),
+        ("fused_with_weights", base, ["--path", "fused", "--weights", "p.npy"]),
+        ("fused_with_heatmap", base, ["--path", "fused", "--heatmap", "heads.png"]),
+        ("bad_path", base, ["--path", "three-stage"]),
+        ("weights_same_as_out", base, ["--weights", "out.npy"]),
+        ("weights_too_large", {"q.npy": np.zeros((1, 8, 100000, 1), np.float32),
+                               "k.npy": np.zeros((1, 8, 100000, 1), np.float32),
+                               "v.npy": np.zeros((1, 8, 100000, 1), np.float32)}, ["--weights", "p.npy"]),
+        ("heatmap_dir_missing", base, ["--heatmap", "no/such/dir/heads.png"]),
     ]
 
 
@@ -134,7 +160,7 @@ def check_error_case(vkattn, name, files, extra, directory):
     args = ["run", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy", "--lse", "lse.npy"] + extra
     proc = subprocess.run([vkattn] + args, cwd=directory, capture_output=True, text=True, timeout=300)
     lines = proc.stderr.splitlines()
-    leftovers = [f for f in os.listdir(directory) if f.startswith(("out.npy", "lse.npy"))]
+    leftovers = [f for f in os.listdir(directory) if f.startswith(("out.npy", "lse.npy", "p.npy", "heads.png"))]
     if proc.returncode == 0:
         return False, "succeeded, expected a failure"
     if len(lines) != 1 or not lines[0].startswith("vkattn: error: "):

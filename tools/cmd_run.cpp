@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "heatmap_output.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_inputs.hpp"
+#include "weights_budget.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
@@ -32,18 +34,34 @@ Buffer upload_tensor(Context& context, const TensorLayout& layout, const std::ve
   return buffer;
 }
 
+// "--weights", "--heatmap" or "--weights/--heatmap": the options that asked for the weights P.
+std::string weights_flags(const RunOptions& o) {
+  std::string flags = o.weights.empty() ? "" : "--weights";
+  if (!o.heatmap.empty()) flags += flags.empty() ? "--heatmap" : "/--heatmap";
+  return flags;
+}
+
 int run(const RunOptions& options) {
-  if (!options.lse.empty() && options.lse == options.out)
-    throw Error("--lse and --out name the same file (" + options.out + ")");
-  OutputFiles::check_destination(options.out);
-  if (!options.lse.empty()) OutputFiles::check_destination(options.lse);
+  const AttentionPath path = parse_attention_path(options.path);
+  const std::string flags = weights_flags(options);
+  const bool want_weights = !flags.empty();
+  if (want_weights && path == AttentionPath::fused)
+    throw Error("--path fused cannot give " + flags +
+                ": the fused path never stores the attention weights (use --path unfused or auto)");
+  OutputFiles::check_destinations(
+      {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}});
   const RunInputs inputs = load_run_inputs(options);
   const AttentionLayouts& layouts = inputs.layouts;
   const AttentionProblem& problem = inputs.problem;
+  if (!options.heatmap.empty())
+    check_heatmap(options.heatmap, problem.batch, problem.heads, problem.seq_q, problem.seq_k);
 
   ContextOptions context_options;
   context_options.device = options.device;
   Context context(context_options);
+  // Before anything is allocated: P grows with seq_q·seq_k and is the one buffer that may not fit.
+  if (want_weights)
+    check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(), flags);
 
   Buffer q = upload_tensor(context, layouts.q, inputs.q);
   Buffer k = upload_tensor(context, layouts.k, inputs.k);
@@ -53,7 +71,7 @@ int run(const RunOptions& options) {
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
   // Optional buffers: std::optional rather than default-constructed Buffers (see the report on
   // buffer.hpp: Buffer() = default needs Allocation complete).
-  std::optional<Buffer> lse, mask, kv_lengths;
+  std::optional<Buffer> lse, mask, kv_lengths, weights;
 
   AttentionArgs args;
   args.q = {&q, layouts.q};
@@ -61,6 +79,11 @@ int run(const RunOptions& options) {
   args.v = {&v, layouts.v};
   args.out = {&out, layouts.out};
   args.options = layouts.options;
+  args.path = path;
+  if (want_weights) {
+    weights.emplace(allocate(context, weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k)));
+    args.weights = {&*weights, 0};
+  }
   if (layouts.has_lse) {
     lse.emplace(allocate(context, rows * sizeof(float)));
     args.lse = {&*lse, 0};
@@ -100,6 +123,19 @@ int run(const RunOptions& options) {
     const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q};
     files.stage(options.lse, npy::serialize_floats(shape, values, false));
   }
+  if (want_weights) {
+    // All of P for --weights; for --heatmap alone only the heads of batch 0 it draws.
+    const int64_t row = problem.seq_q * problem.seq_k;  // one head's (seq_q, seq_k) block
+    const int64_t heads = options.weights.empty() ? heatmap_heads(problem.heads) : problem.batch * problem.heads;
+    std::vector<float> values(static_cast<std::size_t>(heads * row));
+    if (!values.empty()) weights->download(values.data(), values.size() * sizeof(float));
+    if (!options.weights.empty()) {
+      const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q, problem.seq_k};
+      files.stage(options.weights, npy::serialize_floats(shape, values, false));
+    }
+    if (!options.heatmap.empty())
+      stage_heatmap(files, options.heatmap, values, problem.heads, problem.seq_q, problem.seq_k);
+  }
   files.commit();
   return 0;
 }
@@ -108,7 +144,7 @@ int run(const RunOptions& options) {
 
 Command add_run_command(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* app = parent.add_subcommand("run", "Run attention on .npy inputs and write O (and LSE) as .npy");
+  CLI::App* app = parent.add_subcommand("run", "Run attention on .npy inputs and write O (and LSE, P) as .npy");
   app->add_option("--q", o->q, "Q: (batch, heads, seq_q, dim_qk), '<f4' or '<f2'")->required();
   app->add_option("--k", o->k, "K: (batch, kv_heads, seq_k, dim_qk)")->required();
   app->add_option("--v", o->v, "V: (batch, kv_heads, seq_k, dim_v)")->required();
@@ -124,6 +160,16 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--out", o->out, "Output O: (batch, heads, seq_q, dim_v) in Q's dtype (f32 for bf16)")->required();
   app->add_option("--lse", o->lse, "Optional log-sum-exp output: (batch, heads, seq_q) float32");
+  app->add_option("--weights", o->weights,
+                  "Optional attention weights P: (batch, heads, seq_q, seq_k) float32; 0 for masked keys and "
+                  "fully masked rows (needs the unfused path)");
+  app->add_option("--heatmap", o->heatmap,
+                  "Draw batch 0's attention weights (first 16 heads) as a PNG (computes P even without --weights)");
+  app->add_option("--path", o->path,
+                  "auto: unfused when P is asked for, else fused; fused: one pass, never stores P; unfused: "
+                  "scores, softmax, P·V")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fused", "unfused"}));
   return {app, [o]() { return run(*o); }};
 }
 

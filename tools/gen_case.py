@@ -3,7 +3,7 @@
 
     python3 tools/gen_case.py --list
     python3 tools/gen_case.py --case causal_bottom_right_sq_gt_sk --out-dir /tmp/case
-        -> q.npy k.npy v.npy [mask.npy] [kv_lens.npy] ref_out.npy ref_lse.npy, and the
+        -> q.npy k.npy v.npy [mask.npy] [kv_lens.npy] ref_out.npy ref_lse.npy ref_p.npy, and the
            `vkattn run` arguments on stdout
 
 check_run.py runs the cases through `vkattn run` and compares. A case is a plain dataclass so new
@@ -46,6 +46,9 @@ class Case:
     poison: bool = False  # NaN and Inf in K and V at keys >= kv_lengths[b]: must not leak
     nan_visible: bool = False  # NaN in one query row and one visible value: must propagate, only there
     lse: bool = True
+    weights: bool = False  # also --weights p.npy, checked against the reference's softmax weights
+    heatmap: bool = False  # also --heatmap heads.png (checked to be a PNG)
+    path: str = None  # --path passed to vkattn run (None: the default, auto)
 
     def __post_init__(self):
         self.kv_heads = self.kv_heads or self.heads
@@ -60,16 +63,20 @@ class Case:
 # Everything DESIGN.md §1 promises, on sizes small enough for lavapipe, plus the long-KV decode case.
 CASES = [
     Case("basic_f32", batch=2, heads=3, seq_q=65, dim=64),
+    Case("basic_f32_unfused", batch=2, heads=3, seq_q=65, dim=64, path="unfused"),
+    Case("weights_basic", batch=2, heads=3, seq_q=65, seq_k=70, dim=64, weights=True, heatmap=True),
     Case("causal_top_left_sq_lt_sk", seq_q=37, seq_k=113, causal="top-left"),
     Case("causal_bottom_right_sq_lt_sk", seq_q=37, seq_k=113, causal="bottom-right"),
     Case("causal_top_left_sq_gt_sk", seq_q=113, seq_k=37, causal="top-left"),
-    Case("causal_bottom_right_sq_gt_sk", seq_q=113, seq_k=37, causal="bottom-right"),  # rows < 76 fully masked
+    Case("causal_bottom_right_sq_gt_sk", seq_q=113, seq_k=37, causal="bottom-right",
+         weights=True),  # rows < 76 fully masked
     Case("bool_mask_2d", seq_q=47, seq_k=71, mask="bool"),
     Case("bool_mask_fully_masked_rows", seq_q=40, seq_k=50, mask="bool", mask_shape="b1", masked_rows=5),
-    Case("float_mask_f32_bh_inf_rows", seq_q=40, seq_k=50, mask="f32", mask_shape="bh", masked_rows=3),
+    Case("float_mask_f32_bh_inf_rows", seq_q=40, seq_k=50, mask="f32", mask_shape="bh", masked_rows=3, weights=True),
     Case("float_mask_f16_1h", heads=4, seq_q=31, seq_k=64, mask="f16", mask_shape="1h", causal="bottom-right"),
     Case("kv_lengths_with_zero", batch=3, seq_q=20, seq_k=45, kv_lengths=[0, 17, 45]),
-    Case("kv_lengths_poisoned", batch=3, seq_q=20, seq_k=45, kv_lengths=[9, 0, 30], poison=True, causal="top-left"),
+    Case("kv_lengths_poisoned", batch=3, seq_q=20, seq_k=45, kv_lengths=[9, 0, 30], poison=True, causal="top-left",
+         weights=True),
     Case("gqa_8_over_2", batch=2, heads=8, kv_heads=2, seq_q=50, seq_k=77, dim=40),
     Case("mqa_6_over_1", batch=1, heads=6, kv_heads=1, seq_q=17, seq_k=130, causal="bottom-right"),
     Case("dim_1", seq_q=29, seq_k=41, dim=1),
@@ -79,11 +86,13 @@ CASES = [
     Case("negative_scale", seq_q=30, seq_k=30, scale=-0.3),
     Case("nan_propagates", seq_q=40, seq_k=40, causal="top-left", nan_visible=True),
     Case("everything_at_once", batch=3, heads=4, kv_heads=2, seq_q=27, seq_k=61, dim=21, causal="top-left",
-         mask="bool", mask_shape="bh", masked_rows=2, kv_lengths=[61, 0, 13], poison=True, scale=0.2),
+         mask="bool", mask_shape="bh", masked_rows=2, kv_lengths=[61, 0, 13], poison=True, scale=0.2,
+         weights=True, heatmap=True),
     Case("f16_files", heads=4, seq_q=63, seq_k=130, dim=64, file_dtype="f2", causal="bottom-right"),
-    Case("f16_files_mask_gqa", heads=4, kv_heads=2, seq_q=33, seq_k=40, file_dtype="f2", mask="f16", masked_rows=2),
+    Case("f16_files_mask_gqa", heads=4, kv_heads=2, seq_q=33, seq_k=40, file_dtype="f2", mask="f16", masked_rows=2,
+         weights=True),
     Case("f16_from_f32", seq_q=40, seq_k=90, dim=48, dtype="f16"),
-    Case("bf16_from_f32", seq_q=40, seq_k=90, dim=48, dtype="bf16", causal="top-left"),
+    Case("bf16_from_f32", seq_q=40, seq_k=90, dim=48, dtype="bf16", causal="top-left", weights=True),
     Case("bf16_dim_256_gqa", batch=1, heads=4, kv_heads=1, seq_q=20, seq_k=64, dim=256, dtype="bf16"),
     Case("decode_seq_k_20000", batch=1, heads=4, seq_q=1, seq_k=20000, dim=64),
     Case("decode_seq_k_20000_causal_kv", batch=2, heads=2, seq_q=1, seq_k=20000, dim=64, causal="bottom-right",
@@ -121,7 +130,8 @@ def make_mask(case, rng):
 
 
 def generate(case, seed=0):
-    """Returns (files {name: array}, `vkattn run` args [str], reference (out, lse), V as the GPU sees it)."""
+    """Returns (files {name: array}, `vkattn run` args [str], reference (out, lse, weights P), V as the
+    GPU sees it)."""
     rng = np.random.default_rng(zlib.crc32(case.name.encode()) + seed)
     file_type = np.float16 if case.file_dtype == "f2" else np.float32
     q = rng.standard_normal((case.batch, case.heads, case.seq_q, case.dim)).astype(file_type)
@@ -154,12 +164,18 @@ def generate(case, seed=0):
         args += ["--dtype", case.dtype]
     if case.lse:
         args += ["--lse", "lse.npy"]
+    if case.weights:
+        args += ["--weights", "p.npy"]
+    if case.heatmap:
+        args += ["--heatmap", "heads.png"]
+    if case.path:
+        args += ["--path", case.path]
 
     dtype = case.compute_dtype
     seen = [sdpa_reference.round_to(x, dtype) for x in (q, k, v)]
-    out, lse = sdpa_reference.attention(*seen, causal=case.causal, scale=case.scale, mask=mask,
-                                        kv_lengths=case.kv_lengths)
-    return files, args, (out, lse), seen[2]
+    out, lse, p = sdpa_reference.attention(*seen, causal=case.causal, scale=case.scale, mask=mask,
+                                           kv_lengths=case.kv_lengths, weights=True)
+    return files, args, (out, lse, p), seen[2]
 
 
 def write(directory, files):
@@ -181,8 +197,8 @@ def main():
         return
     if not args.out_dir:
         parser.error("--out-dir is required with --case")
-    files, run_args, (out, lse), _ = generate(find_case(args.case), args.seed)
-    files["ref_out"], files["ref_lse"] = out, lse
+    files, run_args, (out, lse, p), _ = generate(find_case(args.case), args.seed)
+    files["ref_out"], files["ref_lse"], files["ref_p"] = out, lse, p
     write(args.out_dir, files)
     print("vkattn run " + " ".join(run_args))
 

@@ -16,6 +16,8 @@ namespace vkattn::cli {
 // What the user passed (paths and flag values as typed).
 struct RunOptions {
   std::string q, k, v, mask, kv_lens, out, lse;  // empty = absent
+  std::string weights, heatmap;                   // empty = absent; either needs the unfused path
+  std::string path = "auto";                      // auto | fused | unfused
   std::string causal = "none";
   std::string scale;  // empty = default 1/sqrt(dim_qk); parsed as float, "inf"/"nan" included
   std::string dtype;  // empty = Q's dtype

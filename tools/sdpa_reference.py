@@ -57,9 +57,11 @@ def as_4d(mask):
     return mask.reshape((1, 1) + mask.shape) if mask.ndim == 2 else mask
 
 
-def attention(q, k, v, *, causal="none", scale=None, mask=None, kv_lengths=None):
+def attention(q, k, v, *, causal="none", scale=None, mask=None, kv_lengths=None, weights=False):
     """fp64 attention. q (B,H,Sq,D), k (B,G,Sk,D), v (B,G,Sk,Dv): already rounded to the storage
-    dtype. mask: bool (True = attend) or float (added), 2-D or 4-D. Returns (O, LSE) in float64."""
+    dtype. mask: bool (True = attend) or float (added), 2-D or 4-D. Returns (O, LSE) in float64, and
+    with weights=True also P (B,H,Sq,Sk): the softmax weights, exactly 0 for masked keys and for
+    every key of a fully masked row."""
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
@@ -102,4 +104,7 @@ def attention(q, k, v, *, causal="none", scale=None, mask=None, kv_lengths=None)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(fully_masked, 0.0, out / np.where(fully_masked, 1.0, total))
         lse = np.where(fully_masked, -np.inf, shift + np.log(np.where(fully_masked, 1.0, total)))
+        p = np.where(fully_masked, 0.0, p / np.where(fully_masked, 1.0, total))
+    if weights:
+        return out, lse[..., 0], p
     return out, lse[..., 0]
