@@ -198,6 +198,70 @@ TEST_SUITE("errors") {
 }
 
 TEST_SUITE("errors") {
+  TEST_CASE("the weights P: a path that cannot give them, a buffer too small or misaligned") {
+    Fixture f;
+    Buffer weights = Buffer::allocate(f.ctx, B * H * SQ * SK * 4 + 16);
+    f.expect_error(
+        [&](AttentionArgs& a) {
+          a.weights = {&weights, 0};
+          a.path = AttentionPath::fused;
+        },
+        {"path", "fused", "weights"});
+    f.expect_error([&](AttentionArgs& a) { a.weights = {&f.small_buf, 0}; }, {"weights:", "bytes", "(2, 4, 10, 12)"});
+    f.expect_error([&](AttentionArgs& a) { a.weights = {&weights, 2}; }, {"weights:", "multiple of 4"});
+    f.expect_error([&](AttentionArgs& a) { a.weights = {&weights, 32}; }, {"weights:", "bytes"});
+
+    // The plan says which path runs and what the scores cost.
+    AttentionArgs with_weights = f.args;
+    with_weights.weights = {&weights, 0};
+    const AttentionPlan plan = plan_attention(f.ctx, with_weights);
+    CHECK(std::string(plan.path) == "unfused");
+    CHECK(plan.scores_bytes == uint64_t(B * H * SQ * SK * 4));
+    CHECK(plan.workspace_bytes == 0);  // the scores live in the weights buffer
+    AttentionArgs unfused = f.args;
+    unfused.path = AttentionPath::unfused;
+    CHECK(plan_attention(f.ctx, unfused).workspace_bytes >= uint64_t(B * H * SQ * SK * 4));
+    CHECK(std::string(plan_attention(f.ctx, f.args).path) == "fused");
+    // Recording the unfused path without the workspace it needs is refused before anything is recorded.
+    CHECK(contains(error_message([&] { record_attention(f.ctx, reinterpret_cast<VkCommandBuffer>(1), unfused); }),
+                   "workspace"));
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("the multi-head layer: bad weights and bad inputs are refused before any dispatch") {
+    Context& ctx = context();
+    MhaWeights w;
+    w.embed_dim = 8;
+    w.num_heads = 3;  // 8 % 3 != 0
+    w.q_proj_weight.assign(64, 0.1f);
+    w.k_proj_weight.assign(64, 0.1f);
+    w.v_proj_weight.assign(64, 0.1f);
+    w.out_proj_weight.assign(64, 0.1f);
+    w.in_proj_bias.assign(24, 0.0f);
+    w.out_proj_bias.assign(8, 0.0f);
+    CHECK(contains(error_message([&] { MultiHeadAttention layer(ctx, w); }), "embed_dim (8)"));
+    w.num_heads = 2;
+    w.k_proj_weight.resize(60);
+    CHECK(contains(error_message([&] { MultiHeadAttention layer(ctx, w); }), "k_proj_weight: expected 64 values (8, 8)"));
+    w.k_proj_weight.resize(64);
+    MultiHeadAttention layer(ctx, w);
+    const std::vector<float> x(3 * 8, 0.5f), short_key(2 * 8, 0.5f);
+    MhaInputs in;
+    in.batch = 1, in.seq_q = 3, in.seq_k = 3;
+    in.query = x;
+    in.key = short_key;
+    in.value = x;
+    CHECK(contains(error_message([&] { layer.forward(in); }), "key: expected 24 values (1, 3, 8)"));
+    in.key = x;
+    in.key_padding_mask = {0, 1};
+    CHECK(contains(error_message([&] { layer.forward(in); }), "key_padding_mask"));
+    in.key_padding_mask.clear();
+    in.need_weights = true;
+    CHECK(contains(error_message([&] { layer.forward(in, AttentionPath::fused); }), "fused"));
+    CHECK(layer.forward(in).out.size() == 24);  // and the layer still works
+    expect_no_validation_messages();
+  }
+
   TEST_CASE("out of memory is an Error with the VkResult, and the context stays usable") {
     Fixture f;
     std::string message, result;
