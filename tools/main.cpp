@@ -1,6 +1,6 @@
-// `vkattn`: list devices, run attention on .npy files, benchmark. Every failure ends as one line
-// "vkattn: error: <message>" on stderr and a non-zero exit code (1 for errors, 2 for usage errors),
-// so scripts can rely on stdout holding only results.
+// `vkattn`: list devices, run attention (or a multi-head attention layer) on .npy files, benchmark.
+// Every failure ends as one line "vkattn: error: <message>" on stderr and a non-zero exit code (1 for
+// errors, 2 for usage errors), so scripts can rely on stdout holding only results.
 #include <CLI/CLI.hpp>
 
 #include <exception>
@@ -34,6 +34,7 @@ int run(int argc, char** argv) {
       vkattn::cli::add_devices_command(app),
       vkattn::cli::add_run_command(app),
       vkattn::cli::add_bench_command(app),
+      vkattn::cli::add_mha_command(app),
   };
 
   try {

@@ -1,0 +1,123 @@
+// `vkattn mha`: a torch.nn.MultiheadAttention(batch_first=True) layer on the GPU, from its state_dict
+// saved as .npz and batch-first .npy inputs — to check the layer against PyTorch, or to run it
+// without writing C++. Everything is checked before a device is opened; outputs are written only
+// after the run succeeded (output_files.hpp).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "heatmap_output.hpp"
+#include "mha_inputs.hpp"
+#include "npy.hpp"
+#include "output_files.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/mha.hpp"
+#include "vkattn/numeric.hpp"
+#include "weights_budget.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+// "--attn-weights", "--heatmap" or "--attn-weights/--heatmap": the options that asked for P.
+std::string weights_flags(const MhaOptions& o) {
+  std::string flags = o.attn_weights.empty() ? "" : "--attn-weights";
+  if (!o.heatmap.empty()) flags += flags.empty() ? "--heatmap" : "/--heatmap";
+  return flags;
+}
+
+// (batch, H, Sq, Sk) -> (batch, Sq, Sk): the mean over heads, torch's average_attn_weights.
+std::vector<float> average_heads(const std::vector<float>& p, int64_t batch, int64_t heads, int64_t block) {
+  std::vector<float> mean(static_cast<std::size_t>(batch * block), 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t n = 0; n < block; ++n) {
+      double sum = 0.0;
+      for (int64_t h = 0; h < heads; ++h) sum += p[static_cast<std::size_t>((b * heads + h) * block + n)];
+      mean[static_cast<std::size_t>(b * block + n)] = static_cast<float>(sum / static_cast<double>(heads));
+    }
+  return mean;
+}
+
+int run(const MhaOptions& o) {
+  const AttentionPath path = parse_attention_path(o.path);
+  const std::string flags = weights_flags(o);
+  const bool want_weights = !flags.empty();
+  if (want_weights && path == AttentionPath::fused)
+    throw Error("--path fused cannot give " + flags +
+                ": the fused path never stores the attention weights (use --path unfused or auto)");
+  OutputFiles::check_destinations({{"--out", o.out}, {"--attn-weights", o.attn_weights}, {"--heatmap", o.heatmap}});
+  const MhaLoaded loaded = load_mha_inputs(o);
+  const int64_t B = loaded.batch, H = loaded.weights.num_heads, Sq = loaded.seq_q, Sk = loaded.seq_k;
+  const int64_t E = loaded.weights.embed_dim;
+  if (!o.heatmap.empty()) check_heatmap(o.heatmap, B, H, Sq, Sk);
+
+  ContextOptions context_options;
+  context_options.device = o.device;
+  Context context(context_options);
+  // The layer computes P per head even when averaged, so that is what has to fit.
+  if (want_weights) check_weights_fit(B, H, Sq, Sk, context.device_info(), flags);
+
+  MultiHeadAttention layer(context, loaded.weights, loaded.dtype);
+  MhaInputs inputs = loaded.inputs();
+  inputs.need_weights = want_weights;
+  inputs.average_weights = false;  // per head: the heatmap draws heads; averaged below when asked
+  const MhaResult result = layer.forward(inputs, path);
+
+  OutputFiles files;
+  const std::vector<int64_t> out_shape = {B, Sq, E};
+  files.stage(o.out, npy::serialize_floats(out_shape, result.out, loaded.out_f16));
+  if (!o.attn_weights.empty()) {
+    if (o.average_weights) {
+      const std::vector<int64_t> shape = {B, Sq, Sk};
+      files.stage(o.attn_weights, npy::serialize_floats(shape, average_heads(result.weights, B, H, Sq * Sk), false));
+    } else {
+      const std::vector<int64_t> shape = {B, H, Sq, Sk};
+      files.stage(o.attn_weights, npy::serialize_floats(shape, result.weights, false));
+    }
+  }
+  if (!o.heatmap.empty()) stage_heatmap(files, o.heatmap, result.weights, H, Sq, Sk);
+  files.commit();
+  return 0;
+}
+
+}  // namespace
+
+Command add_mha_command(CLI::App& parent) {
+  auto o = std::make_shared<MhaOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "mha", "Run a torch.nn.MultiheadAttention layer (batch_first) from its state_dict (.npz) on .npy inputs");
+  app->add_option("--weights", o->weights,
+                  "state_dict as .npz: in_proj_weight (3E,E) or q/k/v_proj_weight, in_proj_bias, out_proj.weight, "
+                  "out_proj.bias")
+      ->required();
+  app->add_option("--query", o->query, "Query: (batch, seq_q, E), '<f4' or '<f2'")->required();
+  app->add_option("--key", o->key, "Key: (batch, seq_k, kdim); with --value; both omitted = self-attention");
+  app->add_option("--value", o->value, "Value: (batch, seq_k, vdim)");
+  app->add_option("--heads", o->heads, "Number of heads H (E % H == 0)")->required()->check(CLI::Range(1, 1 << 20));
+  app->add_option("--kv-heads", o->kv_heads, "KV heads (GQA; default: from k_proj_weight, else H)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--causal", o->causal, "Causal mask alignment")
+      ->check(CLI::IsMember({"none", "top-left", "bottom-right"}))
+      ->default_str("none");
+  app->add_option("--key-padding-mask", o->key_padding_mask,
+                  "(batch, seq_k) bool or int: nonzero = IGNORE the key (torch's convention)");
+  app->add_option("--attn-mask", o->attn_mask,
+                  "(seq_q, seq_k) float32 added to the scores, or bool with True = NOT allowed (torch's layer)");
+  app->add_option("--dtype", o->dtype, "Storage dtype to compute in (default: the query's)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--path", o->path, "Attention kernels: auto (unfused when weights are asked for), fused, unfused")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fused", "unfused"}));
+  app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
+  app->add_option("--out", o->out, "Output: (batch, seq_q, E) float32 ('<f2' for a '<f2' query computed in f16)")
+      ->required();
+  CLI::Option* attn_weights =
+      app->add_option("--attn-weights", o->attn_weights, "Optional attention weights: (batch, H, seq_q, seq_k) float32");
+  app->add_flag("--average-weights", o->average_weights, "Write the weights averaged over heads: (batch, seq_q, seq_k)")
+      ->needs(attn_weights);
+  app->add_option("--heatmap", o->heatmap, "Draw batch 0's per-head attention weights (first 16 heads) as a PNG");
+  return {app, [o]() { return run(*o); }};
+}
+
+}  // namespace vkattn::cli

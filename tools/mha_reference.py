@@ -1,0 +1,106 @@
+"""An independent fp64 NumPy reference of torch.nn.MultiheadAttention(batch_first=True), as vkattn
+defines it (DESIGN.md §1), for checking `vkattn mha` with code that shares nothing with the library:
+
+    Q = query·Wqᵀ + bq,  K = key·Wkᵀ + bk,  V = value·Wvᵀ + bv          (heads split: E/H features each)
+    A[b,h] = softmax(Q[b,h]·K[b,g(h)]ᵀ / sqrt(E/H) + attn_mask, masked) · V[b,g(h)]
+    out = merge_heads(A)·Woᵀ + bo
+
+with g(h) = h // (H // kv_heads) (vkattn's grouped-query extension; kv_heads = H is torch's layer);
+key_padding_mask nonzero = ignore the key; a bool attn_mask True = not allowed (torch's layer), a
+float one added (-inf masks); causal top-left (j <= i) or bottom-right (j <= i + Sk - Sq).
+Where vkattn differs from torch on purpose: a query row with every key masked gives an attention
+output of 0 (so the layer output is out_proj.bias) and all-zero weights, where torch gives NaN.
+"""
+import numpy as np
+
+
+def state_dict(rng, embed, heads, kv_heads=None, kdim=None, vdim=None, bias=True):
+    """Random weights named and shaped as torch's state_dict: the packed in_proj_weight when
+    kdim == vdim == embed and kv_heads == heads, else q/k/v_proj_weight."""
+    kv_heads = kv_heads or heads
+    kdim = kdim or embed
+    vdim = vdim or embed
+    kvd = kv_heads * (embed // heads)
+
+    def uniform(*shape, fan_in):
+        return rng.uniform(-1.0, 1.0, shape).astype(np.float32) / np.float32(np.sqrt(fan_in))
+
+    d = {}
+    if kdim == vdim == embed and kv_heads == heads:
+        d["in_proj_weight"] = uniform(3 * embed, embed, fan_in=embed)
+    else:
+        d["q_proj_weight"] = uniform(embed, embed, fan_in=embed)
+        d["k_proj_weight"] = uniform(kvd, kdim, fan_in=kdim)
+        d["v_proj_weight"] = uniform(kvd, vdim, fan_in=vdim)
+    d["out_proj.weight"] = uniform(embed, embed, fan_in=embed)
+    if bias:
+        d["in_proj_bias"] = rng.uniform(-0.5, 0.5, embed + 2 * kvd).astype(np.float32)
+        d["out_proj.bias"] = rng.uniform(-0.5, 0.5, embed).astype(np.float32)
+    return d
+
+
+def split_weights(d, embed, heads, kv_heads):
+    """(Wq, Wk, Wv, bq, bk, bv, Wo, bo) in float64 from a state_dict (biases None when absent)."""
+    kvd = kv_heads * (embed // heads)
+    if "in_proj_weight" in d:
+        w = d["in_proj_weight"].astype(np.float64)
+        wq, wk, wv = w[:embed], w[embed:2 * embed], w[2 * embed:]
+    else:
+        wq, wk, wv = (d[n].astype(np.float64) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"))
+    if "in_proj_bias" in d:
+        b = d["in_proj_bias"].astype(np.float64)
+        bq, bk, bv = b[:embed], b[embed:embed + kvd], b[embed + kvd:]
+        bo = d["out_proj.bias"].astype(np.float64)
+    else:
+        bq = bk = bv = bo = None
+    return wq, wk, wv, bq, bk, bv, d["out_proj.weight"].astype(np.float64), bo
+
+
+def linear(x, w, b):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="none", key_padding_mask=None,
+                         attn_mask=None):
+    """Returns (out (B,Sq,E), weights (B,H,Sq,Sk)) in float64. key/value None: self-attention."""
+    query = np.asarray(query, np.float64)
+    key = query if key is None else np.asarray(key, np.float64)
+    value = query if value is None else np.asarray(value, np.float64)
+    embed = d["out_proj.weight"].shape[0]
+    kv_heads = kv_heads or heads
+    head_dim = embed // heads
+    batch, seq_q, _ = query.shape
+    seq_k = key.shape[1]
+    wq, wk, wv, bq, bk, bv, wo, bo = split_weights(d, embed, heads, kv_heads)
+
+    q = linear(query, wq, bq).reshape(batch, seq_q, heads, head_dim).transpose(0, 2, 1, 3)
+    k = linear(key, wk, bk).reshape(batch, seq_k, kv_heads, head_dim).transpose(0, 2, 1, 3)
+    v = linear(value, wv, bv).reshape(batch, seq_k, kv_heads, head_dim).transpose(0, 2, 1, 3)
+    k = np.repeat(k, heads // kv_heads, axis=1)
+    v = np.repeat(v, heads // kv_heads, axis=1)
+
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
+    visible = np.ones((batch, heads, seq_q, seq_k), bool)
+    i = np.arange(seq_q)[:, None]
+    j = np.arange(seq_k)[None, :]
+    if causal == "top-left":
+        visible &= j <= i
+    elif causal == "bottom-right":
+        visible &= j <= i + seq_k - seq_q
+    if key_padding_mask is not None:
+        visible &= ~np.asarray(key_padding_mask, bool)[:, None, None, :]
+    if attn_mask is not None:
+        attn_mask = np.asarray(attn_mask)
+        if attn_mask.dtype == np.bool_:
+            visible &= ~attn_mask
+        else:
+            scores = scores + attn_mask.astype(np.float64)
+    scores = np.where(visible, scores, -np.inf)
+
+    row_max = scores.max(axis=-1, keepdims=True)
+    empty = row_max == -np.inf
+    p = np.exp(scores - np.where(empty, 0.0, row_max))
+    p = np.where(empty, 0.0, p / np.where(empty, 1.0, p.sum(axis=-1, keepdims=True)))
+    attn = (p @ v).transpose(0, 2, 1, 3).reshape(batch, seq_q, embed)
+    return linear(attn, wo, bo), p
