@@ -40,6 +40,18 @@ std::vector<int64_t> sample_batches(const AttentionProblem& p) {
   return batches;
 }
 
+// The reference returns P for a whole batch in doubles, even for a sample of rows: beyond this it
+// is not worth the host memory, and P goes unchecked.
+constexpr double kWeightsBudgetBytes = 512.0 * 1024 * 1024;
+
+// |got - want| for one element; +inf when the GPU gave a non-finite value or a masked key (want 0)
+// got any weight at all.
+double weight_error(double got, double want) {
+  if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+  if (want == 0.0) return got == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::fabs(got - want);
+}
+
 // `layout` restricted to batch b: same strides, one batch, the offset moved to it.
 TensorLayout one_batch(TensorLayout layout, int64_t b) {
   layout.offset += b * layout.stride_batch;
@@ -65,7 +77,7 @@ std::vector<int64_t> sample_rows(const AttentionProblem& p) {
 
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                                    std::span<const float> gpu_out) {
+                                    std::span<const float> gpu_out, const Buffer* gpu_weights) {
   const std::vector<int64_t> rows = sample_rows(problem);
   double max_v = 0.0;
   for (float x : v)
@@ -75,6 +87,10 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
   CheckResult result;
   result.tolerance = check_tolerance(problem.dtype);
   result.rows_checked = rows.size();
+  const double batch_weights_bytes = 8.0 * static_cast<double>(problem.heads) * static_cast<double>(problem.seq_q) *
+                                     static_cast<double>(problem.seq_k);
+  result.weights_checked = gpu_weights != nullptr && batch_weights_bytes <= kWeightsBudgetBytes;
+  std::vector<float> gpu_row(static_cast<std::size_t>(problem.seq_k));
   for (int64_t b : sample_batches(problem)) {
     reference::Inputs in;
     in.q_layout = one_batch(layouts.q, b);
@@ -84,6 +100,7 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
     in.k = k;
     in.v = v;
     in.options = layouts.options;
+    in.weights = result.weights_checked;
     const reference::Outputs ref = reference::attention(in, rows);
     for (int64_t h = 0; h < problem.heads; ++h)
       for (int64_t i : rows)
@@ -102,6 +119,21 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
           }
           result.max_abs_err = std::max(result.max_abs_err, err);
         }
+    if (!result.weights_checked) continue;
+    // One row of P at a time: the sampled rows are spread over seq_q, and P may be far larger than
+    // what the host should hold for a check.
+    const uint64_t row_bytes = static_cast<uint64_t>(problem.seq_k) * sizeof(float);
+    for (int64_t h = 0; h < problem.heads; ++h)
+      for (int64_t i : rows) {
+        if (row_bytes == 0) continue;
+        const uint64_t row = static_cast<uint64_t>((b * problem.heads + h) * problem.seq_q + i);
+        gpu_weights->download(gpu_row.data(), row_bytes, row * row_bytes);
+        const double* want = ref.weights.data() + static_cast<std::size_t>((h * problem.seq_q + i) * problem.seq_k);
+        for (int64_t j = 0; j < problem.seq_k; ++j) {
+          const double err = weight_error(gpu_row[static_cast<std::size_t>(j)], want[j]);
+          result.max_weight_err = std::max(result.max_weight_err, err);
+        }
+      }
   }
   return result;
 }

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "vkattn/buffer.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -24,14 +25,19 @@ struct CheckResult {
   double max_abs_err = 0.0;  // normalised by max|V|; +inf when the GPU gave NaN/Inf the reference has not
   double tolerance = 0.0;
   std::size_t rows_checked = 0;
-  bool passed() const { return max_abs_err <= tolerance; }
+  // The weights P on the same rows, absolute (they are probabilities); a masked key must weigh
+  // exactly 0. Checked only when P was written and the reference can hold one batch of it.
+  bool weights_checked = false;
+  double max_weight_err = 0.0;
+  bool passed() const { return max_abs_err <= tolerance && (!weights_checked || max_weight_err <= tolerance); }
 };
 
 // q, k, v: the values the GPU saw (already rounded to the dtype), dense in `layouts`; `gpu_out`:
-// the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v). No mask or kv_lengths (bench uses
-// neither).
+// the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v); `gpu_weights`, when not null, the
+// device buffer holding P f32 (batch, heads, seq_q, seq_k) dense (only the sampled rows are read back).
+// No mask or kv_lengths (bench uses neither).
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                                    std::span<const float> gpu_out);
+                                    std::span<const float> gpu_out, const Buffer* gpu_weights = nullptr);
 
 }  // namespace vkattn::cli

@@ -23,6 +23,7 @@
 #include "vkattn/numeric.hpp"
 #include "vkattn/timer.hpp"
 #include "vkattn/version.hpp"
+#include "weights_budget.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -32,6 +33,9 @@ struct BenchOptions {
   std::vector<int64_t> seq_q = {1024}, seq_k;  // lists: one result per (seq_q, seq_k) pair
   int64_t dim = 64, dim_v = 0;                 // 0: dim_v = dim
   std::string dtype = "f32", causal = "none", device, kernel = "auto";
+  // auto and fused: the fused kernels, no weights. unfused: the three-stage path, writing the weights P
+  // (that is what one takes it for), so its time and memory include materialising them.
+  std::string path = "auto";
   int warmup = 3, iters = 10;
   bool counts_given = false;  // --warmup or --iters on the command line: honoured exactly
   double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
@@ -42,6 +46,8 @@ struct BenchOptions {
 struct Result {
   AttentionProblem problem;
   AttentionPlan plan;
+  bool weights = false;       // P (B,H,Sq,Sk) f32 was written
+  uint64_t device_bytes = 0;  // Q, K, V, O, P (when written) and the workspace of one call
   int rotations = 1;
   int iters = 0;
   double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
@@ -98,12 +104,23 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
   layouts.options.causal = parse_causal(o.causal);
   Result result;
   result.problem = check_attention(layouts);  // before generating gigabytes of random numbers
+  const AttentionPath path = parse_attention_path(o.path);
+  result.weights = path == AttentionPath::unfused;
+  const AttentionProblem& p = result.problem;
+  const uint64_t p_bytes = result.weights ? weights_bytes(p.batch, p.heads, p.seq_q, p.seq_k) : 0;
+  if (result.weights)
+    check_weights_fit(p.batch, p.heads, p.seq_q, p.seq_k, context.device_info(),
+                      "--path unfused");
 
   std::mt19937_64 rng(o.seed);
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   const std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
   const std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
   const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(dtype);
+  // One P for every rotated set: it is written, never read, and usually far larger than the cache
+  // the rotation defeats, so copies would only multiply the memory the unfused path needs.
+  std::optional<Buffer> weights;
+  if (result.weights) weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
 
   // The same values in every set: only the addresses have to differ to defeat the cache. A set the
   // device has no memory for ends the rotation there (the first one must fit).
@@ -126,14 +143,23 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
     args[r].v = {&sets[r].v, layouts.v};
     args[r].out = {&sets[r].out, layouts.out};
     args[r].options = layouts.options;
+    args[r].path = path;
+    if (weights) args[r].weights = {&*weights, 0};
   }
   result.rotations = static_cast<int>(sets.size());
   result.plan = plan_attention(context, args[0]);
+  const auto bytes_of = [](const TensorLayout& l) {
+    return static_cast<uint64_t>(l.element_count()) * dtype_size(l.dtype);
+  };
+  result.device_bytes = bytes_of(layouts.q) + bytes_of(layouts.k) + bytes_of(layouts.v) + out_bytes + p_bytes +
+                        result.plan.workspace_bytes;
 
   // Poison every output before the first run: the check reads set 0's output from the timed runs
   // (set 0 runs first), so a kernel that skips rows leaves NaN there rather than stale results.
-  if (o.check)
+  if (o.check) {
     for (TensorSet& set : sets) set.out.fill(0xFF);  // all-ones bytes: NaN in f32, f16 and bf16
+    if (weights) weights->fill(0xFF);
+  }
 
   std::vector<double> ms;
   if (o.counts_given) {
@@ -161,7 +187,7 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
     if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
     std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
     decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check_against_reference(layouts, result.problem, q, k, v, out);
+    result.check = check_against_reference(layouts, result.problem, q, k, v, out, weights ? &*weights : nullptr);
   }
   return result;
 }
@@ -186,12 +212,20 @@ void print_json(const DeviceInfo& device, const std::vector<Result>& results) {
                     {"path", r.plan.path ? r.plan.path : ""},
                     {"kernel", r.plan.kernel ? r.plan.kernel : ""},
                     {"splits", r.plan.splits},
+                    {"chunks", r.plan.chunks},
+                    {"weights", r.weights},
+                    {"device_bytes", r.device_bytes},
+                    {"workspace_bytes", r.plan.workspace_bytes},
                     {"ms_median", r.ms_median},
                     {"ms_min", r.ms_min},
                     {"tflops", r.tflops},
                     {"gbps", r.gbps},
                     // nlohmann writes a non-finite double as null; a failed check is also reported on stderr
-                    {"max_abs_err", r.check ? nlohmann::ordered_json(r.check->max_abs_err) : nlohmann::ordered_json(nullptr)}});
+                    {"max_abs_err", r.check ? nlohmann::ordered_json(r.check->max_abs_err) : nlohmann::ordered_json(nullptr)},
+                    // null when not checked: no --check, the fused path, or P too large for the reference
+                    {"max_weight_err", r.check && r.check->weights_checked
+                                           ? nlohmann::ordered_json(r.check->max_weight_err)
+                                           : nlohmann::ordered_json(nullptr)}});
   }
   const nlohmann::ordered_json out = {
       {"device", device.name}, {"driver", driver_string(device)}, {"version", version()}, {"results", rows}};
@@ -203,24 +237,33 @@ void print_table(const DeviceInfo& device, const BenchOptions& o, const std::vec
   std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
               static_cast<unsigned long long>(o.seed),
               o.counts_given ? "" : "; fewer iterations where the defaults would exceed --budget");
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads", "kvh",
-              "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "rot", "iters", "ms_median", "ms_min",
-              "TFLOP/s", "GB/s", "max_abs_err");
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads",
+              "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "rot", "iters", "ms_median",
+              "ms_min", "TFLOP/s", "GB/s", "max_abs_err");
   for (const Result& r : results) {
     const AttentionProblem& p = r.problem;
+    // "fused/rowwise x4": 4 key-range splits; "unfused/gemm +P c3": writes P, in 3 chunks.
     const std::string path = std::string(r.plan.path ? r.plan.path : "?") + "/" + (r.plan.kernel ? r.plan.kernel : "?") +
-                             (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "");
-    char err[32] = "-";
-    if (r.check) std::snprintf(err, sizeof err, "%.3g%s", r.check->max_abs_err, r.check->passed() ? "" : " FAIL");
-    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-20s %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n",
+                             (r.weights ? " +P" : "") + (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "") +
+                             (r.plan.chunks > 1 ? " c" + std::to_string(r.plan.chunks) : "");
+    char err[48] = "-";
+    if (r.check) {
+      const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
+      const double worst = std::max(r.check->max_abs_err, r.check->weights_checked ? r.check->max_weight_err : 0.0);
+      std::snprintf(err, sizeof err, "%.3g%s", worst, r.check->passed() ? "" : p_failed ? " FAIL(P)" : " FAIL");
+    }
+    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-20s %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n",
                 static_cast<long long>(p.batch), static_cast<long long>(p.heads), static_cast<long long>(p.kv_heads),
                 static_cast<long long>(p.seq_q), static_cast<long long>(p.seq_k), static_cast<long long>(p.dim_qk),
-                static_cast<long long>(p.dim_v), to_string(p.dtype), to_string(p.causal), path.c_str(), r.rotations, r.iters,
-                r.ms_median, r.ms_min, r.tflops, r.gbps, err);
+                static_cast<long long>(p.dim_v), to_string(p.dtype), to_string(p.causal), path.c_str(),
+                static_cast<double>(r.device_bytes) / (1024.0 * 1024.0), r.rotations, r.iters, r.ms_median, r.ms_min,
+                r.tflops, r.gbps, err);
   }
   if (o.check && !results.empty() && results.front().check)
-    std::printf("check: fp64 reference on up to 64 sampled rows; error normalised by max|V|; tolerance %g (%s)\n",
+    std::printf("check: fp64 reference on up to 64 sampled rows; error normalised by max|V|%s; tolerance %g (%s)\n",
+                results.front().weights ? ", and of P where the reference can afford it (max_abs_err shows the larger)" : "",
                 results.front().check->tolerance, o.dtype.c_str());
+  std::printf("dev_MiB: device buffers of one call (Q, K, V, O, P when written, workspace)\n");
 }
 
 int run(const BenchOptions& o) {
@@ -238,12 +281,13 @@ int run(const BenchOptions& o) {
 
   for (const Result& r : results) {
     if (r.check && !r.check->passed()) {
+      const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
       char message[256];
       std::snprintf(message, sizeof message,
-                    "check failed: seq_q %lld seq_k %lld: max_abs_err %.3g exceeds the %s tolerance %g (seed %llu)",
+                    "check failed: seq_q %lld seq_k %lld: %s %.3g exceeds the %s tolerance %g (seed %llu)",
                     static_cast<long long>(r.problem.seq_q), static_cast<long long>(r.problem.seq_k),
-                    r.check->max_abs_err, to_string(r.problem.dtype), r.check->tolerance,
-                    static_cast<unsigned long long>(o.seed));
+                    p_failed ? "max_weight_err" : "max_abs_err", p_failed ? r.check->max_weight_err : r.check->max_abs_err,
+                    to_string(r.problem.dtype), r.check->tolerance, static_cast<unsigned long long>(o.seed));
       throw Error(message);
     }
   }
@@ -287,6 +331,10 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: rowwise on CPU devices, tiled on GPUs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tiled", "rowwise"}));
+  app->add_option("--path", o->path,
+                  "auto/fused: the fused kernels; unfused: the three-stage path, writing the weights P (B,H,Sq,Sk)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fused", "unfused"}));
   return {app, [o, warmup, iters]() {
             o->counts_given = warmup->count() > 0 || iters->count() > 0;
             return run(*o);

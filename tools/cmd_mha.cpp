@@ -112,8 +112,8 @@ Command add_mha_command(CLI::App& parent) {
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--out", o->out, "Output: (batch, seq_q, E) float32 ('<f2' for a '<f2' query computed in f16)")
       ->required();
-  CLI::Option* attn_weights =
-      app->add_option("--attn-weights", o->attn_weights, "Optional attention weights: (batch, H, seq_q, seq_k) float32");
+  CLI::Option* attn_weights = app->add_option("--attn-weights", o->attn_weights,
+                                              "Optional attention weights: (batch, H, seq_q, seq_k) float32");
   app->add_flag("--average-weights", o->average_weights, "Write the weights averaged over heads: (batch, seq_q, seq_k)")
       ->needs(attn_weights);
   app->add_option("--heatmap", o->heatmap, "Draw batch 0's per-head attention weights (first 16 heads) as a PNG");

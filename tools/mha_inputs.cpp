@@ -100,8 +100,8 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
   if (o.key.empty()) {
     // Self-attention: the query is also the key and the value, so the layer must take E features there.
     if (w.effective_kdim() != E || w.effective_vdim() != E)
-      throw Error("self-attention (no --key/--value) needs kdim and vdim equal to E = " + str(E) + ", but " + o.weights +
-                  " has kdim " + str(w.effective_kdim()) + " and vdim " + str(w.effective_vdim()));
+      throw Error("self-attention (no --key/--value) needs kdim and vdim equal to E = " + str(E) + ", but " +
+                  o.weights + " has kdim " + str(w.effective_kdim()) + " and vdim " + str(w.effective_vdim()));
     l.seq_k = l.seq_q;
   } else {
     const npy::Array k = read_input(o.key, "key", w.effective_kdim(), "kdim");

@@ -92,7 +92,8 @@ MhaWeights load_mha_state_dict(const std::string& path, int64_t heads, int64_t k
   if (packed) {
     for (const char* name : {"q_proj_weight", "k_proj_weight", "v_proj_weight"})
       if (dict.has(name))
-        throw Error(path + ": holds both in_proj_weight and " + std::string(name) + "; a state_dict has one or the other");
+        throw Error(path + ": holds both in_proj_weight and " + std::string(name) +
+                    "; a state_dict has one or the other");
     if (kv_heads != 0 && kv_heads != heads)
       throw Error("--kv-heads " + str(kv_heads) + " != --heads " + str(heads) + ": " + path +
                   " packs equal q/k/v projections in in_proj_weight; fewer KV heads need q_proj_weight, "
@@ -141,7 +142,8 @@ MhaWeights load_mha_state_dict(const std::string& path, int64_t heads, int64_t k
   // bias=False drops both biases; one without the other is a broken (or mistyped) state_dict.
   const bool in_bias = dict.has("in_proj_bias"), out_bias = dict.has("out_proj.bias");
   if (in_bias != out_bias)
-    throw Error(path + ": has " + (in_bias ? "in_proj_bias but no out_proj.bias" : "out_proj.bias but no in_proj_bias") +
+    throw Error(path + ": has " +
+                (in_bias ? "in_proj_bias but no out_proj.bias" : "out_proj.bias but no in_proj_bias") +
                 " (a layer has both biases or neither)");
   w.bias = in_bias;
   if (w.bias) {
