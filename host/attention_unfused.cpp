@@ -169,6 +169,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
   // and as many heads as fit; else one head and as many query rows as fit.
   const int64_t group = p.group_size();
   const auto spans = [&](const TensorRef& t, int64_t nb, int64_t nh, int64_t nr) {
+    if (nb == 0 || nh == 0 || nr == 0) return uint64_t(0);
     return uint64_t(block_end(t.layout, 0, nb, nh, nr)) * dtype_size(p.dtype);
   };
   const auto fits = [&](int64_t nb, int64_t nh, int64_t nr) {
