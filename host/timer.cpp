@@ -18,11 +18,11 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
                 std::to_string(iterations) + ") >= 1");
   detail::ContextImpl& c = context.impl();
   if (!c.info.timestamps) throw Error("time_attention: " + c.info.name + " has no compute timestamp queries");
-  std::vector<detail::LaunchPlan> plans;
+  std::vector<detail::PlannedAttention> plans;
   uint64_t workspace = 0;
   for (const AttentionArgs& a : rotations) {
-    plans.push_back(detail::make_launch_plan(c.info, c.kernel, a));
-    workspace = std::max(workspace, plans.back().workspace_bytes);
+    plans.push_back(detail::plan_any_path(c.info, c.kernel, a));
+    workspace = std::max(workspace, plans.back().workspace_bytes());
   }
 
   VkQueryPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -46,7 +46,7 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
       if (timed) vkCmdResetQueryPool(cmd, pool, 0, 2);
       detail::barrier_before_attention(cmd);
       if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0);
-      detail::record_planned_attention(c, cmd, plans[r], rotations[r], scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+      detail::record_any_path(c, cmd, plans[r], rotations[r], scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
       if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1);
       detail::barrier_after_attention(cmd);
     });
