@@ -255,12 +255,9 @@ void record_attention(Context& context, VkCommandBuffer command_buffer, const At
 void attention(Context& context, const AttentionArgs& args) {
   const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
   detail::ContextImpl& c = context.impl();
-  std::lock_guard lock(c.queue_mutex);
-  const uint64_t need = planned.workspace_bytes();
-  const detail::Allocation* scratch = need > 0 ? &c.scratch(need) : nullptr;
-  c.submit_and_wait([&](VkCommandBuffer cmd) {
+  c.submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer workspace) {
     detail::barrier_before_attention(cmd);
-    detail::record_any_path(c, cmd, planned, args, scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+    detail::record_any_path(c, cmd, planned, args, workspace, 0);
     detail::barrier_after_attention(cmd);
   });
 }

@@ -37,4 +37,11 @@ void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& re
   VK_TRY(vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX));
 }
 
+void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
+                                      const std::function<void(VkCommandBuffer, VkBuffer)>& record) {
+  std::lock_guard lock(queue_mutex);  // the scratch buffer is shared: hold the queue until the work is done
+  const VkBuffer buffer = scratch_bytes > 0 ? scratch(scratch_bytes).buffer : VK_NULL_HANDLE;
+  submit_and_wait([&](VkCommandBuffer cmd) { record(cmd, buffer); });
+}
+
 }  // namespace vkattn::detail

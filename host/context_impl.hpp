@@ -29,6 +29,10 @@ class ContextImpl {
   // Serialised per context (the queue and the pool are externally synchronised objects).
   void submit_and_wait(const std::function<void(VkCommandBuffer)>& record);
 
+  // submit_and_wait, handing `record` the scratch buffer (at least `scratch_bytes`; VK_NULL_HANDLE
+  // when 0), which stays reserved until the work has completed.
+  void submit_with_scratch(uint64_t scratch_bytes, const std::function<void(VkCommandBuffer, VkBuffer)>& record);
+
   // A device buffer of at least `bytes`, reused across calls; only valid while `queue_mutex` is held.
   const Allocation& scratch(uint64_t bytes);
   // A small buffer bound to shader bindings a call does not use (e.g. no mask).

@@ -209,24 +209,17 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   project_out.m = Sq, project_out.n = E, project_out.k = E, project_out.batch = B;
 
   detail::ContextImpl& c = context.impl();
-  {
-    std::lock_guard lock(c.queue_mutex);
-    const uint64_t need = planned.workspace_bytes();
-    const detail::Allocation* scratch = need > 0 ? &c.scratch(need) : nullptr;
-    c.submit_and_wait([&](VkCommandBuffer cmd) {
-      detail::barrier_before_attention(cmd);
-      detail::record_gemm(c, cmd, project_q);
-      if (Sk > 0) {
-        detail::record_gemm(c, cmd, project_k);
-        detail::record_gemm(c, cmd, project_v);
-      }
-      detail::barrier_between_dispatches(cmd);
-      detail::record_any_path(c, cmd, planned, args, scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
-      detail::barrier_between_dispatches(cmd);
-      detail::record_gemm(c, cmd, project_out);
-      detail::barrier_after_attention(cmd);
-    });
-  }
+  c.submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer workspace) {
+    detail::barrier_before_attention(cmd);
+    detail::record_gemm(c, cmd, project_q);
+    detail::record_gemm(c, cmd, project_k);
+    detail::record_gemm(c, cmd, project_v);
+    detail::barrier_between_dispatches(cmd);
+    detail::record_any_path(c, cmd, planned, args, workspace, 0);
+    detail::barrier_between_dispatches(cmd);
+    detail::record_gemm(c, cmd, project_out);
+    detail::barrier_after_attention(cmd);
+  });
 
   std::vector<std::byte> raw(static_cast<std::size_t>(B * Sq * E) * es);
   out.download(raw.data(), raw.size());
