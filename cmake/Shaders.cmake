@@ -4,14 +4,14 @@
 # vkattn_add_shader(NAME <name> SOURCE <file.comp> [DEFINES A=1 B=2])
 #   appends a generated .cpp to VKATTN_EMBEDDED_SHADER_SOURCES and the name to VKATTN_SHADER_NAMES.
 
-set(VKATTN_SHADER_INCLUDE_DIR ${CMAKE_BINARY_DIR}/generated)
+set(VKATTN_SHADER_INCLUDE_DIR ${PROJECT_BINARY_DIR}/generated)
 set(_vkattn_embed_script ${CMAKE_CURRENT_LIST_DIR}/EmbedSpirv.cmake)
 
 function(vkattn_add_shader)
   cmake_parse_arguments(ARG "" "NAME;SOURCE" "DEFINES" ${ARGN})
-  set(spv ${CMAKE_BINARY_DIR}/shaders/${ARG_NAME}.spv)
-  set(dep ${CMAKE_BINARY_DIR}/shaders/${ARG_NAME}.spv.d)
-  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders ${VKATTN_SHADER_INCLUDE_DIR})
+  set(spv ${PROJECT_BINARY_DIR}/shaders/${ARG_NAME}.spv)
+  set(dep ${PROJECT_BINARY_DIR}/shaders/${ARG_NAME}.spv.d)
+  file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/shaders ${VKATTN_SHADER_INCLUDE_DIR})
   set(cpp ${VKATTN_SHADER_INCLUDE_DIR}/spirv_${ARG_NAME}.cpp)
   set(defines)
   foreach(d IN LISTS ARG_DEFINES)

@@ -124,5 +124,12 @@ TEST_SUITE("unit") {
     CHECK(empty.required_elements() == 0);
   }
 
-  TEST_CASE("version") { CHECK(std::string(vkattn::version()) == "0.1.0"); }
+  TEST_CASE("version: the library, the header's macros and CMake's project(VERSION) agree") {
+    const std::string macros = std::to_string(VKATTN_VERSION_MAJOR) + "." + std::to_string(VKATTN_VERSION_MINOR) +
+                               "." + std::to_string(VKATTN_VERSION_PATCH);
+    CHECK(std::string(vkattn::version()) == macros);
+    CHECK(std::string(VKATTN_VERSION_STRING) == macros);
+    CHECK(VKATTN_VERSION == VKATTN_VERSION_MAJOR * 10000 + VKATTN_VERSION_MINOR * 100 + VKATTN_VERSION_PATCH);
+    CHECK(std::string(vkattn::version()) == VKATTN_PROJECT_VERSION);  // tests/CMakeLists.txt passes PROJECT_VERSION
+  }
 }
