@@ -36,7 +36,9 @@ std::string float_str(float v) {
   return s.str();
 }
 
-__extension__ typedef __int128 int128;  // exact extents of int64 layouts
+// Exact extents of int64 layouts. Unsigned: every term is >= 0 once summed (sizes >= 1 and strides
+// >= 0 are checked first), and three products of int64s (each < 2^126) can exceed a signed 128 bits.
+__extension__ typedef unsigned __int128 uint128;
 
 [[noreturn]] void fail(const std::string& message) { throw Error(message); }
 
@@ -50,8 +52,8 @@ void check_sizes(const char* name, const TensorLayout& t) {
 
 // Index arithmetic everywhere is int64; a layout whose last element lies beyond 2^62 is refused
 // before anything multiplies its sizes.
-void check_extent(const char* name, int128 end) {
-  if (end > (static_cast<int128>(1) << 62))
+void check_extent(const char* name, uint128 end) {
+  if (end > (static_cast<uint128>(1) << 62))
     fail(std::string(name) + ": sizes and strides reach past element 2^62; the layout is too large");
 }
 
@@ -63,9 +65,9 @@ void check_strides(const char* name, const TensorLayout& t) {
   for (const auto& [field, value] : nonneg) {
     if (value < 0) fail(std::string(name) + "." + field + " (" + str(value) + ") must be >= 0");
   }
-  check_extent(name, static_cast<int128>(t.offset) + static_cast<int128>(t.batch - 1) * t.stride_batch +
-                         static_cast<int128>(t.heads - 1) * t.stride_head +
-                         static_cast<int128>(t.seq - 1) * t.stride_seq + t.dim);
+  check_extent(name, static_cast<uint128>(t.offset) + static_cast<uint128>(t.batch - 1) * t.stride_batch +
+                         static_cast<uint128>(t.heads - 1) * t.stride_head +
+                         static_cast<uint128>(t.seq - 1) * t.stride_seq + t.dim);
 }
 
 void check_equal(const char* a_name, int64_t a, const char* b_name, int64_t b) {
@@ -121,9 +123,9 @@ void check_mask(const MaskLayout& m, const AttentionProblem& p) {
   for (const auto& [field, value] : nonneg) {
     if (value < 0) fail(std::string("mask.") + field + " (" + str(value) + ") must be >= 0");
   }
-  check_extent("mask", static_cast<int128>(m.offset) + static_cast<int128>(m.batch - 1) * m.stride_batch +
-                           static_cast<int128>(m.heads - 1) * m.stride_head +
-                           static_cast<int128>(m.seq_q - 1) * m.stride_q + m.seq_k);
+  check_extent("mask", static_cast<uint128>(m.offset) + static_cast<uint128>(m.batch - 1) * m.stride_batch +
+                           static_cast<uint128>(m.heads - 1) * m.stride_head +
+                           static_cast<uint128>(m.seq_q - 1) * m.stride_q + m.seq_k);
 }
 
 }  // namespace
@@ -145,6 +147,9 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
            ")");
     }
   }
+
+  if (q.dtype != DType::f32 && q.dtype != DType::f16 && q.dtype != DType::bf16)
+    fail("q.dtype: invalid value " + str(static_cast<int>(q.dtype)));
 
   check_equal("k.batch", k.batch, "q.batch", q.batch);
   check_equal("v.batch", v.batch, "q.batch", q.batch);
