@@ -11,6 +11,8 @@ packages=(
   doctest-dev libcli11-dev nlohmann-json3-dev
   python3-numpy
   zlib1g-dev libpng-dev
+  # The libFuzzer targets (scripts/fuzz.sh): clang and its runtime libraries (libFuzzer, ASan, UBSan).
+  clang libclang-rt-14-dev
 )
 
 missing=()

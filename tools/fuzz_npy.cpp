@@ -1,7 +1,7 @@
 // libFuzzer target for the .npy parser: any bytes must give an Array or a vkattn::Error, never a
 // crash, a hang or an out-of-bounds read; what parses must survive a write/read round trip.
-//   cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ -DVKATTN_BUILD_FUZZERS=ON
-//   cmake --build build/fuzz --target fuzz_npy && build/fuzz/tools/fuzz_npy -max_total_time=60
+//   cmake --preset fuzz && cmake --build --preset fuzz && build/fuzz/fuzzers/fuzz_npy tests/fuzz/corpus/npy
+// (or scripts/fuzz.sh, which runs every target over its corpus for a bounded time).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
