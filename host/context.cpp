@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "context_impl.hpp"
+#include "pipeline_cache.hpp"
 #include "vk_check.hpp"
 #include "vkattn/error.hpp"
 
@@ -36,7 +37,7 @@ void ContextImpl::initialise(uint32_t device_index) {
   VK_TRY(vkCreateCommandPool(device, &pool_info, nullptr, &pool_));
   VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_TRY(vkCreateFence(device, &fence_info, nullptr, &fence_));
-  pipelines = std::make_unique<PipelineRegistry>(device);
+  pipelines = std::make_unique<PipelineRegistry>(physical_device, device, pipeline_cache_file);
   dummy_ = allocate_buffer(*this, 256, MemoryUse::device);
 }
 
@@ -69,6 +70,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   detail::ContextImpl& c = *impl_;
   c.validation_callback = options.on_validation_message;
   c.kernel = options.kernel;
+  c.pipeline_cache_file = options.pipeline_cache_file;
   c.instance = detail::create_instance(options.validation, options.synchronization_validation,
                                        (options.validation || options.synchronization_validation) ? &c.validation_callback : nullptr);
   const auto physical = detail::enumerate_physical_devices(c.instance.instance);
@@ -116,6 +118,7 @@ Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
   impl->owns_device = false;
   impl->kernel = kernel;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
+  impl->pipeline_cache_file = device.pipeline_cache_file;
   uint32_t index = 0;
   const auto physical = detail::enumerate_physical_devices(device.instance);
   for (uint32_t i = 0; i < physical.size(); ++i)
@@ -151,5 +154,12 @@ VkDevice Context::vk_device() const { return impl_->device; }
 VkPhysicalDevice Context::vk_physical_device() const { return impl_->physical_device; }
 VkQueue Context::vk_queue() const { return impl_->queue; }
 uint32_t Context::queue_family_index() const { return impl_->queue_family; }
+
+void Context::save_pipeline_cache(const std::string& path) const {
+  detail::write_pipeline_cache_file(path, impl_->pipelines->cache_data());
+}
+bool Context::pipeline_cache_loaded() const { return impl_->pipelines->cache_loaded(); }
+const std::string& Context::pipeline_cache_note() const { return impl_->pipelines->cache_note(); }
+std::size_t Context::pipeline_count() const { return impl_->pipelines->pipeline_count(); }
 
 }  // namespace vkattn

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "instance.hpp"
 #include "memory.hpp"
@@ -47,6 +48,7 @@ class ContextImpl {
   uint32_t queue_family = 0;
   bool storage_16bit_enabled = false;
   KernelVariant kernel = KernelVariant::automatic;
+  std::string pipeline_cache_file;  // the application's, read by initialise(); "" for none
   DeviceInfo info;
   VkPhysicalDeviceMemoryProperties memory_properties{};
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;

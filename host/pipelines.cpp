@@ -5,6 +5,7 @@
 
 #include "attention_push.hpp"
 #include "gemm.hpp"
+#include "pipeline_cache.hpp"
 #include "vk_check.hpp"
 #include "vkattn/error.hpp"
 
@@ -43,9 +44,28 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
 
 }  // namespace
 
-PipelineRegistry::PipelineRegistry(VkDevice device) : device_(device) {
+PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file)
+    : device_(device) {
+  std::vector<uint8_t> initial;
+  if (!cache_file.empty()) {
+    VkPhysicalDeviceProperties properties;
+    vkGetPhysicalDeviceProperties(physical_device, &properties);
+    initial = read_pipeline_cache_file(cache_file, properties, cache_note_);
+  }
   VkPipelineCacheCreateInfo cache_info{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-  VK_TRY(vkCreatePipelineCache(device_, &cache_info, nullptr, &cache_));
+  cache_info.initialDataSize = initial.size();
+  cache_info.pInitialData = initial.empty() ? nullptr : initial.data();
+  VkResult r = vkCreatePipelineCache(device_, &cache_info, nullptr, &cache_);
+  if (r != VK_SUCCESS && !initial.empty() && r != VK_ERROR_OUT_OF_HOST_MEMORY && r != VK_ERROR_OUT_OF_DEVICE_MEMORY) {
+    // The driver refused data that passed every check of ours: start empty rather than fail.
+    cache_note_ += "; the driver refused it (" + std::string(vk_result_name(r)) + "): starting empty";
+    initial.clear();
+    cache_info.initialDataSize = 0;
+    cache_info.pInitialData = nullptr;
+    r = vkCreatePipelineCache(device_, &cache_info, nullptr, &cache_);
+  }
+  if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
+  cache_loaded_ = !initial.empty();
   try {
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 9, sizeof(AttentionPush));
     layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 4, sizeof(CombinePush));
@@ -107,6 +127,27 @@ VkPipeline PipelineRegistry::get(KernelKind kind, const std::string& module, con
   VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));
   pipelines_.emplace(std::move(key), pipeline);
   return pipeline;
+}
+
+std::vector<uint8_t> PipelineRegistry::cache_data() {
+  std::lock_guard lock(mutex_);
+  // The size can grow between the two calls only if another thread builds a pipeline, which the
+  // mutex excludes; VK_INCOMPLETE is handled anyway by asking again.
+  for (;;) {
+    std::size_t size = 0;
+    VK_TRY(vkGetPipelineCacheData(device_, cache_, &size, nullptr));
+    std::vector<uint8_t> data(size);
+    const VkResult r = vkGetPipelineCacheData(device_, cache_, &size, data.data());
+    if (r == VK_INCOMPLETE) continue;
+    if (r != VK_SUCCESS) throw_vk_error("vkGetPipelineCacheData", r);
+    data.resize(size);
+    return data;
+  }
+}
+
+std::size_t PipelineRegistry::pipeline_count() {
+  std::lock_guard lock(mutex_);
+  return pipelines_.size();
 }
 
 }  // namespace vkattn::detail

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "vkattn/types.hpp"
+
 namespace vkattn {
 
 namespace detail {
@@ -71,6 +73,12 @@ struct ContextOptions {
   bool synchronization_validation = false;  // adds synchronization validation (implies validation)
   ValidationCallback on_validation_message;
   KernelVariant kernel = KernelVariant::automatic;
+  // A pipeline cache file the application names (Context::save_pipeline_cache writes one). Read at
+  // creation when it exists: a missing file means an empty cache; a file that is truncated, corrupt,
+  // not written by save_pipeline_cache, or written for another device, driver or driver version (its
+  // VkPipelineCacheHeaderVersionOne: vendorID, deviceID, pipelineCacheUUID) is ignored — never an
+  // error, and never handed to the driver. Context::pipeline_cache_loaded() tells which happened.
+  std::string pipeline_cache_file;
 };
 
 // A device the application owns, lent to vkattn. vkattn never destroys these handles. The device
@@ -86,6 +94,8 @@ struct AdoptedDevice {
   uint32_t queue_family_index = 0;
   // Set to the features the application enabled; vkattn only uses what is marked here.
   bool storage_16bit_enabled = false;
+  // As ContextOptions::pipeline_cache_file.
+  std::string pipeline_cache_file;
 };
 
 class Context {
@@ -109,6 +119,25 @@ class Context {
   VkPhysicalDevice vk_physical_device() const;
   VkQueue vk_queue() const;
   uint32_t queue_family_index() const;
+
+  // Pipelines. vkattn builds each compute pipeline on first use, through one VkPipelineCache; on
+  // some drivers that costs seconds per pipeline (lavapipe JIT-compiles at the first dispatch).
+  //
+  // Builds, and runs once on a tiny problem, the pipelines the default (fused) path uses for `dtype`
+  // and each head dim in `head_dims` (dim_qk == dim_v): a decode shape (one query, split-KV and its
+  // combine pass) and a prefill shape (64 queries). Other sizes may still build a pipeline on first
+  // use. Waits for completion; throws Error as attention() does (e.g. f16 without 16-bit storage).
+  void prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims = {64, 128});
+  // Writes the pipeline cache to `path` (a temporary file in the same directory, then renamed over
+  // `path`); load it with ContextOptions::pipeline_cache_file. Throws Error naming the path.
+  void save_pipeline_cache(const std::string& path) const;
+  // Whether this Context's pipeline cache started from the file named at creation.
+  bool pipeline_cache_loaded() const;
+  // What became of that file, e.g. "pipeline cache file 'x' is truncated or corrupt: ignored"; "" when
+  // none was named.
+  const std::string& pipeline_cache_note() const;
+  // How many pipelines this Context has built so far.
+  std::size_t pipeline_count() const;
 
   // Internal access for the runtime (not part of the stable API).
   detail::ContextImpl& impl() const { return *impl_; }

@@ -1,0 +1,52 @@
+// Context::prepare_pipelines: building the common pipelines up front, so that an application pays for
+// them at start-up (and can save them with save_pipeline_cache) instead of on its first real call.
+//
+// It runs real, tiny attention calls rather than listing pipeline keys: the keys (tile sizes, kernel
+// variant, split-KV) are chosen by the planner from the problem and the device, and going through
+// attention() keeps this list from drifting from what the planner picks. It also makes drivers that
+// compile lazily, at the first dispatch (lavapipe's JIT), compile now.
+#include <string>
+#include <vector>
+
+#include "vkattn/attention.hpp"
+#include "vkattn/buffer.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+
+namespace {
+
+// One call of batch 1, one head, seq_q x seq_k, head dim `dim`, on zero-filled buffers.
+void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim) {
+  const TensorLayout q_layout = TensorLayout::bhsd(dtype, 1, 1, seq_q, dim);
+  const TensorLayout kv_layout = TensorLayout::bhsd(dtype, 1, 1, seq_k, dim);
+  const uint64_t esize = dtype_size(dtype);
+  auto zeros = [&](int64_t elements) {
+    const uint64_t bytes = static_cast<uint64_t>(elements) * esize;
+    Buffer buffer = Buffer::allocate(context, bytes);
+    buffer.upload(std::vector<uint8_t>(bytes, 0).data(), bytes);
+    return buffer;
+  };
+  Buffer q = zeros(q_layout.element_count()), k = zeros(kv_layout.element_count());
+  Buffer v = zeros(kv_layout.element_count()), out = zeros(q_layout.element_count());
+  AttentionArgs args;
+  args.q = {&q, q_layout};
+  args.k = {&k, kv_layout};
+  args.v = {&v, kv_layout};
+  args.out = {&out, q_layout};
+  attention(context, args);
+}
+
+}  // namespace
+
+void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims) {
+  for (const int64_t dim : head_dims) {
+    if (dim < 1 || dim > 256)
+      throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1..256");
+    run_once(*this, dtype, 1, 4096, dim);  // decode against a KV cache: split-KV + combine
+    run_once(*this, dtype, 64, 64, dim);   // prefill: the multi-row kernel (rowwise on CPU devices)
+  }
+}
+
+}  // namespace vkattn
