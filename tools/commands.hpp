@@ -18,5 +18,6 @@ Command add_devices_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
 Command add_mha_command(CLI::App& parent);
+Command add_prepare_command(CLI::App& parent);
 
 }  // namespace vkattn::cli

@@ -35,6 +35,7 @@ int run(int argc, char** argv) {
       vkattn::cli::add_run_command(app),
       vkattn::cli::add_bench_command(app),
       vkattn::cli::add_mha_command(app),
+      vkattn::cli::add_prepare_command(app),
   };
 
   try {
