@@ -1,0 +1,439 @@
+// An application that owns everything — instance, device, queue, buffers, command buffer — and lends
+// them to vkattn. In ONE command buffer it uploads Q, K and V, runs a compute shader of its own
+// (scaling Q), records vkattn's attention after it, and copies the output back; then it submits once
+// and checks the result against vkattn's fp64 CPU reference.
+//
+//   app_record [--validate]
+//
+// --validate enables the Khronos validation layer with synchronization validation (what catches a
+// missing barrier: most drivers give right answers without one) and fails on any message.
+#include <vkattn/vkattn.hpp>
+#include <vulkan/vulkan.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+// scale.comp, compiled by glslc at build time (examples/CMakeLists.txt) into a list of numbers.
+const uint32_t kScaleSpirv[] = {
+#include "scale.spv.inc"
+};
+
+void check(VkResult result, const char* call) {
+  if (result != VK_SUCCESS) throw std::runtime_error(std::string(call) + " failed: VkResult " + std::to_string(result));
+}
+#define CHECK_VK(call) check((call), #call)
+
+// Every validation message counts as a failure; the loader's own notices are not validation.
+int g_validation_messages = 0;
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+  if (data->pMessageIdName && std::strcmp(data->pMessageIdName, "Loader Message") == 0) return VK_FALSE;
+  ++g_validation_messages;
+  std::fprintf(stderr, "validation: %s\n", data->pMessage);
+  return VK_FALSE;
+}
+
+struct AppBuffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;  // host-visible buffers only
+};
+
+// A memory type with all of `want`; `fallback` when none has them (lavapipe's memory is all of them).
+uint32_t memory_type(const VkPhysicalDeviceMemoryProperties& props, uint32_t allowed, VkMemoryPropertyFlags want,
+                     VkMemoryPropertyFlags fallback) {
+  for (const VkMemoryPropertyFlags flags : {want, fallback})
+    for (uint32_t i = 0; i < props.memoryTypeCount; ++i)
+      if ((allowed & (1u << i)) && (props.memoryTypes[i].propertyFlags & flags) == flags) return i;
+  throw std::runtime_error("no suitable memory type");
+}
+
+AppBuffer create_buffer(VkDevice device, const VkPhysicalDeviceMemoryProperties& props, VkDeviceSize size,
+                        bool host_visible) {
+  AppBuffer b;
+  b.size = size;
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = size;
+  // vkattn binds its buffers as storage buffers; the copies need the transfer bits.
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  CHECK_VK(vkCreateBuffer(device, &info, nullptr, &b.buffer));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device, b.buffer, &req);
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  alloc.allocationSize = req.size;
+  alloc.memoryTypeIndex = host_visible ? memory_type(props, req.memoryTypeBits, host, host)
+                                       : memory_type(props, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  CHECK_VK(vkAllocateMemory(device, &alloc, nullptr, &b.memory));
+  CHECK_VK(vkBindBufferMemory(device, b.buffer, b.memory, 0));
+  if (host_visible) CHECK_VK(vkMapMemory(device, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
+  return b;
+}
+
+void destroy_buffer(VkDevice device, AppBuffer& b) {
+  vkDestroyBuffer(device, b.buffer, nullptr);
+  vkFreeMemory(device, b.memory, nullptr);
+  b = {};
+}
+
+// One global memory barrier: `src` work's writes become visible to `dst` work.
+void barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage, VkAccessFlags src_access,
+             VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = src_access;
+  b.dstAccessMask = dst_access;
+  vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
+bool has_layer(const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceLayerProperties(&count, nullptr);
+  std::vector<VkLayerProperties> layers(count);
+  vkEnumerateInstanceLayerProperties(&count, layers.data());
+  return std::any_of(layers.begin(), layers.end(), [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool has_device_extension(VkPhysicalDevice device, const char* name) {
+  uint32_t count = 0;
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> extensions(count);
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data());
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+int run(bool validate) {
+  // ---- The application's instance: validation layer + synchronization validation when asked. ----
+  const char* layer = "VK_LAYER_KHRONOS_validation";
+  if (validate && !has_layer(layer)) throw std::runtime_error("--validate: VK_LAYER_KHRONOS_validation is not installed");
+  VkApplicationInfo app_info{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app_info.pApplicationName = "vkattn app_record example";
+  app_info.apiVersion = vkattn::Context::required_api_version;
+  VkDebugUtilsMessengerCreateInfoEXT messenger_info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  messenger_info.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  messenger_info.pfnUserCallback = on_message;
+  const VkValidationFeatureEnableEXT sync_validation = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync_validation;
+  features.pNext = &messenger_info;  // also reports what happens inside vkCreateInstance/vkDestroyInstance
+  const char* debug_utils = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+  VkInstanceCreateInfo instance_info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  instance_info.pApplicationInfo = &app_info;
+  if (validate) {
+    instance_info.pNext = &features;
+    instance_info.enabledLayerCount = 1;
+    instance_info.ppEnabledLayerNames = &layer;
+    instance_info.enabledExtensionCount = 1;
+    instance_info.ppEnabledExtensionNames = &debug_utils;
+  }
+  VkInstance instance;
+  CHECK_VK(vkCreateInstance(&instance_info, nullptr, &instance));
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  if (validate) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+    CHECK_VK(create(instance, &messenger_info, nullptr, &messenger));
+  }
+
+  // ---- Physical device: the first with what vkattn needs (its extensions) and a compute queue. ----
+  uint32_t count = 0;
+  vkEnumeratePhysicalDevices(instance, &count, nullptr);
+  std::vector<VkPhysicalDevice> physical_devices(count);
+  vkEnumeratePhysicalDevices(instance, &count, physical_devices.data());
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  uint32_t family = 0;
+  for (VkPhysicalDevice candidate : physical_devices) {
+    const auto needed = vkattn::Context::required_device_extensions();
+    if (!std::all_of(needed.begin(), needed.end(), [&](const char* e) { return has_device_extension(candidate, e); }))
+      continue;
+    vkGetPhysicalDeviceQueueFamilyProperties(candidate, &count, nullptr);
+    std::vector<VkQueueFamilyProperties> families(count);
+    vkGetPhysicalDeviceQueueFamilyProperties(candidate, &count, families.data());
+    for (uint32_t i = 0; i < count && !physical; ++i)
+      if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) physical = candidate, family = i;
+    if (physical) break;
+  }
+  if (!physical) throw std::runtime_error("no Vulkan device with VK_KHR_push_descriptor and a compute queue");
+  VkPhysicalDeviceProperties properties;
+  vkGetPhysicalDeviceProperties(physical, &properties);
+  VkPhysicalDeviceMemoryProperties memory;
+  vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  std::printf("device: %s\n", properties.deviceName);
+
+  // ---- The device: vkattn's extensions, and 16-bit storage when supported (vkattn's f16/bf16). ----
+  VkPhysicalDeviceVulkan11Features supported11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceFeatures2 supported{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  supported.pNext = &supported11;
+  vkGetPhysicalDeviceFeatures2(physical, &supported);
+  VkPhysicalDeviceVulkan11Features enable11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  enable11.storageBuffer16BitAccess = supported11.storageBuffer16BitAccess;
+  VkPhysicalDeviceFeatures2 enable{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  enable.pNext = &enable11;
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = family;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+  const std::vector<const char*> extensions = vkattn::Context::required_device_extensions();
+  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  device_info.pNext = &enable;
+  device_info.queueCreateInfoCount = 1;
+  device_info.pQueueCreateInfos = &queue_info;
+  device_info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  device_info.ppEnabledExtensionNames = extensions.data();
+  VkDevice device;
+  CHECK_VK(vkCreateDevice(physical, &device_info, nullptr, &device));
+  VkQueue queue;
+  vkGetDeviceQueue(device, family, 0, &queue);
+
+  // ---- The application's own compute pipeline (scale.comp), with an ordinary descriptor set. ----
+  VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  module_info.codeSize = sizeof kScaleSpirv;
+  module_info.pCode = kScaleSpirv;
+  VkShaderModule module;
+  CHECK_VK(vkCreateShaderModule(device, &module_info, nullptr, &module));
+  const VkDescriptorSetLayoutBinding binding{0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo set_layout_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  set_layout_info.bindingCount = 1;
+  set_layout_info.pBindings = &binding;
+  VkDescriptorSetLayout set_layout;
+  CHECK_VK(vkCreateDescriptorSetLayout(device, &set_layout_info, nullptr, &set_layout));
+  struct ScalePush {
+    uint32_t count;
+    float factor;
+  };
+  const VkPushConstantRange push_range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(ScalePush)};
+  VkPipelineLayoutCreateInfo pipeline_layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pipeline_layout_info.setLayoutCount = 1;
+  pipeline_layout_info.pSetLayouts = &set_layout;
+  pipeline_layout_info.pushConstantRangeCount = 1;
+  pipeline_layout_info.pPushConstantRanges = &push_range;
+  VkPipelineLayout pipeline_layout;
+  CHECK_VK(vkCreatePipelineLayout(device, &pipeline_layout_info, nullptr, &pipeline_layout));
+  VkComputePipelineCreateInfo pipeline_info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  pipeline_info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  pipeline_info.stage.module = module;
+  pipeline_info.stage.pName = "main";
+  pipeline_info.layout = pipeline_layout;
+  VkPipeline scale_pipeline;
+  CHECK_VK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &scale_pipeline));
+
+  // ---- The problem: 4 new tokens of 8 query heads (GQA over 2 KV heads) against 1000 cached keys. ----
+  const int64_t heads = 8, kv_heads = 2, seq_q = 4, seq_k = 1000, dim = 64;
+  const float q_factor = 0.5f;  // what the application's shader does to Q before attention
+  const auto q_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, heads, seq_q, dim);
+  const auto kv_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, kv_heads, seq_k, dim);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  auto random = [&](const vkattn::TensorLayout& layout) {
+    std::vector<float> x(static_cast<std::size_t>(layout.element_count()));
+    for (float& e : x) e = normal(rng);
+    return x;
+  };
+  const std::vector<float> q = random(q_layout), k = random(kv_layout), v = random(kv_layout);
+  const VkDeviceSize q_bytes = q.size() * 4, kv_bytes = k.size() * 4;
+
+  // Device buffers for the tensors; host-visible ones to upload from and read back into.
+  AppBuffer q_buf = create_buffer(device, memory, q_bytes, false);
+  AppBuffer k_buf = create_buffer(device, memory, kv_bytes, false);
+  AppBuffer v_buf = create_buffer(device, memory, kv_bytes, false);
+  AppBuffer o_buf = create_buffer(device, memory, q_bytes, false);
+  AppBuffer upload = create_buffer(device, memory, q_bytes + 2 * kv_bytes, true);
+  AppBuffer readback = create_buffer(device, memory, q_bytes, true);
+  std::memcpy(static_cast<char*>(upload.mapped), q.data(), q_bytes);
+  std::memcpy(static_cast<char*>(upload.mapped) + q_bytes, k.data(), kv_bytes);
+  std::memcpy(static_cast<char*>(upload.mapped) + q_bytes + kv_bytes, v.data(), kv_bytes);
+
+  VkDescriptorPoolSize pool_size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+  VkDescriptorPoolCreateInfo descriptor_pool_info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  descriptor_pool_info.maxSets = 1;
+  descriptor_pool_info.poolSizeCount = 1;
+  descriptor_pool_info.pPoolSizes = &pool_size;
+  VkDescriptorPool descriptor_pool;
+  CHECK_VK(vkCreateDescriptorPool(device, &descriptor_pool_info, nullptr, &descriptor_pool));
+  VkDescriptorSetAllocateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  set_info.descriptorPool = descriptor_pool;
+  set_info.descriptorSetCount = 1;
+  set_info.pSetLayouts = &set_layout;
+  VkDescriptorSet q_set;
+  CHECK_VK(vkAllocateDescriptorSets(device, &set_info, &q_set));
+  const VkDescriptorBufferInfo q_desc{q_buf.buffer, 0, q_bytes};
+  VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+  write.dstSet = q_set;
+  write.descriptorCount = 1;
+  write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  write.pBufferInfo = &q_desc;
+  vkUpdateDescriptorSets(device, 1, &write, 0, nullptr);
+
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.queueFamilyIndex = family;
+  VkCommandPool pool;
+  CHECK_VK(vkCreateCommandPool(device, &pool_info, nullptr, &pool));
+  VkCommandBufferAllocateInfo cmd_info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cmd_info.commandPool = pool;
+  cmd_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cmd_info.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  CHECK_VK(vkAllocateCommandBuffers(device, &cmd_info, &cmd));
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFence fence;
+  CHECK_VK(vkCreateFence(device, &fence_info, nullptr, &fence));
+
+  std::vector<float> out(q.size());
+  AppBuffer workspace_buf;  // sized by plan_attention below
+  {
+    // ---- vkattn borrows the device and the buffers; it owns none of them. Its objects must go
+    // before the handles they borrow, hence this scope. ----
+    vkattn::AdoptedDevice lent;
+    lent.instance = instance;
+    lent.physical_device = physical;
+    lent.device = device;
+    lent.queue = queue;
+    lent.queue_family_index = family;
+    lent.storage_16bit_enabled = enable11.storageBuffer16BitAccess == VK_TRUE;
+    vkattn::Context context = vkattn::Context::adopt(lent);
+    vkattn::Buffer q_view = vkattn::Buffer::wrap(context, q_buf.buffer, 0, q_bytes);
+    vkattn::Buffer k_view = vkattn::Buffer::wrap(context, k_buf.buffer, 0, kv_bytes);
+    vkattn::Buffer v_view = vkattn::Buffer::wrap(context, v_buf.buffer, 0, kv_bytes);
+    vkattn::Buffer o_view = vkattn::Buffer::wrap(context, o_buf.buffer, 0, q_bytes);
+    vkattn::AttentionArgs args;
+    args.q = {&q_view, q_layout};
+    args.k = {&k_view, kv_layout};
+    args.v = {&v_view, kv_layout};
+    args.out = {&o_view, q_layout};
+    args.options.causal = vkattn::Causal::bottom_right;  // the new tokens see the cache and each other causally
+
+    // plan_attention checks everything (throws vkattn::Error) and says how much workspace the
+    // recorded work needs (split-KV partials); the application provides it, like every buffer.
+    const vkattn::AttentionPlan plan = vkattn::plan_attention(context, args);
+    std::printf("plan: %s path, %s kernel, %u key splits, workspace %llu bytes\n", plan.path, plan.kernel, plan.splits,
+                static_cast<unsigned long long>(plan.workspace_bytes));
+    vkattn::Buffer workspace_view;
+    vkattn::BufferSlice workspace;
+    if (plan.workspace_bytes > 0) {
+      workspace_buf = create_buffer(device, memory, plan.workspace_bytes, false);
+      workspace_view = vkattn::Buffer::wrap(context, workspace_buf.buffer, 0, plan.workspace_bytes);
+      workspace = {&workspace_view, 0};
+    }
+
+    // ---- One command buffer: upload, the application's dispatch, attention, readback. ----
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    CHECK_VK(vkBeginCommandBuffer(cmd, &begin));
+    const VkBufferCopy to_q{0, 0, q_bytes}, to_k{q_bytes, 0, kv_bytes}, to_v{q_bytes + kv_bytes, 0, kv_bytes};
+    vkCmdCopyBuffer(cmd, upload.buffer, q_buf.buffer, 1, &to_q);
+    vkCmdCopyBuffer(cmd, upload.buffer, k_buf.buffer, 1, &to_k);
+    vkCmdCopyBuffer(cmd, upload.buffer, v_buf.buffer, 1, &to_v);
+    // The copies' writes before any shader reads or writes Q, K, V (the scale shader and attention).
+    barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+
+    // The application's own work: Q *= 0.5, in place.
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, scale_pipeline);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout, 0, 1, &q_set, 0, nullptr);
+    const ScalePush push{static_cast<uint32_t>(q.size()), q_factor};
+    vkCmdPushConstants(cmd, pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+    vkCmdDispatch(cmd, static_cast<uint32_t>((q.size() + 63) / 64), 1, 1);
+    // The caller's side of record_attention's contract: its inputs' writes (here the scale shader's
+    // write of Q) are made visible to compute-shader reads before it.
+    barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT);
+
+    // vkattn records its dispatches (and the barriers between them) here; nothing is submitted. It
+    // binds its own pipelines, push descriptors and push constants: rebind yours after it.
+    vkattn::record_attention(context, cmd, args, workspace);
+
+    // The other side of the contract: attention's shader writes of O before the transfer that reads
+    // it, and that transfer's write before the host reads the mapped memory.
+    barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_TRANSFER_READ_BIT);
+    const VkBufferCopy from_o{0, 0, q_bytes};
+    vkCmdCopyBuffer(cmd, o_buf.buffer, readback.buffer, 1, &from_o);
+    barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+            VK_ACCESS_HOST_READ_BIT);
+    CHECK_VK(vkEndCommandBuffer(cmd));
+
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cmd;
+    CHECK_VK(vkQueueSubmit(queue, 1, &submit, fence));
+    CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+    std::memcpy(out.data(), readback.mapped, q_bytes);
+  }  // the Context and the Buffer views are gone; the device and buffers are still the application's
+
+  // ---- Check against the fp64 reference, fed Q as the application's shader left it. ----
+  vkattn::reference::Inputs in;
+  in.q_layout = q_layout;
+  in.k_layout = kv_layout;
+  in.v_layout = kv_layout;
+  std::vector<float> scaled_q = q;
+  for (float& x : scaled_q) x *= q_factor;  // exact: a power of two
+  in.q = scaled_q;
+  in.k = k;
+  in.v = v;
+  in.options.causal = vkattn::Causal::bottom_right;
+  const vkattn::reference::Outputs expected = vkattn::reference::attention(in);
+  double max_v = 0.0, max_err = 0.0;
+  for (const float x : v) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double err = std::fabs(out[i] - expected.out[i]) / max_v;
+    max_err = std::isnan(err) ? INFINITY : std::max(max_err, err);
+  }
+  std::printf("max error (normalised by max|V|): %.3g\n", max_err);
+
+  // ---- Tear down in reverse order of creation. ----
+  vkDestroyFence(device, fence, nullptr);
+  vkDestroyCommandPool(device, pool, nullptr);
+  vkDestroyDescriptorPool(device, descriptor_pool, nullptr);
+  for (AppBuffer* b : {&q_buf, &k_buf, &v_buf, &o_buf, &upload, &readback}) destroy_buffer(device, *b);
+  if (workspace_buf.buffer) destroy_buffer(device, workspace_buf);
+  vkDestroyPipeline(device, scale_pipeline, nullptr);
+  vkDestroyPipelineLayout(device, pipeline_layout, nullptr);
+  vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
+  vkDestroyShaderModule(device, module, nullptr);
+  vkDestroyDevice(device, nullptr);
+  if (messenger) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+    destroy(instance, messenger, nullptr);
+  }
+  vkDestroyInstance(instance, nullptr);
+
+  if (validate) std::printf("validation messages: %d (synchronization validation on)\n", g_validation_messages);
+  if (!(max_err <= 1e-5) || g_validation_messages > 0) {
+    std::printf("FAILED\n");
+    return 1;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  bool validate = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--validate") == 0) {
+      validate = true;
+    } else {
+      std::fprintf(stderr, "usage: app_record [--validate]\n");
+      return 2;
+    }
+  }
+  return run(validate);
+} catch (const std::exception& e) {  // vkattn::Error included
+  std::fprintf(stderr, "app_record: %s\n", e.what());
+  return 1;
+}

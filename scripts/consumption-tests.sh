@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Consumption tests: the three ways an application takes vkattn in, each built from scratch and run.
+#   1. the installed package through find_package(vkattn)  (examples/: minimal and app_record)
+#   2. the source tree through add_subdirectory()           (tests/consume/add_subdirectory/)
+#   3. the installed pkg-config file                        (a plain c++ compile of examples/minimal.cpp)
+# Usage: scripts/consumption-tests.sh [BUILD_DIR]   (default build/release, already built)
+# Writes under build/consume/. Each consumer runs on the default device; app_record runs with the
+# validation layer (synchronization validation included) and fails on any message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir="${1:-build/release}"
+out="$PWD/build/consume"
+prefix="$out/prefix"
+rm -rf "$out"
+mkdir -p "$out"
+
+part() { echo "--- consumption: $* ($(date -u +%H:%M:%S))"; }
+
+part "install $build_dir into $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+
+part "find_package(vkattn): examples/"
+cmake -S examples -B "$out/find_package" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$out/find_package"
+"$out/find_package/minimal"
+"$out/find_package/app_record" --validate
+
+part "add_subdirectory(vkattn): tests/consume/add_subdirectory/"
+cmake -S tests/consume/add_subdirectory -B "$out/add_subdirectory" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DVKATTN_SOURCE_DIR="$PWD" >/dev/null
+cmake --build "$out/add_subdirectory" -j"$(nproc)"
+"$out/add_subdirectory/minimal"
+
+part "pkg-config --cflags --libs vkattn"
+pc_dir="$(dirname "$(find "$prefix" -name vkattn.pc -print -quit)")"  # lib/ or lib/<multiarch>/
+export PKG_CONFIG_PATH="$pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+[ "$(pkg-config --modversion vkattn)" = "$(sed -n 's/^project(vkattn VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)" ] ||
+  { echo "consumption: pkg-config's version differs from CMakeLists.txt's project(VERSION)"; exit 1; }
+# shellcheck disable=SC2046  # the flags are meant to split into words
+c++ -std=c++20 -O2 examples/minimal.cpp -o "$out/minimal_pkgconfig" $(pkg-config --cflags --libs vkattn)
+"$out/minimal_pkgconfig"
+
+part "all consumers built and ran"
