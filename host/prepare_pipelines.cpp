@@ -25,7 +25,7 @@ void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64
   auto zeros = [&](int64_t elements) {
     const uint64_t bytes = static_cast<uint64_t>(elements) * esize;
     Buffer buffer = Buffer::allocate(context, bytes);
-    buffer.upload(std::vector<uint8_t>(bytes, 0).data(), bytes);
+    buffer.fill(0);
     return buffer;
   };
   Buffer q = zeros(q_layout.element_count()), k = zeros(kv_layout.element_count());
