@@ -71,7 +71,7 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   const auto bind_tensor = [&](const TensorRef& t) {
     return bind_from(*t.buffer, t.layout.offset, esize, t.layout.required_elements(), align);
   };
-  Binding q = bind_tensor(args.q), k = bind_tensor(args.k), v = bind_tensor(args.v), o = bind_tensor(args.out);
+  Binding q = bind_tensor(args.q), o = bind_tensor(args.out);
   const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
   Binding lse = args.lse.buffer ? bind_slice(args.lse, 4, rows_total, align) : bind_dummy(c);
   Binding mask = args.mask.buffer ? bind_from(*args.mask.buffer, args.mask.layout.offset, mask_type_size(args.mask.layout.type),
@@ -106,9 +106,9 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   push.q_sb = u32(ql.stride_batch), push.q_sh = u32(ql.stride_head), push.q_ss = u32(ql.stride_seq);
   push.q_off = q.element_offset;
   push.k_sb = u32(kl.stride_batch), push.k_sh = u32(kl.stride_head), push.k_ss = u32(kl.stride_seq);
-  push.k_off = k.element_offset;
+
   push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
-  push.v_off = v.element_offset;
+
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   push.o_off = o.element_offset;
   if (args.mask.buffer) {
@@ -138,11 +138,30 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
                          0, nullptr, 0, nullptr);
   }
 
-  const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
+  // One dispatch per range of splits; K and V are bound from the range's first key (binding_key in
+  // attention_common.glsl), so a KV head longer than one binding runs as several dispatches.
   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, fused);
-  push_bindings(c, cmd, layout.pipeline_layout, bindings, 9);
-  vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
-  vkCmdDispatch(cmd, plan.query_tiles, u32(p.heads), u32(p.batch) * plan.splits);
+  for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
+    const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
+    const int64_t k0 = int64_t(s0) * plan.keys_per_split;
+    const int64_t nk = std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
+    const auto key_range = [&](TensorLayout l) {
+      l.offset += k0 * l.stride_seq;
+      l.seq = nk;
+      return l;
+    };
+    const TensorLayout k_range = key_range(kl), v_range = key_range(vl);
+    Binding k = bind_from(*args.k.buffer, k_range.offset, esize, k_range.required_elements(), align);
+    Binding v = bind_from(*args.v.buffer, v_range.offset, esize, v_range.required_elements(), align);
+    push.k_off = k.element_offset;
+    push.v_off = v.element_offset;
+    push.splits = n;
+    push.split_base = s0;
+    const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
+    push_bindings(c, cmd, layout.pipeline_layout, bindings, 9);
+    vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+    vkCmdDispatch(cmd, plan.query_tiles, u32(p.heads), u32(p.batch) * n);
+  }
 
   if (!split) return;
   VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -230,6 +249,9 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
   plan.keys_per_split = lp.keys_per_split;
   plan.path = "fused";
   plan.kernel = lp.config.rowwise ? "rowwise" : "tiled";
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  plan.chunks = uint32_t(ceil_div(lp.problem.batch, lp.batch_chunk) * ceil_div(lp.problem.heads, lp.head_chunk) *
+                         ceil_div(lp.splits, lp.splits_per_dispatch));
   return plan;
 }
 

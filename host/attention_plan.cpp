@@ -57,11 +57,11 @@ uint64_t binding_bytes(const TensorRef& t, uint64_t alignment) {
   return binding_bytes(t.layout.offset, t.layout.required_elements(), dtype_size(t.layout.dtype), alignment);
 }
 
-// Whether every binding of a chunk fits in one descriptor range.
-bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range) {
-  if (binding_bytes(a.q, alignment) > max_range || binding_bytes(a.k, alignment) > max_range ||
-      binding_bytes(a.v, alignment) > max_range || binding_bytes(a.out, alignment) > max_range)
-    return false;
+// Whether every binding of a chunk fits in one descriptor range (K and V whole, or only the others
+// when K and V are bound by key range).
+bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range, bool with_kv = true) {
+  if (binding_bytes(a.q, alignment) > max_range || binding_bytes(a.out, alignment) > max_range) return false;
+  if (with_kv && (binding_bytes(a.k, alignment) > max_range || binding_bytes(a.v, alignment) > max_range)) return false;
   const uint64_t rows = uint64_t(a.q.layout.batch * a.q.layout.heads * a.q.layout.seq);
   if (a.lse.buffer && rows * 4 + alignment > max_range) return false;
   return !a.mask.buffer || binding_bytes(a.mask.layout.offset, a.mask.layout.required_elements(),
@@ -200,19 +200,33 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   const AttentionProblem& p = plan.problem;
 
   // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
-  // of heads as fit in one binding.
+  // of heads as fit in one binding; else (one KV head alone is larger than a binding) one GQA group
+  // with K and V bound by key range, one range per dispatch (key_ranges below). The grid's y
+  // dimension (heads) caps the chunk too.
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   const uint64_t max_range = device.max_storage_buffer_range;
-  plan.batch_chunk = p.batch;
-  plan.head_chunk = p.heads;
-  if (!chunk_fits(args, plan.alignment, max_range)) {
-    plan.batch_chunk = 1;
-    while (plan.head_chunk > 0 && !chunk_fits(chunk_args(args, p.group_size(), 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
-      plan.head_chunk -= p.group_size();
-    if (plan.head_chunk == 0)
-      throw Error("binding: one batch x one KV head of these tensors spans more than maxStorageBufferRange (" +
-                  str(max_range) + " bytes) of " + device.name + " (q " + args.q.layout.describe() + ", k " +
-                  args.k.layout.describe() + ")");
+  const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
+                 max_z = device.max_workgroup_count[2];
+  const int64_t group = p.group_size();
+  if (uint64_t(group) > max_y)
+    throw Error("grid: a GQA group of " + str(group) + " query heads exceeds maxComputeWorkGroupCount[1] (" + str(max_y) +
+                ") of " + device.name);
+  const int64_t max_heads = std::min<int64_t>(p.heads, int64_t(max_y) / group * group);
+  plan.batch_chunk = std::min<int64_t>(p.batch, int64_t(max_z));
+  plan.head_chunk = max_heads;
+  bool key_ranges = false;
+  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(args, plan.alignment, max_range)) {
+    if (!chunk_fits(chunk_args(args, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range))
+      plan.batch_chunk = 1;
+    while (plan.head_chunk > group && !chunk_fits(chunk_args(args, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
+      plan.head_chunk -= group;
+    if (!chunk_fits(chunk_args(args, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range)) {
+      key_ranges = true;
+      if (!chunk_fits(chunk_args(args, group, 0, 1, 0, group), plan.alignment, max_range, false))
+        throw Error("binding: the queries, output, mask or LSE of one batch x one GQA group span more than "
+                    "maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name + " (q " +
+                    args.q.layout.describe() + ")");
+    }
   }
 
   // On CPU devices rowwise wins once its 32-row workgroups have rows to work on; below that (decode,
@@ -225,13 +239,27 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
 
   // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
-  // and on llvmpipe so that no invocation loops more than its limit allows.
+  // on llvmpipe so that no invocation loops more than its limit allows, and by binding size when K
+  // and V are bound by key range.
   const uint64_t tiles = ceil_div(p.seq_k, c.keys_per_tile);
   uint64_t max_tiles = tiles;
   if (device.is_llvmpipe) {
     const uint64_t one = fused_loop_iterations(c, p.dim_qk, p.dim_v, 1);
     const uint64_t zero = fused_loop_iterations(c, p.dim_qk, p.dim_v, 0);
     max_tiles = std::max<uint64_t>(1, (kLlvmpipeLoopBudget - zero) / (one - zero));
+  }
+  uint64_t keys_per_binding = UINT64_MAX;
+  if (key_ranges) {
+    // Keys of one KV head that one binding holds from any start: (n - 1) * stride_seq + dim elements.
+    const uint64_t elements = (max_range - plan.alignment - 4) / dtype_size(p.dtype);
+    for (const TensorRef* t : {&args.k, &args.v}) {
+      const uint64_t dim = uint64_t(t->layout.dim), stride = std::max<uint64_t>(uint64_t(t->layout.stride_seq), 1);
+      keys_per_binding = std::min(keys_per_binding, elements < dim ? 0 : (elements - dim) / stride + 1);
+    }
+    if (keys_per_binding < c.keys_per_tile)
+      throw Error("binding: one tile of " + str(c.keys_per_tile) + " keys of k " + args.k.layout.describe() +
+                  " spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name);
+    max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
   const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
   auto split_chunk = [&]() {
@@ -257,14 +285,14 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
     plan.head_chunk -= p.group_size();
     split_chunk();
   }
-  const uint64_t splits = plan.splits;
-
-  const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
-                 max_z = device.max_workgroup_count[2];
-  if (plan.query_tiles > max_x || uint64_t(plan.head_chunk) > max_y || uint64_t(plan.batch_chunk) * splits > max_z)
-    throw Error("grid: (" + str(plan.query_tiles) + ", " + str(plan.head_chunk) + ", " + str(plan.batch_chunk * splits) +
-                ") workgroups (query tiles, heads, batch x splits) exceed maxComputeWorkGroupCount (" + str(max_x) +
-                ", " + str(max_y) + ", " + str(max_z) + ") of " + device.name);
+  // Splits per dispatch: those whose keys one binding holds, and as many as the grid's z dimension
+  // (batches x splits) allows; the rest go to further dispatches (split_base in the shaders).
+  plan.splits_per_dispatch = plan.splits;
+  if (key_ranges) plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits, keys_per_binding / plan.keys_per_split));
+  plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits_per_dispatch, max_z / plan.batch_chunk));
+  if (plan.query_tiles > max_x)
+    throw Error("grid: " + str(plan.query_tiles) + " query tiles (seq_q " + str(p.seq_q) +
+                ") exceed maxComputeWorkGroupCount[0] (" + str(max_x) + ") of " + device.name);
 
   if (plan.splits > 1) {
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;

@@ -24,6 +24,9 @@ struct LaunchPlan {
   KernelConfig config;
   uint32_t splits = 1;
   uint32_t keys_per_split = 0;
+  // Splits one dispatch covers (K and V are bound from its first key): all of them unless one KV
+  // head is larger than a binding or the grid's z dimension is exceeded.
+  uint32_t splits_per_dispatch = 1;
   uint32_t query_tiles = 0;
   // Dispatches cover chunks of batch_chunk batches x head_chunk query heads (whole GQA groups), so
   // that no binding exceeds maxStorageBufferRange; one chunk covers everything when it fits.

@@ -27,9 +27,10 @@ struct AttentionPush {
   uint32_t o_sb, o_sh, o_ss, o_off;
   uint32_t m_sb, m_sh, m_ss, m_off;
   uint32_t lse_off, kv_len_off;
+  uint32_t split_base;
 };
 static_assert(sizeof(AttentionPush) <= 128, "push constants beyond the guaranteed 128 bytes");
-static_assert(sizeof(AttentionPush) == 30 * 4);
+static_assert(sizeof(AttentionPush) == 31 * 4);
 
 struct CombinePush {
   uint32_t splits, rows, heads, seq_q;

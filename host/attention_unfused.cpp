@@ -165,8 +165,9 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
   const uint64_t max_range = device.max_storage_buffer_range - plan.alignment;
   const uint64_t row_bytes = std::max<uint64_t>(uint64_t(p.seq_k) * 4, 4);
 
-  // Chunks: everything when the scores and every tensor's part fit one binding each; else one batch
-  // and as many heads as fit; else one head and as many query rows as fit.
+  // Chunks: everything when the scores and every tensor's part fit one binding each (and the batch x
+  // head matrices the GEMMs' grid); else one batch and as many heads as fit; else one head and as
+  // many query rows as fit.
   const int64_t group = p.group_size();
   const auto spans = [&](const TensorRef& t, int64_t nb, int64_t nh, int64_t nr) {
     if (nb == 0 || nh == 0 || nr == 0) return uint64_t(0);
@@ -174,7 +175,8 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
   };
   const auto fits = [&](int64_t nb, int64_t nh, int64_t nr) {
     const int64_t kv_heads = std::min<int64_t>(p.kv_heads, (nh + group - 1) / group + 1);  // a chunk may straddle groups
-    return uint64_t(nb * nh * nr) * row_bytes <= max_range && spans(args.q, nb, nh, nr) <= max_range &&
+    return uint64_t(nb * nh) <= device.max_workgroup_count[2] &&  // the GEMMs' grid z
+           uint64_t(nb * nh * nr) * row_bytes <= max_range && spans(args.q, nb, nh, nr) <= max_range &&
            spans(args.out, nb, nh, nr) <= max_range && spans(args.k, nb, kv_heads, p.seq_k) <= max_range &&
            spans(args.v, nb, kv_heads, p.seq_k) <= max_range;
   };

@@ -34,6 +34,10 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
   return r;
 }
 
+// The row of key j in the K and V bindings. A dispatch binds K and V from the first key of its first
+// split (split_base), so that a key range longer than one binding can run as several dispatches.
+uint binding_key(uint j) { return j - pc.split_base * pc.keys_per_split; }
+
 // Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding and by the
 // causal limit of its last query row (key tiles past it are never visited).
 uvec2 workgroup_key_range(uint split, uint b, uint last_row) {

@@ -47,7 +47,7 @@ void main() {
   const uint lane = tid % TPR;
   const uint h = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / pc.splits;
-  const uint split = gl_WorkGroupID.z % pc.splits;
+  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = h / pc.group;
   const uint i0 = gl_WorkGroupID.x * BR;
   const uint i = i0 + row;
@@ -81,12 +81,12 @@ void main() {
     for (uint e = tid; e < BC * DQK4; e += WG) {
       const uint c = e / DQK4, d4 = e % DQK4;
       const uint j = tile + c;
-      sK[c * KSTRIDE + d4] = j < key_end ? load_row_vec4(TENSOR_K, k_head + j * pc.k_ss, d4, DQK) : vec4(0.0);
+      sK[c * KSTRIDE + d4] = j < key_end ? load_row_vec4(TENSOR_K, k_head + binding_key(j) * pc.k_ss, d4, DQK) : vec4(0.0);
     }
     for (uint e = tid; e < BC * VSTRIDE; e += WG) {
       const uint c = e / VSTRIDE, d4 = e % VSTRIDE;
       const uint j = tile + c;
-      sV[e] = (j < key_end && d4 < DV4) ? load_row_vec4(TENSOR_V, v_head + j * pc.v_ss, d4, DV) : vec4(0.0);
+      sV[e] = (j < key_end && d4 < DV4) ? load_row_vec4(TENSOR_V, v_head + binding_key(j) * pc.v_ss, d4, DV) : vec4(0.0);
     }
     barrier();
 

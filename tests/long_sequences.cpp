@@ -63,6 +63,36 @@ TEST_SUITE("long") {
     run_cases(context(), {c});
   }
 
+  TEST_CASE("one KV head larger than a binding: 600,000 keys x 64 f32 (154 MB) bound by key range") {
+    AttentionCase c = long_case(DType::f32, 3, 600000, 64, 15);
+    c.heads = 2;
+    c.kv_heads = 1;
+    c.causal = Causal::bottom_right;
+    c.kv_lengths = {590001};
+    c.mask = MaskKind::boolean;
+    c.mask_drop = 0.1;
+    if (attention_path() == AttentionPath::unfused) {
+      // The three-stage path binds each KV head whole; it refuses, naming the path that works.
+      INFO("case: " << describe(c));
+      CHECK(contains(error_message([&] { run_case(context(), c); }), "use the fused path"));
+      return;
+    }
+    run_cases(context(), {c});
+  }
+
+  TEST_CASE("grids beyond maxComputeWorkGroupCount (65535 on lavapipe): 70,000 heads, batch 66,000") {
+    AttentionCase heads = long_case(DType::f16, 3, 5, 16, 16);
+    heads.heads = 70000;
+    heads.kv_heads = 35000;
+    heads.causal = Causal::bottom_right;
+    AttentionCase batch = long_case(DType::f32, 2, 7, 8, 17);
+    batch.batch = 66000;
+    batch.heads = 2;
+    batch.kv_heads = 1;
+    batch.layout = LayoutKind::bshd;
+    run_cases(context(), {heads, batch});
+  }
+
   TEST_CASE("causal bottom-right: a chunk of 128 queries at the end of 16384 keys") {
     AttentionCase c = long_case(DType::f32, 128, 16384, 64, 13);
     c.causal = Causal::bottom_right;
