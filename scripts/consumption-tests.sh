@@ -25,6 +25,21 @@ cmake --build "$out/find_package"
 "$out/find_package/minimal"
 "$out/find_package/app_record" --validate
 
+part "find_package(vkattn <version>): the package version is SameMajorVersion-compatible"
+version="$(sed -n 's/^project(vkattn VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
+major="${version%%.*}"
+mkdir -p "$out/version_check"
+cat >"$out/version_check/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(vkattn_version_check LANGUAGES CXX)
+find_package(vkattn ${major}.0 REQUIRED)            # same major, older minor: accepted
+find_package(vkattn $((major + 1)) QUIET)           # next major: refused
+if(vkattn_FOUND)
+  message(FATAL_ERROR "find_package(vkattn $((major + 1))) accepted vkattn \${vkattn_VERSION}")
+endif()
+CMAKE
+cmake -S "$out/version_check" -B "$out/version_check/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+
 part "add_subdirectory(vkattn): tests/consume/add_subdirectory/"
 cmake -S tests/consume/add_subdirectory -B "$out/add_subdirectory" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVKATTN_SOURCE_DIR="$PWD" >/dev/null
@@ -34,7 +49,7 @@ cmake --build "$out/add_subdirectory" -j"$(nproc)"
 part "pkg-config --cflags --libs vkattn"
 pc_dir="$(dirname "$(find "$prefix" -name vkattn.pc -print -quit)")"  # lib/ or lib/<multiarch>/
 export PKG_CONFIG_PATH="$pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-[ "$(pkg-config --modversion vkattn)" = "$(sed -n 's/^project(vkattn VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)" ] ||
+[ "$(pkg-config --modversion vkattn)" = "$version" ] ||
   { echo "consumption: pkg-config's version differs from CMakeLists.txt's project(VERSION)"; exit 1; }
 # shellcheck disable=SC2046  # the flags are meant to split into words
 c++ -std=c++20 -O2 examples/minimal.cpp -o "$out/minimal_pkgconfig" $(pkg-config --cflags --libs vkattn)

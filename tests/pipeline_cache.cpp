@@ -3,8 +3,10 @@
 // results; a missing, garbage, truncated, foreign or raw-driver file is ignored, never an error; a
 // save to an impossible path names it; prepare_pipelines builds what the default path then uses.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
