@@ -256,6 +256,7 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
 }
 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
+  context.impl().check_usable();
   if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
   const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
   const uint64_t need = planned.workspace_bytes();

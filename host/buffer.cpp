@@ -84,6 +84,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
   if (!valid()) throw Error("buffer.upload: empty buffer");
+  context_->check_usable();  // a lost device's memory may be gone: fail fast, even for mapped memory
   check_range("upload", offset, bytes, size_);
   if (bytes == 0) return;
   detail::ContextImpl& c = *context_;
@@ -104,6 +105,7 @@ void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
 
 void Buffer::download(void* data, uint64_t bytes, uint64_t offset) const {
   if (!valid()) throw Error("buffer.download: empty buffer");
+  context_->check_usable();
   check_range("download", offset, bytes, size_);
   if (bytes == 0) return;
   detail::ContextImpl& c = *context_;
@@ -124,6 +126,7 @@ void Buffer::download(void* data, uint64_t bytes, uint64_t offset) const {
 
 void Buffer::fill(uint8_t value, uint64_t offset, uint64_t bytes) {
   if (!valid()) throw Error("buffer.fill: empty buffer");
+  context_->check_usable();
   if (bytes == UINT64_MAX) bytes = offset <= size_ ? size_ - offset : 0;
   check_range("fill", offset, bytes, size_);
   const std::vector<uint8_t> pattern(bytes, value);

@@ -7,8 +7,21 @@
 
 namespace vkattn::detail {
 
+void ContextImpl::check_usable() const {
+  if (device_lost)
+    throw Error("context: the device was lost (VK_ERROR_DEVICE_LOST) in an earlier call; this Context can no longer "
+                "run work: create a new one",
+                "VK_ERROR_DEVICE_LOST");
+}
+
+void ContextImpl::check_result(const char* call, VkResult result) {
+  if (result == VK_ERROR_DEVICE_LOST) device_lost = true;
+  if (result != VK_SUCCESS) throw_vk_error(call, result);
+}
+
 void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record) {
   std::lock_guard lock(queue_mutex);
+  check_usable();
   VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   alloc.commandPool = pool_;
   alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -33,8 +46,9 @@ void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& re
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cmd;
   VK_TRY(vkResetFences(device, 1, &fence_));
-  VK_TRY(vkQueueSubmit(queue, 1, &submit, fence_));
-  VK_TRY(vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX));
+  const VkResult injected = injected_fault(testing::FaultSite::submit);
+  check_result("vkQueueSubmit", injected != VK_SUCCESS ? injected : vkQueueSubmit(queue, 1, &submit, fence_));
+  check_result("vkWaitForFences", vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX));
 }
 
 void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
@@ -45,3 +59,9 @@ void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
 }
 
 }  // namespace vkattn::detail
+
+namespace vkattn::testing {
+
+void set_fault_hook(Context& context, FaultHook hook) { context.impl().fault_hook = std::move(hook); }
+
+}  // namespace vkattn::testing

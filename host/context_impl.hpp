@@ -4,6 +4,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "memory.hpp"
 #include "pipelines.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/testing.hpp"
 
 namespace vkattn::detail {
 
@@ -39,6 +41,15 @@ class ContextImpl {
   // A small buffer bound to shader bindings a call does not use (e.g. no mask).
   const Allocation& dummy() const { return *dummy_; }
 
+  // Throws once the device has been lost: every later call fails fast, naming the cause.
+  void check_usable() const;
+  // Remembers a VK_ERROR_DEVICE_LOST (then throws like VK_TRY for any failure).
+  void check_result(const char* call, VkResult result);
+  // The result a test's fault hook injects at `site` (VK_SUCCESS without a hook).
+  VkResult injected_fault(testing::FaultSite site) const { return fault_hook ? fault_hook(site) : VK_SUCCESS; }
+
+  testing::FaultHook fault_hook;
+  std::atomic<bool> device_lost{false};
   ValidationCallback validation_callback;  // referenced by the messenger: declared before it
   InstanceHandles instance;
   bool owns_device = false;

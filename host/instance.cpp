@@ -142,8 +142,16 @@ std::vector<VkPhysicalDevice> enumerate_physical_devices(VkInstance instance) {
 
 DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  maintenance3.pNext = &driver;
+  // maxBufferSize is Vulkan 1.3 (maintenance4); chained only where the device reports 1.3.
+  VkPhysicalDeviceMaintenance4Properties maintenance4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(physical_device, &base);
+  const bool has_maintenance4 = base.apiVersion >= VK_API_VERSION_1_3;
+  if (has_maintenance4) maintenance4.pNext = &maintenance3;
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  subgroup.pNext = &driver;
+  subgroup.pNext = has_maintenance4 ? static_cast<void*>(&maintenance4) : static_cast<void*>(&maintenance3);
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device, &props);
@@ -186,6 +194,8 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
                             has_device_extension(physical_device, "VK_KHR_cooperative_matrix");
   info.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && limits.timestampPeriod > 0.0f;
   info.timestamp_period_ns = limits.timestampPeriod;
+  info.max_allocation_size = maintenance3.maxMemoryAllocationSize;
+  info.max_buffer_size = has_maintenance4 ? maintenance4.maxBufferSize : UINT64_MAX;
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(physical_device, &memory);
   for (uint32_t h = 0; h < memory.memoryHeapCount; ++h)

@@ -33,9 +33,17 @@ Allocation::~Allocation() {
 }
 
 std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t bytes, MemoryUse use) {
+  context.check_usable();
   if (bytes == 0) throw Error("buffer: size must be > 0 bytes");
   // Rounded up so that shaders reading 32-bit words (masks, 16-bit tensors) never step past the end.
   const uint64_t size = (bytes + 15) & ~uint64_t(15);
+  const DeviceInfo& device = context.info;
+  for (const auto& [limit, name] : {std::pair{device.max_buffer_size, "maxBufferSize"},
+                                    std::pair{device.max_allocation_size, "maxMemoryAllocationSize"},
+                                    std::pair{device.device_memory_bytes, "the largest device-local heap"}})
+    if (limit > 0 && size > limit)
+      throw Error("buffer: " + std::to_string(bytes) + " bytes exceed " + name + " (" + std::to_string(limit) +
+                  " bytes) of " + device.name);
   auto alloc = std::make_unique<Allocation>();
   alloc->device = context.device;
   alloc->size = size;
@@ -61,6 +69,8 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   VkMemoryAllocateInfo mem{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   mem.allocationSize = req.size;
   mem.memoryTypeIndex = static_cast<uint32_t>(type);
+  const VkResult injected = context.injected_fault(testing::FaultSite::allocate);
+  if (injected != VK_SUCCESS) throw_vk_error("vkAllocateMemory", injected);  // `alloc` frees the buffer
   VK_TRY(vkAllocateMemory(context.device, &mem, nullptr, &alloc->memory));
   VK_TRY(vkBindBufferMemory(context.device, alloc->buffer, alloc->memory, 0));
   const VkMemoryPropertyFlags flags = context.memory_properties.memoryTypes[type].propertyFlags;

@@ -34,6 +34,8 @@ struct DeviceInfo {
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint64_t device_memory_bytes = 0;  // size of the largest device-local memory heap
+  uint64_t max_allocation_size = 0;  // maxMemoryAllocationSize: the largest single allocation
+  uint64_t max_buffer_size = 0;      // maxBufferSize (Vulkan 1.3; UINT64_MAX when not reported)
   uint32_t max_push_constants_size = 0;
   bool storage_16bit = false;   // storageBuffer16BitAccess: needed for f16 and bf16 tensors
   bool shader_float16 = false;  // shaderFloat16 (reported; not required)
@@ -98,6 +100,9 @@ struct AdoptedDevice {
   std::string pipeline_cache_file;
 };
 
+// A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several
+// threads at once are serialised where they submit (see README "Threads"). After
+// VK_ERROR_DEVICE_LOST every later call throws Error("... device was lost ...").
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
