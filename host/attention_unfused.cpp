@@ -206,9 +206,8 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
 
   // The kernels' limits for the largest chunk.
   if (rows > 0) {
-    const int64_t batches = plan.batch_chunk * plan.head_chunk;
-    check_gemm_shape(device, "unfused path, scores", plan.row_chunk, p.seq_k, p.dim_qk, batches);
-    check_gemm_shape(device, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k, batches);
+    check_gemm_shape(device, "unfused path, scores", plan.row_chunk, p.seq_k, p.dim_qk);
+    check_gemm_shape(device, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k);
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
       throw Error("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);

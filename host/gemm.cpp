@@ -38,15 +38,13 @@ uint32_t col_block(const GemmOperand& o) {
 
 }  // namespace
 
-void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k,
-                      int64_t batches) {
+void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k) {
+  // The grid's z (batch x heads matrices) is split across dispatches by record_gemm; x and y are not.
   const GemmTile tile = choose_tile(m);
   const uint64_t gx = ceil_div(n, tile.bn), gy = ceil_div(m, tile.bm);
-  if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1] ||
-      uint64_t(batches) > device.max_workgroup_count[2])
-    throw Error(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product over " +
-                std::to_string(batches) + " matrices needs a grid of (" + std::to_string(gx) + ", " +
-                std::to_string(gy) + ", " + std::to_string(batches) + ") workgroups, beyond " + device.name);
+  if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1])
+    throw Error(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product needs a grid of (" +
+                std::to_string(gx) + ", " + std::to_string(gy) + ") workgroups per matrix, beyond " + device.name);
   if (device.is_llvmpipe && ceil_div(k, kTileK) + 16 > kLlvmpipeLoopBudget)
     throw Error(what + ": a reduction over " + std::to_string(k) +
                 " elements exceeds lavapipe's per-invocation loop limit (at most " +
@@ -54,6 +52,20 @@ void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t
 }
 
 void record_gemm(ContextImpl& c, VkCommandBuffer cmd, const GemmCall& call) {
+  // More matrices than the grid's z allows: whole batches per dispatch, operands rebased.
+  const uint64_t max_z = c.info.max_workgroup_count[2];
+  if (uint64_t(call.batch * call.heads) > max_z) {
+    if (uint64_t(call.heads) > max_z)
+      throw Error("gemm: " + std::to_string(call.heads) + " heads exceed maxComputeWorkGroupCount[2] of " + c.info.name);
+    const int64_t per_dispatch = int64_t(max_z) / call.heads;
+    for (int64_t b0 = 0; b0 < call.batch; b0 += per_dispatch) {
+      GemmCall part = call;
+      part.batch = std::min(per_dispatch, call.batch - b0);
+      for (GemmOperand* o : {&part.a, &part.b, &part.c}) o->offset += b0 * o->stride_batch;
+      record_gemm(c, cmd, part);
+    }
+    return;
+  }
   const uint64_t align = std::max<uint64_t>(c.info.min_storage_buffer_offset_alignment, 16);
   const auto bind_operand = [&](const GemmOperand& o) {
     const uint64_t esize = dtype_size(o.dtype);

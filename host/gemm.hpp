@@ -52,9 +52,9 @@ struct GemmCall {
 };
 
 // Throws Error (prefixed by `what`) when a GEMM of this shape exceeds what `device` can dispatch:
-// the grid, 32-bit indices, or lavapipe's per-invocation loop limit (DESIGN.md §5).
-void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k,
-                      int64_t batches);
+// the grid per matrix, or lavapipe's per-invocation loop limit (DESIGN.md §5). Any number of
+// matrices works: record_gemm splits them across dispatches.
+void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k);
 
 // Records the dispatch (pipeline, bindings, push constants). The caller orders it with barriers.
 void record_gemm(ContextImpl& context, VkCommandBuffer cmd, const GemmCall& call);

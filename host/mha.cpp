@@ -123,7 +123,7 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
                 "; without need_weights the layer runs the fused path, which never stores the scores");
   for (const auto& [what, m, n, k] : {std::tuple{"q projection", Sq, E, E}, std::tuple{"k projection", Sk, KVD, d.kdim},
                                       std::tuple{"v projection", Sk, KVD, d.vdim}, std::tuple{"out projection", Sq, E, E}})
-    detail::check_gemm_shape(device, what, m, n, k, B);
+    detail::check_gemm_shape(device, what, m, n, k);
 
   // Inputs and intermediates, in the layer's dtype.
   const Buffer query = upload(context, dt, in.query);

@@ -216,6 +216,18 @@ TEST_SUITE("conformance-mha") {
     }
   }
 
+  TEST_CASE("a batch beyond maxComputeWorkGroupCount (66,000): the projections split across dispatches") {
+    // The projections' split does not depend on the attention path, and the unfused path's own grid
+    // split is covered by the long suite: one path is enough for this slow case (30 s on lavapipe).
+    if (attention_path() == AttentionPath::unfused) return;
+    LayerCase c;
+    c.embed = 8, c.heads = 2;
+    c.batch = 66000;
+    c.seq_q = c.seq_k = 2;
+    c.seed = case_seed(7070);
+    run_layer_case(c);
+  }
+
   TEST_CASE("a wider layer: E 256, 4 heads of 64, 70 tokens") {
     LayerCase c;
     c.embed = 256;
