@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "support.hpp"
@@ -88,8 +89,16 @@ int main(int argc, char** argv) {
   }
   doctest::Context context;
   context.applyCommandLine(static_cast<int>(args.size()), args.data());
-  const int result = context.run();
+  int result = context.run();
   if (help) std::printf("\n%s", kUsage);
-  vkattn::test::shutdown();  // destroy the shared Context before static destructors run
+  // Destroy the shared Context before static destructors run. Validation messages that arrive then
+  // (a handle leaked until the device is destroyed) or that no test checked fail the run.
+  const std::vector<std::string> unchecked = vkattn::test::shutdown();
+  for (const std::string& m : unchecked)
+    std::fprintf(stderr, "vkattn_tests: validation message after the tests ran (at Context destruction): %s\n", m.c_str());
+  if (!unchecked.empty()) {
+    std::fprintf(stderr, "vkattn_tests: FAILED: %zu validation message(s) outside any test\n", unchecked.size());
+    if (result == 0) result = 1;
+  }
   return result;
 }

@@ -39,8 +39,11 @@ AttentionPath attention_path();
 // The Context every GPU test shares (one per process, so pipelines compile once). Created on first
 // use with ContextOptions::validation = true, unless --no-validation was given.
 Context& context();
-// Destroys the shared Context (end of main).
-void shutdown();
+// Destroys the shared Context (end of main) and returns the validation messages no test checked:
+// those received after the last check, and those the Context's destruction produced — above all the
+// object-lifetime layer's reports of handles still alive when the device is destroyed. main() prints
+// them and fails the run.
+std::vector<std::string> shutdown();
 
 // Validation messages received since the last call (the loader's own notices are not counted).
 std::vector<std::string> take_validation_messages();
