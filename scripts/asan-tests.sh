@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds everything with AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` preset: GCC,
+# -fsanitize=address,undefined, any UB fatal, into build/asan) and runs the whole ctest suite under
+# them, validation layer on as always. Arguments go to ctest (e.g. -R unit, -j2).
+#
+# lavapipe must stay loaded until the process exits: unloaded at vkDestroyInstance, it makes
+# LeakSanitizer report a false 128-byte leak whose stack it can no longer symbolise (DESIGN.md §5).
+# So its driver is preloaded (found through its ICD manifest), and ASan is told not to insist on
+# being first in the library order (ASAN_OPTIONS=verify_asan_link_order=0, in the test preset with
+# the other options; scripts/lsan.supp names the third-party leaks that are suppressed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The library_path of the first of these Vulkan manifests that names an existing library (a bare file
+# name is looked up like any library).
+manifest_library() {
+  local json path
+  for json in "$@"; do
+    [ -f "$json" ] || continue
+    path=$(sed -n 's/.*"library_path"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$json" | head -n 1)
+    if [ -n "$path" ] && { [[ "$path" != */* ]] || [ -f "$path" ]; }; then echo "$path"; return; fi
+  done
+}
+share=(/usr/share/vulkan /etc/vulkan /usr/local/share/vulkan)
+icds=() layers=()
+for d in "${share[@]}"; do icds+=("$d/icd.d/lvp_icd.$(uname -m).json"); done  # this architecture's first
+for d in "${share[@]}"; do icds+=("$d"/icd.d/lvp_icd*.json); layers+=("$d/explicit_layer.d/VkLayer_khronos_validation.json"); done
+lvp=$(manifest_library "${icds[@]}")
+if [ -z "$lvp" ]; then
+  echo "asan-tests: lavapipe's ICD manifest (lvp_icd*.json) not found; install mesa-vulkan-drivers" >&2
+  exit 1
+fi
+# The validation layer is kept loaded too, so that what it leaks is attributed to it by name (and
+# suppressed by that name, scripts/lsan.supp) rather than to an unloaded "<unknown module>".
+layer=$(manifest_library "${layers[@]}")
+preload="$lvp${layer:+:$layer}"
+echo "asan-tests: keeping loaded (LD_PRELOAD): $preload"
+
+cmake --preset asan
+cmake --build --preset asan -j"$(nproc)"
+LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}" ctest --preset asan "$@"
