@@ -118,6 +118,22 @@ TEST_SUITE("unit") {
     CHECK(contains(check_message(l), "mask: sizes and strides reach past element 2^62"));
   }
 
+  TEST_CASE("check_attention: extents whose products pass 2^127 are refused without overflow (found by fuzzing)") {
+    // Three (size - 1) x stride products near 2^126 each: their sum overflowed a signed 128-bit
+    // integer (undefined behaviour, reported by UBSan) before the sum became unsigned.
+    AttentionLayouts l = valid();
+    const int64_t big = INT64_MAX;  // (2^63 - 1)^2 is about 2^126: three of them pass 2^127
+    l.q.batch = l.q.heads = l.q.seq = big;
+    l.q.stride_batch = l.q.stride_head = l.q.stride_seq = big;
+    CHECK(contains(check_message(l), "reach past element 2^62"));
+  }
+
+  TEST_CASE("check_attention: a dtype outside the enum is refused (found by fuzzing)") {
+    AttentionLayouts l = valid();
+    for (TensorLayout* t : {&l.q, &l.k, &l.v, &l.out}) t->dtype = static_cast<DType>(7);
+    CHECK(contains(check_message(l), "q.dtype: invalid value 7"));
+  }
+
   TEST_CASE("check_attention: one dtype for q, k, v and out") {
     AttentionLayouts l = valid();
     l.k.dtype = DType::f16;
