@@ -93,11 +93,7 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   push.group = u32(p.group_size());
   push.splits = plan.splits;
   push.keys_per_split = plan.keys_per_split;
-  push.flags = (p.causal == Causal::top_left ? kCausalTopLeft : p.causal == Causal::bottom_right ? kCausalBottomRight : 0u);
-  if (args.mask.buffer) {
-    const uint32_t kind = args.mask.layout.type == MaskType::boolean ? 1u : args.mask.layout.type == MaskType::f32 ? 2u : 3u;
-    push.flags |= kind << kMaskKindShift;
-  }
+  push.flags = mask_flags(p.causal, args.mask);
   if (args.kv_lengths.buffer) push.flags |= kFlagKvLengths;
   if (args.lse.buffer) push.flags |= kFlagWriteLse;
   if (split) push.flags |= kFlagPartial;
@@ -112,10 +108,7 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   push.o_off = o.element_offset;
   if (args.mask.buffer) {
-    const MaskLayout& ml = args.mask.layout;
-    push.m_sb = ml.batch == 1 ? 0 : u32(ml.stride_batch);
-    push.m_sh = ml.heads == 1 ? 0 : u32(ml.stride_head);
-    push.m_ss = u32(ml.stride_q);
+    mask_strides(args.mask.layout, push.m_sb, push.m_sh, push.m_ss);
     push.m_off = mask.element_offset;
   }
   push.lse_off = lse.element_offset;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -11,9 +12,6 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t align_up(uint64_t v, uint64_t a) { return ceil_div(v, a) * a; }
 
-// llvmpipe silently stops each invocation's loops after 65535 iterations in total (DESIGN.md §5).
-// Plans keep the counted iterations under this, leaving room for what the count does not model.
-constexpr uint64_t kLlvmpipeLoopBudget = 48000;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "vkattn/attention.hpp"
+
 namespace vkattn::detail {
 
 // Flag bits of AttentionPush::flags (shaders/attention_push.glsl).
@@ -16,6 +18,24 @@ enum AttentionFlags : uint32_t {
   kFlagWriteLse = 32u,
   kFlagPartial = 64u,
 };
+
+// The causal alignment and explicit-mask kind bits of `flags`, the same in every push block that has
+// them (the fused kernels and the row softmax).
+inline uint32_t mask_flags(Causal causal, const MaskRef& mask) {
+  uint32_t flags = causal == Causal::top_left ? kCausalTopLeft : causal == Causal::bottom_right ? kCausalBottomRight : 0u;
+  if (mask.buffer) {
+    const uint32_t kind = mask.layout.type == MaskType::boolean ? 1u : mask.layout.type == MaskType::f32 ? 2u : 3u;
+    flags |= kind << kMaskKindShift;
+  }
+  return flags;
+}
+
+// A mask's element strides as the shaders read them: 0 along a broadcast (size 1) batch or head.
+inline void mask_strides(const MaskLayout& mask, uint32_t& batch, uint32_t& head, uint32_t& query) {
+  batch = mask.batch == 1 ? 0 : static_cast<uint32_t>(mask.stride_batch);
+  head = mask.heads == 1 ? 0 : static_cast<uint32_t>(mask.stride_head);
+  query = static_cast<uint32_t>(mask.stride_q);
+}
 
 struct AttentionPush {
   uint32_t seq_q, seq_k, heads, group;

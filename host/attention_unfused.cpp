@@ -8,13 +8,11 @@
 #include "attention_record.hpp"
 #include "binding.hpp"
 #include "gemm.hpp"
+#include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
 namespace {
-
-// lavapipe's loop budget (attention_plan.cpp): the softmax loops about 3 * seq_k / workgroup times.
-constexpr uint64_t kLlvmpipeLoopBudget = 48000;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -101,14 +99,9 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const UnfusedPlan& plan, 
                                           : bind_dummy(c);
   SoftmaxPush push{};
   push.seq_q = u32(p.seq_q), push.seq_k = u32(p.seq_k), push.heads = u32(p.heads);
-  push.flags = p.causal == Causal::top_left ? kCausalTopLeft : p.causal == Causal::bottom_right ? kCausalBottomRight : 0u;
+  push.flags = mask_flags(p.causal, args.mask);
   if (args.mask.buffer) {
-    const uint32_t kind = args.mask.layout.type == MaskType::boolean ? 1u : args.mask.layout.type == MaskType::f32 ? 2u : 3u;
-    push.flags |= kind << kMaskKindShift;
-    const MaskLayout& ml = args.mask.layout;
-    push.m_sb = ml.batch == 1 ? 0 : u32(ml.stride_batch);
-    push.m_sh = ml.heads == 1 ? 0 : u32(ml.stride_head);
-    push.m_ss = u32(ml.stride_q);
+    mask_strides(args.mask.layout, push.m_sb, push.m_sh, push.m_ss);
     push.m_off = mask.element_offset;
   }
   if (args.kv_lengths.buffer) push.flags |= kFlagKvLengths;
@@ -211,6 +204,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
       throw Error("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);
+    // The softmax loops about 3 * seq_k / workgroup times (three passes over the row).
     if (device.is_llvmpipe && 3 * ceil_div(p.seq_k, plan.softmax_workgroup) + 64 > kLlvmpipeLoopBudget)
       throw Error("unfused path: seq_k " + str(p.seq_k) + " exceeds what the row softmax can cover within lavapipe's loop limit");
     if (args.mask.buffer && uint64_t(args.mask.layout.required_elements() - args.mask.layout.offset) *

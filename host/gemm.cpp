@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "binding.hpp"
+#include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -25,8 +26,6 @@ GemmTile choose_tile(int64_t m) {
   if (m > 16) return {64, 64, 8, 8};     // 64 invocations
   return {16, 64, 2, 8};                 // 64 invocations
 }
-// lavapipe's loop budget as in attention_plan.cpp; an invocation loops about k / kTileK times.
-constexpr uint64_t kLlvmpipeLoopBudget = 48000;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -45,6 +44,7 @@ void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t
   if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1])
     throw Error(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product needs a grid of (" +
                 std::to_string(gx) + ", " + std::to_string(gy) + ") workgroups per matrix, beyond " + device.name);
+  // An invocation loops about k / kTileK times (the BK step is unrolled).
   if (device.is_llvmpipe && ceil_div(k, kTileK) + 16 > kLlvmpipeLoopBudget)
     throw Error(what + ": a reduction over " + std::to_string(k) +
                 " elements exceeds lavapipe's per-invocation loop limit (at most " +

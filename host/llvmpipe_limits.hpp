@@ -1,0 +1,12 @@
+// lavapipe's silent loop limit (DESIGN.md §5), shared by every planner that bounds a kernel's loops.
+#pragma once
+
+#include <cstdint>
+
+namespace vkattn::detail {
+
+// llvmpipe stops each shader invocation's loops after 65535 iterations in total, silently. Plans keep
+// the iterations they count under this, leaving room for what the counts do not model.
+constexpr uint64_t kLlvmpipeLoopBudget = 48000;
+
+}  // namespace vkattn::detail
