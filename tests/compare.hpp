@@ -1,4 +1,5 @@
-// Comparing a GPU result with the fp64 reference under the tolerances of DESIGN.md §6.
+// Comparing a device result with the fp64 reference (conform/compare.hpp), failing the current
+// doctest test on a mismatch.
 #pragma once
 
 #include <cstdint>
@@ -6,29 +7,20 @@
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/compare.hpp"
+
 namespace vkattn::test {
 
-struct Tolerance {
-  double out;  // max-abs error of O, divided by max|V|
-  double lse;  // abs error of LSE, divided by max(1, |lse|)
-};
-Tolerance tolerance_for(DType dtype);
+using conform::Tolerance;
+using conform::tolerance_for;
 
-// Compares O (dense (B, H, Sq, Dv), already decoded to f32) and, when `gpu_lse` is not empty, LSE
-// (dense (B, H, Sq)) with the reference, over every row or only `rows`. Rules:
-//   * error normalised by `v_scale` (max|V| of the inputs, at least 1e-30) within tolerance_for(dtype);
-//   * NaN where the reference has none fails, and NaN where it has one is required (propagation);
-//   * infinities must match exactly;
-//   * a fully masked row (reference LSE -inf) must be exactly 0, with LSE exactly -inf.
-// FAILs the current test (FAIL_CHECK, listing the first mismatches) and returns false on a mismatch.
+// conform::compare_outputs; FAILs the current test (FAIL_CHECK, listing the first mismatches) and
+// returns false on a mismatch.
 bool compare_with_reference(const reference::Outputs& ref, std::span<const float> gpu_out,
                             std::span<const float> gpu_lse, double v_scale, DType dtype,
                             std::span<const int64_t> rows = {});
 
-// Compares the weights P (dense (B, H, Sq, Sk) f32) with the reference's (computed with
-// Inputs::weights) over every row or only `rows`: absolute error within tolerance_for(dtype).out
-// (P is in [0, 1]); exactly 0 where the reference is exactly 0 (masked keys, fully masked rows);
-// NaN exactly where the reference has NaN. FAILs the current test and returns false on a mismatch.
+// conform::compare_weights; FAILs the current test and returns false on a mismatch.
 bool compare_weights_with_reference(const reference::Outputs& ref, std::span<const float> gpu_weights, DType dtype,
                                     std::span<const int64_t> rows = {});
 

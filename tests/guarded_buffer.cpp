@@ -4,33 +4,10 @@
 
 namespace vkattn::test {
 
-GuardedBuffer::GuardedBuffer(Context& context, uint64_t payload_bytes, uint8_t poison)
-    : buffer_(Buffer::allocate(context, payload_bytes + kGuardBytes)),
-      payload_bytes_(payload_bytes),
-      poison_(poison) {
-  reset();
-}
-
-void GuardedBuffer::reset() {
-  std::vector<uint8_t> bytes(payload_bytes_ + kGuardBytes, poison_);
-  for (uint64_t i = 0; i < kGuardBytes; ++i) bytes[payload_bytes_ + i] = sentinel(i);
-  buffer_.upload(bytes.data(), bytes.size());
-}
-
 std::vector<uint8_t> GuardedBuffer::download_checked(const std::string& what) const {
-  std::vector<uint8_t> bytes(payload_bytes_ + kGuardBytes);
-  buffer_.download(bytes.data(), bytes.size());
-  uint64_t changed = 0, first = 0;
-  for (uint64_t i = 0; i < kGuardBytes; ++i) {
-    if (bytes[payload_bytes_ + i] != sentinel(i)) {
-      if (changed++ == 0) first = i;
-    }
-  }
-  if (changed) {
-    FAIL_CHECK(what << ": " << changed << " guard bytes after the " << payload_bytes_
-                    << "-byte payload were overwritten (first at guard byte " << first << ")");
-  }
-  bytes.resize(payload_bytes_);
+  std::string problem;
+  std::vector<uint8_t> bytes = download(what, problem);
+  if (!problem.empty()) FAIL_CHECK(problem);
   return bytes;
 }
 

@@ -1,40 +1,20 @@
-// A device buffer for an output: its payload is poisoned before a run (0xFF bytes are NaN in f32, f16
-// and bf16) and followed by guard bytes holding a sentinel pattern, so a kernel that writes past its
-// tensor, or skips an element it should write, is caught.
+// The conformance library's guarded output buffer (conform/guarded_buffer.hpp), failing the current
+// doctest test when its guard was overwritten.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include <vkattn/vkattn.hpp>
+#include "conform/guarded_buffer.hpp"
 
 namespace vkattn::test {
 
-class GuardedBuffer {
+class GuardedBuffer : public conform::GuardedBuffer {
  public:
-  static constexpr uint64_t kGuardBytes = 256;
-  static constexpr uint8_t kPoison = 0xFF;
-
-  GuardedBuffer(Context& context, uint64_t payload_bytes, uint8_t poison = kPoison);
-
-  // Writes the poison over the payload and the sentinel over the guard.
-  void reset();
+  using conform::GuardedBuffer::GuardedBuffer;
   // Downloads payload and guard; returns the payload and FAILs (naming `what`) when a guard byte
   // changed.
   std::vector<uint8_t> download_checked(const std::string& what) const;
-
-  const Buffer& buffer() const { return buffer_; }
-  Buffer& buffer() { return buffer_; }
-  uint64_t payload_bytes() const { return payload_bytes_; }
-  uint8_t poison() const { return poison_; }
-
-  static uint8_t sentinel(uint64_t i) { return static_cast<uint8_t>(0xA5u ^ (i * 29u)); }
-
- private:
-  Buffer buffer_;
-  uint64_t payload_bytes_;
-  uint8_t poison_;
 };
 
 }  // namespace vkattn::test

@@ -1,5 +1,7 @@
 #include "support.hpp"
 
+#include "conform/attention_case.hpp"
+
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -18,7 +20,7 @@ struct Shared {
   bool verbose = false;
   KernelVariant kernel = KernelVariant::automatic;
   AttentionPath path = AttentionPath::automatic;
-  uint64_t seed = 20261101;
+  uint64_t seed = conform::kDefaultBaseSeed;
   std::unique_ptr<Context> context;
   std::mutex mutex;  // the messenger may be called from the driver's threads
   std::vector<std::string> messages;
@@ -106,12 +108,6 @@ bool device_supports(DType dtype) {
 
 uint64_t base_seed() { return shared().seed; }
 
-uint64_t case_seed(uint64_t case_number) {
-  // splitmix64 of (base, case): neighbouring cases get unrelated streams.
-  uint64_t z = base_seed() + 0x9e3779b97f4a7c15ull * (case_number + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t case_seed(uint64_t case_number) { return conform::case_seed(base_seed(), case_number); }
 
 }  // namespace vkattn::test

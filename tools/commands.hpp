@@ -19,5 +19,6 @@ Command add_run_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
 Command add_mha_command(CLI::App& parent);
 Command add_prepare_command(CLI::App& parent);
+Command add_conform_command(CLI::App& parent);
 
 }  // namespace vkattn::cli

@@ -36,6 +36,7 @@ int run(int argc, char** argv) {
       vkattn::cli::add_bench_command(app),
       vkattn::cli::add_mha_command(app),
       vkattn::cli::add_prepare_command(app),
+      vkattn::cli::add_conform_command(app),
   };
 
   try {

@@ -1,0 +1,25 @@
+#include "conform/catalog.hpp"
+
+#include "conform/catalog_sections.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::conform {
+
+std::vector<CaseSection> catalog(uint64_t base_seed) {
+  std::vector<CaseSection> sections;
+  detail::add_sweep_sections(sections, base_seed);
+  detail::add_targeted_sections(sections, base_seed);
+  detail::add_long_sections(sections, base_seed);
+  return sections;
+}
+
+CaseSection catalog_section(const std::string& name, uint64_t base_seed) {
+  std::string known;
+  for (CaseSection& s : catalog(base_seed)) {
+    if (s.name == name) return std::move(s);
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw Error("conform: no case section \"" + name + "\" (known: " + known + ")");
+}
+
+}  // namespace vkattn::conform

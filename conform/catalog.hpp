@@ -1,0 +1,30 @@
+// The conformance cases: one generator for both the doctest suites (tests/conformance_*.cpp,
+// tests/long_sequences.cpp, tests/representative.cpp) and `vkattn conform`, so the two cannot drift
+// apart. Cases come in named sections; a case's id is "<section>/<index>", stable for a given
+// catalog version, and its seed derives from the base seed and a fixed case number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conform/attention_case.hpp"
+
+namespace vkattn::conform {
+
+struct CaseSection {
+  std::string name;   // e.g. "sweep-f16": the first part of each case id
+  std::string suite;  // the doctest suite that runs it: conformance, conformance-masks, long, representative
+  std::string title;  // what the section is about, one line
+  std::vector<AttentionCase> cases;
+  // Indices of the cases `vkattn conform --quick` runs (a spread over every axis of the section).
+  std::vector<std::size_t> quick;
+};
+
+// Every section, in the order `vkattn conform` runs them.
+std::vector<CaseSection> catalog(uint64_t base_seed);
+
+// One section by name; throws Error naming the known sections when there is none.
+CaseSection catalog_section(const std::string& name, uint64_t base_seed);
+
+}  // namespace vkattn::conform

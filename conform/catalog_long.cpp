@@ -1,0 +1,112 @@
+// Long key ranges. lavapipe stops an invocation's loops after 65535 iterations in total and says
+// nothing (DESIGN.md §5), so a kernel that is right on a GPU can be silently wrong there from a few
+// thousand keys on: these cases are the ones that catch it. Also the sizes beyond one binding
+// (maxStorageBufferRange, 128 MiB on lavapipe) and one grid dimension (65535 workgroups).
+#include "conform/catalog_sections.hpp"
+
+namespace vkattn::conform::detail {
+namespace {
+
+struct Builder {
+  uint64_t base_seed;
+  AttentionCase operator()(DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim, uint64_t n) const {
+    AttentionCase c;
+    c.dtype = dtype;
+    c.seq_q = seq_q;
+    c.seq_k = seq_k;
+    c.dim_qk = c.dim_v = dim;
+    c.seed = case_seed(base_seed, 9000 + n);
+    return c;
+  }
+};
+
+CaseSection section(const char* name, const char* title) {
+  CaseSection s;
+  s.name = name;
+  s.title = title;
+  s.suite = "long";
+  return s;
+}
+
+CaseSection decode(const Builder& long_case) {
+  CaseSection s = section("long-decode", "decode: one query row against 16384 to 65536 keys, GQA");
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16})
+    s.cases.push_back(long_case(dtype, 1, 16384, 128, static_cast<uint64_t>(dtype)));
+  s.cases.push_back(long_case(DType::f32, 1, 65536, 128, 11));
+  AttentionCase gqa = long_case(DType::f16, 1, 20000, 64, 12);  // 8 heads over 2 KV heads
+  gqa.batch = 2;
+  gqa.heads = 8;
+  gqa.kv_heads = 2;
+  gqa.layout = LayoutKind::bshd;
+  gqa.kv_lengths = {20000, 12345};
+  s.cases.push_back(gqa);
+  s.quick = {0};
+  return s;
+}
+
+CaseSection rows(const Builder& long_case) {
+  CaseSection s = section("long-rows", "many query rows against 16384 keys: causal, masks, LSE");
+  s.cases.push_back(long_case(DType::f32, 64, 16384, 128, 10));
+  // Causal bottom-right: a chunk of 128 queries at the end of 16384 keys.
+  AttentionCase chunk = long_case(DType::f32, 128, 16384, 64, 13);
+  chunk.causal = Causal::bottom_right;
+  chunk.reference_rows = {0, 1, 63, 64, 126, 127};  // the reference is the slow part here
+  s.cases.push_back(chunk);
+  AttentionCase masked = long_case(DType::bf16, 2, 16384, 64, 14);
+  masked.mask = MaskKind::boolean;
+  masked.mask_drop = 0.5;
+  s.cases.push_back(masked);
+  return s;
+}
+
+CaseSection beyond_binding(const Builder& long_case) {
+  CaseSection s = section("long-binding", "K and V beyond one binding: (batch, GQA group) chunks, key ranges");
+  // K = 2 x 4 x 36000 x 128 f32 = 147 MB: one batch at a time, then head groups, must agree.
+  AttentionCase chunks = long_case(DType::f32, 2, 36000, 128, 14);
+  chunks.batch = 2;
+  chunks.heads = 12;
+  chunks.kv_heads = 4;
+  chunks.causal = Causal::bottom_right;
+  chunks.kv_lengths = {36000, 30001};
+  s.cases.push_back(chunks);
+  // One KV head larger than a binding: 600,000 keys x 64 f32 (154 MB), bound by key range. The
+  // three-stage path binds each KV head whole; it refuses, naming the path that works.
+  AttentionCase keys = long_case(DType::f32, 3, 600000, 64, 15);
+  keys.heads = 2;
+  keys.kv_heads = 1;
+  keys.causal = Causal::bottom_right;
+  keys.kv_lengths = {590001};
+  keys.mask = MaskKind::boolean;
+  keys.mask_drop = 0.1;
+  keys.unfused_refusal = "use the fused path";
+  s.cases.push_back(keys);
+  return s;
+}
+
+CaseSection beyond_grid(const Builder& long_case) {
+  CaseSection s = section("long-grid", "grids beyond maxComputeWorkGroupCount: 70,000 heads, batch 66,000");
+  AttentionCase heads = long_case(DType::f16, 3, 5, 16, 16);
+  heads.heads = 70000;
+  heads.kv_heads = 35000;
+  heads.causal = Causal::bottom_right;
+  s.cases.push_back(heads);
+  AttentionCase batch = long_case(DType::f32, 2, 7, 8, 17);
+  batch.batch = 66000;
+  batch.heads = 2;
+  batch.kv_heads = 1;
+  batch.layout = LayoutKind::bshd;
+  s.cases.push_back(batch);
+  return s;
+}
+
+}  // namespace
+
+void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed) {
+  const Builder b{base_seed};
+  out.push_back(decode(b));
+  out.push_back(rows(b));
+  out.push_back(beyond_binding(b));
+  out.push_back(beyond_grid(b));
+}
+
+}  // namespace vkattn::conform::detail

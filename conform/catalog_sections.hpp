@@ -1,0 +1,20 @@
+// The builders of the catalog's sections, one file per family (catalog_sweep.cpp,
+// catalog_targeted.cpp, catalog_long.cpp); catalog.cpp puts them in order.
+#pragma once
+
+#include <vector>
+
+#include "conform/catalog.hpp"
+
+namespace vkattn::conform::detail {
+
+// The random sweep over every axis, one section per dtype, and a few larger shapes.
+void add_sweep_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+// Targeted cases for the promises a random sweep rarely hits (fully masked rows, poisoned hidden
+// keys, clamped key lengths, NaN rows, split-KV under every mask, scales, strided layouts), and the
+// representative subset the synchronization-validation runs use.
+void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+// Long key ranges and sizes beyond one binding or one grid dimension.
+void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+
+}  // namespace vkattn::conform::detail

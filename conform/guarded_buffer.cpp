@@ -1,0 +1,32 @@
+#include "conform/guarded_buffer.hpp"
+
+namespace vkattn::conform {
+
+GuardedBuffer::GuardedBuffer(Context& context, uint64_t payload_bytes, uint8_t poison)
+    : buffer_(Buffer::allocate(context, payload_bytes + kGuardBytes)), payload_bytes_(payload_bytes), poison_(poison) {
+  reset();
+}
+
+void GuardedBuffer::reset() {
+  std::vector<uint8_t> bytes(payload_bytes_ + kGuardBytes, poison_);
+  for (uint64_t i = 0; i < kGuardBytes; ++i) bytes[payload_bytes_ + i] = sentinel(i);
+  buffer_.upload(bytes.data(), bytes.size());
+}
+
+std::vector<uint8_t> GuardedBuffer::download(const std::string& what, std::string& guard_problem) const {
+  std::vector<uint8_t> bytes(payload_bytes_ + kGuardBytes);
+  buffer_.download(bytes.data(), bytes.size());
+  uint64_t changed = 0, first = 0;
+  for (uint64_t i = 0; i < kGuardBytes; ++i) {
+    if (bytes[payload_bytes_ + i] != sentinel(i)) {
+      if (changed++ == 0) first = i;
+    }
+  }
+  if (changed)
+    guard_problem += (guard_problem.empty() ? "" : "; ") + what + ": " + std::to_string(changed) + " guard bytes after the " + std::to_string(payload_bytes_) +
+                    "-byte payload were overwritten (first at guard byte " + std::to_string(first) + ")";
+  bytes.resize(payload_bytes_);
+  return bytes;
+}
+
+}  // namespace vkattn::conform

@@ -1,0 +1,201 @@
+// `vkattn conform`: the conformance sweep on the user's device against the fp64 CPU reference — the
+// same cases as the doctest suites (conform/catalog.hpp), on every path the library has — with a
+// table per feature group, the failing cases and a command that reproduces each.
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "conform/catalog.hpp"
+#include "conform_report.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+struct ConformOptions {
+  std::string device;
+  std::vector<std::string> paths = {"all"};
+  std::vector<std::string> filters;
+  uint64_t seed = conform::kDefaultBaseSeed;
+  bool quick = false, json = false, list = false, validation = false;
+};
+
+// How one path label runs: the kernel variant of its Context and the path of each call.
+struct PathSpec {
+  std::string label;
+  KernelVariant kernel;
+  AttentionPath path;
+};
+
+std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
+  const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused};
+  const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused};
+  const PathSpec unfused{"unfused", KernelVariant::automatic, AttentionPath::unfused};
+  std::vector<PathSpec> specs;
+  const auto add = [&](const PathSpec& p) {
+    for (const PathSpec& s : specs)
+      if (s.label == p.label) return;
+    specs.push_back(p);
+  };
+  for (const std::string& name : names) {
+    if (name == "all") {
+      add(tiled), add(rowwise), add(unfused);
+    } else if (name == "fused") {
+      add(tiled), add(rowwise);
+    } else if (name == "fused-tiled") {
+      add(tiled);
+    } else if (name == "fused-rowwise") {
+      add(rowwise);
+    } else {
+      add(unfused);  // CLI11 has checked the name
+    }
+  }
+  return specs;
+}
+
+bool has_glob(const std::string& pattern) { return pattern.find_first_of("*?[") != std::string::npos; }
+
+// A filter selects a case by its id ("sweep-f16/17"), or a whole section by name ("long-decode"); with
+// *, ? or [ it is a shell pattern matched against the id ("masks-*", "*/0").
+bool selected(const std::vector<std::string>& filters, const std::string& section, const std::string& id) {
+  if (filters.empty()) return true;
+  for (const std::string& f : filters) {
+    if (has_glob(f) ? fnmatch(f.c_str(), id.c_str(), 0) == 0 : (f == id || f == section)) return true;
+  }
+  return false;
+}
+
+struct SelectedCase {
+  std::string id, section;
+  conform::AttentionCase c;
+};
+
+std::vector<SelectedCase> select_cases(const ConformOptions& o) {
+  std::vector<SelectedCase> cases;
+  for (conform::CaseSection& s : conform::catalog(o.seed)) {
+    std::vector<std::size_t> indices = s.quick;
+    if (!o.quick || !o.filters.empty()) {  // a filter names cases to run, quick or not
+      indices.clear();
+      for (std::size_t i = 0; i < s.cases.size(); ++i) indices.push_back(i);
+    }
+    for (std::size_t i : indices) {
+      const std::string id = s.name + "/" + std::to_string(i);
+      if (selected(o.filters, s.name, id)) cases.push_back({id, s.name, s.cases[i]});
+    }
+  }
+  if (cases.empty()) {
+    std::string f;
+    for (const std::string& x : o.filters) f += (f.empty() ? "" : " ") + x;
+    throw Error("conform: --filter " + f + " matches no case (vkattn conform --list shows the case ids)");
+  }
+  return cases;
+}
+
+std::string reproduce_command(const ConformOptions& o, const SelectedCase& c, const PathSpec& path) {
+  std::string path_name = path.path == AttentionPath::unfused ? "unfused"
+                          : path.kernel == KernelVariant::tiled ? "fused-tiled"
+                                                                : "fused-rowwise";
+  std::string cmd = "vkattn conform --filter " + c.id + " --path " + path_name + " --seed " + std::to_string(o.seed);
+  if (!o.device.empty()) cmd += " --device '" + o.device + "'";
+  if (o.validation) cmd += " --validation";
+  return cmd;
+}
+
+// Validation messages of one Context, collected for the case that caused them. The layer may call
+// from driver threads, hence the mutex.
+struct MessageSink {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  std::vector<std::string> take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::exchange(messages, {});
+  }
+};
+
+int run(const ConformOptions& o) {
+  const std::vector<SelectedCase> cases = select_cases(o);
+  if (o.list) {
+    for (const SelectedCase& c : cases) std::printf("%-24s %s\n", c.id.c_str(), conform::describe(c.c).c_str());
+    return 0;
+  }
+  const std::vector<PathSpec> paths = selected_paths(o.paths);
+  const bool progress = isatty(fileno(stderr)) != 0;
+  const std::size_t total = cases.size() * paths.size();
+
+  ConformSetup setup;
+  setup.seed = o.seed;
+  setup.quick = o.quick;
+  setup.filters = o.filters;
+  std::vector<ConformRun> runs;
+  std::optional<DeviceInfo> device;
+  for (const PathSpec& path : paths) {
+    setup.paths.push_back(path.label);
+    auto sink = std::make_shared<MessageSink>();
+    ContextOptions options;
+    options.device = o.device;
+    options.kernel = path.kernel;
+    options.validation = o.validation;
+    if (o.validation)
+      options.on_validation_message = [sink](const std::string& m) {
+        std::lock_guard<std::mutex> lock(sink->mutex);
+        sink->messages.push_back(m);
+      };
+    Context context(options);
+    device = context.device_info();
+    conform::RunOptions run_options;
+    run_options.path = path.path;
+    if (o.validation) run_options.take_validation_messages = [sink] { return sink->take(); };
+    for (const SelectedCase& c : cases) {
+      if (progress)
+        std::fprintf(stderr, "\r\033[K[%zu/%zu] %s on %s", runs.size() + 1, total, c.id.c_str(), path.label.c_str());
+      ConformRun run{c.id, c.section, path.label, c.c, conform::run_case(context, c.c, run_options),
+                     reproduce_command(o, c, path)};
+      runs.push_back(std::move(run));
+    }
+  }
+  if (progress) std::fprintf(stderr, "\r\033[K");
+
+  if (o.json) std::cout << conform_report_json(*device, setup, runs).dump(2) << "\n";
+  else print_conform_report(stdout, *device, setup, runs);
+  std::fflush(stdout);
+  std::size_t failed = 0;
+  for (const ConformRun& r : runs) failed += r.result.outcome == conform::Outcome::failed;
+  if (failed)
+    throw Error("conform: " + std::to_string(failed) + " of " + std::to_string(runs.size()) +
+                " case runs failed on " + device->name + " (the report lists each with a command that reproduces it)");
+  return 0;
+}
+
+}  // namespace
+
+Command add_conform_command(CLI::App& parent) {
+  auto o = std::make_shared<ConformOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "conform", "Check this device against the fp64 CPU reference: the conformance sweep on every path");
+  app->add_flag("--quick", o->quick, "A spread of the cases over every axis (about a minute on lavapipe)");
+  app->add_option("--seed", o->seed, "Base seed every case's inputs derive from")->capture_default_str();
+  app->add_option("--filter", o->filters,
+                  "Run only these cases: a case id (sweep-f16/17), a section (long-decode) or a shell pattern "
+                  "matched against ids (masks-*); repeatable; runs them whether or not --quick would")
+      ->take_all();
+  app->add_option("--path", o->paths, "Paths to check (repeatable): all, fused, fused-tiled, fused-rowwise, unfused")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "unfused"}));
+  app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
+  app->add_flag("--validation", o->validation,
+                "Enable the Khronos validation layer; any message it reports fails the case that caused it");
+  app->add_flag("--json", o->json, "Print the report as JSON (device, driver, library version, every case run)");
+  app->add_flag("--list", o->list, "List the selected case ids and what each is, and run nothing");
+  return {app, [o]() { return run(*o); }};
+}
+
+}  // namespace vkattn::cli
