@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""`vkattn conform` end to end: the quick sweep passes and reports what it ran, filters select what
+they say, and bad input gives one error line and a non-zero exit.
+
+The kernels' correctness itself is the conformance suites' business (the same catalog and runner);
+this checks the command around them.
+
+    /usr/bin/python3 tools/check_conform.py --vkattn build/release/tools/vkattn
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+PATHS = ["fused/tiled", "fused/rowwise", "unfused"]
+
+
+def run(vkattn, *args):
+    return subprocess.run([vkattn, "conform", *args], capture_output=True, text=True)
+
+
+class Checker:
+    def __init__(self):
+        self.failures = 0
+
+    def expect(self, ok, what):
+        print(f"{'ok  ' if ok else 'FAIL'} {what}")
+        self.failures += 0 if ok else 1
+
+
+def one_error_line(done):
+    lines = done.stderr.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("vkattn: error: ")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vkattn", default="build/release/tools/vkattn")
+    args = parser.parse_args()
+    c = Checker()
+    version = subprocess.run([args.vkattn, "--version"], capture_output=True, text=True).stdout.split()[-1]
+
+    quick_ids = run(args.vkattn, "--quick", "--list").stdout.split("\n")
+    quick_ids = [line.split()[0] for line in quick_ids if line.strip()]
+    done = run(args.vkattn, "--quick", "--json")
+    c.expect(done.returncode == 0, f"--quick passes (exit {done.returncode}; {done.stderr.strip()[:200]})")
+    c.expect(done.stderr == "", "nothing on stderr when it is not a terminal and all pass")
+    report = json.loads(done.stdout)
+    c.expect(report["device"] != "" and report["driver"] != "", f"the report names the device: {report['device']}")
+    c.expect(report["vkattn"] == version, f"the report names the library version {version}")
+    c.expect(report["quick"] is True and report["paths"] == PATHS, "quick, on every path")
+    summary = report["summary"]
+    c.expect(summary["cases"] == len(quick_ids) * 3 and summary["failed"] == 0 and
+             summary["passed"] + summary["skipped"] == summary["cases"],
+             f"{len(quick_ids)} cases x 3 paths, none failed: {summary}")
+    c.expect(len(report["cases"]) == summary["cases"] and report["failures"] == [], "every case run listed")
+    c.expect(0 < summary["worst"] < 1, f"the worst error is a fraction of its tolerance: {summary['worst']:.3g}")
+    groups = report["groups"]
+    for group, values in (("path", PATHS), ("dtype", ["f32", "f16", "bf16"]),
+                          ("mask", ["causal top-left", "causal bottom-right", "key padding", "combined"]),
+                          ("heads", ["MHA", "MQA"]), ("layout", ["bhsd", "bshd", "padded"])):
+        seen = {row["value"] for row in groups.get(group, [])}
+        c.expect(set(values) <= seen, f"group {group} covers {values}")
+    c.expect(all(row["cases"] == row["passed"] + row["failed"] + row["skipped"]
+                 for rows in groups.values() for row in rows), "every group row adds up")
+
+    done = run(args.vkattn, "--filter", "sweep-f16/3", "--path", "unfused", "--json")
+    one = json.loads(done.stdout) if done.returncode == 0 else {"cases": []}
+    c.expect([(x["id"], x["path"]) for x in one["cases"]] == [("sweep-f16/3", "unfused")],
+             "--filter ID --path unfused runs that one case on that path")
+    done = run(args.vkattn, "--filter", "masks-*", "--list")
+    ids = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+    c.expect(done.returncode == 0 and ids and all(i.startswith("masks-") for i in ids),
+             f"--filter 'masks-*' selects the mask sections ({len(ids)} cases)")
+    done = run(args.vkattn, "--filter", "representative/0", "--path", "fused")
+    c.expect(done.returncode == 0 and "2 case runs: 2 passed" in done.stdout and "dtype" in done.stdout,
+             "the table report, fused = both fused kernels")
+
+    for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2)):
+        done = run(args.vkattn, *bad)
+        c.expect(done.returncode == code and one_error_line(done) and done.stdout == "",
+                 f"{' '.join(bad)}: one error line, exit {code} (got {done.returncode}: {done.stderr.strip()})")
+
+    print(f"{c.failures} failures")
+    return 1 if c.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
