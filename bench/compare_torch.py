@@ -51,8 +51,8 @@ RATIO_CONVENTION = "vkattn TFLOP/s / backend TFLOP/s (= backend ms / vkattn ms);
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(SCRIPT_DIR, "results")
 DEFAULT_VKATTN = "build/release/tools/vkattn"
-# torch's names for the backends: the SDPBackend member (torch >= 2.3's torch.nn.attention.sdpa_kernel)
-# and the flag of torch.backends.cuda.sdp_kernel (torch 2.0-2.2).
+# torch's names for the backends: the SDPBackend member (torch.nn.attention.sdpa_kernel, newer 2.x) and
+# the flag of torch.backends.cuda.sdp_kernel (2.0 and the 2.x before sdpa_kernel).
 SDP_BACKEND = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
                "math": "MATH"}
 SDP_FLAG = {"flash": "enable_flash", "efficient": "enable_mem_efficient", "cudnn": "enable_cudnn",
@@ -189,7 +189,7 @@ def plan_torch_call(shape, enable_gqa, lower_right):
     """How torch runs a shape: {is_causal, lower_right, enable_gqa, note}, or the reason it cannot.
 
     enable_gqa: torch's SDPA takes enable_gqa (2.5+); lower_right: torch.nn.attention.bias has
-    causal_lower_right (2.3+).
+    causal_lower_right (newer 2.x).
     """
     plan = {"is_causal": False, "lower_right": False, "enable_gqa": False, "note": None}
     if shape["heads"] != shape["kv_heads"]:
@@ -208,7 +208,7 @@ def plan_torch_call(shape, enable_gqa, lower_right):
             plan["note"] = "attn_mask=causal_lower_right(seq_q, seq_k)"
         else:
             return ("bottom-right causal with seq_q != seq_k needs torch.nn.attention.bias.causal_lower_right "
-                    "(torch >= 2.3)")
+                    "(a newer torch)")
     return plan
 
 
@@ -249,7 +249,7 @@ class TorchSide:
     def _selector(self, backend):
         """(a function returning the context manager that allows only this backend, None) or (None, reason)."""
         try:
-            from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 (torch >= 2.3)
+            from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 (newer 2.x)
         except ImportError:
             sdpa_kernel = None
         if sdpa_kernel is not None:
