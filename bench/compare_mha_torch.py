@@ -19,7 +19,10 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
+
+from optional_deps import MissingDependency, import_torch
+
+torch = None  # imported by main(): without it, one line instead of a traceback
 
 CASES = [
     # name, E, H, kdim, vdim, bias, B, Sq, Sk, self, causal, padding, attn_mask, weights(avg)
@@ -123,10 +126,16 @@ def run_case(vkattn, case, rng, tmp):
 
 
 def main():
+    global torch
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vkattn", default="build/release/tools/vkattn")
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
+    try:
+        torch = import_torch()
+    except MissingDependency as e:
+        print(f"compare_mha_torch.py: error: {e}", file=sys.stderr)
+        return 1
     rng = np.random.default_rng(args.seed)
     print(f"torch {torch.__version__}, numpy {np.__version__}, seed {args.seed}")
     failed = 0

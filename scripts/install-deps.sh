@@ -10,6 +10,8 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers
   doctest-dev libcli11-dev nlohmann-json3-dev
   python3-numpy
+  # bench/compare_torch.py's charts, and its offline test (ctest compare_torch_offline).
+  python3-matplotlib
   zlib1g-dev libpng-dev
   # The libFuzzer targets (scripts/fuzz.sh): clang and its runtime libraries (libFuzzer, ASan, UBSan).
   clang libclang-rt-14-dev
