@@ -154,8 +154,9 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   const uint64_t out_bytes = bytes_of(layouts.out);
   if (result.weights) {
     try {
+      // The message ends "drop <flags> to use the fused path": name what the user can drop.
       check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(),
-                        "--path unfused");
+                        o.sweep.empty() ? "--path unfused" : "the unfused path");
     } catch (const Error& e) {
       throw ShapeSkipped(e.what());
     }
