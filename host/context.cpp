@@ -49,6 +49,16 @@ const Allocation& ContextImpl::scratch(uint64_t bytes) {
   return *scratch_;
 }
 
+void ContextImpl::release_scratch() {
+  std::lock_guard lock(queue_mutex);  // no call of this context is using it meanwhile
+  scratch_.reset();
+}
+
+uint64_t ContextImpl::scratch_bytes() {
+  std::lock_guard lock(queue_mutex);
+  return scratch_ ? scratch_->counted_bytes : 0;
+}
+
 }  // namespace detail
 
 namespace {
@@ -161,5 +171,13 @@ void Context::save_pipeline_cache(const std::string& path) const {
 bool Context::pipeline_cache_loaded() const { return impl_->pipelines->cache_loaded(); }
 const std::string& Context::pipeline_cache_note() const { return impl_->pipelines->cache_note(); }
 std::size_t Context::pipeline_count() const { return impl_->pipelines->pipeline_count(); }
+
+MemoryStats Context::memory_stats() const {
+  MemoryStats stats = impl_->memory->stats();
+  stats.scratch_bytes = impl_->scratch_bytes();
+  return stats;
+}
+void Context::reset_peak_memory() { impl_->memory->reset_peak(); }
+void Context::release_scratch() { impl_->release_scratch(); }
 
 }  // namespace vkattn

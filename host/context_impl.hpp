@@ -38,6 +38,10 @@ class ContextImpl {
 
   // A device buffer of at least `bytes`, reused across calls; only valid while `queue_mutex` is held.
   const Allocation& scratch(uint64_t bytes);
+  // Frees the scratch buffer (Context::release_scratch); its size before, 0 when there was none.
+  void release_scratch();
+  // Bytes of device memory the scratch buffer holds now.
+  uint64_t scratch_bytes();
   // A small buffer bound to shader bindings a call does not use (e.g. no mask).
   const Allocation& dummy() const { return *dummy_; }
 
@@ -65,6 +69,8 @@ class ContextImpl {
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
   std::unique_ptr<PipelineRegistry> pipelines;
   std::recursive_mutex queue_mutex;
+  // Every device allocation of this Context counts here (Context::memory_stats).
+  std::shared_ptr<MemoryCounter> memory = std::make_shared<MemoryCounter>();
 
  private:
   VkCommandPool pool_ = VK_NULL_HANDLE;

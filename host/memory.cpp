@@ -1,5 +1,6 @@
 #include "memory.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "context_impl.hpp"
@@ -25,8 +26,36 @@ int find_memory_type(const VkPhysicalDeviceMemoryProperties& props, uint32_t typ
 
 }  // namespace
 
+void MemoryCounter::add(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  current_ += bytes;
+  ++count_;
+  peak_ = std::max(peak_, current_);
+}
+
+void MemoryCounter::remove(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  current_ -= bytes;
+  --count_;
+}
+
+void MemoryCounter::reset_peak() {
+  std::lock_guard lock(mutex_);
+  peak_ = current_;
+}
+
+MemoryStats MemoryCounter::stats() const {
+  std::lock_guard lock(mutex_);
+  MemoryStats s;
+  s.current_bytes = current_;
+  s.peak_bytes = peak_;
+  s.allocations = count_;
+  return s;
+}
+
 Allocation::~Allocation() {
   if (device == VK_NULL_HANDLE) return;
+  if (counter) counter->remove(counted_bytes);
   if (mapped) vkUnmapMemory(device, memory);
   if (buffer != VK_NULL_HANDLE) vkDestroyBuffer(device, buffer, nullptr);
   if (memory != VK_NULL_HANDLE) vkFreeMemory(device, memory, nullptr);
@@ -72,6 +101,11 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   const VkResult injected = context.injected_fault(testing::FaultSite::allocate);
   if (injected != VK_SUCCESS) throw_vk_error("vkAllocateMemory", injected);  // `alloc` frees the buffer
   VK_TRY(vkAllocateMemory(context.device, &mem, nullptr, &alloc->memory));
+  if (use == MemoryUse::device && context.memory) {
+    alloc->counter = context.memory;
+    alloc->counted_bytes = req.size;
+    alloc->counter->add(req.size);
+  }
   VK_TRY(vkBindBufferMemory(context.device, alloc->buffer, alloc->memory, 0));
   const VkMemoryPropertyFlags flags = context.memory_properties.memoryTypes[type].propertyFlags;
   if ((flags & host) == host) VK_TRY(vkMapMemory(context.device, alloc->memory, 0, VK_WHOLE_SIZE, 0, &alloc->mapped));

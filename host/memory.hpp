@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+
+#include "vkattn/context.hpp"
 
 namespace vkattn::detail {
 
@@ -16,12 +19,29 @@ enum class MemoryUse {
   staging,  // host-visible transfer buffer for upload/download
 };
 
+// Context::memory_stats(): the device memory of live Allocations. Shared by the Context and each of
+// its Allocations, so an Allocation that outlives its Context still has somewhere to subtract from.
+class MemoryCounter {
+ public:
+  void add(uint64_t bytes);
+  void remove(uint64_t bytes);
+  void reset_peak();
+  MemoryStats stats() const;  // scratch_bytes left 0: the Context knows its scratch buffer
+
+ private:
+  mutable std::mutex mutex_;
+  uint64_t current_ = 0, peak_ = 0, count_ = 0;
+};
+
 struct Allocation {
   VkDevice device = VK_NULL_HANDLE;
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
   void* mapped = nullptr;  // non-null when host-visible and coherent
   uint64_t size = 0;
+  // Device memory counted against `counter` (staging memory is not), removed again on destruction.
+  std::shared_ptr<MemoryCounter> counter;
+  uint64_t counted_bytes = 0;
 
   Allocation() = default;
   Allocation(const Allocation&) = delete;

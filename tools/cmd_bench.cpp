@@ -1,13 +1,12 @@
 // `vkattn bench`: GPU-timestamp timing of the attention kernels on random inputs, with an optional
 // check against the fp64 reference. Every figure is printed with the device, driver and library
-// version it was measured with (DESIGN.md §7).
-#include <nlohmann/json.hpp>
-
+// version it was measured with (DESIGN.md §7). The shapes come from the command line or from a
+// preset (`--sweep`, bench_sweep.hpp); the writers are in bench_output.hpp.
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <random>
 #include <string>
@@ -15,6 +14,10 @@
 
 #include "bench_check.hpp"
 #include "bench_metrics.hpp"
+#include "bench_output.hpp"
+#include "bench_progress.hpp"
+#include "bench_result.hpp"
+#include "bench_sweep.hpp"
 #include "commands.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
@@ -22,7 +25,6 @@
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/timer.hpp"
-#include "vkattn/version.hpp"
 #include "weights_budget.hpp"
 
 namespace vkattn::cli {
@@ -33,25 +35,23 @@ struct BenchOptions {
   std::vector<int64_t> seq_q = {1024}, seq_k;  // lists: one result per (seq_q, seq_k) pair
   int64_t dim = 64, dim_v = 0;                 // 0: dim_v = dim
   std::string dtype = "f32", causal = "none", device, kernel = "auto";
-  // auto and fused: the fused kernels, no weights. unfused: the three-stage path, writing the weights P
-  // (that is what one takes it for), so its time and memory include materialising them.
   std::string path = "auto";
+  std::string sweep;        // "": the shapes above
+  int64_t max_seq = 0;      // 0: the preset's every sequence length
+  int64_t max_memory_mib = 0;  // 0: the device's largest memory heap
   int warmup = 3, iters = 10;
   bool counts_given = false;  // --warmup or --iters on the command line: honoured exactly
+  bool dtype_given = false;
+  std::string shape_option_given;  // the first of --seq-q, --batch, ... given, for the --sweep error
   double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
   uint64_t seed = 1;
-  bool check = false, json = false;
+  bool check = false, json = false, csv = false;
 };
 
-struct Result {
-  AttentionProblem problem;
-  AttentionPlan plan;
-  bool weights = false;       // P (B,H,Sq,Sk) f32 was written
-  uint64_t device_bytes = 0;  // Q, K, V, O, P (when written) and the workspace of one call
-  int rotations = 1;
-  int iters = 0;
-  double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
-  std::optional<CheckResult> check;
+// A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
+class ShapeSkipped : public Error {
+ public:
+  using Error::Error;
 };
 
 // Random values already rounded to the dtype: exactly what the GPU will see, so the reference can be
@@ -76,7 +76,7 @@ Buffer upload(Context& context, DType dtype, const std::vector<float>& values) {
   return buffer;
 }
 
-std::vector<std::pair<int64_t, int64_t>> sequence_pairs(const BenchOptions& o) {
+std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
   const std::vector<int64_t>& sk = o.seq_k.empty() ? o.seq_q : o.seq_k;
   std::vector<std::pair<int64_t, int64_t>> pairs;
   if (o.seq_q.size() == sk.size()) {
@@ -89,44 +89,103 @@ std::vector<std::pair<int64_t, int64_t>> sequence_pairs(const BenchOptions& o) {
     throw Error("--seq-q and --seq-k list " + std::to_string(o.seq_q.size()) + " and " + std::to_string(sk.size()) +
                 " values; give one of them a single value or both the same count");
   }
-  return pairs;
+  std::vector<BenchShape> shapes;
+  for (const auto& [seq_q, seq_k] : pairs) {
+    BenchShape s;
+    s.batch = o.batch;
+    s.heads = o.heads;
+    s.kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
+    s.seq_q = seq_q;
+    s.seq_k = seq_k;
+    s.dim_qk = o.dim;
+    s.dim_v = o.dim_v > 0 ? o.dim_v : o.dim;
+    s.causal = parse_causal(o.causal);
+    s.path = parse_attention_path(o.path);
+    shapes.push_back(s);
+  }
+  return shapes;
 }
 
-Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t seq_k) {
-  const DType dtype = parse_dtype(o.dtype);
-  const int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
-  const int64_t dim_v = o.dim_v > 0 ? o.dim_v : o.dim;
+std::string mib_text(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// Before anything is allocated: the buffers of one call (one input set, O, P when written) against
+// --max-memory, the device's largest heap and its per-buffer limits; the library would refuse the
+// last two as well, but the bench says which shape and why, and skips it in a sweep. The workspace
+// is not known before the buffers exist: a failure to allocate it surfaces as out-of-memory.
+void check_shape_fits(const BenchOptions& o, const DeviceInfo& device, const std::vector<uint64_t>& buffers) {
+  uint64_t total = 0, largest = 0;
+  for (uint64_t b : buffers) {
+    total += b;
+    largest = std::max(largest, b);
+  }
+  const uint64_t limit_mib = static_cast<uint64_t>(o.max_memory_mib);
+  if (limit_mib > 0 && total > limit_mib * 1024 * 1024)
+    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than --max-memory " +
+                       std::to_string(limit_mib) + " MiB");
+  if (device.device_memory_bytes > 0 && total > device.device_memory_bytes)
+    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than the " +
+                       mib_text(device.device_memory_bytes) + " heap of " + device.name);
+  for (const auto& [limit, name] : {std::pair{device.max_buffer_size, "maxBufferSize"},
+                                    std::pair{device.max_allocation_size, "maxMemoryAllocationSize"}})
+    if (limit > 0 && largest > limit)
+      throw ShapeSkipped("a buffer of " + mib_text(largest) + " exceeds " + name + " (" + mib_text(limit) + ")");
+}
+
+BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {
   AttentionLayouts layouts;
-  layouts.q = TensorLayout::bhsd(dtype, o.batch, o.heads, seq_q, o.dim);
-  layouts.k = TensorLayout::bhsd(dtype, o.batch, kv_heads, seq_k, o.dim);
-  layouts.v = TensorLayout::bhsd(dtype, o.batch, kv_heads, seq_k, dim_v);
-  layouts.out = TensorLayout::bhsd(dtype, o.batch, o.heads, seq_q, dim_v);
-  layouts.options.causal = parse_causal(o.causal);
-  Result result;
-  result.problem = check_attention(layouts);  // before generating gigabytes of random numbers
-  const AttentionPath path = parse_attention_path(o.path);
-  result.weights = path == AttentionPath::unfused;
-  const AttentionProblem& p = result.problem;
-  const uint64_t p_bytes = result.weights ? weights_bytes(p.batch, p.heads, p.seq_q, p.seq_k) : 0;
-  if (result.weights)
-    check_weights_fit(p.batch, p.heads, p.seq_q, p.seq_k, context.device_info(),
-                      "--path unfused");
+  layouts.q = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_qk);
+  layouts.k = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_qk);
+  layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
+  layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
+  layouts.options.causal = shape.causal;
+  BenchResult result;
+  result.shape = shape;
+  result.dtype = dtype;
+  const AttentionProblem problem = check_attention(layouts);  // before generating gigabytes of random numbers
+  result.weights = shape.path == AttentionPath::unfused;
+  const uint64_t p_bytes = result.weights ? weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k) : 0;
+  const auto bytes_of = [](const TensorLayout& l) {
+    return static_cast<uint64_t>(l.element_count()) * dtype_size(l.dtype);
+  };
+  const uint64_t out_bytes = bytes_of(layouts.out);
+  if (result.weights) {
+    try {
+      // The message ends "drop <flags> to use the fused path": name what the user can drop.
+      check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(),
+                        o.sweep.empty() ? "--path unfused" : "the unfused path");
+    } catch (const Error& e) {
+      throw ShapeSkipped(e.what());
+    }
+  }
+  check_shape_fits(o, context.device_info(), {bytes_of(layouts.q), bytes_of(layouts.k), bytes_of(layouts.v), out_bytes, p_bytes});
 
   std::mt19937_64 rng(o.seed);
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   const std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
   const std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
-  const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(dtype);
+
+  // The peak is measured from here: no scratch left over from an earlier shape (a larger one would
+  // be reused, hiding this shape's workspace), and the peak starts at what is allocated now.
+  context.release_scratch();
+  context.reset_peak_memory();
+  const uint64_t baseline = context.memory_stats().current_bytes;
+
   // One P for every rotated set: it is written, never read, and usually far larger than the cache
   // the rotation defeats, so copies would only multiply the memory the unfused path needs.
   std::optional<Buffer> weights;
   if (result.weights) weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
 
   // The same values in every set: only the addresses have to differ to defeat the cache. A set the
-  // device has no memory for ends the rotation there (the first one must fit).
-  const int wanted = rotation_count(attention_bytes(result.problem));
+  // device has no memory for ends the rotation there (the first one must fit). The extra sets are
+  // counted apart (rotated_input_bytes): a caller running this shape once needs only one.
+  const int wanted = rotation_count(attention_bytes(problem));
   std::vector<TensorSet> sets;
   sets.reserve(static_cast<std::size_t>(wanted));
+  uint64_t after_first_set = 0;
   for (int r = 0; r < wanted; ++r) {
     try {
       sets.push_back(TensorSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
@@ -135,7 +194,9 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
       if (r == 0) throw;
       break;
     }
+    if (r == 0) after_first_set = context.memory_stats().current_bytes;
   }
+  result.rotated_input_bytes = context.memory_stats().current_bytes - after_first_set;
   std::vector<AttentionArgs> args(sets.size());
   for (std::size_t r = 0; r < sets.size(); ++r) {
     args[r].q = {&sets[r].q, layouts.q};
@@ -143,14 +204,11 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
     args[r].v = {&sets[r].v, layouts.v};
     args[r].out = {&sets[r].out, layouts.out};
     args[r].options = layouts.options;
-    args[r].path = path;
+    args[r].path = shape.path;
     if (weights) args[r].weights = {&*weights, 0};
   }
   result.rotations = static_cast<int>(sets.size());
   result.plan = plan_attention(context, args[0]);
-  const auto bytes_of = [](const TensorLayout& l) {
-    return static_cast<uint64_t>(l.element_count()) * dtype_size(l.dtype);
-  };
   result.device_bytes = bytes_of(layouts.q) + bytes_of(layouts.k) + bytes_of(layouts.v) + out_bytes + p_bytes +
                         result.plan.workspace_bytes;
 
@@ -175,119 +233,128 @@ Result bench_one(Context& context, const BenchOptions& o, int64_t seq_q, int64_t
     ms = time_attention(context, args, warmup, iters);
   }
   if (ms.empty()) throw Error("time_attention returned no timings");
+  // Everything of the shape was allocated at once by now (inputs, outputs, P, the scratch).
+  result.peak_device_bytes = context.memory_stats().peak_bytes - baseline - result.rotated_input_bytes;
   result.iters = static_cast<int>(ms.size());
   result.ms_median = median(ms);
   result.ms_min = *std::min_element(ms.begin(), ms.end());
   const double seconds = result.ms_median * 1e-3;
-  result.tflops = seconds > 0 ? attention_flops(result.problem) / seconds * 1e-12 : 0.0;
-  result.gbps = seconds > 0 ? attention_bytes(result.problem) / seconds * 1e-9 : 0.0;
+  result.tflops = seconds > 0 ? attention_flops(problem) / seconds * 1e-12 : 0.0;
+  result.gbps = seconds > 0 ? attention_bytes(problem) / seconds * 1e-9 : 0.0;
 
   if (o.check) {
     std::vector<std::byte> raw(out_bytes);
     if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
     std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
     decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check_against_reference(layouts, result.problem, q, k, v, out, weights ? &*weights : nullptr);
+    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr);
   }
   return result;
 }
 
-std::string driver_string(const DeviceInfo& d) {
-  return d.driver_info.empty() ? d.driver_name : d.driver_name + " " + d.driver_info;
+BenchResult skipped(const BenchShape& shape, DType dtype, const std::string& reason) {
+  BenchResult r;
+  r.shape = shape;
+  r.dtype = dtype;
+  r.skipped = true;
+  r.reason = reason;
+  for (char& c : r.reason)  // one line in the table and the CSV
+    if (c == '\n' || c == '\r') c = ' ';
+  return r;
 }
 
-void print_json(const DeviceInfo& device, const std::vector<Result>& results) {
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const Result& r : results) {
-    const AttentionProblem& p = r.problem;
-    rows.push_back({{"batch", p.batch},
-                    {"heads", p.heads},
-                    {"kv_heads", p.kv_heads},
-                    {"seq_q", p.seq_q},
-                    {"seq_k", p.seq_k},
-                    {"dim_qk", p.dim_qk},
-                    {"dim_v", p.dim_v},
-                    {"dtype", to_string(p.dtype)},
-                    {"causal", to_string(p.causal)},
-                    {"path", r.plan.path ? r.plan.path : ""},
-                    {"kernel", r.plan.kernel ? r.plan.kernel : ""},
-                    {"splits", r.plan.splits},
-                    {"chunks", r.plan.chunks},
-                    {"weights", r.weights},
-                    {"device_bytes", r.device_bytes},
-                    {"workspace_bytes", r.plan.workspace_bytes},
-                    {"ms_median", r.ms_median},
-                    {"ms_min", r.ms_min},
-                    {"tflops", r.tflops},
-                    {"gbps", r.gbps},
-                    // nlohmann writes a non-finite double as null; a failed check is also reported on stderr
-                    {"max_abs_err", r.check ? nlohmann::ordered_json(r.check->max_abs_err) : nlohmann::ordered_json(nullptr)},
-                    // null when not checked: no --check, the fused path, or P too large for the reference
-                    {"max_weight_err", r.check && r.check->weights_checked
-                                           ? nlohmann::ordered_json(r.check->max_weight_err)
-                                           : nlohmann::ordered_json(nullptr)}});
-  }
-  const nlohmann::ordered_json out = {
-      {"device", device.name}, {"driver", driver_string(device)}, {"version", version()}, {"results", rows}};
-  std::cout << out.dump(2) << "\n";
+bool out_of_memory(const Error& e) {
+  return e.vk_result() == "VK_ERROR_OUT_OF_DEVICE_MEMORY" || e.vk_result() == "VK_ERROR_OUT_OF_HOST_MEMORY";
 }
 
-void print_table(const DeviceInfo& device, const BenchOptions& o, const std::vector<Result>& results) {
-  std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
-  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
-              static_cast<unsigned long long>(o.seed),
-              o.counts_given ? "" : "; fewer iterations where the defaults would exceed --budget");
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads",
-              "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "rot", "iters", "ms_median",
-              "ms_min", "TFLOP/s", "GB/s", "max_abs_err");
-  for (const Result& r : results) {
-    const AttentionProblem& p = r.problem;
-    // "fused/rowwise x4": 4 key-range splits; "unfused/gemm +P c3": writes P, in 3 chunks.
-    const std::string path = std::string(r.plan.path ? r.plan.path : "?") + "/" + (r.plan.kernel ? r.plan.kernel : "?") +
-                             (r.weights ? " +P" : "") + (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "") +
-                             (r.plan.chunks > 1 ? " c" + std::to_string(r.plan.chunks) : "");
-    char err[48] = "-";
-    if (r.check) {
-      const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
-      const double worst = std::max(r.check->max_abs_err, r.check->weights_checked ? r.check->max_weight_err : 0.0);
-      std::snprintf(err, sizeof err, "%.3g%s", worst, r.check->passed() ? "" : p_failed ? " FAIL(P)" : " FAIL");
-    }
-    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-20s %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n",
-                static_cast<long long>(p.batch), static_cast<long long>(p.heads), static_cast<long long>(p.kv_heads),
-                static_cast<long long>(p.seq_q), static_cast<long long>(p.seq_k), static_cast<long long>(p.dim_qk),
-                static_cast<long long>(p.dim_v), to_string(p.dtype), to_string(p.causal), path.c_str(),
-                static_cast<double>(r.device_bytes) / (1024.0 * 1024.0), r.rotations, r.iters, r.ms_median, r.ms_min,
-                r.tflops, r.gbps, err);
-  }
-  if (o.check && !results.empty() && results.front().check)
-    std::printf("check: fp64 reference on up to 64 sampled rows; error normalised by max|V|%s; tolerance %g (%s)\n",
-                results.front().weights ? ", and of P where the reference can afford it (max_abs_err shows the larger)" : "",
-                results.front().check->tolerance, o.dtype.c_str());
-  std::printf("dev_MiB: device buffers of one call (Q, K, V, O, P when written, workspace)\n");
+// Mistakes in the options, before any device is opened.
+void check_usage(const BenchOptions& o) {
+  if (o.json && o.csv) throw Error("--json and --csv both choose what stdout holds; give one of them");
+  if (!o.sweep.empty() && !o.shape_option_given.empty())
+    throw Error("--sweep " + o.sweep + " sets the shapes; drop " + o.shape_option_given);
+  if (o.sweep.empty() && o.max_seq > 0)
+    throw Error("--max-seq caps the sequence lengths of a --sweep preset; give --sweep prefill|decode|scaling");
 }
 
 int run(const BenchOptions& o) {
-  const auto pairs = sequence_pairs(o);
+  check_usage(o);
+  const std::optional<Sweep> sweep = o.sweep.empty() ? std::nullopt : std::optional(parse_sweep(o.sweep));
   ContextOptions context_options;
   context_options.device = o.device;
   context_options.kernel = parse_kernel_variant(o.kernel);
   Context context(context_options);
+  const DeviceInfo& device = context.device_info();
 
-  std::vector<Result> results;
-  for (const auto& [seq_q, seq_k] : pairs) results.push_back(bench_one(context, o, seq_q, seq_k));
-  if (o.json) print_json(context.device_info(), results);
-  else print_table(context.device_info(), o, results);
+  BenchReport report;
+  report.device = device;
+  report.sweep = sweep;
+  report.seed = o.seed;
+  report.counts_given = o.counts_given;
+  std::vector<BenchShape> shapes;
+  // Sweeps default to f16, the storage FlashAttention's tables and KV caches use; single runs keep f32.
+  DType dtype = parse_dtype(o.dtype);
+  if (sweep) {
+    SweepGrid grid = sweep_grid(*sweep, is_cpu_device(device), o.max_seq);
+    shapes = std::move(grid.shapes);
+    report.reduced = grid.reduced;
+    report.grid_note = grid.note;
+    if (!o.dtype_given) {
+      dtype = device.supports_f16() ? DType::f16 : DType::f32;
+      report.grid_note += device.supports_f16() ? "; dtype f16 (the sweep default)"
+                                                : "; dtype f32 (the sweep default f16 needs 16-bit storage, which "
+                                                  "this device lacks)";
+    }
+  } else {
+    shapes = explicit_shapes(o);
+  }
+
+  ProgressLine progress;
+  bool any_ran = false;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const BenchShape& shape = shapes[i];
+    if (shapes.size() > 1)
+      progress.show(i, shapes.size(),
+                    sweep ? sweep_label(*sweep, shape)
+                          : "seq_q " + std::to_string(shape.seq_q) + " seq_k " + std::to_string(shape.seq_k));
+    try {
+      report.results.push_back(bench_one(context, o, shape, dtype));
+      any_ran = true;
+    } catch (const ShapeSkipped& e) {
+      if (!sweep)
+        throw Error("bench: seq_q " + std::to_string(shape.seq_q) + " seq_k " + std::to_string(shape.seq_k) + ": " +
+                    e.what());
+      report.results.push_back(skipped(shape, dtype, e.what()));
+    } catch (const Error& e) {
+      // Out of memory is the shape's fault; anything else before a single shape has run is most
+      // likely the options' (a dtype the device lacks, a bad --kernel for it): fail, don't skip
+      // every shape. A lost device fails every later shape too.
+      if (!sweep || e.vk_result() == "VK_ERROR_DEVICE_LOST" || (!any_ran && !out_of_memory(e))) throw;
+      report.results.push_back(skipped(shape, dtype, e.what()));
+    } catch (const std::bad_alloc&) {
+      if (!sweep) throw;
+      report.results.push_back(skipped(shape, dtype, "out of host memory for the inputs or the reference"));
+    }
+  }
+  progress.clear();
+  if (sweep == Sweep::scaling) report.fits = fit_scaling(report.results);
+
+  if (o.json) print_json(report);
+  else if (o.csv) print_csv(report);
+  else print_table(report);
   std::fflush(stdout);
 
-  for (const Result& r : results) {
+  for (const BenchResult& r : report.results) {
     if (r.check && !r.check->passed()) {
       const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
-      char message[256];
+      char message[320];
       std::snprintf(message, sizeof message,
-                    "check failed: seq_q %lld seq_k %lld: %s %.3g exceeds the %s tolerance %g (seed %llu)",
-                    static_cast<long long>(r.problem.seq_q), static_cast<long long>(r.problem.seq_k),
+                    "check failed: batch %lld heads %lld seq_q %lld seq_k %lld dim %lld %s: %s %.3g exceeds the %s "
+                    "tolerance %g (seed %llu)",
+                    static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.heads),
+                    static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k),
+                    static_cast<long long>(r.shape.dim_qk), r.plan.path ? r.plan.path : "",
                     p_failed ? "max_weight_err" : "max_abs_err", p_failed ? r.check->max_weight_err : r.check->max_abs_err,
-                    to_string(r.problem.dtype), r.check->tolerance, static_cast<unsigned long long>(o.seed));
+                    to_string(r.dtype), r.check->tolerance, static_cast<unsigned long long>(o.seed));
       throw Error(message);
     }
   }
@@ -301,42 +368,67 @@ Command add_bench_command(CLI::App& parent) {
   const CLI::Range kPositive(1, std::numeric_limits<int32_t>::max());
   auto o = std::make_shared<BenchOptions>();
   CLI::App* app = parent.add_subcommand("bench", "Time attention on random inputs (GPU timestamps)");
-  app->add_option("--batch", o->batch, "Batch size")->capture_default_str()->check(kPositive);
-  app->add_option("--heads", o->heads, "Query heads")->capture_default_str()->check(kPositive);
-  app->add_option("--kv-heads", o->kv_heads, "Key/value heads (GQA/MQA; default: heads)")->check(kPositive);
-  app->add_option("--seq-q", o->seq_q, "Query sequence length(s), e.g. 512,1024,2048")
-      ->delimiter(',')
-      ->capture_default_str()
-      ->check(kPositive);
-  app->add_option("--seq-k", o->seq_k, "Key sequence length(s) (default: seq-q)")->delimiter(',')->check(kPositive);
-  app->add_option("--dim", o->dim, "Head dim of Q and K (1..256)")->capture_default_str()->check(kPositive);
-  app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive);
-  app->add_option("--dtype", o->dtype, "Storage dtype")->capture_default_str()->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  app->add_option("--causal", o->causal, "Causal mask alignment")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "top-left", "bottom-right"}));
+  std::vector<CLI::Option*> shape_options;
+  shape_options.push_back(app->add_option("--batch", o->batch, "Batch size")->capture_default_str()->check(kPositive));
+  shape_options.push_back(app->add_option("--heads", o->heads, "Query heads")->capture_default_str()->check(kPositive));
+  shape_options.push_back(
+      app->add_option("--kv-heads", o->kv_heads, "Key/value heads (GQA/MQA; default: heads)")->check(kPositive));
+  shape_options.push_back(app->add_option("--seq-q", o->seq_q, "Query sequence length(s), e.g. 512,1024,2048")
+                              ->delimiter(',')
+                              ->capture_default_str()
+                              ->check(kPositive));
+  shape_options.push_back(app->add_option("--seq-k", o->seq_k, "Key sequence length(s) (default: seq-q)")
+                              ->delimiter(',')
+                              ->check(kPositive));
+  shape_options.push_back(
+      app->add_option("--dim", o->dim, "Head dim of Q and K (1..256)")->capture_default_str()->check(kPositive));
+  shape_options.push_back(app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive));
+  CLI::Option* dtype = app->add_option("--dtype", o->dtype, "Storage dtype (f32; f16 with --sweep)")
+                           ->capture_default_str()
+                           ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  shape_options.push_back(app->add_option("--causal", o->causal, "Causal mask alignment")
+                              ->capture_default_str()
+                              ->check(CLI::IsMember({"none", "top-left", "bottom-right"})));
   CLI::Option* warmup =
       app->add_option("--warmup", o->warmup, "Untimed runs first")->capture_default_str()->check(CLI::Range(0, 1000000));
   CLI::Option* iters = app->add_option("--iters", o->iters, "Timed runs (median and minimum reported)")
                            ->capture_default_str()
                            ->check(kPositive);
   app->add_option("--budget", o->budget_s,
-                  "Without --warmup/--iters: seconds of GPU time the timed runs may take (fewer runs beyond it)")
+                  "Without --warmup/--iters: seconds of GPU time the timed runs of each shape may take (fewer runs "
+                  "beyond it)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
   app->add_flag("--json", o->json, "Print JSON instead of a table");
+  app->add_flag("--csv", o->csv, "Print CSV (a header, one row per shape) instead of a table");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: rowwise on CPU devices, tiled on GPUs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tiled", "rowwise"}));
-  app->add_option("--path", o->path,
-                  "auto/fused: the fused kernels; unfused: the three-stage path, writing the weights P (B,H,Sq,Sk)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "fused", "unfused"}));
-  return {app, [o, warmup, iters]() {
+  shape_options.push_back(
+      app->add_option("--path", o->path,
+                      "auto/fused: the fused kernels; unfused: the three-stage path, writing the weights P (B,H,Sq,Sk)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "fused", "unfused"})));
+  app->add_option("--sweep", o->sweep,
+                  "A preset grid of shapes: prefill (FlashAttention's: 16k tokens, hidden 2048, dim 64/128/256, seq "
+                  "512..16k, causal and not), decode (seq_q 1, seq_k 1k..128k, 32 heads, 8 KV heads, dim 128) or "
+                  "scaling (seq 256..8k, fused and unfused, fitted growth of time and memory); reduced on CPU devices")
+      ->check(CLI::IsMember({"prefill", "decode", "scaling"}));
+  app->add_option("--max-seq", o->max_seq,
+                  "With --sweep: only the preset's shapes whose sequence length (decode: seq_k) is at most this")
+      ->check(kPositive);
+  app->add_option("--max-memory", o->max_memory_mib,
+                  "MiB of device buffers a shape may need (inputs, output, P); a sweep skips larger shapes, a "
+                  "single run refuses them (default: the device's memory)")
+      ->check(kPositive);
+  return {app, [o, warmup, iters, dtype, shape_options]() {
             o->counts_given = warmup->count() > 0 || iters->count() > 0;
+            o->dtype_given = dtype->count() > 0;
+            for (const CLI::Option* option : shape_options)
+              if (option->count() > 0 && o->shape_option_given.empty()) o->shape_option_given = option->get_name();
             return run(*o);
           }};
 }

@@ -83,6 +83,18 @@ struct ContextOptions {
   std::string pipeline_cache_file;
 };
 
+// Device memory vkattn allocated through one Context: Buffer::allocate, the scratch (workspace) of the
+// synchronous calls (attention, time_attention, the multi-head layer) and the Context's own small
+// buffers, counted in bytes of VkDeviceMemory (the driver's size, which may round a request up). Not
+// counted: an application's buffers (Buffer::wrap), and the host-visible staging buffers that
+// upload/download use for a moment when device memory is not mappable.
+struct MemoryStats {
+  uint64_t current_bytes = 0;  // allocated now
+  uint64_t peak_bytes = 0;     // the most at any moment since creation or reset_peak_memory()
+  uint64_t scratch_bytes = 0;  // of current_bytes: the scratch buffer kept for reuse between calls
+  uint64_t allocations = 0;    // live allocations
+};
+
 // A device the application owns, lent to vkattn. vkattn never destroys these handles. The device
 // must have been created with required_device_extensions() enabled and, for f16/bf16 tensors,
 // VkPhysicalDeviceVulkan11Features::storageBuffer16BitAccess. `queue` must support compute and be
@@ -143,6 +155,15 @@ class Context {
   const std::string& pipeline_cache_note() const;
   // How many pipelines this Context has built so far.
   std::size_t pipeline_count() const;
+
+  // Memory accounting (see MemoryStats). Benchmarks measure one call's peak with
+  // release_scratch(); reset_peak_memory(); ...; memory_stats().peak_bytes.
+  MemoryStats memory_stats() const;
+  // Sets the peak to what is allocated now.
+  void reset_peak_memory();
+  // Frees the scratch buffer kept between calls (the next call that needs one allocates it again),
+  // so a later peak includes that call's whole workspace. Waits for this Context's calls in flight.
+  void release_scratch();
 
   // Internal access for the runtime (not part of the stable API).
   detail::ContextImpl& impl() const { return *impl_; }

@@ -1,0 +1,201 @@
+#include "bench_output.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "vkattn/version.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string driver_string(const DeviceInfo& d) {
+  return d.driver_info.empty() ? d.driver_name : d.driver_name + " " + d.driver_info;
+}
+
+// A skipped row reports the path it would have taken: automatic without weights is the fused path.
+const char* path_name(const BenchResult& r) {
+  if (!r.skipped) return r.plan.path ? r.plan.path : "";
+  return r.shape.path == AttentionPath::unfused ? "unfused" : "fused";
+}
+
+// Measured values of a skipped row are null: nothing was measured.
+template <typename T>
+Json measured(const BenchResult& r, T value) {
+  return r.skipped ? Json(nullptr) : Json(value);
+}
+
+// One result with the keys bench/compare_torch.py reads (keep them), then a few more.
+Json result_json(const BenchResult& r) {
+  const BenchShape& s = r.shape;
+  const bool checked = r.check.has_value();
+  return Json{{"batch", s.batch},
+              {"heads", s.heads},
+              {"kv_heads", s.kv_heads},
+              {"seq_q", s.seq_q},
+              {"seq_k", s.seq_k},
+              {"dim_qk", s.dim_qk},
+              {"dim_v", s.dim_v},
+              {"dtype", to_string(r.dtype)},
+              {"causal", to_string(s.causal)},
+              {"path", path_name(r)},
+              {"kernel", r.skipped ? Json(nullptr) : Json(r.plan.kernel ? r.plan.kernel : "")},
+              {"splits", measured(r, r.plan.splits)},
+              {"chunks", measured(r, r.plan.chunks)},
+              {"weights", s.path == AttentionPath::unfused},
+              {"device_bytes", measured(r, r.device_bytes)},
+              {"workspace_bytes", measured(r, r.plan.workspace_bytes)},
+              {"peak_device_bytes", measured(r, r.peak_device_bytes)},
+              {"ms_median", measured(r, r.ms_median)},
+              {"ms_min", measured(r, r.ms_min)},
+              {"tflops", measured(r, r.tflops)},
+              {"gbps", measured(r, r.gbps)},
+              // nlohmann writes a non-finite double as null; a failed check is also reported on stderr
+              {"max_abs_err", checked ? Json(r.check->max_abs_err) : Json(nullptr)},
+              // null when not checked: no --check, the fused path, or P too large for the reference
+              {"max_weight_err", checked && r.check->weights_checked ? Json(r.check->max_weight_err) : Json(nullptr)},
+              {"status", r.skipped ? "skipped" : "ok"},
+              {"reason", r.skipped ? Json(r.reason) : Json(nullptr)},
+              {"rotations", measured(r, r.rotations)},
+              {"rotated_input_bytes", measured(r, r.rotated_input_bytes)},
+              {"iters", measured(r, r.iters)}};
+}
+
+Json fits_json(const std::vector<Fit>& fits) {
+  Json out = Json::array();
+  for (const Fit& f : fits)
+    out.push_back({{"path", f.path}, {"metric", f.metric}, {"exponent", f.exponent}, {"points", f.points}});
+  return out;
+}
+
+const Fit* find_fit(const std::vector<Fit>& fits, const std::string& path, const std::string& metric) {
+  for (const Fit& f : fits)
+    if (f.path == path && f.metric == metric) return &f;
+  return nullptr;
+}
+
+// RFC 4180: quote a field holding a comma, a quote or a line break; double the quotes inside.
+std::string csv_field(const Json& value) {
+  std::string text;
+  if (value.is_null()) return text;
+  if (value.is_string()) text = value.get<std::string>();
+  else text = value.dump();
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+void print_json(const BenchReport& report) {
+  Json rows = Json::array();
+  for (const BenchResult& r : report.results) rows.push_back(result_json(r));
+  const Json out = {{"device", report.device.name},
+                    {"driver", driver_string(report.device)},
+                    {"version", version()},
+                    {"sweep", report.sweep ? Json(to_string(*report.sweep)) : Json(nullptr)},
+                    {"reduced", report.reduced},
+                    {"grid", report.sweep ? Json(report.grid_note) : Json(nullptr)},
+                    {"seed", report.seed},
+                    {"results", rows},
+                    {"fits", fits_json(report.fits)}};
+  std::cout << out.dump(2) << "\n";
+}
+
+void print_csv(const BenchReport& report) {
+  const Json run = {{"device", report.device.name},
+                    {"driver", driver_string(report.device)},
+                    {"version", version()},
+                    {"sweep", report.sweep ? Json(to_string(*report.sweep)) : Json(nullptr)},
+                    {"reduced", report.reduced}};
+  // The keys of a result never depend on its values (skipped rows hold nulls), so any row's keys
+  // make the header; one built from an empty result serves when there are no rows.
+  const Json keys = result_json(BenchResult{});
+  std::string header;
+  for (const auto& [key, value] : run.items()) header += key + ",";
+  for (const auto& [key, value] : keys.items()) header += key + ",";
+  std::cout << header << "time_exponent,memory_exponent\n";
+  for (const BenchResult& r : report.results) {
+    std::string line;
+    for (const auto& [key, value] : run.items()) line += csv_field(value) + ",";
+    const Json row = result_json(r);  // named: items() of a temporary would dangle in the loop
+    for (const auto& [key, value] : row.items()) line += csv_field(value) + ",";
+    // The scaling fit of this row's path, on every row of that path; empty for other sweeps.
+    const std::string path = path_name(r);
+    const Fit* time = find_fit(report.fits, path, "ms_median");
+    const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");
+    line += (time ? Json(time->exponent).dump() : "") + "," + (memory ? Json(memory->exponent).dump() : "");
+    std::cout << line << "\n";
+  }
+}
+
+void print_table(const BenchReport& report) {
+  const DeviceInfo& device = report.device;
+  std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
+  if (report.sweep) std::printf("sweep %s\n", report.grid_note.c_str());
+  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
+              static_cast<unsigned long long>(report.seed),
+              report.counts_given ? "" : "; fewer iterations where the defaults would exceed --budget");
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads",
+              "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot", "iters",
+              "ms_median", "ms_min", "TFLOP/s", "GB/s", "max_abs_err");
+  const CheckResult* first_check = nullptr;
+  for (const BenchResult& r : report.results) {
+    const BenchShape& s = r.shape;
+    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s ", static_cast<long long>(s.batch),
+                static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.seq_q),
+                static_cast<long long>(s.seq_k), static_cast<long long>(s.dim_qk), static_cast<long long>(s.dim_v),
+                to_string(r.dtype), to_string(s.causal));
+    if (r.skipped) {
+      std::printf("%-20s skipped: %s\n", path_name(r), r.reason.c_str());
+      continue;
+    }
+    // "fused/rowwise x4": 4 key-range splits; "unfused/gemm +P c3": writes P, in 3 chunks.
+    const std::string path = std::string(path_name(r)) + "/" + (r.plan.kernel ? r.plan.kernel : "?") +
+                             (r.weights ? " +P" : "") + (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "") +
+                             (r.plan.chunks > 1 ? " c" + std::to_string(r.plan.chunks) : "");
+    char err[48] = "-";
+    if (r.check) {
+      if (!first_check) first_check = &*r.check;
+      const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
+      const double worst = std::max(r.check->max_abs_err, r.check->weights_checked ? r.check->max_weight_err : 0.0);
+      std::snprintf(err, sizeof err, "%.3g%s", worst, r.check->passed() ? "" : p_failed ? " FAIL(P)" : " FAIL");
+    }
+    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n", path.c_str(), mib(r.device_bytes),
+                mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps, err);
+  }
+  if (first_check) {
+    bool any_weights = false;
+    for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.weights);
+    std::printf("check: fp64 reference on up to 64 sampled rows; error normalised by max|V|%s; tolerance %g\n",
+                any_weights ? ", and of P where the reference can afford it (max_abs_err shows the larger)" : "",
+                first_check->tolerance);
+  }
+  std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
+              "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
+  for (const std::string path : {"fused", "unfused"}) {
+    const Fit* time = find_fit(report.fits, path, "ms_median");
+    const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");
+    if (!time && !memory) {
+      if (report.sweep == Sweep::scaling) std::printf("fit %s: fewer than two of its shapes ran\n", path.c_str());
+      continue;
+    }
+    std::printf("fit %s:", path.c_str());
+    if (time) std::printf(" time ~ seq^%.2f", time->exponent);
+    if (memory) std::printf("%s memory ~ seq^%.2f", time ? "," : "", memory->exponent);
+    std::printf(" (least squares on log-log, %d points)\n", time ? time->points : memory->points);
+  }
+}
+
+}  // namespace vkattn::cli

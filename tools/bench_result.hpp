@@ -1,0 +1,46 @@
+// One row of `vkattn bench`: the shape it was asked to time and what it measured, or why it was
+// skipped. Shared by the measuring (cmd_bench.cpp), the presets and fits (bench_sweep) and the
+// writers (bench_output).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "bench_check.hpp"
+#include "vkattn/attention.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn::cli {
+
+// Fully resolved: kv_heads and dim_v are never 0 here.
+struct BenchShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, dim_qk = 64, dim_v = 64;
+  Causal causal = Causal::none;
+  // automatic and fused: the fused kernels, no weights. unfused: the three-stage path writing the
+  // weights P (that is what one takes it for), so its time and memory include materialising them.
+  AttentionPath path = AttentionPath::automatic;
+};
+
+struct BenchResult {
+  BenchShape shape;
+  DType dtype = DType::f32;
+  // A shape the device cannot run (memory, limits) in a sweep: not measured; `reason` says why.
+  bool skipped = false;
+  std::string reason;
+
+  AttentionPlan plan;
+  bool weights = false;       // P (B,H,Sq,Sk) f32 was written
+  uint64_t device_bytes = 0;  // computed: Q, K, V, O, P (when written) and the planned workspace
+  // Measured (Context::memory_stats): the most device memory the shape had allocated at once — one
+  // set of Q, K, V, O, P when written, and the scratch the call used — less the extra input sets
+  // rotated through to defeat the cache, which are `rotated_input_bytes` (also measured).
+  uint64_t peak_device_bytes = 0;
+  uint64_t rotated_input_bytes = 0;
+  int rotations = 1;
+  int iters = 0;
+  double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
+  std::optional<CheckResult> check;
+};
+
+}  // namespace vkattn::cli

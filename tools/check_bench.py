@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Checks `vkattn bench --sweep` end to end on tiny versions of its presets (--max-seq): the JSON
+schema bench/compare_torch.py reads, the shapes of each preset, CSV that parses and agrees with the
+JSON, the scaling fits of both paths, --check, skipped shapes with their reason, usage errors (one
+stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only.
+
+    /usr/bin/python3 tools/check_bench.py --vkattn build/release/tools/vkattn
+
+One line per check: PASS/FAIL and what was seen. Exits 1 when any check fails. Every bench run uses
+--warmup 0 --iters 1: the figures are not the point, the output is.
+"""
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import pty
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST = ["--warmup", "0", "--iters", "1"]
+TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"]
+ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
+            "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
+            "ms_min", "tflops", "gbps", "max_abs_err", "max_weight_err", "status", "reason"]
+MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
+F16_TOLERANCE = 2e-3  # DESIGN.md §6
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        detail = " ".join(str(detail).split())  # one line per check
+        if ok and len(detail) > 120:
+            detail = detail[:117] + "..."
+        print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+        self.failed += 0 if ok else 1
+        return ok
+
+
+def bench(vkattn, *args):
+    return subprocess.run([vkattn, "bench", *args], capture_output=True, text=True, timeout=600)
+
+
+def run_ok(checks, name, vkattn, *args):
+    """Runs a bench that must succeed with nothing on stderr (stderr is a pipe, not a terminal)."""
+    proc = bench(vkattn, *args)
+    checks.check(f"{name}: exit 0", proc.returncode == 0, proc.stderr.strip()[-300:])
+    checks.check(f"{name}: nothing on stderr when it is not a terminal", proc.stderr == "", repr(proc.stderr[-200:]))
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def check_schema(checks, name, doc, sweep):
+    checks.check(f"{name}: top-level keys", all(k in doc for k in TOP_KEYS), str(list(doc)))
+    checks.check(f"{name}: sweep is {sweep!r}", doc.get("sweep") == sweep, repr(doc.get("sweep")))
+    checks.check(f"{name}: reduced is a bool", isinstance(doc.get("reduced"), bool))
+    rows = doc.get("results", [])
+    missing = [(i, k) for i, r in enumerate(rows) for k in ROW_KEYS if k not in r]
+    checks.check(f"{name}: every result has the schema's keys", rows and not missing, str(missing[:5]))
+    bad = [r for r in rows if r.get("status") not in ("ok", "skipped")]
+    checks.check(f"{name}: status is ok or skipped", not bad, str(bad[:1]))
+    for r in rows:
+        if r["status"] == "ok":
+            ok = r["reason"] is None and all(isinstance(r[k], (int, float)) for k in MEASURED)
+            checks.check(f"{name}: ok row seq {r['seq_k']} {r['path']}: measured, no reason", ok, str(r)[:300])
+            # Measured peak: at least the buffers (Q, K, V, O, P), at most their sum with the workspace
+            # and the driver's rounding.
+            buffers = r["device_bytes"] - r["workspace_bytes"]
+            ok = buffers <= r["peak_device_bytes"] <= 1.05 * r["device_bytes"] + 65536
+            checks.check(f"{name}: seq {r['seq_k']} {r['path']}: peak_device_bytes {r['peak_device_bytes']} "
+                         f"within [{buffers}, {r['device_bytes']} + rounding]", ok)
+    return rows
+
+
+def check_prefill(checks, vkattn):
+    out = run_ok(checks, "prefill", vkattn, "--sweep", "prefill", "--max-seq", "256", "--check", "--json", *FAST)
+    if out is None:
+        return
+    doc = json.loads(out)
+    rows = check_schema(checks, "prefill", doc, "prefill")
+    checks.check("prefill: reduced (capped by --max-seq)", doc["reduced"] is True, doc.get("grid", ""))
+    tokens = {r["batch"] * r["seq_q"] for r in rows}
+    hidden = {r["heads"] * r["dim_qk"] for r in rows}
+    checks.check("prefill: batch*seq is the same total of tokens on every row", len(tokens) == 1, str(tokens))
+    checks.check("prefill: heads*dim is the same hidden size on every row", len(hidden) == 1, str(hidden))
+    if "reduced for a CPU device" not in doc.get("grid", ""):
+        checks.check("prefill: full grid is 16384 tokens, hidden 2048", tokens == {16384} and hidden == {2048},
+                     f"{tokens} {hidden}")
+    checks.check("prefill: dims 64, 128, 256", {r["dim_qk"] for r in rows} == {64, 128, 256})
+    checks.check("prefill: causal and not", {r["causal"] for r in rows} == {"none", "bottom-right"})
+    checks.check("prefill: seq_q == seq_k <= --max-seq", all(r["seq_q"] == r["seq_k"] <= 256 for r in rows))
+    checks.check("prefill: f16 by default", {r["dtype"] for r in rows} == {"f16"})
+    checks.check("prefill: no fits outside the scaling sweep", doc["fits"] == [])
+    errs = [r["max_abs_err"] for r in rows]
+    checks.check("prefill: --check within the f16 tolerance on every row",
+                 all(e is not None and e <= F16_TOLERANCE for e in errs), str(errs))
+
+
+def check_scaling(checks, vkattn):
+    out = run_ok(checks, "scaling json", vkattn, "--sweep", "scaling", "--max-seq", "512", "--json", *FAST)
+    csv_out = run_ok(checks, "scaling csv", vkattn, "--sweep", "scaling", "--max-seq", "512", "--csv", *FAST)
+    table = run_ok(checks, "scaling table", vkattn, "--sweep", "scaling", "--max-seq", "512", *FAST)
+    if out is None:
+        return
+    doc = json.loads(out)
+    rows = check_schema(checks, "scaling", doc, "scaling")
+    checks.check("scaling: both paths", {r["path"] for r in rows} == {"fused", "unfused"})
+    checks.check("scaling: unfused rows write P", all(r["weights"] == (r["path"] == "unfused") for r in rows))
+    fits = {(f["path"], f["metric"]): f for f in doc["fits"]}
+    want = {(p, m) for p in ("fused", "unfused") for m in ("ms_median", "peak_device_bytes")}
+    checks.check("scaling: a time and a memory fit for each path", set(fits) == want, str(sorted(fits)))
+    if set(fits) == want:
+        checks.check("scaling: fits are finite, over 2 points each",
+                     all(math.isfinite(f["exponent"]) and f["points"] == 2 for f in fits.values()), str(doc["fits"]))
+        fused, unfused = fits[("fused", "peak_device_bytes")], fits[("unfused", "peak_device_bytes")]
+        checks.check("scaling: unfused memory grows faster than fused (P is seq^2)",
+                     unfused["exponent"] > fused["exponent"] + 0.3, f"{unfused['exponent']} vs {fused['exponent']}")
+    if csv_out is not None:
+        parsed = list(csv.DictReader(io.StringIO(csv_out)))
+        checks.check("scaling csv: parses, one row per JSON result", len(parsed) == len(rows),
+                     f"{len(parsed)} rows vs {len(rows)}")
+        checks.check("scaling csv: the schema's columns", parsed and all(k in parsed[0] for k in ROW_KEYS))
+        same = all(int(c["seq_k"]) == r["seq_k"] and c["path"] == r["path"] and c["status"] == r["status"]
+                   for c, r in zip(parsed, rows))
+        checks.check("scaling csv: rows agree with the JSON (seq, path, status)", same)
+        if set(fits) == want:
+            ok = all(c["time_exponent"] and c["memory_exponent"] for c in parsed)
+            checks.check("scaling csv: every row carries its path's fitted exponents", ok)
+    if table is not None:
+        checks.check("scaling table: a fit footer per path",
+                     "fit fused: time ~ seq^" in table and "fit unfused: time ~ seq^" in table, table[-400:])
+
+
+def check_decode_and_skips(checks, vkattn):
+    # seq_k 1024 needs 4 MiB of K and V in f16, 2048 needs 8: --max-memory 6 skips the second.
+    out = run_ok(checks, "decode", vkattn, "--sweep", "decode", "--max-seq", "2048", "--max-memory", "6", "--check",
+                 "--json", *FAST)
+    if out is None:
+        return
+    doc = json.loads(out)
+    rows = check_schema(checks, "decode", doc, "decode")
+    shape = {(r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["dim_qk"]) for r in rows}
+    checks.check("decode: batch 1, 32 heads, 8 KV heads, seq_q 1, dim 128", shape == {(1, 32, 8, 1, 128)}, str(shape))
+    checks.check("decode: seq_k 1024 and 2048", [r["seq_k"] for r in rows] == [1024, 2048])
+    if len(rows) == 2:
+        ran, skipped = rows
+        checks.check("decode: seq_k 1024 ran and passed --check",
+                     ran["status"] == "ok" and ran["max_abs_err"] is not None and ran["max_abs_err"] <= F16_TOLERANCE,
+                     str(ran)[:300])
+        ok = (skipped["status"] == "skipped" and isinstance(skipped["reason"], str) and "--max-memory" in skipped["reason"]
+              and all(skipped[k] is None for k in MEASURED))
+        checks.check("decode: seq_k 2048 skipped, with its reason and no figures", ok, str(skipped)[:300])
+
+
+def check_single_run(checks, vkattn):
+    out = run_ok(checks, "single run", vkattn, "--seq-q", "64", "--heads", "2", "--json", *FAST)
+    if out is None:
+        return
+    doc = json.loads(out)
+    check_schema(checks, "single run", doc, None)
+    checks.check("single run: not reduced, no fits, f32", doc["reduced"] is False and doc["fits"] == []
+                 and doc["results"][0]["dtype"] == "f32")
+
+
+def check_progress_on_a_terminal(checks, vkattn):
+    """stderr on a pseudo-terminal: the progress line appears, and is cleared at the end."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([vkattn, "bench", "--sweep", "decode", "--max-seq", "2048", "--json", *FAST],
+                            stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO once the child has closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.communicate(timeout=600)
+    os.close(master)
+    text = seen.decode(errors="replace")
+    checks.check("progress: shown on a terminal", "[1/2] decode seq_k 1024" in text and "[2/2]" in text, repr(text))
+    checks.check("progress: cleared at the end", text.endswith("\r\x1b[K"), repr(text[-20:]))
+
+
+def check_usage_errors(checks, vkattn):
+    cases = [
+        (["--sweep", "prefill", "--seq-q", "512"], "drop --seq-q"),
+        (["--sweep", "decode", "--heads", "4"], "drop --heads"),
+        (["--sweep", "scaling", "--path", "fused"], "drop --path"),
+        (["--sweep", "prefill", "--causal", "top-left"], "drop --causal"),
+        (["--sweep", "decode", "--json", "--csv"], "--json and --csv"),
+        (["--max-seq", "256"], "--max-seq"),
+        (["--sweep", "decode", "--max-seq", "100"], "leaves no shape"),
+        (["--sweep", "training"], "--sweep"),
+    ]
+    for args, expect in cases:
+        proc = bench(vkattn, *args)
+        lines = proc.stderr.splitlines()
+        ok = (proc.returncode != 0 and proc.stdout == "" and len(lines) == 1 and lines[0].startswith("vkattn: error: ")
+              and expect in lines[0])
+        checks.check(f"usage error {' '.join(args)}", ok, f"exit {proc.returncode}: {proc.stderr.strip()}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vkattn", default=os.path.join(REPO, "build", "release", "tools", "vkattn"))
+    args = parser.parse_args()
+    checks = Checks()
+    check_usage_errors(checks, args.vkattn)
+    check_single_run(checks, args.vkattn)
+    check_prefill(checks, args.vkattn)
+    check_scaling(checks, args.vkattn)
+    check_decode_and_skips(checks, args.vkattn)
+    check_progress_on_a_terminal(checks, args.vkattn)
+    print(f"{checks.failed} check(s) failed" if checks.failed else "all checks passed")
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
