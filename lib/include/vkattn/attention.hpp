@@ -56,8 +56,9 @@ struct AttentionPlan {
   // Unfused: bytes of f32 scores the call materialises at once (the weights P when requested, else
   // the workspace's share), and the number of pieces the (batch, head, query-row) space is cut into
   // so that each piece's scores fit one storage-buffer binding. Fused: scores_bytes is 0 and chunks
-  // counts the attention dispatches: more than 1 when a tensor exceeds one binding (chunks of batch,
-  // GQA group or key range) or the grid exceeds maxComputeWorkGroupCount.
+  // counts the attention dispatches (not the combine dispatches): more than 1 when a tensor exceeds
+  // one binding (chunks of batch, GQA group or key range) or the grid exceeds
+  // maxComputeWorkGroupCount (ranges of query tiles past its x dimension).
   uint64_t scores_bytes = 0;
   uint32_t chunks = 1;
 };
