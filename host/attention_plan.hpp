@@ -29,8 +29,8 @@ struct LaunchPlan {
   uint32_t splits_per_dispatch = 1;
   uint32_t query_tiles = 0;
   // Query tiles are dispatched (and, when split, combined) in ranges of tiles_per_range tiles, the
-  // last one shorter: a range never exceeds maxComputeWorkGroupCount[0].
-  // query_ranges = ceil(query_tiles / tiles_per_range).
+  // last one shorter: the partials of one range fit the workspace budget (fused_workspace_budget)
+  // and a range never exceeds maxComputeWorkGroupCount[0]. query_ranges = ceil(query_tiles / it).
   uint32_t tiles_per_range = 0, query_ranges = 1;
   // Dispatches cover chunks of batch_chunk batches x head_chunk query heads (whole GQA groups), so
   // that no binding exceeds maxStorageBufferRange; one chunk covers everything when it fits.
