@@ -56,7 +56,8 @@ void barrier_between_dispatches(VkCommandBuffer cmd) {
 
 namespace {
 
-// One dispatch (and its combine) for a chunk; `args` are the chunk's (see chunk_args).
+// The dispatches (and combines) of a chunk, range of query tiles by range; `args` are the chunk's
+// (see chunk_args).
 void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, const AttentionArgs& args,
                   VkBuffer workspace, uint64_t workspace_offset) {
   AttentionProblem p = plan.problem;
@@ -122,62 +123,87 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
   if (split)
     combine = c.pipelines->get(KernelKind::combine, "attention_combine_" + dtype, {u32(p.dim_v), plan.combine_workgroup});
 
-  if (split) {
-    // The workspace may still be read by an earlier combine pass recorded in this command buffer.
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
-                         0, nullptr, 0, nullptr);
-  }
-
-  // One dispatch per range of splits; K and V are bound from the range's first key (binding_key in
-  // attention_common.glsl), so a KV head longer than one binding runs as several dispatches.
-  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, fused);
-  for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
-    const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
-    const int64_t k0 = int64_t(s0) * plan.keys_per_split;
-    const int64_t nk = std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
-    const auto key_range = [&](TensorLayout l) {
-      l.offset += k0 * l.stride_seq;
-      l.seq = nk;
-      return l;
-    };
-    const TensorLayout k_range = key_range(kl), v_range = key_range(vl);
-    Binding k = bind_from(*args.k.buffer, k_range.offset, esize, k_range.required_elements(), align);
-    Binding v = bind_from(*args.v.buffer, v_range.offset, esize, v_range.required_elements(), align);
-    push.k_off = k.element_offset;
-    push.v_off = v.element_offset;
-    push.splits = n;
-    push.split_base = s0;
-    const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
-    push_bindings(c, cmd, layout.pipeline_layout, bindings, 9);
-    vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
-    vkCmdDispatch(cmd, plan.query_tiles, u32(p.heads), u32(p.batch) * n);
-  }
-
-  if (!split) return;
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
-                       nullptr, 0, nullptr);
-
+  const KernelLayout& clayout = c.pipelines->layout(KernelKind::combine);
   CombinePush cpush{};
   cpush.splits = plan.splits;
-  cpush.rows = u32(rows_total);
   cpush.heads = u32(p.heads);
   cpush.seq_q = u32(p.seq_q);
   cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss, cpush.o_off = push.o_off;
   cpush.lse_off = lse.element_offset;
   cpush.write_lse = args.lse.buffer ? 1u : 0u;
-  const KernelLayout& clayout = c.pipelines->layout(KernelKind::combine);
-  const Binding* cbindings[4] = {&partial_o, &partial_lse, &o, &lse};
-  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, combine);
-  push_bindings(c, cmd, clayout.pipeline_layout, cbindings, 4);
-  vkCmdPushConstants(cmd, clayout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(cpush), &cpush);
-  const uint64_t gx = std::min<uint64_t>(rows_total, c.info.max_workgroup_count[0]);
-  vkCmdDispatch(cmd, u32(gx), u32((rows_total + gx - 1) / gx), 1);
+
+  // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
+  // workspace, its combine reads it back, and the next range reuses it.
+  for (uint32_t t0 = 0; t0 < plan.query_tiles; t0 += plan.tiles_per_range) {
+    const uint32_t tiles = std::min(plan.tiles_per_range, plan.query_tiles - t0);
+    const uint64_t row_base = uint64_t(t0) * cfg.rows;
+    const uint64_t range_rows = std::min<uint64_t>(uint64_t(tiles) * cfg.rows, uint64_t(p.seq_q) - row_base);
+    if (split) {
+      // The workspace may still be read by the previous range's combine pass, or by an earlier one
+      // recorded in this command buffer (write-after-read), and was written by the previous range's
+      // split dispatches (write-after-write).
+      VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
+                           0, nullptr, 0, nullptr);
+    } else if (t0 > 0) {
+      // Ranges write disjoint rows of O and LSE, but through the same bindings, and the placeholder
+      // buffer sits in both write-only (partial) and read-only (mask, kv_lengths) slots: without
+      // this barrier synchronization validation, which sees bindings and not rows, reports hazards
+      // (measured: read-after-write on the placeholder). Unsplit ranges exist only past
+      // maxComputeWorkGroupCount[0] tiles: one barrier per 65535 or more workgroups.
+      VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
+                           0, nullptr, 0, nullptr);
+    }
+
+    // One dispatch per range of splits; K and V are bound from the range's first key (binding_key in
+    // attention_common.glsl), so a KV head longer than one binding runs as several dispatches.
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, fused);
+    push.tile_base = t0;
+    for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
+      const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
+      const int64_t k0 = int64_t(s0) * plan.keys_per_split;
+      const int64_t nk = std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
+      const auto key_range = [&](TensorLayout l) {
+        l.offset += k0 * l.stride_seq;
+        l.seq = nk;
+        return l;
+      };
+      const TensorLayout k_range = key_range(kl), v_range = key_range(vl);
+      Binding k = bind_from(*args.k.buffer, k_range.offset, esize, k_range.required_elements(), align);
+      Binding v = bind_from(*args.v.buffer, v_range.offset, esize, v_range.required_elements(), align);
+      push.k_off = k.element_offset;
+      push.v_off = v.element_offset;
+      push.splits = n;
+      push.split_base = s0;
+      const Binding* bindings[9] = {&q, &k, &v, &o, &lse, &mask, &kv_len, &partial_o, &partial_lse};
+      push_bindings(c, cmd, layout.pipeline_layout, bindings, 9);
+      vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+      vkCmdDispatch(cmd, tiles, u32(p.heads), u32(p.batch) * n);
+    }
+
+    if (!split) continue;
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+
+    const uint64_t rows = uint64_t(p.batch) * p.heads * range_rows;
+    cpush.rows = u32(int64_t(rows));
+    cpush.row_base = u32(int64_t(row_base));
+    cpush.range_rows = u32(int64_t(range_rows));
+    const Binding* cbindings[4] = {&partial_o, &partial_lse, &o, &lse};
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, combine);
+    push_bindings(c, cmd, clayout.pipeline_layout, cbindings, 4);
+    vkCmdPushConstants(cmd, clayout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(cpush), &cpush);
+    const uint64_t gx = std::min<uint64_t>(rows, c.info.max_workgroup_count[0]);
+    vkCmdDispatch(cmd, u32(int64_t(gx)), u32(int64_t((rows + gx - 1) / gx)), 1);
+  }
 }
 
 }  // namespace
@@ -244,7 +270,7 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
   plan.kernel = lp.config.rowwise ? "rowwise" : "tiled";
   const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   plan.chunks = uint32_t(ceil_div(lp.problem.batch, lp.batch_chunk) * ceil_div(lp.problem.heads, lp.head_chunk) *
-                         ceil_div(lp.splits, lp.splits_per_dispatch));
+                         lp.query_ranges * ceil_div(lp.splits, lp.splits_per_dispatch));
   return plan;
 }
 

@@ -260,6 +260,10 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
     max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
   const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
+  // The splits count from all query tiles of a chunk, not one range's: ranges are cut only when the
+  // partials of all tiles exceed the workspace budget, and then one range's split dispatches still
+  // hold about budget / (BR * (dim_v + 1) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
+  // above the target.
   auto split_chunk = [&]() {
     const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
     uint64_t splits = ceil_div(tiles, max_tiles);
@@ -267,41 +271,57 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
     plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);
-    const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;
-    plan.partial_o_bytes = plan.splits > 1 ? plan.splits * chunk_rows * uint64_t(p.dim_v) * 4 : 0;
-    plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_rows * 4 : 0;
   };
-  // The split-KV partials of a chunk must fit one binding too: long prefills on llvmpipe split into
-  // many parts, so they run a few heads (or one batch) at a time, reusing one workspace.
-  const auto partials_fit = [&]() { return plan.partial_o_bytes <= device.max_storage_buffer_range; };
+  // Bytes of split-KV partials (O and LSE of every split) that one query tile of a chunk needs, and
+  // the budget a range of query tiles must stay within: the workspace is align_up(partial O) +
+  // partial LSE + one alignment (record_chunk's base), so two alignments are set aside.
+  const auto tile_partial_bytes = [&]() -> uint64_t {
+    if (plan.splits <= 1) return 0;
+    return uint64_t(plan.splits) * plan.batch_chunk * plan.head_chunk * c.rows * (uint64_t(p.dim_v) + 1) * 4;
+  };
+  const uint64_t budget = std::min<uint64_t>(fused_workspace_budget, max_range);
+  const uint64_t usable = budget > 2 * plan.alignment ? budget - 2 * plan.alignment : 0;
   split_chunk();
-  if (!partials_fit() && plan.batch_chunk > 1) {
+  // One query tile of the chunk over budget (many heads, a long key range): fewer batches, then fewer
+  // whole GQA groups per chunk, down to one query tile of one group, which runs even when it alone
+  // exceeds the budget (the binding checks below still apply).
+  if (tile_partial_bytes() > usable && plan.batch_chunk > 1) {
     plan.batch_chunk = 1;
     split_chunk();
   }
-  while (!partials_fit() && plan.head_chunk > p.group_size()) {
-    plan.head_chunk -= p.group_size();
+  while (tile_partial_bytes() > usable && plan.head_chunk > group) {
+    plan.head_chunk -= group;
     split_chunk();
   }
+  // Query-tile ranges: the split dispatches and the combine run one range of query tiles at a time,
+  // reusing one workspace sized for one range (record_chunk), so the workspace no longer grows with
+  // seq_q x splits (that is, seq_q x seq_k). A range is also at most maxComputeWorkGroupCount[0]
+  // tiles: the grid's x dimension, split or not.
+  uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
+  if (tile_partial_bytes() > 0) tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, usable / tile_partial_bytes()));
+  plan.tiles_per_range = static_cast<uint32_t>(tiles_per_range);
+  plan.query_ranges = static_cast<uint32_t>(ceil_div(plan.query_tiles, tiles_per_range));
+  // Rows per (batch, head) of the largest (first) range: the last may hold fewer.
+  const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
+  const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;
+  plan.partial_o_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * uint64_t(p.dim_v) * 4 : 0;
+  plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * 4 : 0;
+
   // Splits per dispatch: those whose keys one binding holds, and as many as the grid's z dimension
   // (batches x splits) allows; the rest go to further dispatches (split_base in the shaders).
   plan.splits_per_dispatch = plan.splits;
   if (key_ranges) plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits, keys_per_binding / plan.keys_per_split));
   plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits_per_dispatch, max_z / plan.batch_chunk));
-  if (plan.query_tiles > max_x)
-    throw Error("grid: " + str(plan.query_tiles) + " query tiles (seq_q " + str(p.seq_q) +
-                ") exceed maxComputeWorkGroupCount[0] (" + str(max_x) + ") of " + device.name);
 
   if (plan.splits > 1) {
-    const uint64_t chunk_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * p.seq_q;
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
       if (bytes > device.max_storage_buffer_range || bytes / 4 > kMaxIndex)
-        throw Error(std::string("workspace: split-KV ") + name + " of one head group needs " + str(bytes) +
-                    " bytes, more than one binding can hold on " + device.name + " (" +
-                    str(device.max_storage_buffer_range) + "); use a shorter seq_q per call");
+        throw Error(std::string("workspace: split-KV ") + name + " of one query tile of one GQA group (" +
+                    str(plan.splits) + " splits) needs " + str(bytes) + " bytes, more than one binding can hold on " +
+                    device.name + " (" + str(device.max_storage_buffer_range) + ")");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
-    if (ceil_div(chunk_rows, max_x) > max_y)
-      throw Error("grid: " + str(chunk_rows) + " rows exceed what the combine dispatch can cover on " + device.name);
+    if (ceil_div(chunk_range_rows, max_x) > max_y)
+      throw Error("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " + device.name);
   }
   return plan;
 }

@@ -28,10 +28,15 @@ struct LaunchPlan {
   // head is larger than a binding or the grid's z dimension is exceeded.
   uint32_t splits_per_dispatch = 1;
   uint32_t query_tiles = 0;
+  // Query tiles are dispatched (and, when split, combined) in ranges of tiles_per_range tiles, the
+  // last one shorter: the partials of one range fit the workspace budget (fused_workspace_budget)
+  // and a range never exceeds maxComputeWorkGroupCount[0]. query_ranges = ceil(query_tiles / it).
+  uint32_t tiles_per_range = 0, query_ranges = 1;
   // Dispatches cover chunks of batch_chunk batches x head_chunk query heads (whole GQA groups), so
   // that no binding exceeds maxStorageBufferRange; one chunk covers everything when it fits.
   int64_t batch_chunk = 0, head_chunk = 0;
-  uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;  // per chunk
+  // Split-KV partials of one query-tile range of a chunk (the workspace is reused by every range).
+  uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;
   uint64_t alignment = 16;  // storage-buffer offset alignment used for every binding
   uint32_t combine_workgroup = 64;
 };

@@ -1,8 +1,9 @@
 // C++ mirrors of the push-constant blocks in shaders/attention_push.glsl, shaders/combine_push.glsl
 // and shaders/softmax_push.glsl. Same member order; all members are 4 bytes, so std430 adds no
-// padding.
+// padding. The offsetof checks pin the members added last (they must follow the GLSL order).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "vkattn/attention.hpp"
@@ -48,16 +49,21 @@ struct AttentionPush {
   uint32_t m_sb, m_sh, m_ss, m_off;
   uint32_t lse_off, kv_len_off;
   uint32_t split_base;
+  uint32_t tile_base;  // first query tile of the dispatch (query-tile ranges: LaunchPlan::tiles_per_range)
 };
 static_assert(sizeof(AttentionPush) <= 128, "push constants beyond the guaranteed 128 bytes");
-static_assert(sizeof(AttentionPush) == 31 * 4);
+static_assert(sizeof(AttentionPush) == 32 * 4);
+static_assert(offsetof(AttentionPush, split_base) == 30 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
 
 struct CombinePush {
   uint32_t splits, rows, heads, seq_q;
   uint32_t o_sb, o_sh, o_ss, o_off;
   uint32_t lse_off, write_lse;
+  uint32_t row_base, range_rows;  // the range's first query row; its rows per (batch, head)
 };
 static_assert(sizeof(CombinePush) <= 128, "push constants beyond the guaranteed 128 bytes");
+static_assert(sizeof(CombinePush) == 12 * 4);
+static_assert(offsetof(CombinePush, row_base) == 10 * 4 && offsetof(CombinePush, range_rows) == 11 * 4);
 
 // shaders/softmax_push.glsl: the row softmax of the three-stage path (flags as AttentionFlags).
 struct SoftmaxPush {

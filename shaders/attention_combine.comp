@@ -4,6 +4,11 @@
 // computed against the largest lse_s for stability. Splits that saw no visible key (lse_s = -inf)
 // carry no weight; a row with none at all gives O = 0 and LSE = -inf.
 // One workgroup per row; invocations stride over the output dim.
+//
+// The host runs the split dispatches and this pass one range of query tiles at a time, reusing one
+// workspace: partial rows are range-local, [split][batch][head][row of the range] (partial_row in
+// attention_common.glsl), and row r here is query row row_base + r % range_rows of its (batch, head);
+// O and LSE are written at that global row.
 
 #include "storage_types.glsl"
 #include "combine_push.glsl"
@@ -21,9 +26,10 @@ layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= pc.rows) return;
-  const uint i = row % pc.seq_q;
-  const uint h = (row / pc.seq_q) % pc.heads;
-  const uint b = row / (pc.seq_q * pc.heads);
+  const uint i = pc.row_base + row % pc.range_rows;
+  const uint bh = row / pc.range_rows;  // b * heads + h
+  const uint h = bh % pc.heads;
+  const uint b = bh / pc.heads;
 
   float m = NEG_INF;
   for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[s * pc.rows + row]);
@@ -46,5 +52,5 @@ void main() {
     o[out_row + d] = from_f32(value);
   }
   if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
-    lse[pc.lse_off + row] = empty ? NEG_INF : m + log(total);
+    lse[pc.lse_off + bh * pc.seq_q + i] = empty ? NEG_INF : m + log(total);
 }

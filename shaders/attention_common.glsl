@@ -38,6 +38,22 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
 // split (split_base), so that a key range longer than one binding can run as several dispatches.
 uint binding_key(uint j) { return j - pc.split_base * pc.keys_per_split; }
 
+// The first query row of this workgroup's tile. A dispatch covers one range of query tiles from
+// pc.tile_base (the host cuts seq_q into ranges: the workspace budget and maxComputeWorkGroupCount[0]),
+// so the row is global: the causal rule, the mask, Q, O and LSE all use it with the full seq_q.
+uint tile_first_row() { return (pc.tile_base + gl_WorkGroupID.x) * BR; }
+
+// The workspace row of the split-KV partial (O, LSE) of global query row i of (split, b, h). The
+// workspace holds one range of query tiles only, reused range after range, so the row is
+// range-local: [split][batch][head][row of the range]; attention_combine.comp reads the same layout.
+// The range's last tile may end past seq_q: rows there are never written, and take no slot.
+uint partial_row(uint split, uint b, uint h, uint i) {
+  const uint range_first = pc.tile_base * BR;
+  const uint range_rows = min(gl_NumWorkGroups.x * BR, pc.seq_q - range_first);
+  const uint batches = gl_NumWorkGroups.z / pc.splits;
+  return ((split * batches + b) * pc.heads + h) * range_rows + (i - range_first);
+}
+
 // Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding and by the
 // causal limit of its last query row (key tiles past it are never visited).
 uvec2 workgroup_key_range(uint split, uint b, uint last_row) {

@@ -49,7 +49,7 @@ void main() {
   const uint b = gl_WorkGroupID.z / pc.splits;
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = h / pc.group;
-  const uint i0 = gl_WorkGroupID.x * BR;
+  const uint i0 = tile_first_row();
   const uint i = i0 + row;
   const bool row_valid = i < pc.seq_q;
   const uint causal = pc.flags & CAUSAL_MASK;
@@ -129,8 +129,7 @@ void main() {
   const float row_lse = empty ? NEG_INF : m + log(l);
 
   if ((pc.flags & FLAG_PARTIAL) != 0u) {
-    const uint rows_total = (gl_NumWorkGroups.z / pc.splits) * pc.heads * pc.seq_q;
-    const uint prow = split * rows_total + (b * pc.heads + h) * pc.seq_q + i;
+    const uint prow = partial_row(split, b, h, i);
     [[unroll]] for (uint t = 0u; t < DVT; ++t) {
       const uint d4 = lane + t * TPR;
       const vec4 val = acc[t] * inv_l;

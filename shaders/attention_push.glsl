@@ -16,6 +16,7 @@ layout(push_constant) uniform AttentionPush {
   uint m_sb, m_sh, m_ss, m_off;
   uint lse_off, kv_len_off;
   uint split_base;  // global index of this dispatch's first split (splits = splits in this dispatch)
+  uint tile_base;   // global index of this dispatch's first query tile (one range of query tiles)
 } pc;
 
 #endif

@@ -37,7 +37,7 @@ void main() {
   const uint b = gl_WorkGroupID.z / pc.splits;
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = h / pc.group;
-  const uint i0 = gl_WorkGroupID.x * BR;
+  const uint i0 = tile_first_row();
   // Component r of every vec4 below belongs to query row i[r].
   const uvec4 i = uvec4(i0 + tid) + uvec4(0u, LANES, 2u * LANES, 3u * LANES);
   const bvec4 row_valid = lessThan(i, uvec4(pc.seq_q));
@@ -135,11 +135,10 @@ void main() {
   const vec4 inv_l = mix(1.0 / l, vec4(0.0), empty);
   const vec4 row_lse = mix(m + log(l), vec4(NEG_INF), empty);
   const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
-  const uint rows_total = (gl_NumWorkGroups.z / pc.splits) * pc.heads * pc.seq_q;
   for (uint r = 0u; r < 4u; ++r) {
     if (!row_valid[r]) continue;
     if (partial) {
-      const uint prow = split * rows_total + (b * pc.heads + h) * pc.seq_q + i[r];
+      const uint prow = partial_row(split, b, h, i[r]);
       for (uint d = 0u; d < DV; ++d) partial_o[prow * DV + d] = accT[d][r] * inv_l[r];
       partial_lse[prow] = row_lse[r];
     } else {

@@ -3,9 +3,10 @@
 #define VKATTN_COMBINE_PUSH_GLSL
 
 layout(push_constant) uniform CombinePush {
-  uint splits, rows, heads, seq_q;      // rows = batch * heads * seq_q
+  uint splits, rows, heads, seq_q;      // rows = batch * heads * range_rows: the range's partial rows
   uint o_sb, o_sh, o_ss, o_off;
   uint lse_off, write_lse;
+  uint row_base, range_rows;            // the range's first query row; its query rows per (batch, head)
 } pc;
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <cstdint>
 #include <optional>
 
 #include "vkattn/buffer.hpp"
@@ -45,19 +46,35 @@ struct AttentionArgs {
   AttentionPath path = AttentionPath::automatic;
 };
 
+// The most workspace the fused path asks for. Its split-KV partials (an O row and an LSE per query
+// row and key split) would grow as seq_q x seq_k, since the splits grow with seq_k (on lavapipe one
+// every ~1000 keys, to stay under its loop limit); instead the query tiles are processed in ranges
+// whose partials fit this budget, the workspace being reused by each range in turn. 32 MiB keeps
+// the fused path's memory linear in the sequence lengths and small next to its tensors at long
+// contexts, is a quarter of the smallest maxStorageBufferRange Vulkan allows (2^27), and still
+// leaves each range about a thousand workgroups or more (budget / (rows per tile x (dim_v + 1) x 4)),
+// enough to fill a GPU between the barriers that separate ranges.
+inline constexpr uint64_t fused_workspace_budget = uint64_t(32) << 20;
+
 // How a call will run (chosen from the problem and the device; reported by the bench tool).
 struct AttentionPlan {
   uint32_t rows_per_workgroup = 0, threads_per_row = 0, keys_per_tile = 0;
   uint32_t splits = 1;          // key-range splits; > 1 adds a combine dispatch
   int64_t keys_per_split = 0;
-  uint64_t workspace_bytes = 0;  // scratch needed by record_attention
+  // Scratch needed by record_attention. Fused: the split-KV partials of one range of query tiles, at
+  // most min(fused_workspace_budget, maxStorageBufferRange) whatever seq_q and seq_k, except when
+  // the partials of a single query tile of a single GQA group exceed it (thousands of splits): then
+  // exactly that one tile's. Unfused: the f32 scores of one chunk (see scores_bytes).
+  uint64_t workspace_bytes = 0;
   const char* path = "fused";    // "fused" or "unfused" (the three-stage path)
   const char* kernel = "tiled";  // fused: the kernel variant, tiled or rowwise; unfused: "gemm"
   // Unfused: bytes of f32 scores the call materialises at once (the weights P when requested, else
   // the workspace's share), and the number of pieces the (batch, head, query-row) space is cut into
   // so that each piece's scores fit one storage-buffer binding. Fused: scores_bytes is 0 and chunks
-  // counts the attention dispatches: more than 1 when a tensor exceeds one binding (chunks of batch,
-  // GQA group or key range) or the grid exceeds maxComputeWorkGroupCount.
+  // counts the attention dispatches (not the combine dispatches): more than 1 when a tensor exceeds
+  // one binding (chunks of batch, GQA group or key range), when the grid exceeds
+  // maxComputeWorkGroupCount, or when split-KV partials of all query tiles would exceed
+  // fused_workspace_budget (ranges of query tiles, each split and combined in turn).
   uint64_t scores_bytes = 0;
   uint32_t chunks = 1;
 };
