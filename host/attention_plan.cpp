@@ -15,6 +15,11 @@ uint64_t align_up(uint64_t v, uint64_t a) { return ceil_div(v, a) * a; }
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
+// A fused call's split-KV workspace is at most its output's size in f32 divided by this (below
+// fused_workspace_budget), so the fused path's memory stays linear in the sequence lengths...
+constexpr uint64_t kOutputPerWorkspace = 4;
+// ...unless that would leave a range of query tiles fewer than this many times the target workgroups.
+constexpr uint64_t kRangeWorkgroupsPerTarget = 4;
 // Largest offset/index the kernels can address (32-bit indices in this version).
 constexpr uint64_t kMaxIndex = UINT32_MAX;
 
@@ -297,8 +302,17 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   // reusing one workspace sized for one range (record_chunk), so the workspace no longer grows with
   // seq_q x splits (that is, seq_q x seq_k). A range is also at most maxComputeWorkGroupCount[0]
   // tiles: the grid's x dimension, split or not.
+  // Below the fixed budget a range's partials also stay proportional to the chunk's own output, so
+  // that the fused path's memory grows linearly with the sequence at every size, not only past 32
+  // MiB: at most O's bytes in f32 / kOutputPerWorkspace, but never less than the partials of
+  // kRangeWorkgroupsPerTarget x the device's target workgroups (each with all its splits), so a range
+  // still keeps the device as busy as the unsplit problem wants.
+  const uint64_t o_f32_bytes = uint64_t(plan.batch_chunk) * plan.head_chunk * uint64_t(p.seq_q) * uint64_t(p.dim_v) * 4;
+  const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 1) * 4;
+  const uint64_t range_budget = std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
-  if (tile_partial_bytes() > 0) tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, usable / tile_partial_bytes()));
+  if (tile_partial_bytes() > 0)
+    tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_partial_bytes()));
   plan.tiles_per_range = static_cast<uint32_t>(tiles_per_range);
   plan.query_ranges = static_cast<uint32_t>(ceil_div(plan.query_tiles, tiles_per_range));
   // Rows per (batch, head) of the largest (first) range: the last may hold fewer.

@@ -219,8 +219,31 @@ TEST_SUITE("long") {
       CHECK(plan.workspace_bytes >= one_tile);
       CHECK(plan.chunks == (c.seq_q + plan.rows_per_workgroup - 1) / plan.rows_per_workgroup);  // a range per tile
     }
-    c.seq_q *= 4;  // the same workspace for 4x the rows
-    CHECK(plan_of(c).workspace_bytes == plan.workspace_bytes);
+    c.seq_q *= 4;
+    if (one_tile > workspace_bound()) {
+      CHECK(plan_of(c).workspace_bytes == plan.workspace_bytes);  // the same workspace for 4x the rows
+    } else {
+      // Below the budget the workspace follows the output's size: at most a quarter of O in f32,
+      // rounded to whole query tiles.
+      const uint64_t o_f32_bytes = uint64_t(c.heads * c.seq_q * c.dim_v) * 4;
+      CHECK(plan_of(c).workspace_bytes <= std::max(one_tile, o_f32_bytes / 4) + 2 * alignment);
+    }
+  }
+
+  TEST_CASE("below the budget the fused workspace grows with the output, not with seq_q x seq_k (plans only)") {
+    // Self-attention doubling from 8192 to 65536 (B1 H2 dim 64): on lavapipe the splits double with
+    // the keys, so unranged partials would grow 4x per doubling; the workspace stays within a
+    // quarter of O's size in f32 (1 MiB at 8192, above the 4x-target-workgroups floor), so it grows
+    // 2x per doubling, like the tensors.
+    const uint64_t alignment = std::max<uint64_t>(context().device_info().min_storage_buffer_offset_alignment, 16);
+    for (int64_t seq = 8192; seq <= 65536; seq *= 2) {
+      AttentionCase c = ranged_case(DType::f32, 1, 2, 2, seq, seq, 400 + uint64_t(seq));
+      const AttentionPlan plan = plan_of(c);
+      INFO("case: " << describe(c) << "; plan: " << plan.splits << " splits, " << plan.chunks << " dispatches, workspace "
+                    << plan.workspace_bytes);
+      const uint64_t o_f32_bytes = uint64_t(c.heads * c.seq_q * c.dim_v) * 4;
+      CHECK(plan.workspace_bytes <= std::min(workspace_bound(), o_f32_bytes / 4 + 2 * alignment));
+    }
   }
 
   TEST_CASE("query-tile ranges past maxComputeWorkGroupCount[0] with split-KV (plan only)") {

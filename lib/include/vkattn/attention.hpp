@@ -53,7 +53,10 @@ struct AttentionArgs {
 // the fused path's memory linear in the sequence lengths and small next to its tensors at long
 // contexts, is a quarter of the smallest maxStorageBufferRange Vulkan allows (2^27), and still
 // leaves each range about a thousand workgroups or more (budget / (rows per tile x (dim_v + 1) x 4)),
-// enough to fill a GPU between the barriers that separate ranges.
+// enough to fill a GPU between the barriers that separate ranges. Below it, a range's partials are
+// also kept within a quarter of the call's output size in f32 (but never so few that a range holds
+// less than 4x the workgroups the device wants in flight), so the fused path's device memory grows
+// linearly with the sequence at every size, not only past this budget.
 inline constexpr uint64_t fused_workspace_budget = uint64_t(32) << 20;
 
 // How a call will run (chosen from the problem and the device; reported by the bench tool).
