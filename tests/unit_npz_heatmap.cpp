@@ -194,6 +194,39 @@ Png read_png(const std::string& path) {
 }  // namespace
 
 TEST_SUITE("unit") {
+  TEST_CASE("npy: a zero dimension does not excuse an overflowing shape") {
+    // A raw version-1.0 .npy whose header holds `shape`, padded as numpy pads it, with no data.
+    const auto raw_npy = [](const std::string& shape) {
+      std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+      header.append(63 - (10 + header.size()) % 64, ' ');
+      header += '\n';
+      std::string file = "\x93NUMPY";
+      file += '\x01';
+      file += '\x00';
+      file += static_cast<char>(header.size() & 0xff);
+      file += static_cast<char>(header.size() >> 8);
+      file += header;
+      std::vector<std::byte> bytes(file.size());
+      std::memcpy(bytes.data(), file.data(), file.size());
+      return bytes;
+    };
+    // Found by fuzz_npy: the nonzero dimensions multiply past int64 before the zero is reached, and
+    // element_count() used to overflow there (UBSan: signed integer overflow in npy.cpp).
+    const std::string fuzzed = "(737, 551615, 80, 6, 80, 8000, 80, 0, 90000, 0, 0, 900, 0, 3)";
+    const std::string m = error_message([&] { npy::parse(raw_npy(fuzzed), "fuzzed.npy"); });
+    CHECK(contains(m, "fuzzed.npy"));
+    CHECK(contains(m, "is too large"));
+    // numpy's rule: with a zero the array is empty, as long as the other dimensions' product fits.
+    const npy::Array empty = npy::parse(raw_npy("(1000000000, 0, 1000000000)"), "empty.npy");
+    CHECK(empty.element_count() == 0);
+    CHECK(empty.data.empty());
+    CHECK(contains(error_message([&] { npy::parse(raw_npy("(2000000000, 0, 1000000000)"), "big.npy"); }), "is too large"));
+    // The largest element count whose byte count still fits in int64 is accepted up to the data check.
+    const std::string truncated = error_message([&] { npy::parse(raw_npy("(1152921504606846975,)"), "t.npy"); });
+    CHECK(contains(truncated, "truncated data"));
+    CHECK(contains(error_message([&] { npy::parse(raw_npy("(1152921504606846976,)"), "t.npy"); }), "is too large"));
+  }
+
   TEST_CASE("npz: stored and deflate members round-trip") {
     TempDir dir;
     auto entries = sample_entries();

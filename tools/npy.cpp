@@ -25,6 +25,9 @@ constexpr std::size_t kMagicSize = 6;
 // numpy itself refuses headers over 10000 bytes by default (max_header_size); be a little looser
 // but still refuse to parse megabytes of header text.
 constexpr std::size_t kMaxHeaderSize = 1 << 20;
+// The most elements a shape may describe: any count up to this, times the largest item size (8),
+// fits in an int64_t byte count.
+constexpr uint64_t kMaxElements = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
 
 [[noreturn]] void fail(std::string_view name, const std::string& what) {
   throw Error(std::string(name) + ": " + what);
@@ -94,8 +97,12 @@ void append(std::vector<std::byte>& out, std::string_view text) {
 }  // namespace
 
 int64_t Array::element_count() const {
+  // A zero anywhere makes the array empty. Checking for it first matters: parse() bounds the
+  // product of the nonzero dimensions only, so multiplying in order past a later zero could overflow.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t count = 1;
-  for (int64_t d : shape) count *= d;  // checked for overflow when parsed
+  for (int64_t d : shape) count *= d;  // bounded by parse()
   return count;
 }
 
@@ -138,15 +145,21 @@ Array parse(std::span<const std::byte> bytes, std::string_view name) {
     fail(name, "Fortran-order arrays are not supported; save a C-order array (numpy.ascontiguousarray)");
   array.shape = header.shape;
 
-  // Element and byte counts, refusing anything that overflows rather than wrapping around.
-  uint64_t count = 1;
+  // Element and byte counts, refusing anything that overflows rather than wrapping around. Like
+  // numpy, the product of the nonzero dimensions must fit even when a zero makes the array empty,
+  // so every partial product element_count() can form stays in range.
+  uint64_t nonzero_product = 1;
+  bool empty = false;
   for (int64_t d : array.shape) {
-    if (d != 0 && count > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero_product > kMaxElements / static_cast<uint64_t>(d))
       fail(name, "shape " + array.shape_string() + " is too large");
-    count *= static_cast<uint64_t>(d);
+    nonzero_product *= static_cast<uint64_t>(d);
   }
-  if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8)
-    fail(name, "shape " + array.shape_string() + " is too large");
+  const uint64_t count = empty ? 0 : nonzero_product;
   const uint64_t data_size = count * array.item_size();
   const uint64_t available = bytes.size() - header_start - header_size;
   if (available < data_size)

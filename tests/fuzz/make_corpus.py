@@ -92,6 +92,9 @@ def main():
         "refused_big_endian.npy": npy_bytes(np.arange(3, dtype=">f4")),
         "python2_long.npy": raw_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2L,), }\n", b"\1\0\0\0\2\0\0\0"),
         "structured_descr.npy": raw_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }\n", b"\0" * 4),
+        # Regression, found by fuzz_npy in CI: a zero dimension after nonzero ones whose product overflows.
+        "regression_zero_dim_overflow.npy": raw_npy(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (737, 551615, 80, 6, 80, 8000, 80, 0, 90000, 0, 3), }\n"),
     }
     for name, data in seeds.items():
         with open(os.path.join(npy_dir, name), "wb") as f:
