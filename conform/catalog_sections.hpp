@@ -1,5 +1,5 @@
 // The builders of the catalog's sections, one file per family (catalog_sweep.cpp,
-// catalog_targeted.cpp, catalog_long.cpp); catalog.cpp puts them in order.
+// catalog_targeted.cpp, catalog_long.cpp, catalog_layer.cpp); catalog.cpp puts them in order.
 #pragma once
 
 #include <vector>
@@ -16,5 +16,7 @@ void add_sweep_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // Long key ranges and sizes beyond one binding or one grid dimension.
 void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+// The multi-head attention layer on top of the attention paths (catalog_layer.cpp).
+void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);
 
 }  // namespace vkattn::conform::detail

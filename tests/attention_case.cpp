@@ -13,22 +13,35 @@ std::string describe_with_path(const AttentionCase& c) {
   return conform::describe(c) + " path=" + to_string(attention_path());
 }
 
-}  // namespace
+std::string describe_with_path(const conform::LayerCase& c) {
+  return conform::describe(c) + " path=" + to_string(attention_path());
+}
 
-bool run_case(Context& ctx, const AttentionCase& c) {
+// The options every case runs with: the path of --path=, and the shared Context's validation
+// messages, of which each case must leave none. (A test-owned Context without the layer simply never
+// produces any.)
+conform::RunOptions test_run_options() {
   conform::RunOptions options;
   options.path = attention_path();
-  // The shared Context records validation messages; each case must leave none. (A test-owned
-  // Context without the layer simply never produces any.)
   options.take_validation_messages = [] { return take_validation_messages(); };
-  const conform::CaseResult result = conform::run_case(ctx, c, options);
+  return options;
+}
+
+// Turns what the runner found into doctest checks; true when the case passed or was skipped.
+bool report(const conform::CaseResult& result, const std::string& description) {
   if (result.outcome == conform::Outcome::skipped) {
-    MESSAGE("skipped (" << result.skip_reason << "): " << describe_with_path(c));
+    MESSAGE("skipped (" << result.skip_reason << "): " << description);
     return true;
   }
   for (const std::string& problem : result.problems) FAIL_CHECK(problem);
-  if (verbose()) MESSAGE(result.seconds << " s: " << describe_with_path(c));
+  if (verbose()) MESSAGE(result.seconds << " s: " << description);
   return result.outcome == conform::Outcome::passed;
+}
+
+}  // namespace
+
+bool run_case(Context& ctx, const AttentionCase& c) {
+  return report(conform::run_case(ctx, c, test_run_options()), describe_with_path(c));
 }
 
 void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
@@ -41,5 +54,14 @@ void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
 std::vector<AttentionCase> catalog_cases(const std::string& section) {
   return conform::catalog_section(section, base_seed()).cases;
 }
+
+void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases) {
+  for (const conform::LayerCase& c : cases) {
+    INFO("case: " << describe_with_path(c));
+    report(conform::run_layer_case(ctx, c, test_run_options()), describe_with_path(c));
+  }
+}
+
+std::vector<conform::LayerCase> catalog_layer_cases() { return conform::catalog_section("layer", base_seed()).layer_cases; }
 
 }  // namespace vkattn::test

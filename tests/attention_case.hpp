@@ -11,6 +11,7 @@
 
 #include "conform/attention_case.hpp"
 #include "conform/catalog.hpp"
+#include "conform/layer_case.hpp"
 
 namespace vkattn::test {
 
@@ -30,5 +31,11 @@ void run_cases(Context& context, const std::vector<AttentionCase>& cases);
 
 // The cases of one catalog section, with the tests' base seed (--seed=).
 std::vector<AttentionCase> catalog_cases(const std::string& section);
+
+// The multi-head layer's cases (conform/layer_case.hpp) the same way: each under its own INFO
+// context, on --path=, failing the current test with what the runner found.
+void run_layer_cases(Context& context, const std::vector<conform::LayerCase>& cases);
+// The catalog's "layer" section, with the tests' base seed.
+std::vector<conform::LayerCase> catalog_layer_cases();
 
 }  // namespace vkattn::test

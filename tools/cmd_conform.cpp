@@ -1,6 +1,7 @@
 // `vkattn conform`: the conformance sweep on the user's device against the fp64 CPU reference — the
-// same cases as the doctest suites (conform/catalog.hpp), on every path the library has — with a
-// table per feature group, the failing cases and a command that reproduces each.
+// same cases as the doctest suites (conform/catalog.hpp), the multi-head layer's included, on every
+// path the library has — with a table per feature group, the failing cases and a command that
+// reproduces each.
 #include <fnmatch.h>
 #include <unistd.h>
 
@@ -9,10 +10,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "commands.hpp"
 #include "conform/catalog.hpp"
+#include "conform/layer_case.hpp"
 #include "conform_report.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
@@ -75,7 +78,15 @@ bool selected(const std::vector<std::string>& filters, const std::string& sectio
 
 struct SelectedCase {
   std::string id, section;
-  conform::AttentionCase c;
+  std::variant<conform::AttentionCase, conform::LayerCase> c;
+
+  std::string description() const {
+    return std::visit([](const auto& x) { return conform::describe(x); }, c);
+  }
+  conform::CaseResult run(Context& context, const conform::RunOptions& options) const {
+    if (const auto* layer = std::get_if<conform::LayerCase>(&c)) return conform::run_layer_case(context, *layer, options);
+    return conform::run_case(context, std::get<conform::AttentionCase>(c), options);
+  }
 };
 
 std::vector<SelectedCase> select_cases(const ConformOptions& o) {
@@ -84,11 +95,13 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
     std::vector<std::size_t> indices = s.quick;
     if (!o.quick || !o.filters.empty()) {  // a filter names cases to run, quick or not
       indices.clear();
-      for (std::size_t i = 0; i < s.cases.size(); ++i) indices.push_back(i);
+      for (std::size_t i = 0; i < s.size(); ++i) indices.push_back(i);
     }
     for (std::size_t i : indices) {
       const std::string id = s.name + "/" + std::to_string(i);
-      if (selected(o.filters, s.name, id)) cases.push_back({id, s.name, s.cases[i]});
+      if (!selected(o.filters, s.name, id)) continue;
+      if (s.layer_cases.empty()) cases.push_back({id, s.name, s.cases[i]});
+      else cases.push_back({id, s.name, s.layer_cases[i]});
     }
   }
   if (cases.empty()) {
@@ -123,7 +136,7 @@ struct MessageSink {
 int run(const ConformOptions& o) {
   const std::vector<SelectedCase> cases = select_cases(o);
   if (o.list) {
-    for (const SelectedCase& c : cases) std::printf("%-24s %s\n", c.id.c_str(), conform::describe(c.c).c_str());
+    for (const SelectedCase& c : cases) std::printf("%-24s %s\n", c.id.c_str(), c.description().c_str());
     return 0;
   }
   const std::vector<PathSpec> paths = selected_paths(o.paths);
@@ -156,8 +169,19 @@ int run(const ConformOptions& o) {
     for (const SelectedCase& c : cases) {
       if (progress)
         std::fprintf(stderr, "\r\033[K[%zu/%zu] %s on %s", runs.size() + 1, total, c.id.c_str(), path.label.c_str());
-      ConformRun run{c.id, c.section, path.label, c.c, conform::run_case(context, c.c, run_options),
-                     reproduce_command(o, c, path)};
+      ConformRun run;
+      run.id = c.id;
+      run.section = c.section;
+      run.path = path.label;
+      run.description = c.description();
+      std::visit(
+          [&](const auto& x) {
+            run.seed = x.seed;
+            run.features = conform::features(x);
+          },
+          c.c);
+      run.result = c.run(context, run_options);
+      run.reproduce = reproduce_command(o, c, path);
       runs.push_back(std::move(run));
     }
   }

@@ -48,7 +48,7 @@ FeatureTable tabulate(const std::vector<ConformRun>& runs) {
   for (const ConformRun& run : runs) {
     table.add("path", run.path, run.result);
     table.add("section", run.section, run.result);
-    for (const auto& [group, value] : conform::features(run.c)) table.add(group, value, run.result);
+    for (const auto& [group, value] : run.features) table.add(group, value, run.result);
   }
   table.sort_values();
   return table;
@@ -107,7 +107,7 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
   for (const ConformRun& run : runs) {
     if (run.result.outcome != conform::Outcome::failed) continue;
     if (shown++ == 0) std::fprintf(out, "\nfailing cases\n");
-    std::fprintf(out, "\nFAIL %s on %s: %s\n", run.id.c_str(), run.path.c_str(), conform::describe(run.c).c_str());
+    std::fprintf(out, "\nFAIL %s on %s: %s\n", run.id.c_str(), run.path.c_str(), run.description.c_str());
     for (const std::string& problem : run.result.problems) std::fputs(head(problem, 6, "  ").c_str(), out);
     std::fprintf(out, "  reproduce: %s\n", run.reproduce.c_str());
   }
@@ -145,8 +145,8 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
     if (run.result.outcome == conform::Outcome::failed)
       failures.push_back({{"id", run.id},
                           {"path", run.path},
-                          {"case", conform::describe(run.c)},
-                          {"seed", run.c.seed},
+                          {"case", run.description},
+                          {"seed", run.seed},
                           {"problems", run.result.problems},
                           {"reproduce", run.reproduce}});
   }

@@ -4,10 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "conform/attention_case.hpp"
 #include "conform/case_runner.hpp"
 #include "vkattn/context.hpp"
 
@@ -18,7 +19,9 @@ struct ConformRun {
   std::string id;       // "<section>/<index>"
   std::string section;  // the catalog section
   std::string path;     // "fused/tiled", "fused/rowwise" or "unfused"
-  conform::AttentionCase c;
+  std::string description;  // conform::describe of the case, seed included
+  uint64_t seed = 0;        // the case's own seed
+  std::vector<std::pair<std::string, std::string>> features;  // conform::features of the case
   conform::CaseResult result;
   std::string reproduce;  // a command line that runs this case alone
 };
@@ -31,7 +34,7 @@ struct ConformSetup {
   std::vector<std::string> paths;
 };
 
-// The tables, one per feature group (dtype, mask, heads, layout, seq, dim, traps, path, section),
+// The tables, one per feature group (dtype, mask, heads, layout, seq, dim, traps, layer, path, section),
 // then the failing cases. `out` is stdout in the command.
 void print_conform_report(std::FILE* out, const DeviceInfo& device, const ConformSetup& setup,
                           const std::vector<ConformRun>& runs);
