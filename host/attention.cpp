@@ -46,12 +46,17 @@ void barrier_after_attention(VkCommandBuffer cmd) {
                        0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
-void barrier_between_dispatches(VkCommandBuffer cmd) {
+void compute_barrier(VkCommandBuffer cmd, VkAccessFlags before, VkAccessFlags after) {
   VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.srcAccessMask = before;
+  barrier.dstAccessMask = after;
   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
                        nullptr, 0, nullptr);
+}
+
+void barrier_between_dispatches(VkCommandBuffer cmd) {
+  constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  compute_barrier(cmd, read_write, read_write);
 }
 
 namespace {
@@ -142,22 +147,14 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
       // The workspace may still be read by the previous range's combine pass, or by an earlier one
       // recorded in this command buffer (write-after-read), and was written by the previous range's
       // split dispatches (write-after-write).
-      VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
-                           0, nullptr, 0, nullptr);
+      compute_barrier(cmd, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
     } else if (t0 > 0) {
       // Ranges write disjoint rows of O and LSE, but through the same bindings, and the placeholder
       // buffer sits in both write-only (partial) and read-only (mask, kv_lengths) slots: without
       // this barrier synchronization validation, which sees bindings and not rows, reports hazards
       // (measured: read-after-write on the placeholder). Unsplit ranges exist only past
       // maxComputeWorkGroupCount[0] tiles: one barrier per 65535 or more workgroups.
-      VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      barrier.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
-                           0, nullptr, 0, nullptr);
+      compute_barrier(cmd, VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
     }
 
     // One dispatch per range of splits; K and V are bound from the range's first key (binding_key in
@@ -187,11 +184,7 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const LaunchPlan& plan, c
     }
 
     if (!split) continue;
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
-                         nullptr, 0, nullptr);
+    compute_barrier(cmd, VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);  // the partials, before the combine
 
     const uint64_t rows = uint64_t(p.batch) * p.heads * range_rows;
     cpush.rows = u32(int64_t(rows));

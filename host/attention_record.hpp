@@ -33,6 +33,9 @@ void record_any_path(ContextImpl& context, VkCommandBuffer cmd, const PlannedAtt
 // writes before the kernels read, and the kernels' writes before host or transfer reads.
 void barrier_before_attention(VkCommandBuffer cmd);
 void barrier_after_attention(VkCommandBuffer cmd);
+// Compute shader to compute shader: the accesses `before` are made available to and visible for the
+// accesses `after` (a global memory barrier; vkattn's dispatches share buffers, not images).
+void compute_barrier(VkCommandBuffer cmd, VkAccessFlags before, VkAccessFlags after);
 // Between two of vkattn's dispatches: every shader read and write before, every one after (a
 // dispatch may read what the last wrote, or overwrite what it read).
 void barrier_between_dispatches(VkCommandBuffer cmd);
