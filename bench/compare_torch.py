@@ -84,8 +84,12 @@ def tflops(shape, ms):
     return attention_flops(shape) / (ms * 1e-3) * 1e-12 if ms and ms > 0 else None
 
 
+# Warm-ups and timed runs per shape, on both sides, unless --warmup/--iters say otherwise.
+DEFAULT_WARMUP, DEFAULT_ITERS = 10, 50
+
+
 def run_counts(probe_ms, warmup, iters, budget_s):
-    """(warm-ups, timed runs) within a budget of GPU seconds, as vkattn bench does without --warmup/--iters."""
+    """(warm-ups, timed runs) within a budget of GPU seconds, as vkattn bench does with --budget."""
     probe_ms = max(probe_ms, 1e-3)
     budget_ms = budget_s * 1e3
     return (min(max(int(0.2 * budget_ms / probe_ms), 0), max(warmup - 1, 0)),
@@ -162,12 +166,24 @@ def vkattn_command(args, preset):
         cmd += ["--max-seq", str(args.max_seq)]
     if args.device is not None:
         cmd += ["--device", args.device]
-    # The same counts on both sides when they are given; otherwise each side's own defaults and budget.
-    if args.warmup is not None:
-        cmd += ["--warmup", str(args.warmup)]
-    if args.iters is not None:
-        cmd += ["--iters", str(args.iters)]
+    # The same counts on both sides. Given: exactly. Otherwise both sides use the defaults (10 warm-ups,
+    # 50 timed runs) as caps under the same --budget rule (run_counts mirrors vkattn bench's).
+    cmd += ["--warmup", str(warmup_count(args)), "--iters", str(iters_count(args))]
+    if not counts_given(args):
+        cmd += ["--budget", f"{args.budget:g}"]
     return cmd
+
+
+def counts_given(args):
+    return args.warmup is not None or args.iters is not None
+
+
+def warmup_count(args):
+    return DEFAULT_WARMUP if args.warmup is None else args.warmup
+
+
+def iters_count(args):
+    return args.iters or DEFAULT_ITERS
 
 
 def run_vkattn(cmd, preset):
@@ -638,13 +654,13 @@ def parse_args(argv):
     p.add_argument("--vkattn-prefill-json", metavar="FILE", help="vkattn's prefill side from a recorded "
                                                                  "`vkattn bench --sweep prefill --json` instead of running it")
     p.add_argument("--vkattn-decode-json", metavar="FILE", help="likewise for decode")
-    p.add_argument("--warmup", type=non_negative_int, help="warm-up runs (default 10 for torch, capped by --budget; "
-                                                           "when given, also passed to vkattn and honoured exactly)")
-    p.add_argument("--iters", type=positive_int, help="timed runs (default 50 for torch, capped by --budget; when "
-                                                      "given, also passed to vkattn and honoured exactly)")
+    p.add_argument("--warmup", type=non_negative_int, help=f"warm-up runs on both sides (default {DEFAULT_WARMUP}, "
+                                                           "capped by --budget; when given, honoured exactly)")
+    p.add_argument("--iters", type=positive_int, help=f"timed runs on both sides (default {DEFAULT_ITERS}, capped by "
+                                                      "--budget; when given, honoured exactly)")
     p.add_argument("--budget", type=positive_float, default=2.0,
-                   help="without --warmup/--iters: GPU seconds the timed runs of one torch backend on one shape may "
-                        "take (default 2)")
+                   help="without --warmup/--iters: GPU seconds the timed runs of one shape may take, on vkattn and "
+                        "on each torch backend alike (default 2)")
     p.add_argument("--seed", type=int, default=1, help="seed of torch's random inputs")
     p.add_argument("--results-dir", default=RESULTS_DIR, help="where <device>-<date>.json/.png go (default bench/results)")
     p.add_argument("--no-plot", action="store_true", help="write no chart (matplotlib not needed)")
@@ -699,10 +715,11 @@ def dry_run(args):
     print(f"  torch: torch.nn.functional.scaled_dot_product_attention on CUDA, backends {', '.join(args.backends)},"
           " each forced alone; on every shape of vkattn's results (batch, heads, kv_heads, seq_q, seq_k, dim_qk,"
           " dim_v, causal, dtype)")
-    if args.warmup is not None or args.iters is not None:
-        counts = f"warmup {args.warmup if args.warmup is not None else 10}, iters {args.iters or 50}, exactly"
+    if counts_given(args):
+        counts = f"warmup {warmup_count(args)}, iters {iters_count(args)}, exactly, on both sides"
     else:
-        counts = f"warmup up to 10, iters up to 50 within {args.budget:g} s per backend and shape"
+        counts = (f"warmup up to {DEFAULT_WARMUP}, iters up to {DEFAULT_ITERS} within {args.budget:g} s per shape "
+                  "(torch: per backend and shape), on both sides")
     print(f"  timing: CUDA events around each call, median; {counts}")
     print(f"  ratio: {RATIO_CONVENTION}")
     print(f"  output: {os.path.join(args.results_dir, '<device>-<date>.json')}"
@@ -754,9 +771,8 @@ def run(args):
     elif vk_device.lower() != gpu.lower():
         print(f"{PROG}: warning: vkattn ran on {vk_device!r}, torch on {gpu!r}", file=sys.stderr)
 
-    counts_given = args.warmup is not None or args.iters is not None
-    side = TorchSide(torch, args.backends, 10 if args.warmup is None else args.warmup, args.iters or 50,
-                     args.budget, counts_given, args.seed)
+    side = TorchSide(torch, args.backends, warmup_count(args), iters_count(args), args.budget, counts_given(args),
+                     args.seed)
     torch_results = {}
     for preset, s in sides.items():
         for i, row in enumerate(s["rows"]):
@@ -771,7 +787,7 @@ def run(args):
             "timing": {"method": "CUDA events around each call, median; a 256 MiB memset before each run (evicts L2, "
                                  "keeps the GPU busy while the call is enqueued); first call untimed",
                        "warmup": side.warmup, "iters": side.iters,
-                       "budget_s": None if counts_given else args.budget, "seed": args.seed},
+                       "budget_s": None if counts_given(args) else args.budget, "seed": args.seed},
             "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32), "commands": commands}
     results = merge(sides, torch_results, meta)
     os.makedirs(args.results_dir, exist_ok=True)

@@ -295,11 +295,13 @@ class Arguments(unittest.TestCase):
                               "--device", "1", "--iters", "7", "--vkattn", "/opt/vkattn"])
         self.assertEqual(ct.vkattn_command(args, "decode"),
                          ["/opt/vkattn", "bench", "--sweep", "decode", "--json", "--max-seq", "512", "--device", "1",
-                          "--iters", "7"])
+                          "--warmup", "10", "--iters", "7"])  # given counts: exact, on both sides
         args = ct.parse_args(["--vkattn-prefill-json", PREFILL, "--vkattn-decode-json", DECODE])
         self.assertEqual(args.presets, ["prefill", "decode"])
         self.assertEqual(args.backends, ["flash", "efficient", "cudnn", "math"])
-        self.assertEqual(ct.vkattn_command(args, "prefill")[1:], ["bench", "--sweep", "prefill", "--json"])
+        # Default counts: the same caps and the same budget as the torch side.
+        self.assertEqual(ct.vkattn_command(args, "prefill")[1:], ["bench", "--sweep", "prefill", "--json", "--warmup",
+                                                                  "10", "--iters", "50", "--budget", "2"])
 
 
 class VkattnJson(unittest.TestCase):
@@ -348,7 +350,8 @@ class VkattnJson(unittest.TestCase):
             args = ct.parse_args(["--vkattn", binary, "--max-seq", "1024", "--device", "nvidia"])
             side = ct.run_vkattn(ct.vkattn_command(args, "decode"), "decode")
             with open(argv_file, encoding="utf-8") as f:
-                self.assertEqual(f.read(), "bench --sweep decode --json --max-seq 1024 --device nvidia")
+                self.assertEqual(f.read(), "bench --sweep decode --json --max-seq 1024 --device nvidia "
+                                           "--warmup 10 --iters 50 --budget 2")
             self.assertEqual(len(side["rows"]), 5)
             with open(binary, "w", encoding="utf-8") as f:
                 f.write("#!/bin/sh\necho 'vkattn: error: unknown --sweep' >&2\nexit 109\n")

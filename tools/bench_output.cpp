@@ -146,7 +146,7 @@ void print_table(const BenchReport& report) {
   if (report.sweep) std::printf("sweep %s\n", report.grid_note.c_str());
   std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
               static_cast<unsigned long long>(report.seed),
-              report.counts_given ? "" : "; fewer iterations where the defaults would exceed --budget");
+              report.counts_given ? "" : "; fewer iterations where the counts would exceed --budget");
   std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads",
               "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot", "iters",
               "ms_median", "ms_min", "TFLOP/s", "GB/s", "max_abs_err");

@@ -166,6 +166,21 @@ def check_single_run(checks, vkattn):
                  and doc["results"][0]["dtype"] == "f32")
 
 
+def check_counts_and_budget(checks, vkattn):
+    """--warmup/--iters alone are exact; with --budget they are caps (compare_torch.py relies on both)."""
+    shape = ["--seq-q", "64", "--heads", "2", "--json"]
+    runs, device = {}, ""
+    for name, extra in (("exact", ["--warmup", "0", "--iters", "3"]),
+                        ("capped", ["--warmup", "0", "--iters", "3", "--budget", "0.001"])):
+        out = run_ok(checks, f"counts {name}", vkattn, *shape, *extra)
+        doc = json.loads(out) if out else {"results": [{}]}
+        runs[name], device = doc["results"][0].get("iters"), doc.get("device", "")
+    checks.check("counts: --iters 3 alone runs 3 times", runs["exact"] == 3, repr(runs["exact"]))
+    checks.check("counts: --iters 3 --budget 0.001 runs at most 3 times", runs["capped"] in (1, 2, 3), repr(runs["capped"]))
+    if "llvmpipe" in device:  # far more than 1 ms per run: the budget leaves the one timed run it always allows
+        checks.check("counts: on lavapipe, --budget 0.001 caps it to 1 run", runs["capped"] == 1, repr(runs["capped"]))
+
+
 def check_progress_on_a_terminal(checks, vkattn):
     """stderr on a pseudo-terminal: the progress line appears, and is cleared at the end."""
     master, slave = pty.openpty()
@@ -214,6 +229,7 @@ def main():
     checks = Checks()
     check_usage_errors(checks, args.vkattn)
     check_single_run(checks, args.vkattn)
+    check_counts_and_budget(checks, args.vkattn)
     check_prefill(checks, args.vkattn)
     check_scaling(checks, args.vkattn)
     check_decode_and_skips(checks, args.vkattn)

@@ -40,7 +40,7 @@ struct BenchOptions {
   int64_t max_seq = 0;      // 0: the preset's every sequence length
   int64_t max_memory_mib = 0;  // 0: the device's largest memory heap
   int warmup = 3, iters = 10;
-  bool counts_given = false;  // --warmup or --iters on the command line: honoured exactly
+  bool counts_given = false;  // --warmup or --iters on the command line without --budget: honoured exactly
   bool dtype_given = false;
   std::string shape_option_given;  // the first of --seq-q, --batch, ... given, for the --sweep error
   double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
@@ -394,10 +394,11 @@ Command add_bench_command(CLI::App& parent) {
   CLI::Option* iters = app->add_option("--iters", o->iters, "Timed runs (median and minimum reported)")
                            ->capture_default_str()
                            ->check(kPositive);
-  app->add_option("--budget", o->budget_s,
-                  "Without --warmup/--iters: seconds of GPU time the timed runs of each shape may take (fewer runs "
-                  "beyond it)")
-      ->capture_default_str()
+  CLI::Option* budget =
+      app->add_option("--budget", o->budget_s,
+                      "Seconds of GPU time the timed runs of each shape may take (fewer runs beyond it). Applies "
+                      "without --warmup/--iters; given with them, it makes their counts caps rather than exact")
+          ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
@@ -424,8 +425,11 @@ Command add_bench_command(CLI::App& parent) {
                   "MiB of device buffers a shape may need (inputs, output, P); a sweep skips larger shapes, a "
                   "single run refuses them (default: the device's memory)")
       ->check(kPositive);
-  return {app, [o, warmup, iters, dtype, shape_options]() {
-            o->counts_given = warmup->count() > 0 || iters->count() > 0;
+  return {app, [o, warmup, iters, budget, dtype, shape_options]() {
+            // Counts on the command line are honoured exactly, unless --budget is given as well: then
+            // they are the caps of the budget rule (how bench/compare_torch.py gets the same counts
+            // and the same budget on both sides).
+            o->counts_given = (warmup->count() > 0 || iters->count() > 0) && budget->count() == 0;
             o->dtype_given = dtype->count() > 0;
             for (const CLI::Option* option : shape_options)
               if (option->count() > 0 && o->shape_option_given.empty()) o->shape_option_given = option->get_name();
