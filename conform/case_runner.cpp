@@ -304,15 +304,20 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
 }  // namespace
 
 CaseResult run_case(Context& context, const AttentionCase& c, const RunOptions& options) {
+  return run_in_frame(context, c.dtype, options, [&](CaseResult& result) { run_checked(context, c, options, result); });
+}
+
+CaseResult run_in_frame(Context& context, DType dtype, const RunOptions& options,
+                        const std::function<void(CaseResult&)>& body) {
   CaseResult result;
-  if (c.dtype != DType::f32 && !context.device_info().storage_16bit) {
+  if (dtype != DType::f32 && !context.device_info().storage_16bit) {
     result.outcome = Outcome::skipped;
-    result.skip_reason = std::string("the device cannot store ") + to_string(c.dtype) + " tensors (storageBuffer16BitAccess)";
+    result.skip_reason = std::string("the device cannot store ") + to_string(dtype) + " tensors (storageBuffer16BitAccess)";
     return result;
   }
   const auto start = std::chrono::steady_clock::now();
   try {
-    run_checked(context, c, options, result);
+    body(result);
   } catch (const std::exception& e) {
     result.problems.push_back(std::string("threw: ") + e.what());
   }

@@ -38,4 +38,10 @@ struct CaseResult {
 // reference is a problem of the result (except where the case expects the unfused path's refusal).
 CaseResult run_case(Context& context, const AttentionCase& c, const RunOptions& options);
 
+// The frame every kind of case runs in (run_case here, run_layer_case in layer_case.hpp): skipped
+// when the device cannot store `dtype`; otherwise `body` runs timed, an exception from it and each
+// validation message it drew become problems, and the outcome follows from the problems.
+CaseResult run_in_frame(Context& context, DType dtype, const RunOptions& options,
+                        const std::function<void(CaseResult&)>& body);
+
 }  // namespace vkattn::conform

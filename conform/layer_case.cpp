@@ -1,7 +1,6 @@
 #include "conform/layer_case.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -171,46 +170,33 @@ std::vector<std::pair<std::string, std::string>> features(const LayerCase& c) {
 }
 
 CaseResult run_layer_case(Context& context, const LayerCase& c, const RunOptions& options) {
-  CaseResult result;
-  if (c.dtype != DType::f32 && !context.device_info().storage_16bit) {
-    result.outcome = Outcome::skipped;
-    result.skip_reason = std::string("the device cannot store ") + to_string(c.dtype) + " tensors (storageBuffer16BitAccess)";
-    return result;
-  }
   if (c.fused_only && options.path == AttentionPath::unfused) {
+    CaseResult result;
     result.outcome = Outcome::skipped;
     result.skip_reason = "runs on the fused path only";
     return result;
   }
-  const auto start = std::chrono::steady_clock::now();
-  try {
+  return run_in_frame(context, c.dtype, options, [&](CaseResult& result) {
     std::mt19937_64 rng(c.seed);
     const MhaWeights weights = random_weights(c, rng);
     LayerInputs inputs;
     random_inputs(c, weights, rng, inputs);
     const reference::MhaOutputs ref = reference::multi_head_attention(weights, inputs.in);
     MultiHeadAttention layer(context, weights, c.dtype);
-    if (c.need_weights && options.path == AttentionPath::fused) {
-      // Only the three-stage path computes the weights: the fused path must refuse, clearly.
-      try {
-        layer.forward(inputs.in, options.path);
-        result.problems.push_back("need_weights on the fused path was not refused");
-      } catch (const Error& e) {
-        if (std::string(e.what()).find(kFusedWeightsRefusal) == std::string::npos)
-          result.problems.push_back(std::string("need_weights on the fused path: expected an Error containing \"") +
-                                    kFusedWeightsRefusal + "\", got: " + e.what());
-      }
-    } else {
+    if (!(c.need_weights && options.path == AttentionPath::fused)) {
       compare_layer(c, ref, layer.forward(inputs.in, options.path), result);
+      return;
     }
-  } catch (const std::exception& e) {
-    result.problems.push_back(std::string("threw: ") + e.what());
-  }
-  if (options.take_validation_messages)
-    for (const std::string& m : options.take_validation_messages()) result.problems.push_back("validation: " + m);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.outcome = result.problems.empty() ? Outcome::passed : Outcome::failed;
-  return result;
+    // Only the three-stage path computes the weights: the fused path must refuse, clearly.
+    try {
+      layer.forward(inputs.in, options.path);
+      result.problems.push_back("need_weights on the fused path was not refused");
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(kFusedWeightsRefusal) == std::string::npos)
+        result.problems.push_back(std::string("need_weights on the fused path: expected an Error containing \"") +
+                                  kFusedWeightsRefusal + "\", got: " + e.what());
+    }
+  });
 }
 
 }  // namespace vkattn::conform
