@@ -129,17 +129,22 @@ Comparison compare_outputs(const reference::Outputs& ref, std::span<const float>
 
 Comparison compare_weights(const reference::Outputs& ref, std::span<const float> gpu_weights, DType dtype,
                            std::span<const int64_t> rows) {
+  return compare_weights(ref.weights, WeightsShape{ref.batch, ref.heads, ref.seq_q, ref.seq_k}, gpu_weights, dtype, rows);
+}
+
+Comparison compare_weights(std::span<const double> ref_weights, const WeightsShape& shape,
+                           std::span<const float> gpu_weights, DType dtype, std::span<const int64_t> rows) {
   const double tol = tolerance_for(dtype).out;
-  if (gpu_weights.size() != ref.weights.size()) return size_mismatch("weights", ref.weights.size(), gpu_weights.size());
-  const std::vector<int64_t> row_list = all_rows_if_empty(rows, ref.seq_q);
+  if (gpu_weights.size() != ref_weights.size()) return size_mismatch("weights", ref_weights.size(), gpu_weights.size());
+  const std::vector<int64_t> row_list = all_rows_if_empty(rows, shape.seq_q);
   Mismatches bad;
   double max_err = 0.0;
-  for (int64_t b = 0; b < ref.batch; ++b)
-    for (int64_t h = 0; h < ref.heads; ++h)
+  for (int64_t b = 0; b < shape.batch; ++b)
+    for (int64_t h = 0; h < shape.heads; ++h)
       for (const int64_t i : row_list)
-        for (int64_t j = 0; j < ref.seq_k; ++j) {
-          const std::size_t idx = static_cast<std::size_t>(((b * ref.heads + h) * ref.seq_q + i) * ref.seq_k + j);
-          const double e = ref.weights[idx], g = gpu_weights[idx];
+        for (int64_t j = 0; j < shape.seq_k; ++j) {
+          const std::size_t idx = static_cast<std::size_t>(((b * shape.heads + h) * shape.seq_q + i) * shape.seq_k + j);
+          const double e = ref_weights[idx], g = gpu_weights[idx];
           const auto where = [&] {
             std::ostringstream s;
             s << "weights[" << b << "," << h << "," << i << "," << j << "]";

@@ -42,4 +42,12 @@ Comparison compare_outputs(const reference::Outputs& ref, std::span<const float>
 Comparison compare_weights(const reference::Outputs& ref, std::span<const float> gpu_weights, DType dtype,
                            std::span<const int64_t> rows = {});
 
+// The same rules for weights given as a dense (batch, heads, seq_q, seq_k) array: the multi-head
+// layer's (conform/layer_case.hpp), where heads is 1 when they are averaged.
+struct WeightsShape {
+  int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0;
+};
+Comparison compare_weights(std::span<const double> ref_weights, const WeightsShape& shape,
+                           std::span<const float> gpu_weights, DType dtype, std::span<const int64_t> rows = {});
+
 }  // namespace vkattn::conform

@@ -114,27 +114,12 @@ void compare_layer(const LayerCase& c, const reference::MhaOutputs& ref, const M
     if (!got.weights.empty()) result.problems.push_back("weights returned without need_weights");
     return;
   }
-  if (got.weights.size() != ref.weights.size()) {
-    result.problems.push_back("weights have " + std::to_string(got.weights.size()) + " values, expected " +
-                              std::to_string(ref.weights.size()));
-    return;
-  }
-  std::size_t bad_weights = 0, first_bad_weight = 0;
-  double worst_weight = 0;
-  for (std::size_t i = 0; i < ref.weights.size(); ++i) {
-    const double e = ref.weights[i], g = got.weights[i];
-    // A masked key weighs exactly 0; other weights are probabilities, within the dtype's tolerance.
-    const double error = std::abs(g - e);
-    const bool ok = e == 0.0 ? g == 0.0 : error <= tolerance;
-    if (!ok && bad_weights++ == 0) first_bad_weight = i;
-    if (std::isfinite(error)) worst_weight = std::max(worst_weight, error);
-  }
-  result.worst = std::max(result.worst, worst_weight / tolerance);
-  if (bad_weights)
-    result.problems.push_back(std::to_string(bad_weights) + " weights differ from the reference (first at " +
-                              std::to_string(first_bad_weight) + ": expected " +
-                              number(ref.weights[first_bad_weight]) + ", got " +
-                              number(got.weights[first_bad_weight]) + ")");
+  // The weights follow the shared rules (compare.hpp): exactly 0 for a masked key, else within the
+  // dtype's tolerance; averaged weights are one "head".
+  const WeightsShape shape{c.batch, c.average ? 1 : c.heads, c.seq_q, c.self_attention ? c.seq_q : c.seq_k};
+  const Comparison weights = compare_weights(ref.weights, shape, got.weights, c.dtype);
+  result.worst = std::max(result.worst, weights.worst);
+  if (!weights.ok()) result.problems.push_back(weights.text);
 }
 
 // What the layer says when asked for the weights on the fused path.
