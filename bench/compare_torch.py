@@ -600,34 +600,23 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
+def checked_number(parse, kind, acceptable, complaint):
+    """An argparse type: `parse` the text (else "'x' is not <kind>"), then require `acceptable(value)`."""
+    def check(text):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not acceptable(value):
+            raise argparse.ArgumentTypeError(f"{value} {complaint}")
+        return value
+    return check
 
 
-def non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
+positive_int = checked_number(int, "an integer", lambda v: v >= 1, "is not positive")
+non_negative_int = checked_number(int, "an integer", lambda v: v >= 0, "is negative")
+positive_float = checked_number(float, "a number", lambda v: math.isfinite(v) and v > 0,
+                                "is not a positive number")
 
 
 def name_list(choices):
