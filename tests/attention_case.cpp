@@ -9,11 +9,9 @@ namespace vkattn::test {
 
 namespace {
 
-std::string describe_with_path(const AttentionCase& c) {
-  return conform::describe(c) + " path=" + to_string(attention_path());
-}
-
-std::string describe_with_path(const conform::LayerCase& c) {
+// An AttentionCase or a LayerCase in one line, with the path the tests run.
+template <typename Case>
+std::string describe_with_path(const Case& c) {
   return conform::describe(c) + " path=" + to_string(attention_path());
 }
 
