@@ -12,8 +12,8 @@ TFLOP/s per shape, writes both sides merged per shape to bench/results/<device>-
 TFLOP/s against sequence length to bench/results/<device>-<date>.png.
 
 The shapes come from vkattn's JSON, so both sides run exactly the same grid. FLOPs follow vkattn's
-convention (tools/bench_metrics.hpp, DESIGN.md §7): 2·B·H·Sq·Sk·(Dqk+Dv), halved for causal attention
-with Sq == Sk. torch is timed with CUDA events around each call, median of the timed runs after
+convention (tools/bench_metrics.hpp): 2·(Dqk+Dv) per visible (query, key) pair, the pairs counted
+exactly for the causal mask in either alignment (FlashAttention's 4·B·H·Sq·Sk·D without a mask). torch is timed with CUDA events around each call, median of the timed runs after
 warm-up; before each run a 256 MiB buffer is zeroed, which evicts the L2 cache (as vkattn's input
 rotation does) and keeps the GPU busy while the call is enqueued, so host launch overhead is not
 counted (vkattn's GPU timestamps do not count it either).
@@ -45,8 +45,8 @@ BACKENDS = ("flash", "efficient", "cudnn", "math")
 SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "causal", "dtype")
 DTYPES = ("f32", "f16", "bf16")
 CAUSAL = ("none", "top-left", "bottom-right")
-FLOP_CONVENTION = ("2*B*H*Sq*Sk*(Dqk+Dv) (= 4*B*H*Sq*Sk*D), halved for causal with Sq == Sk "
-                   "(vkattn's tools/bench_metrics.hpp, FlashAttention's convention)")
+FLOP_CONVENTION = ("2*(Dqk+Dv) per visible (query, key) pair, causal pairs counted exactly in either alignment "
+                   "(= 4*B*H*Sq*Sk*D without a mask; vkattn's tools/bench_metrics.hpp)")
 RATIO_CONVENTION = "vkattn TFLOP/s / backend TFLOP/s (= backend ms / vkattn ms); > 1: vkattn faster"
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(SCRIPT_DIR, "results")
@@ -72,12 +72,22 @@ class Failure(Exception):
 # Figures
 
 
+def visible_pairs(seq_q, seq_k, causal):
+    """(query, key) pairs a causal mask leaves visible in one (batch, head): row i sees
+    min(seq_k, max(0, i + 1 + off)) keys, off = 0 top-left or seq_k - seq_q bottom-right."""
+    if causal == "none":
+        return seq_q * seq_k
+    off = seq_k - seq_q if causal == "bottom-right" else 0
+    first = min(max(-off, 0), seq_q)                    # first row that sees a key
+    full = min(max(seq_k - 1 - off, first), seq_q)      # first row that sees every key
+    ramp = full - first
+    return ramp * (first + 1 + off) + ramp * (ramp - 1) // 2 + (seq_q - full) * seq_k
+
+
 def attention_flops(shape):
     """FLOPs of one attention call by vkattn's convention (tools/bench_metrics.hpp)."""
-    flops = 2.0 * shape["batch"] * shape["heads"] * shape["seq_q"] * shape["seq_k"] * (shape["dim_qk"] + shape["dim_v"])
-    if shape["causal"] != "none" and shape["seq_q"] == shape["seq_k"]:
-        flops /= 2.0
-    return flops
+    pairs = visible_pairs(shape["seq_q"], shape["seq_k"], shape["causal"])
+    return 2.0 * shape["batch"] * shape["heads"] * pairs * (shape["dim_qk"] + shape["dim_v"])
 
 
 def tflops(shape, ms):
@@ -375,9 +385,11 @@ def vkattn_record(row):
         return {"ms": None, "tflops": None, "status": row["status"], "reason": row.get("reason")}
     record = {"ms": row.get("ms_median"), "ms_min": row.get("ms_min"), "tflops": row.get("tflops"),
               "gbps": row.get("gbps"), "status": "ok"}
-    for k in ("path", "kernel", "splits", "chunks", "max_abs_err"):
+    for k in ("path", "kernel", "splits", "chunks", "max_err_over_max_v"):
         if k in row:
             record[k] = row[k]
+    if "max_abs_err" in row:  # vkattn 0.1.0's name for the same figure (recorded files)
+        record["max_err_over_max_v"] = row["max_abs_err"]
     return record
 
 

@@ -229,12 +229,24 @@ class Flops(unittest.TestCase):
     def test_hand_computed(self):
         base = dict(batch=2, heads=3, kv_heads=3, seq_q=128, seq_k=128, dim_qk=64, dim_v=64, causal="none", dtype="f16")
         self.assertEqual(ct.attention_flops(base), 4 * 2 * 3 * 128 * 128 * 64)
-        self.assertEqual(ct.attention_flops(dict(base, causal="top-left")), 2 * 2 * 3 * 128 * 128 * 64)
-        self.assertEqual(ct.attention_flops(dict(base, causal="bottom-right")), 2 * 2 * 3 * 128 * 128 * 64)
-        self.assertEqual(ct.attention_flops(dict(base, dim_qk=40, dim_v=24)), 2 * 2 * 3 * 128 * 128 * 64)
-        # Not halved when Sq != Sk (decode, cross-attention), whatever the mask.
+        # Causal with Sq == Sk: 128*129/2 visible pairs per head, in either alignment.
+        self.assertEqual(ct.attention_flops(dict(base, causal="top-left")), 2 * 2 * 3 * (128 * 129 // 2) * 128)
+        self.assertEqual(ct.attention_flops(dict(base, causal="bottom-right")), 2 * 2 * 3 * (128 * 129 // 2) * 128)
+        self.assertEqual(ct.attention_flops(dict(base, dim_qk=40, dim_v=24)), 4 * 2 * 3 * 128 * 128 * 32)
+        # Decode aligned bottom-right: the one query sees every key.
         self.assertEqual(ct.attention_flops(dict(base, seq_q=1, seq_k=4096, causal="bottom-right")), 4 * 2 * 3 * 4096 * 64)
-        self.assertEqual(ct.attention_flops(dict(base, seq_q=64, causal="top-left")), 4 * 2 * 3 * 64 * 128 * 64)
+        # Top-left decode: the one query sees key 0 only.
+        self.assertEqual(ct.attention_flops(dict(base, seq_q=1, seq_k=4096, causal="top-left")), 4 * 2 * 3 * 1 * 64)
+        # The case: Sq 128, Sk 512 top-left sees 128*129/2 pairs, 12.6% of the square.
+        self.assertEqual(ct.attention_flops(dict(base, seq_q=128, seq_k=512, causal="top-left")),
+                         2 * 2 * 3 * (128 * 129 // 2) * 128)
+        # Sq > Sk bottom-right: the first Sq - Sk rows see nothing.
+        self.assertEqual(ct.visible_pairs(10, 4, "bottom-right"), 1 + 2 + 3 + 4)
+        for sq in (1, 2, 7, 64, 65):
+            for sk in (1, 3, 64, 100):
+                for causal, off in (("top-left", 0), ("bottom-right", sk - sq)):
+                    brute = sum(min(sk, max(0, i + 1 + off)) for i in range(sq))
+                    self.assertEqual(ct.visible_pairs(sq, sk, causal), brute, (sq, sk, causal))
         self.assertAlmostEqual(ct.tflops(base, 1.0), 4 * 2 * 3 * 128 * 128 * 64 / 1e-3 / 1e12)
         self.assertIsNone(ct.tflops(base, 0))
 

@@ -117,7 +117,7 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
           } else {
             err = std::fabs(got - want) / norm;
           }
-          result.max_abs_err = std::max(result.max_abs_err, err);
+          result.max_err_over_max_v = std::max(result.max_err_over_max_v, err);
         }
     if (!result.weights_checked) continue;
     // One row of P at a time: the sampled rows are spread over seq_q, and P may be far larger than

@@ -22,14 +22,14 @@ double check_tolerance(DType dtype);
 std::vector<int64_t> sample_rows(const AttentionProblem& problem);
 
 struct CheckResult {
-  double max_abs_err = 0.0;  // normalised by max|V|; +inf when the GPU gave NaN/Inf the reference has not
+  double max_err_over_max_v = 0.0;  // normalised by max|V|; +inf when the GPU gave NaN/Inf the reference has not
   double tolerance = 0.0;
   std::size_t rows_checked = 0;
   // The weights P on the same rows, absolute (they are probabilities); a masked key must weigh
   // exactly 0. Checked only when P was written and the reference can hold one batch of it.
   bool weights_checked = false;
   double max_weight_err = 0.0;
-  bool passed() const { return max_abs_err <= tolerance && (!weights_checked || max_weight_err <= tolerance); }
+  bool passed() const { return max_err_over_max_v <= tolerance && (!weights_checked || max_weight_err <= tolerance); }
 };
 
 // q, k, v: the values the GPU saw (already rounded to the dtype), dense in `layouts`; `gpu_out`:

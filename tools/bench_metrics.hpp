@@ -1,5 +1,5 @@
-// The figures `vkattn bench` reports, by the conventions DESIGN.md §7 fixes so they compare with
-// published tables (FlashAttention's FLOP count; bytes moved at least once).
+// The figures `vkattn bench` reports, by conventions that compare with published tables (the FLOPs of
+// the visible (query, key) pairs, FlashAttention's count without a mask; bytes moved at least once).
 #pragma once
 
 #include <algorithm>
@@ -12,14 +12,40 @@
 
 namespace vkattn::cli {
 
-// 4·B·H·Sq·Sk·D (2·B·H·Sq·Sk·(Dqk+Dv) when the dims differ, which is the same formula), halved for
-// causal attention with Sq == Sk (FlashAttention counts it that way even though the diagonal tiles
-// are not exactly half).
-inline double attention_flops(const AttentionProblem& p) {
-  double flops = 2.0 * static_cast<double>(p.batch * p.heads) * static_cast<double>(p.seq_q) *
-                 static_cast<double>(p.seq_k) * static_cast<double>(p.dim_qk + p.dim_v);
-  if (p.causal != Causal::none && p.seq_q == p.seq_k) flops /= 2.0;
-  return flops;
+// The (query, key) pairs a causal mask leaves visible in one (batch, head) of a seq_q x seq_k problem
+// whose keys end at `keys` (seq_k, or a key length below it): query i sees keys
+// [0, min(keys, i + 1 + off)), off = 0 top-left or seq_k - seq_q bottom-right. Counted exactly, so a
+// rectangular causal problem (seq_q != seq_k, either alignment) is credited with the work it has,
+// not with half a square.
+inline double visible_pairs(int64_t seq_q, int64_t seq_k, Causal causal, int64_t keys) {
+  keys = std::clamp<int64_t>(keys, 0, seq_k);
+  if (causal == Causal::none) return static_cast<double>(seq_q) * static_cast<double>(keys);
+  const int64_t off = causal == Causal::bottom_right ? seq_k - seq_q : 0;
+  // Row i sees min(keys, max(0, i + 1 + off)) keys: 0 up to row -off-1, then a ramp of slope 1 from
+  // row -off up to where it reaches `keys`, then `keys`. Summed in closed form (seq_q can be 10^6).
+  const int64_t first = std::clamp<int64_t>(-off, 0, seq_q);            // first row that sees a key
+  const int64_t full = std::clamp<int64_t>(keys - 1 - off, first, seq_q);  // first row that sees all
+  const double ramp_rows = static_cast<double>(full - first);
+  const double first_count = static_cast<double>(first + 1 + off);        // keys seen by row `first`
+  const double ramp = ramp_rows * first_count + ramp_rows * (ramp_rows - 1) / 2;
+  return ramp + static_cast<double>(seq_q - full) * static_cast<double>(keys);
+}
+
+// 2·(Dqk+Dv) FLOPs per visible (query, key) pair: QKᵀ and P·V, one multiply-add each per dim. Without
+// a mask that is FlashAttention's 4·B·H·Sq·Sk·D; with causal it counts the visible pairs exactly in
+// either alignment — for Sq == Sk that is Sq·(Sq+1)/2 per head, within 1/Sq of FlashAttention's
+// "halved" square. `kv_lengths` (per batch, empty = every key) counts key padding the same way.
+inline double attention_flops(const AttentionProblem& p, const std::vector<int64_t>& kv_lengths = {}) {
+  double pairs = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t keys = kv_lengths.empty() ? p.seq_k : kv_lengths[static_cast<std::size_t>(b)];
+    pairs += visible_pairs(p.seq_q, p.seq_k, p.causal, keys);
+    if (kv_lengths.empty()) {  // every batch the same: no need to loop
+      pairs *= static_cast<double>(p.batch);
+      break;
+    }
+  }
+  return 2.0 * static_cast<double>(p.heads) * pairs * static_cast<double>(p.dim_qk + p.dim_v);
 }
 
 // Q, K and V read once, O written once: the least traffic any implementation needs.

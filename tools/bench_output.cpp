@@ -56,7 +56,7 @@ Json result_json(const BenchResult& r) {
               {"tflops", measured(r, r.tflops)},
               {"gbps", measured(r, r.gbps)},
               // nlohmann writes a non-finite double as null; a failed check is also reported on stderr
-              {"max_abs_err", checked ? Json(r.check->max_abs_err) : Json(nullptr)},
+              {"max_err_over_max_v", checked ? Json(r.check->max_err_over_max_v) : Json(nullptr)},
               // null when not checked: no --check, the fused path, or P too large for the reference
               {"max_weight_err", checked && r.check->weights_checked ? Json(r.check->max_weight_err) : Json(nullptr)},
               {"status", r.skipped ? "skipped" : "ok"},
@@ -144,12 +144,16 @@ void print_table(const BenchReport& report) {
   const DeviceInfo& device = report.device;
   std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
   if (report.sweep) std::printf("sweep %s\n", report.grid_note.c_str());
-  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs by the FlashAttention convention%s\n",
+  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs: 2*(dqk+dv) per visible (query, key) pair, causal counted exactly%s\n",
               static_cast<unsigned long long>(report.seed),
               report.counts_given ? "" : "; fewer iterations where the counts would exceed --budget");
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %12s\n", "batch", "heads",
-              "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot", "iters",
-              "ms_median", "ms_min", "TFLOP/s", "GB/s", "max_abs_err");
+  // O's error is normalised by max|V| (O is a convex combination of V's rows); P's is absolute (it is
+  // a probability). The P column appears only when some shape's weights were checked.
+  bool any_weights = false;
+  for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.check->weights_checked);
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %13s%s\n", "batch",
+              "heads", "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot",
+              "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "O_err/max|V|", any_weights ? "     P_abs_err" : "");
   const CheckResult* first_check = nullptr;
   for (const BenchResult& r : report.results) {
     const BenchShape& s = r.shape;
@@ -165,30 +169,34 @@ void print_table(const BenchReport& report) {
     const std::string path = std::string(path_name(r)) + "/" + (r.plan.kernel ? r.plan.kernel : "?") +
                              (r.weights ? " +P" : "") + (r.plan.splits > 1 ? " x" + std::to_string(r.plan.splits) : "") +
                              (r.plan.chunks > 1 ? " c" + std::to_string(r.plan.chunks) : "");
-    char err[48] = "-";
+    char err[48] = "-", weight_err[48] = "-";
     if (r.check) {
       if (!first_check) first_check = &*r.check;
-      const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
-      const double worst = std::max(r.check->max_abs_err, r.check->weights_checked ? r.check->max_weight_err : 0.0);
-      std::snprintf(err, sizeof err, "%.3g%s", worst, r.check->passed() ? "" : p_failed ? " FAIL(P)" : " FAIL");
+      const bool o_failed = !(r.check->max_err_over_max_v <= r.check->tolerance);
+      std::snprintf(err, sizeof err, "%.3g%s", r.check->max_err_over_max_v, o_failed ? " FAIL" : "");
+      if (r.check->weights_checked) {
+        const bool p_failed = !(r.check->max_weight_err <= r.check->tolerance);
+        std::snprintf(weight_err, sizeof weight_err, "%.3g%s", r.check->max_weight_err, p_failed ? " FAIL" : "");
+      }
     }
-    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %12s\n", path.c_str(), mib(r.device_bytes),
+    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %13s", path.c_str(), mib(r.device_bytes),
                 mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps, err);
+    if (any_weights) std::printf(" %13s", weight_err);
+    std::printf("\n");
   }
-  if (first_check) {
-    bool any_weights = false;
-    for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.weights);
-    std::printf("check: fp64 reference on up to 64 sampled rows; error normalised by max|V|%s; tolerance %g\n",
-                any_weights ? ", and of P where the reference can afford it (max_abs_err shows the larger)" : "",
+  if (first_check)
+    std::printf("check: fp64 reference on up to 64 sampled rows; O_err/max|V|: max |O - O_ref| / max|V|%s; "
+                "tolerance %g\n",
+                any_weights ? "; P_abs_err: max |P - P_ref| where the reference can afford P" : "",
                 first_check->tolerance);
-  }
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
   for (const std::string path : {"fused", "unfused"}) {
     const Fit* time = find_fit(report.fits, path, "ms_median");
     const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");
     if (!time && !memory) {
-      if (report.sweep == Sweep::scaling) std::printf("fit %s: fewer than two of its shapes ran\n", path.c_str());
+      if (report.sweep == Sweep::scaling)
+        std::printf("fit %s: no exponent, fewer than %d of its sequence lengths ran\n", path.c_str(), kMinFitPoints);
       continue;
     }
     std::printf("fit %s:", path.c_str());

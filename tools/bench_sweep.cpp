@@ -1,5 +1,6 @@
 #include "bench_sweep.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -180,7 +181,11 @@ std::string sweep_label(Sweep sweep, const BenchShape& s) {
 
 double fit_exponent(const std::vector<std::pair<double, double>>& points) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (points.size() < 2) return nan;
+  // Two points always lie on a line: their "fit" would print an exponent with nothing behind it.
+  std::vector<double> xs;
+  for (const auto& point : points) xs.push_back(point.first);
+  std::sort(xs.begin(), xs.end());
+  if (std::unique(xs.begin(), xs.end()) - xs.begin() < kMinFitPoints) return nan;
   double mx = 0, my = 0;
   for (const auto& [x, y] : points) {
     if (!(x > 0) || !(y > 0)) return nan;

@@ -35,8 +35,12 @@ SweepGrid sweep_grid(Sweep sweep, bool cpu_device, int64_t max_seq);
 // What the progress line shows for a shape, e.g. "prefill seq 2048 dim 64 causal".
 std::string sweep_label(Sweep sweep, const BenchShape& shape);
 
+// A fit needs this many distinct sequence lengths: two points always lie on a line, so an exponent
+// from two says nothing about how the time or memory grows.
+inline constexpr int kMinFitPoints = 3;
+
 // The least-squares slope of log(y) against log(x): the exponent e of y ~ x^e. NaN with fewer than
-// two distinct x (or any x or y <= 0).
+// kMinFitPoints distinct x (or any x or y <= 0).
 double fit_exponent(const std::vector<std::pair<double, double>>& points);
 
 struct Fit {
@@ -47,8 +51,8 @@ struct Fit {
 };
 
 // For the scaling sweep: per path (in the order the paths first appear), the exponent of time and of
-// measured peak memory against seq over the rows that ran. A path with fewer than two such rows has
-// no fit.
+// measured peak memory against seq over the rows that ran. A path with fewer than kMinFitPoints
+// such rows has no fit.
 std::vector<Fit> fit_scaling(const std::vector<BenchResult>& results);
 
 }  // namespace vkattn::cli

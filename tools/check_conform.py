@@ -50,10 +50,10 @@ def main():
     c.expect(report["vkattn"] == version, f"the report names the library version {version}")
     c.expect(report["quick"] is True and report["paths"] == PATHS, "quick, on every path")
     summary = report["summary"]
-    c.expect(summary["cases"] == len(quick_ids) * 3 and summary["failed"] == 0 and
-             summary["passed"] + summary["skipped"] == summary["cases"],
-             f"{len(quick_ids)} cases x 3 paths, none failed: {summary}")
-    c.expect(len(report["cases"]) == summary["cases"] and report["failures"] == [], "every case run listed")
+    c.expect(summary["cases"] == len(quick_ids) and summary["runs"] == len(quick_ids) * 3 and
+             summary["failed"] == 0 and summary["passed"] + summary["skipped"] == summary["runs"],
+             f"{len(quick_ids)} cases x 3 paths = runs, none failed: {summary}")
+    c.expect(len(report["runs"]) == summary["runs"] and report["failures"] == [], "every case run listed")
     c.expect(0 < summary["worst"] < 1, f"the worst error is a fraction of its tolerance: {summary['worst']:.3g}")
     groups = report["groups"]
     for group, values in (("path", PATHS), ("dtype", ["f32", "f16", "bf16"]),
@@ -61,19 +61,19 @@ def main():
                           ("heads", ["MHA", "MQA"]), ("layout", ["bhsd", "bshd", "padded"])):
         seen = {row["value"] for row in groups.get(group, [])}
         c.expect(set(values) <= seen, f"group {group} covers {values}")
-    c.expect(all(row["cases"] == row["passed"] + row["failed"] + row["skipped"]
+    c.expect(all(row["runs"] == row["passed"] + row["failed"] + row["skipped"]
                  for rows in groups.values() for row in rows), "every group row adds up")
 
     done = run(args.vkattn, "--filter", "sweep-f16/3", "--path", "unfused", "--json")
-    one = json.loads(done.stdout) if done.returncode == 0 else {"cases": []}
-    c.expect([(x["id"], x["path"]) for x in one["cases"]] == [("sweep-f16/3", "unfused")],
+    one = json.loads(done.stdout) if done.returncode == 0 else {"runs": []}
+    c.expect([(x["id"], x["path"]) for x in one["runs"]] == [("sweep-f16/3", "unfused")],
              "--filter ID --path unfused runs that one case on that path")
     done = run(args.vkattn, "--filter", "masks-*", "--list")
     ids = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
     c.expect(done.returncode == 0 and ids and all(i.startswith("masks-") for i in ids),
              f"--filter 'masks-*' selects the mask sections ({len(ids)} cases)")
     done = run(args.vkattn, "--filter", "representative/0", "--path", "fused")
-    c.expect(done.returncode == 0 and "2 case runs: 2 passed" in done.stdout and "dtype" in done.stdout,
+    c.expect(done.returncode == 0 and "2 runs (1 case on 2 paths): 2 passed" in done.stdout and "dtype" in done.stdout,
              "the table report, fused = both fused kernels")
 
     for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2)):

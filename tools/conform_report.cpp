@@ -10,9 +10,10 @@
 namespace vkattn::cli {
 namespace {
 
+// Counts of case runs: a case runs once per path, so a case checked on 3 paths counts 3 here.
 struct Stats {
-  int cases = 0, passed = 0, failed = 0, skipped = 0;
-  double worst = 0.0;  // over the cases that ran
+  int runs = 0, passed = 0, failed = 0, skipped = 0;
+  double worst = 0.0;  // over the runs that ran
 };
 
 // Feature groups in print order, each with its values in the order first seen.
@@ -24,7 +25,7 @@ class FeatureTable {
     auto v = std::find_if(g->second.begin(), g->second.end(), [&](const auto& x) { return x.first == value; });
     if (v == g->second.end()) v = g->second.insert(g->second.end(), {value, Stats{}});
     Stats& s = v->second;
-    ++s.cases;
+    ++s.runs;
     if (r.outcome == conform::Outcome::passed) ++s.passed;
     if (r.outcome == conform::Outcome::failed) ++s.failed;
     if (r.outcome == conform::Outcome::skipped) ++s.skipped;
@@ -60,6 +61,14 @@ Stats totals(const std::vector<ConformRun>& runs) {
   return table.groups().empty() ? Stats{} : table.groups()[0].second[0].second;
 }
 
+// Distinct cases among the runs (each case runs once per path).
+int distinct_cases(const std::vector<ConformRun>& runs) {
+  std::vector<std::string> ids;
+  for (const ConformRun& run : runs) ids.push_back(run.id);
+  std::sort(ids.begin(), ids.end());
+  return static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
 std::string driver_string(const DeviceInfo& d) {
   return d.driver_info.empty() ? d.driver_name : d.driver_name + " " + d.driver_info;
 }
@@ -93,13 +102,13 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
   std::fprintf(out, "%s sweep, seed %llu, paths %s%s%s\n", setup.quick ? "quick" : "full",
                static_cast<unsigned long long>(setup.seed), join(setup.paths, ", ").c_str(),
                setup.filters.empty() ? "" : ", filter ", join(setup.filters, " ").c_str());
-  std::fprintf(out, "worst: the largest error of a case (O, LSE, weights) as a fraction of its dtype's tolerance "
-                    "(DESIGN.md section 6)\n");
+  std::fprintf(out, "runs: a case on one path; worst: the largest error of a run (O, LSE, weights) as a "
+                    "fraction of its dtype's tolerance\n");
   const FeatureTable table = tabulate(runs);
   for (const auto& [group, values] : table.groups()) {
-    std::fprintf(out, "\n%-34s %6s %7s %7s %8s %8s\n", group.c_str(), "cases", "passed", "failed", "skipped", "worst");
+    std::fprintf(out, "\n%-34s %6s %7s %7s %8s %8s\n", group.c_str(), "runs", "passed", "failed", "skipped", "worst");
     for (const auto& [value, s] : values)
-      std::fprintf(out, "  %-32s %6d %7d %7d %8d %8.3g%s\n", value.c_str(), s.cases, s.passed, s.failed, s.skipped,
+      std::fprintf(out, "  %-32s %6d %7d %7d %8d %8.3g%s\n", value.c_str(), s.runs, s.passed, s.failed, s.skipped,
                    s.worst, s.failed ? "  FAIL" : "");
   }
   const Stats all = totals(runs);
@@ -111,15 +120,17 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
     for (const std::string& problem : run.result.problems) std::fputs(head(problem, 6, "  ").c_str(), out);
     std::fprintf(out, "  reproduce: %s\n", run.reproduce.c_str());
   }
-  std::fprintf(out, "\n%d case runs: %d passed, %d failed, %d skipped; worst %.3g of tolerance\n", all.cases, all.passed,
-               all.failed, all.skipped, all.worst);
+  const int cases = distinct_cases(runs);
+  std::fprintf(out, "\n%d runs (%d case%s on %zu path%s): %d passed, %d failed, %d skipped; worst %.3g of tolerance\n",
+               all.runs, cases, cases == 1 ? "" : "s", setup.paths.size(), setup.paths.size() == 1 ? "" : "s",
+               all.passed, all.failed, all.skipped, all.worst);
 }
 
 nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const ConformSetup& setup,
                                            const std::vector<ConformRun>& runs) {
   using json = nlohmann::ordered_json;
   const auto stats_json = [](const Stats& s) {
-    return json{{"cases", s.cases}, {"passed", s.passed}, {"failed", s.failed}, {"skipped", s.skipped}, {"worst", s.worst}};
+    return json{{"runs", s.runs}, {"passed", s.passed}, {"failed", s.failed}, {"skipped", s.skipped}, {"worst", s.worst}};
   };
   json groups = json::object();
   const FeatureTable table = tabulate(runs);
@@ -132,12 +143,12 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
     }
     groups[group] = rows;
   }
-  json failures = json::array(), cases = json::array();
+  json failures = json::array(), run_list = json::array();
   for (const ConformRun& run : runs) {
     const char* outcome = run.result.outcome == conform::Outcome::passed   ? "passed"
                           : run.result.outcome == conform::Outcome::failed ? "failed"
                                                                             : "skipped";
-    cases.push_back({{"id", run.id},
+    run_list.push_back({{"id", run.id},
                      {"path", run.path},
                      {"outcome", outcome},
                      {"worst", run.result.worst},
@@ -159,10 +170,14 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
               {"quick", setup.quick},
               {"filters", setup.filters},
               {"paths", setup.paths},
-              {"summary", stats_json(totals(runs))},
+              {"summary", [&] {
+                 json summary = stats_json(totals(runs));
+                 summary["cases"] = distinct_cases(runs);
+                 return summary;
+               }()},
               {"groups", groups},
               {"failures", failures},
-              {"cases", cases}};
+              {"runs", run_list}};
 }
 
 }  // namespace vkattn::cli
