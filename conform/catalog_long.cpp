@@ -1,5 +1,5 @@
 // Long key ranges. lavapipe stops an invocation's loops after 65535 iterations in total and says
-// nothing (DESIGN.md §5), so a kernel that is right on a GPU can be silently wrong there from a few
+// nothing (docs/devices.md), so a kernel that is right on a GPU can be silently wrong there from a few
 // thousand keys on: these cases are the ones that catch it. Also the sizes beyond one binding
 // (maxStorageBufferRange, 128 MiB on lavapipe) and one grid dimension (65535 workgroups).
 #include "conform/catalog_sections.hpp"

@@ -1,4 +1,4 @@
-// The conformance sweep (DESIGN.md §6): odd sequence lengths and head dims, GQA ratios, every mask
+// The conformance sweep (README.md, "Tests"): odd sequence lengths and head dims, GQA ratios, every mask
 // kind and combination, strided layouts and offsets, custom scales, with and without LSE, for every
 // dtype, each case against the fp64 reference. The axes cycle with co-prime periods, so every value
 // of every axis meets many values of the others without the cost of the full cross product.
@@ -149,7 +149,7 @@ CaseSection sweep(DType dtype, int count, uint64_t salt, uint64_t base_seed) {
   return section;
 }
 
-// The sweep keeps its problems small; these few reach the sizes of DESIGN.md §6 (587, 1024) with the
+// The sweep keeps its problems small; these few reach the sweep's larger sizes (587, 1024) with the
 // widest head dims, where tiles wrap many times and rounding has room to accumulate.
 CaseSection larger_shapes(uint64_t base_seed) {
   CaseSection section;

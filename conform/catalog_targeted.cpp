@@ -1,4 +1,4 @@
-// Targeted conformance cases for the promises of DESIGN.md §1 that a random sweep rarely hits:
+// Targeted conformance cases for the promises of the contract (README.md, "Semantics") that a random sweep rarely hits:
 // fully masked rows (exactly 0, LSE -inf), masked keys holding NaN / Inf, NaN propagation confined
 // to its row, the split-KV path under every mask, extreme scales and strided layouts. And the
 // representative subset that runs again under synchronization validation.
@@ -204,7 +204,7 @@ CaseSection strided(const Builder& b) {
 
 // A representative subset (fused, split + combine, every mask kind, every dtype, strided layouts)
 // small enough to run again under synchronization validation, which is slow and is the only thing
-// that catches a missing barrier on lavapipe (DESIGN.md §5).
+// that catches a missing barrier on lavapipe (docs/devices.md).
 CaseSection representative(const Builder& builder) {
   CaseSection s = section("representative", "a representative subset, small enough for synchronization validation",
                           "representative");

@@ -41,7 +41,7 @@ struct LaunchPlan {
   uint32_t combine_workgroup = 64;
 };
 
-// Checks `args` (semantics and every buffer, the weights included) against DESIGN.md §1 and `device`,
+// Checks `args` (semantics and every buffer, the weights included) against the contract (README.md, "Semantics") and `device`,
 // whatever the path; throws Error.
 AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args);
 

@@ -52,7 +52,7 @@ struct GemmCall {
 };
 
 // Throws Error (prefixed by `what`) when a GEMM of this shape exceeds what `device` can dispatch:
-// the grid per matrix, or lavapipe's per-invocation loop limit (DESIGN.md §5). Any number of
+// the grid per matrix, or lavapipe's per-invocation loop limit (docs/devices.md). Any number of
 // matrices works: record_gemm splits them across dispatches.
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k);
 

@@ -1,4 +1,4 @@
-// lavapipe's silent loop limit (DESIGN.md §5), shared by every planner that bounds a kernel's loops.
+// lavapipe's silent loop limit (docs/devices.md), shared by every planner that bounds a kernel's loops.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 # them, validation layer on as always. Arguments go to ctest (e.g. -R unit, -j2).
 #
 # lavapipe must stay loaded until the process exits: unloaded at vkDestroyInstance, it makes
-# LeakSanitizer report a false 128-byte leak whose stack it can no longer symbolise (DESIGN.md §5).
+# LeakSanitizer report a false 128-byte leak whose stack it can no longer symbolise (docs/devices.md).
 # So its driver is preloaded (found through its ICD manifest), and ASan is told not to insist on
 # being first in the library order (ASAN_OPTIONS=verify_asan_link_order=0, in the test preset with
 # the other options; scripts/lsan.supp names the third-party leaks that are suppressed).

@@ -1,5 +1,5 @@
 #version 450
-// Fused scaled dot-product attention (flash-style, one pass). DESIGN.md §3.
+// Fused scaled dot-product attention (flash-style, one pass). README.md, "How it works".
 //
 // A workgroup owns BR query rows of one (batch, head) and one key split. TPR invocations share each
 // row. Key tiles of BC keys (K and V) are staged through shared memory as f32; each invocation
@@ -12,7 +12,7 @@
 // With FLAG_PARTIAL the normalised partial O and its LSE go to the workspace for
 // attention_combine.comp, which merges the splits.
 //
-// lavapipe ends every invocation's loops after 65535 iterations in total (DESIGN.md §5); the host
+// lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md); the host
 // bounds keys_per_split so that the iterations counted in host/attention_plan.cpp stay below that.
 // Keep that count in step with the loops here.
 

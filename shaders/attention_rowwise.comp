@@ -84,7 +84,7 @@ void main() {
 
     vec4 tile_max = vec4(M_INIT);
     // Key loops stay loops: unrolled over all BC keys with the dim loop inside, llvmpipe's JIT takes
-    // minutes (DESIGN.md §5); the dim loops inside may unroll.
+    // minutes (docs/devices.md); the dim loops inside may unroll.
     [[dont_unroll]] for (uint c = 0u; c < BC; ++c) {
       const uint j = tile + c;
       // Four partial sums (dims 4n, 4n+1, ...) as in the tiled kernel: one chain over all dims

@@ -2,7 +2,7 @@
 // The masked, numerically stable row softmax of the three-stage path, in place on the f32 scores
 // S = scale·Q·Kᵀ written by gemm.comp:
 //   P[j] = exp(s'_j - m) / l,  s'_j = s_j + bias_j for visible keys,  m = max s',  l = sum exp(s' - m)
-// with the fused kernels' semantics (DESIGN.md §1): a key is hidden by the causal rule, by key padding
+// with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the causal rule, by key padding
 // or by an explicit mask (boolean false or float -inf) and then gets exactly 0, whatever its score
 // (NaN from a NaN in K included); a row with no visible key gets all zeros and LSE -inf. The max
 // starts at M_INIT like the fused kernels, so NaN scores of visible keys propagate to the row.

@@ -10,7 +10,7 @@
 //
 // A workgroup computes a BM x BN tile of C; each invocation a TM x TN register tile whose rows and
 // columns are strided by BM/TM and BN/TN. K is walked in BK steps through shared memory. The BK-step
-// body is unrolled, so on lavapipe (DESIGN.md §5) an invocation's loop count is about k / BK: the
+// body is unrolled, so on lavapipe (docs/devices.md) an invocation's loop count is about k / BK: the
 // host checks that against the limit. Sums are kept per BK step, per 16 steps and overall, so a long
 // k (P·V over 64k keys) does not lose f32 accuracy in one long chain of additions.
 

@@ -4,7 +4,7 @@
 // Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of operand X is at
 //   X_off + b*X_sb + h'*X_sh + r*X_sr + (c / X_cblk)*X_sblk + (c % X_cblk)*X_sc
 // with h' = h for A and C and h' = (head_base + h) / group for B (the KV head of a GQA group).
-// The column blocks let A read heads merged and C write heads split, in place (DESIGN.md §3).
+// The column blocks let A read heads merged and C write heads split, in place (README.md, "How it works").
 #ifndef VKATTN_GEMM_PUSH_GLSL
 #define VKATTN_GEMM_PUSH_GLSL
 

@@ -1,6 +1,6 @@
 // Long key ranges, and sizes beyond one binding or one grid dimension, from the shared catalog
 // (conform/catalog_long.cpp), which `vkattn conform` runs too. lavapipe stops an invocation's loops
-// after 65535 iterations in total and says nothing (DESIGN.md §5): these are the cases that catch it.
+// after 65535 iterations in total and says nothing (docs/devices.md): these are the cases that catch it.
 #include <doctest/doctest.h>
 
 #include "attention_case.hpp"

@@ -62,7 +62,7 @@ struct OwnContext {
     options.kernel = kernel_variant();
     options.pipeline_cache_file = cache_file;
     options.on_validation_message = [this](const std::string& message) {
-      if (contains(message, "Loader Message")) return;  // the loader's notices (DESIGN.md §5)
+      if (contains(message, "Loader Message")) return;  // the loader's notices (docs/devices.md)
       std::lock_guard lock(mutex);
       messages.push_back(message);
     };

@@ -59,7 +59,7 @@ Context& context() {
     options.kernel = s.kernel;
     options.on_validation_message = [&s](const std::string& message) {
       // With VK_LOADER_LAYERS_ENABLE the loader reports itself through the messenger; that is not
-      // a validation error (DESIGN.md §5).
+      // a validation error (docs/devices.md).
       if (contains(message, "Loader Message")) return;
       std::lock_guard<std::mutex> lock(s.mutex);
       s.messages.push_back(message);

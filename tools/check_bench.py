@@ -26,7 +26,7 @@ ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
-F16_TOLERANCE = 2e-3  # DESIGN.md §6
+F16_TOLERANCE = 2e-3  # README.md, "Precision"
 
 
 class Checks:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`vkattn run` beyond the device's limits, against the independent numpy fp64 reference.
 
-Two problems issue 4 names, each past a limit of lavapipe (DESIGN.md §5):
+Two problems issue 4 names, each past a limit of lavapipe (docs/devices.md):
   - K and V of 600,000 x 64 f32 (154 MB each): one KV head is larger than one storage-buffer binding
     (128 MiB), so the library binds it by key range over several dispatches;
   - 70,000 heads: more (batch, head) workgroups than maxComputeWorkGroupCount (65535) allows in one

@@ -1,5 +1,5 @@
 """An independent fp64 NumPy reference of torch.nn.MultiheadAttention(batch_first=True), as vkattn
-defines it (DESIGN.md §1), for checking `vkattn mha` with code that shares nothing with the library:
+defines it (the contract: README.md, "Semantics"), for checking `vkattn mha` with code that shares nothing with the library:
 
     Q = query·Wqᵀ + bq,  K = key·Wkᵀ + bk,  V = value·Wvᵀ + bv          (heads split: E/H features each)
     A[b,h] = softmax(Q[b,h]·K[b,g(h)]ᵀ / sqrt(E/H) + attn_mask, masked) · V[b,g(h)]

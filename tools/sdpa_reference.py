@@ -1,4 +1,4 @@
-"""An independent fp64 NumPy reference of vkattn's attention contract (DESIGN.md §1).
+"""An independent fp64 NumPy reference of vkattn's attention contract (README.md, "Semantics").
 
 Written from the contract, not from the C++ reference, so that `vkattn run` can be checked against
 something that shares no code with the library:

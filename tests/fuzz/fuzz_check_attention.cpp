@@ -4,7 +4,7 @@
 // vkattn::Error with a one-line message; never a crash, undefined behaviour (signed overflow in the
 // extent arithmetic) or another exception. Only the checks run: nothing is allocated from the sizes.
 //
-// What is accepted must be what the contract says (DESIGN.md §1): sizes >= 1, dims <= 256, GQA
+// What is accepted must be what the contract says (README.md, "Semantics"): sizes >= 1, dims <= 256, GQA
 // divisibility, agreeing shapes and dtypes, a finite scale, a broadcasting mask, and an output whose
 // distinct elements have distinct indices (verified element by element when the output is small).
 #include <fuzzer/FuzzedDataProvider.h>

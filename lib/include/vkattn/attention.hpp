@@ -1,4 +1,4 @@
-// Scaled dot-product attention on the GPU (DESIGN.md §1):
+// Scaled dot-product attention on the GPU (the contract: README.md, "Semantics"):
 //   O[b,h,i,:] = sum_j softmax_j(scale * Q[b,h,i,:].K[b,g(h),j,:] + bias[b,h,i,j]) V[b,g(h),j,:]
 #pragma once
 

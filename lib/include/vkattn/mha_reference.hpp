@@ -1,9 +1,9 @@
 // The fp64 CPU reference of the multi-head attention layer, with the semantics of
-// torch.nn.MultiheadAttention(batch_first=True) (DESIGN.md §1): input projections, split heads,
+// torch.nn.MultiheadAttention(batch_first=True) (the contract: README.md, "Semantics"): input projections, split heads,
 // scaled dot-product attention, merge heads, output projection. It is the yardstick for the GPU layer,
 // so it is a plain loop nest computed in double precision from the f32 values it is given.
 //
-// Differences from PyTorch, by design (DESIGN.md §1):
+// Differences from PyTorch, by design (the contract: README.md, "Semantics"):
 //   - A query row whose keys are all masked (causal and/or key_padding_mask) gets an attention output
 //     of exactly 0 and all-zero weights, so its layer output is out_proj_bias (0 without bias).
 //     PyTorch gives NaN there.

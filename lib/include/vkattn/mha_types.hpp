@@ -1,6 +1,6 @@
 // The parameters and inputs of the multi-head attention layer, shared by the GPU layer
 // (vkattn/mha.hpp) and its fp64 CPU reference (vkattn/mha_reference.hpp). Semantics follow
-// torch.nn.MultiheadAttention(batch_first=True) (DESIGN.md §1); see mha_reference.hpp for the
+// torch.nn.MultiheadAttention(batch_first=True) (the contract: README.md, "Semantics"); see mha_reference.hpp for the
 // (deliberate) differences.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The fp64 CPU reference: the same semantics as the Vulkan kernels (DESIGN.md §1), computed in double
+// The fp64 CPU reference: the same semantics as the Vulkan kernels (the contract: README.md, "Semantics"), computed in double
 // precision from the f32 values it is given. Feed it the inputs already rounded to the storage dtype
 // (vkattn::round_to) to compare with a GPU result computed in f16 or bf16.
 #pragma once

@@ -78,7 +78,7 @@ struct MaskLayout {
   std::string describe() const;
 };
 
-// Which kernels compute attention (DESIGN.md §3).
+// Which kernels compute attention (README.md, "How it works").
 //   fused:     one flash-style pass; memory O(seq_q + seq_k), never the (seq_q, seq_k) scores.
 //   unfused:   the three-stage path (scores Q·Kᵀ, masked row softmax, P·V); materialises the weights
 //              P (batch, heads, seq_q, seq_k) in f32, so its memory grows with seq_q·seq_k.
