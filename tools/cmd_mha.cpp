@@ -93,6 +93,8 @@ Command add_mha_command(CLI::App& parent) {
   auto o = std::make_shared<MhaOptions>();
   CLI::App* app = parent.add_subcommand(
       "mha", "Run a torch.nn.MultiheadAttention layer (batch_first) from its state_dict (.npz) on .npy inputs");
+  app->footer("Outputs are written all or none: a regular file is replaced atomically, a symlink followed, a "
+              "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--weights", o->weights,
                   "state_dict as .npz: in_proj_weight (3E,E) or q/k/v_proj_weight, in_proj_bias, out_proj.weight, "
                   "out_proj.bias")

@@ -146,6 +146,8 @@ int run(const RunOptions& options) {
 Command add_run_command(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", "Run attention on .npy inputs and write O (and LSE, P) as .npy");
+  app->footer("Outputs are written all or none: a regular file is replaced atomically, a symlink followed, a "
+              "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--q", o->q, "Q: (batch, heads, seq_q, dim_qk), '<f4' or '<f2'")->required();
   app->add_option("--k", o->k, "K: (batch, kv_heads, seq_k, dim_qk)")->required();
   app->add_option("--v", o->v, "V: (batch, kv_heads, seq_k, dim_v)")->required();
