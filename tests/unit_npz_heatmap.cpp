@@ -315,7 +315,7 @@ TEST_SUITE("unit") {
       bytes[offsets.central[1] + 24] = static_cast<std::byte>(static_cast<unsigned>(bytes[offsets.central[1] + 24]) + 1);
       const std::string m = message_for(bytes);
       CHECK(contains(m, "'b.npy'"));
-      CHECK(contains(m, "decompressed size"));
+      CHECK(contains(m, "its .npy header needs"));  // found from the member's header, before inflating the rest
     }
     SUBCASE("duplicate name") {
       auto entries = sample_entries();
@@ -335,6 +335,49 @@ TEST_SUITE("unit") {
     SUBCASE("missing file") {
       CHECK(contains(error_message([&] { npz::read(dir.file("missing.npz")); }), "no such file"));
     }
+  }
+
+  TEST_CASE("npz: unexpected names and sizes are refused before a member is inflated") {
+    // A deflated member of 8 MiB of zeros (8 KiB compressed) whose stream is then damaged in the
+    // middle: inflating it in full would end in a deflate or CRC error, so seeing the name or size
+    // error instead shows the archive was refused before the member was inflated.
+    TempDir dir;
+    const std::string path = dir.file("big.npz");
+    const auto damaged_zip = [&](const std::string& name, const std::vector<std::byte>& member) {
+      ZipOffsets offsets;
+      std::vector<std::byte> zip = make_zip({{"w.npy", npy_floats({2}, {1.0f, 2.0f}), true, false}, {name, member, true, false}}, &offsets);
+      const std::size_t payload = raw_deflate(member).size();
+      zip[offsets.local[1] + 30 + name.size() + payload / 2] ^= std::byte{0x5a};
+      write_file(path, zip);
+    };
+    const std::size_t count = std::size_t{2} << 20;
+    damaged_zip("junk.npy", npy_floats({static_cast<int64_t>(count)}, std::vector<float>(count)));
+    CHECK(contains(error_message([&] { npz::read(path); }), "'junk.npy'"));  // the damage, found by inflating
+    const std::string m = error_message([&] {
+      npz::read(path, [](const std::string& key) {
+        if (key != "w") throw Error("unexpected array '" + key + "'");
+      });
+    });
+    CHECK(m == "unexpected array 'junk'");
+
+    // An expected name whose header says (2,) in front of 8 MiB: refused from the header.
+    std::vector<std::byte> lying = npy_floats({2}, {0.0f, 0.0f});
+    lying.resize(lying.size() + 8 * (std::size_t{1} << 20));
+    damaged_zip("b.npy", lying);
+    const std::string h = error_message([&] { npz::read(path); });
+    CHECK(contains(h, "'b.npy'"));
+    CHECK(contains(h, "its .npy header needs"));
+  }
+
+  TEST_CASE("npy: a header whose shape disagrees with the file size is refused") {
+    TempDir dir;
+    std::vector<std::byte> file = npy_floats({2, 3}, iota(6));
+    file.resize(file.size() - 4);
+    write_file(dir.file("short.npy"), file);
+    CHECK(contains(error_message([&] { npy::read(dir.file("short.npy")); }), "truncated data"));
+    file.resize(file.size() + 8);
+    write_file(dir.file("long.npy"), file);
+    CHECK(contains(error_message([&] { npy::read(dir.file("long.npy")); }), "bytes after the data"));
   }
 
   TEST_CASE("heatmap: layout, PNG round trip and errors") {

@@ -46,7 +46,13 @@ int run(const MhaOptions& o) {
   if (want_weights && path == AttentionPath::fused)
     throw Error("--path fused cannot give " + flags +
                 ": the fused path never stores the attention weights (use --path unfused or auto)");
-  OutputFiles::check_destinations({{"--out", o.out}, {"--attn-weights", o.attn_weights}, {"--heatmap", o.heatmap}});
+  OutputFiles::check_destinations({{"--out", o.out}, {"--attn-weights", o.attn_weights}, {"--heatmap", o.heatmap}},
+                                  {{"--weights", o.weights},
+                                   {"--query", o.query},
+                                   {"--key", o.key},
+                                   {"--value", o.value},
+                                   {"--key-padding-mask", o.key_padding_mask},
+                                   {"--attn-mask", o.attn_mask}});
   const MhaLoaded loaded = load_mha_inputs(o);
   const int64_t B = loaded.batch, H = loaded.weights.num_heads, Sq = loaded.seq_q, Sk = loaded.seq_k;
   const int64_t E = loaded.weights.embed_dim;
@@ -87,6 +93,8 @@ Command add_mha_command(CLI::App& parent) {
   auto o = std::make_shared<MhaOptions>();
   CLI::App* app = parent.add_subcommand(
       "mha", "Run a torch.nn.MultiheadAttention layer (batch_first) from its state_dict (.npz) on .npy inputs");
+  app->footer("Outputs are written all or none: a regular file is replaced atomically, a symlink followed, a "
+              "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--weights", o->weights,
                   "state_dict as .npz: in_proj_weight (3E,E) or q/k/v_proj_weight, in_proj_bias, out_proj.weight, "
                   "out_proj.bias")

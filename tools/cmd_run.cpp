@@ -49,7 +49,8 @@ int run(const RunOptions& options) {
     throw Error("--path fused cannot give " + flags +
                 ": the fused path never stores the attention weights (use --path unfused or auto)");
   OutputFiles::check_destinations(
-      {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}});
+      {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}},
+      {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask}, {"--kv-lens", options.kv_lens}});
   const RunInputs inputs = load_run_inputs(options);
   const AttentionLayouts& layouts = inputs.layouts;
   const AttentionProblem& problem = inputs.problem;
@@ -145,6 +146,8 @@ int run(const RunOptions& options) {
 Command add_run_command(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", "Run attention on .npy inputs and write O (and LSE, P) as .npy");
+  app->footer("Outputs are written all or none: a regular file is replaced atomically, a symlink followed, a "
+              "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--q", o->q, "Q: (batch, heads, seq_q, dim_qk), '<f4' or '<f2'")->required();
   app->add_option("--k", o->k, "K: (batch, kv_heads, seq_k, dim_qk)")->required();
   app->add_option("--v", o->v, "V: (batch, kv_heads, seq_k, dim_v)")->required();
@@ -154,7 +157,7 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--causal", o->causal, "Causal mask alignment")
       ->check(CLI::IsMember({"none", "top-left", "bottom-right"}))
       ->default_str("none");
-  app->add_option("--scale", o->scale, "Score scale (default 1/sqrt(dim_qk)); any finite value");
+  app->add_option("--scale", o->scale, "Score scale (default 1/sqrt(dim_qk)); any finite value")->type_name("FLOAT");
   app->add_option("--dtype", o->dtype, "Storage dtype to compute in (default: Q's; bf16 converts the inputs)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/version.hpp"
@@ -38,6 +39,7 @@ int run(int argc, char** argv) {
       vkattn::cli::add_prepare_command(app),
       vkattn::cli::add_conform_command(app),
   };
+  vkattn::cli::make_values_strict(app);
 
   try {
     app.parse(argc, argv);

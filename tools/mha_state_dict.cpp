@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "npy_header.hpp"
 #include "npz.hpp"
 #include "vkattn/error.hpp"
 
@@ -30,16 +31,19 @@ std::string shape_string(std::initializer_list<int64_t> dims) {
 
 class StateDict {
  public:
-  explicit StateDict(const std::string& path) : path_(path), arrays_(npz::read(path)) {
-    for (const auto& [name, array] : arrays_) {
-      bool known = false;
-      for (const char* k : kKnownNames) known = known || name == k;
-      if (name == "bias_k" || name == "bias_v")
-        throw Error(path + ": holds '" + name + "': layers built with add_bias_kv=True are not supported");
-      if (!known)
-        throw Error(path + ": unexpected array '" + name + "' (a nn.MultiheadAttention state_dict holds " +
-                    known_names() + ")");
-    }
+  explicit StateDict(const std::string& path) : path_(path), arrays_(npz::read(path, [&](const std::string& name) {
+    check_name(path, name);
+  })) {}
+
+  // Before anything is inflated (npz::NameCheck): an unexpected member costs nothing.
+  static void check_name(const std::string& path, const std::string& name) {
+    bool known = false;
+    for (const char* k : kKnownNames) known = known || name == k;
+    if (name == "bias_k" || name == "bias_v")
+      throw Error(path + ": holds '" + name + "': layers built with add_bias_kv=True are not supported");
+    if (!known)
+      throw Error(path + ": unexpected array '" + npy::printable(name) + "' (a nn.MultiheadAttention state_dict holds " +
+                  known_names() + ")");
   }
 
   bool has(const std::string& name) const { return arrays_.count(name) > 0; }

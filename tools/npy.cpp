@@ -118,7 +118,16 @@ std::string Array::shape_string() const {
   return s + ")";
 }
 
-Array parse(std::span<const std::byte> bytes, std::string_view name) {
+namespace {
+
+// The header of a .npy file, checked: everything parse() knows before it touches the data.
+struct Layout {
+  Array array;  // shape, descr, kind; no data
+  uint64_t data_offset = 0;
+  uint64_t data_size = 0;
+};
+
+Layout parse_layout(std::span<const std::byte> bytes, std::string_view name) {
   if (bytes.size() < kMagicSize + 2 || std::memcmp(bytes.data(), kMagic, kMagicSize) != 0)
     fail(name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   const unsigned major = static_cast<unsigned>(bytes[6]);
@@ -136,7 +145,8 @@ Array parse(std::span<const std::byte> bytes, std::string_view name) {
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + header_start, header_size);
   const Header header = parse_header(text, name);
 
-  Array array;
+  Layout layout;
+  Array& array = layout.array;
   const auto kind = kind_of(header.descr);
   if (!kind) fail(name, unsupported_descr_message(header.descr));
   array.kind = *kind;
@@ -160,17 +170,32 @@ Array parse(std::span<const std::byte> bytes, std::string_view name) {
     nonzero_product *= static_cast<uint64_t>(d);
   }
   const uint64_t count = empty ? 0 : nonzero_product;
-  const uint64_t data_size = count * array.item_size();
-  const uint64_t available = bytes.size() - header_start - header_size;
+  layout.data_offset = header_start + header_size;
+  layout.data_size = count * array.item_size();
+  return layout;
+}
+
+}  // namespace
+
+uint64_t file_size_from_header(std::span<const std::byte> head, std::string_view name) {
+  const Layout layout = parse_layout(head, name);
+  return layout.data_offset + layout.data_size;
+}
+
+Array parse(std::span<const std::byte> bytes, std::string_view name) {
+  Layout layout = parse_layout(bytes, name);
+  Array& array = layout.array;
+  const uint64_t data_size = layout.data_size;
+  const uint64_t available = bytes.size() - layout.data_offset;
   if (available < data_size)
     fail(name, "truncated data: shape " + array.shape_string() + " of " + array.descr + " needs " +
                    std::to_string(data_size) + " bytes, the file has " + std::to_string(available));
   if (available > data_size)
     fail(name, "has " + std::to_string(available - data_size) + " bytes after the data of shape " +
                    array.shape_string() + " (" + array.descr + ")");
-  const auto* data = bytes.data() + header_start + header_size;
+  const auto* data = bytes.data() + layout.data_offset;
   array.data.assign(data, data + data_size);
-  return array;
+  return std::move(array);
 }
 
 std::vector<std::byte> read_file_bytes(const std::string& path) {

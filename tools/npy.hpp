@@ -31,6 +31,10 @@ struct Array {
 
 // Parses the bytes of a .npy file. `name` is used in error messages (usually the path).
 Array parse(std::span<const std::byte> bytes, std::string_view name);
+// The size a whole .npy file must have (header plus shape × item size), from its first bytes: the
+// magic, the version and the whole header (at most 1 MiB + 12 bytes). Lets a caller check a
+// declared size before reading or inflating any data. Throws like parse() for a bad header.
+uint64_t file_size_from_header(std::span<const std::byte> head, std::string_view name);
 // Reads and parses a .npy file; a missing or unreadable file is an Error naming it.
 Array read(const std::string& path);
 // The whole file's bytes; Error naming `path` when it is missing, not a regular file or unreadable.

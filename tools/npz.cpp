@@ -220,6 +220,32 @@ std::vector<std::byte> inflate_member(std::span<const std::byte> in, uint64_t ex
   return out;
 }
 
+// The first min(`want`, all) bytes of a raw deflate stream, for reading a member's .npy header
+// before inflating the rest; a corrupt stream just gives fewer bytes (the full inflate says why).
+std::vector<std::byte> inflate_prefix(std::span<const std::byte> in, std::size_t want) {
+  std::vector<std::byte> out(want);
+  z_stream z{};
+  if (inflateInit2(&z, -15) != Z_OK) return {};
+  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  std::size_t in_pos = 0;
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(want);
+  while (z.avail_out > 0) {
+    if (z.avail_in == 0) {
+      if (in_pos >= in.size()) break;
+      const std::size_t chunk = std::min(in.size() - in_pos, kChunk);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data() + in_pos));
+      z.avail_in = static_cast<uInt>(chunk);
+      in_pos += chunk;
+    }
+    const int status = inflate(&z, Z_NO_FLUSH);
+    if (status != Z_OK) break;
+  }
+  out.resize(static_cast<std::size_t>(z.total_out));
+  inflateEnd(&z);
+  return out;
+}
+
 uint32_t crc_of(std::span<const std::byte> data) {
   uLong crc = crc32_z(0L, Z_NULL, 0);
   return static_cast<uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(data.data()), data.size()));
@@ -227,7 +253,7 @@ uint32_t crc_of(std::span<const std::byte> data) {
 
 }  // namespace
 
-Arrays parse(std::span<const std::byte> bytes, std::string_view name) {
+Arrays parse(std::span<const std::byte> bytes, std::string_view name, const NameCheck& check_name) {
   const Reader r(bytes, name);
   const Directory dir = find_directory(r, name);
 
@@ -257,6 +283,15 @@ Arrays parse(std::span<const std::byte> bytes, std::string_view name) {
     entries.push_back(std::move(e));
     pos += kCentralSize + name_size + extra_size + comment_size;
   }
+
+  // Every name first: an archive holding an array the caller does not expect is refused before any
+  // member is inflated, however large it claims to be.
+  if (check_name)
+    for (const Entry& e : entries) {
+      std::string key = e.name;
+      if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
+      check_name(key);
+    }
 
   Arrays arrays;
   for (const Entry& e : entries) {
@@ -297,6 +332,15 @@ Arrays parse(std::span<const std::byte> bytes, std::string_view name) {
     std::vector<std::byte> member;
     std::span<const std::byte> content = raw;
     if (e.method == 8) {
+      // The member's own .npy header must agree with its declared size before the rest is inflated:
+      // a header of shape (2,) in front of a gigabyte of zeros is refused after at most ~1 MiB.
+      constexpr uint64_t kHead = (uint64_t{1} << 20) + 16;  // npy's largest header and its preamble
+      const std::vector<std::byte> head =
+          inflate_prefix(raw, static_cast<std::size_t>(std::min<uint64_t>(e.uncompressed, kHead)));
+      const uint64_t needed = npy::file_size_from_header(head, where);
+      if (needed != e.uncompressed)
+        fail(where, "declares " + std::to_string(e.uncompressed) + " uncompressed bytes, its .npy header needs " +
+                        std::to_string(needed));
       member = inflate_member(raw, e.uncompressed, where);
       content = member;
     }
@@ -311,6 +355,8 @@ Arrays parse(std::span<const std::byte> bytes, std::string_view name) {
   return arrays;
 }
 
-Arrays read(const std::string& path) { return parse(npy::read_file_bytes(path), path); }
+Arrays read(const std::string& path, const NameCheck& check_name) {
+  return parse(npy::read_file_bytes(path), path, check_name);
+}
 
 }  // namespace vkattn::npz

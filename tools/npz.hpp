@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -24,9 +25,14 @@ namespace vkattn::npz {
 // Array name (the entry name without its ".npy" suffix, e.g. "w" for "w.npy") -> the parsed array.
 using Arrays = std::map<std::string, npy::Array>;
 
-// Parses the bytes of a .npz archive. `name` is used in error messages (usually the path).
-Arrays parse(std::span<const std::byte> bytes, std::string_view name);
+// Called with every array name (without ".npy") before any member is inflated or parsed; throws
+// (vkattn::Error) to refuse the archive, so an unexpected member costs nothing however large it is.
+using NameCheck = std::function<void(const std::string& key)>;
+
+// Parses the bytes of a .npz archive. `name` is used in error messages (usually the path). A
+// deflated member's .npy header is read first and must need exactly the declared uncompressed size.
+Arrays parse(std::span<const std::byte> bytes, std::string_view name, const NameCheck& check_name = {});
 // Reads and parses a .npz file; a missing or unreadable file is an Error naming it.
-Arrays read(const std::string& path);
+Arrays read(const std::string& path, const NameCheck& check_name = {});
 
 }  // namespace vkattn::npz

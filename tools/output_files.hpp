@@ -1,6 +1,11 @@
-// Output files that appear whole or not at all. `vkattn run` writes O and LSE only after every step
-// succeeded; each goes to a temporary name in the target directory first and is renamed into place,
-// so an interrupted or failed run never leaves a partial .npy where a user (or a script) expects one.
+// Output files that appear whole or not at all, and all of a command's outputs or none of them.
+// `vkattn run` writes O and LSE only after every step succeeded. Each output is staged in a
+// temporary file first; commit() then checks every destination again, opens every character
+// device/FIFO (a FIFO without a reader is refused rather than waited on), links each existing
+// regular file to a backup name, renames the staged files into place and finally writes through
+// the devices/FIFOs. When any step fails, the renames already done are undone from the backups, so a
+// failed command leaves every pre-existing output file unchanged (bytes already written through to
+// a device or FIFO cannot be taken back). How each kind of path is treated: output_target.hpp.
 #pragma once
 
 #include <cstddef>
@@ -10,35 +15,46 @@
 #include <utility>
 #include <vector>
 
+#include "output_target.hpp"
+
 namespace vkattn::cli {
+
+// (flag, path) pairs, e.g. {"--out", "o.npy"}; an empty path means the option was not given.
+using FlagPaths = std::vector<std::pair<std::string, std::string>>;
 
 class OutputFiles {
  public:
   OutputFiles() = default;
   OutputFiles(const OutputFiles&) = delete;
   OutputFiles& operator=(const OutputFiles&) = delete;
-  // Removes any temporary file not yet committed.
+  // Removes any temporary file or backup not yet committed, and undoes nothing else.
   ~OutputFiles();
 
-  // Throws vkattn::Error naming `path` when it cannot be written: its directory is missing or it is
-  // a directory. Called before any work, so a typo in --out fails in milliseconds, not after a run.
+  // Throws vkattn::Error naming `path` when an output cannot be written there (inspect_output).
+  // Called before any work, so a typo in --out fails in milliseconds, not after a run.
   static void check_destination(const std::string& path);
-  // Checks every (flag, path) with a non-empty path (check_destination) and that no two flags name the
-  // same file; throws vkattn::Error naming both flags.
-  static void check_destinations(const std::vector<std::pair<std::string, std::string>>& flag_paths);
-  // Writes `bytes` to a temporary file next to `path` (throws vkattn::Error naming `path`).
+  // Checks every output with a non-empty path, that no two outputs name the same file, and that no
+  // output names an existing input (same device and inode: through ./, a symlink or a hard link);
+  // throws vkattn::Error naming both flags.
+  static void check_destinations(const FlagPaths& outputs, const FlagPaths& inputs = {});
+  // Writes `bytes` to a temporary file for `path` (throws vkattn::Error naming `path`).
   void stage(const std::string& path, std::span<const std::byte> bytes);
   // For writers that want a file name rather than bytes (libpng): `write` is called with the
-  // temporary name to create. Its errors are rethrown naming `path` instead of the temporary.
+  // temporary name to fill. Its errors are rethrown naming `path` instead of the temporary.
   void stage_with(const std::string& path, const std::function<void(const std::string& temp)>& write);
-  // Renames every staged file to its final name.
+  // Puts every staged output in place, all or none (see above).
   void commit();
 
  private:
   struct Staged {
-    std::string temp, path;
+    OutputTarget target;
+    std::string temp;
+    std::string backup;  // replace: a hard link to the old file while committing
+    int fd = -1;         // write_through: the device/FIFO, opened before anything changes
+    bool renamed = false;
   };
-  std::string temp_name(const std::string& path) const;
+  Staged& add(const std::string& path);
+  void roll_back();
   std::vector<Staged> staged_;
 };
 

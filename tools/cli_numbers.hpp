@@ -1,0 +1,26 @@
+// Strict values on the command line. CLI11 alone reads "0x10" and "010" (octal) as integers, "-1"
+// as 2^64-1 for an unsigned option, and "nan" as a number that every range check lets through; an
+// empty string for a path reads as "not given". make_values_strict() adds one check to every option
+// that takes a value, chosen by its type: integers are plain decimal ("-" only where the type is
+// signed, no leading zeros), reals are finite decimal numbers, and no value may be empty. A value
+// that fails is a usage error (exit 2) naming the option and the value.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace CLI {
+class App;
+}
+
+namespace vkattn::cli {
+
+// "" when `text` is a decimal integer (a leading '-' only when `allow_negative`), else why not.
+std::string integer_syntax_error(std::string_view text, bool allow_negative);
+// "" when `text` is a finite decimal number such as 1, -0.5, 2e-3, .5; else why not.
+std::string real_syntax_error(std::string_view text);
+// Adds the checks above to every option of `app` and of its subcommands, by CLI11 type name: INT,
+// UINT, FLOAT (set type_name("FLOAT") on a string option that holds a number) and TEXT (non-empty).
+void make_values_strict(CLI::App& app);
+
+}  // namespace vkattn::cli
