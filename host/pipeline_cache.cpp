@@ -1,5 +1,6 @@
 #include "pipeline_cache.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,6 +93,49 @@ std::vector<uint8_t> read_pipeline_cache_file(const std::string& path, const VkP
   return {payload.begin(), payload.end()};
 }
 
+namespace {
+
+// Where a cache file may be written: the name to rename over (a symlink is followed, so the link
+// stays a link and its target gets the cache) and the permission bits the file gets. Refuses — before
+// anything is written — a path naming something that is not a regular file (a device or FIFO would
+// be replaced by a regular file otherwise), an existing file this process may not write, and one
+// with no write permission bit at all (a protection, honoured even for root).
+struct CacheDestination {
+  std::string final;
+  mode_t mode = 0666;
+  bool replace = false;
+};
+
+CacheDestination cache_destination(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto refuse = [&](const std::string& why) { throw Error("save_pipeline_cache: '" + path + "' " + why); };
+  CacheDestination d;
+  std::error_code ec;
+  d.final = path;
+  if (fs::is_symlink(fs::symlink_status(path, ec))) {
+    const fs::path resolved = fs::weakly_canonical(path, ec);
+    if (ec) refuse("is a symlink that cannot be resolved: " + ec.message());
+    d.final = resolved.string();
+  }
+  struct stat st {};
+  if (::stat(d.final.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) refuse("is not a regular file; a pipeline cache is written to a file");
+    if ((st.st_mode & 0222) == 0 || ::access(d.final.c_str(), W_OK) != 0)
+      refuse("is not writable by this process; it was left unchanged");
+    d.mode = st.st_mode & 07777;
+    d.replace = true;
+  } else if (errno != ENOENT) {
+    refuse(std::string("cannot be inspected: ") + std::strerror(errno));
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    d.mode = 0666 & ~mask;
+  }
+  return d;
+}
+
+}  // namespace
+
 void write_pipeline_cache_file(const std::string& path, std::span<const uint8_t> payload) {
   if (path.empty()) throw Error("save_pipeline_cache: the path is empty");
   FileHeader header{};
@@ -100,27 +144,37 @@ void write_pipeline_cache_file(const std::string& path, std::span<const uint8_t>
   header.payload_size = payload.size();
   header.payload_hash = fnv1a(payload);
 
-  // The temporary file sits next to the target so that the rename stays within one file system; the
-  // process id keeps two processes saving the same cache from writing into one temporary file.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const std::string& what) {
+  const CacheDestination destination = cache_destination(path);
+  // The temporary file sits next to the target so that the rename stays within one file system;
+  // mkstemp gives it a name no other process (or thread) is using.
+  const std::filesystem::path final_path(destination.final);
+  std::string tmp = (final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path("."))
+                        .append("." + final_path.filename().string() + ".vkattn-XXXXXX")
+                        .string();
+  auto fail = [&](const std::string& what, bool created) {
     const std::string reason = errno ? std::string(": ") + std::strerror(errno) : std::string();
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
+    if (created) ::unlink(tmp.c_str());
     throw Error("save_pipeline_cache: cannot " + what + reason);
   };
   errno = 0;
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("create '" + tmp + "' (for '" + path + "')");
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail("create a temporary file for '" + path + "'", false);
+  ::fchmod(fd, destination.mode);
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    ::close(fd);
+    fail("write '" + tmp + "' (for '" + path + "')", true);
+  }
   const bool written = std::fwrite(&header, sizeof header, 1, f) == 1 &&
                        (payload.empty() || std::fwrite(payload.data(), payload.size(), 1, f) == 1) &&
                        std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   const int saved_errno = errno;
   const bool closed = std::fclose(f) == 0;
   errno = written ? errno : saved_errno;
-  if (!written || !closed) fail("write '" + tmp + "' (for '" + path + "')");
+  if (!written || !closed) fail("write '" + tmp + "' (for '" + path + "')", true);
   errno = 0;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename '" + tmp + "' to '" + path + "'");
+  if (std::rename(tmp.c_str(), destination.final.c_str()) != 0)
+    fail("rename '" + tmp + "' to '" + destination.final + "'", true);
 }
 
 }  // namespace vkattn::detail

@@ -3,6 +3,7 @@
 // results; a missing, garbage, truncated, foreign or raw-driver file is ignored, never an error; a
 // save to an impossible path names it; prepare_pipelines builds what the default path then uses.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -226,6 +227,39 @@ TEST_SUITE("pipeline-cache") {
     CHECK_MESSAGE(contains(message, path), message);
     CHECK(contains(message, "save_pipeline_cache"));
     CHECK(contains(error_message([&] { context().save_pipeline_cache(""); }), "empty"));
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("save_pipeline_cache never replaces a device, FIFO or read-only file, and follows a symlink") {
+    TempDir dir;
+    // A FIFO: before, the rename turned it into a regular file. (A character device needs root to
+    // make; the CLI's check_output_files.py covers that case with mknod.)
+    const std::string fifo = dir.file("cache.fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    std::string message = error_message([&] { context().save_pipeline_cache(fifo); });
+    CHECK_MESSAGE(contains(message, "not a regular file"), message);
+    CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+    // A read-only file keeps its contents, even for root (mode 0444 is a protection).
+    const std::string readonly = dir.file("readonly.cache");
+    std::ofstream(readonly) << "keep";
+    fs::permissions(readonly, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    message = error_message([&] { context().save_pipeline_cache(readonly); });
+    CHECK_MESSAGE(contains(message, "not writable"), message);
+    std::ifstream in(readonly);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "keep");
+    // A symlink stays a link; its target gets the cache and keeps its mode.
+    const std::string target = dir.file("target.cache"), link = dir.file("link.cache");
+    std::ofstream(target) << "old";
+    fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write);
+    fs::create_symlink(target, link);
+    context().save_pipeline_cache(link);
+    CHECK(fs::is_symlink(fs::symlink_status(link)));
+    CHECK(fs::file_size(target) > 3);
+    CHECK((fs::status(target).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+    // No temporary is left behind.
+    int files = 0;
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
+    CHECK(files == 4);
     expect_no_validation_messages();
   }
 

@@ -146,7 +146,10 @@ class Context {
   // use. Waits for completion; throws Error as attention() does (e.g. f16 without 16-bit storage).
   void prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims = {64, 128});
   // Writes the pipeline cache to `path` (a temporary file in the same directory, then renamed over
-  // `path`); load it with ContextOptions::pipeline_cache_file. Throws Error naming the path.
+  // `path`, keeping an existing file's permission bits; a symlink is followed, so the link stays a
+  // link); load it with ContextOptions::pipeline_cache_file. Throws Error naming the path, leaving
+  // whatever is there unchanged, when `path` names something other than a regular file (a device, a
+  // FIFO, a directory) or an existing file this process may not write or that has no write bit.
   void save_pipeline_cache(const std::string& path) const;
   // Whether this Context's pipeline cache started from the file named at creation.
   bool pipeline_cache_loaded() const;
