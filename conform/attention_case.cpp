@@ -69,6 +69,7 @@ std::string describe(const AttentionCase& c) {
   }
   s << " layout=" << to_string(c.layout) << " offset=" << c.offset;
   if (c.scale) s << " scale=" << *c.scale;
+  if (c.qk_range != 2.0f) s << " qk_range=" << c.qk_range;
   s << (c.lse ? " lse" : " no-lse");
   if (c.poison_hidden_kv) s << " poison-hidden-kv";
   if (!c.nan_q_rows.empty()) s << " nan_q_rows=" << list(c.nan_q_rows);
@@ -121,6 +122,7 @@ std::vector<std::pair<std::string, std::string>> features(const AttentionCase& c
   if (!c.nan_q_rows.empty()) f.emplace_back("traps", "NaN query rows");
   if (!c.mask_blank_rows.empty() || !c.mask_blank_keys.empty()) f.emplace_back("traps", "blank mask rows/keys");
   if (c.scale) f.emplace_back("traps", "explicit scale");
+  if (c.qk_range != 2.0f) f.emplace_back("traps", "large Q, K values");
   if (!c.lse) f.emplace_back("traps", "no LSE output");
   return f;
 }

@@ -30,6 +30,8 @@ struct AttentionCase {
   LayoutKind layout = LayoutKind::bhsd;  // of q, k, v and out alike
   int64_t offset = 0;  // element offset of every tensor (and the mask, LSE, kv_lengths) in its buffer
   std::optional<float> scale;
+  // Q and K are uniform in [-qk_range, qk_range] (V in [-1, 1]): large values make q . k overflow f32.
+  float qk_range = 2.0f;
   bool lse = true;
   std::vector<int32_t> kv_lengths;  // empty: no key padding; else one per batch, in [0, seq_k]
   // What the device is given instead of kv_lengths (the reference always gets kv_lengths):

@@ -201,8 +201,8 @@ std::vector<float> extract_slice(const char* what, const std::vector<uint8_t>& b
 
 void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options, CaseResult& result) {
   std::mt19937_64 rng(c.seed);
-  HostTensor q(make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_qk, c.offset), rng, 2.0f);
-  HostTensor k(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_qk, c.offset), rng, 2.0f);
+  HostTensor q(make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_qk, c.offset), rng, c.qk_range);
+  HostTensor k(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_qk, c.offset), rng, c.qk_range);
   HostTensor v(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_v, c.offset), rng, 1.0f);
   const TensorLayout out_layout = make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_v, c.offset);
   std::optional<HostMask> mask;

@@ -1,6 +1,7 @@
 // Targeted conformance cases for the promises of the contract (README.md, "Semantics") that a random sweep rarely hits:
 // fully masked rows (exactly 0, LSE -inf), masked keys holding NaN / Inf, NaN propagation confined
-// to its row, the split-KV path under every mask, extreme scales and strided layouts. And the
+// to its row, the split-KV path under every mask, extreme scales, scores beyond the f32 range and
+// strided layouts. And the
 // representative subset that runs again under synchronization validation.
 #include <limits>
 
@@ -178,6 +179,58 @@ CaseSection scales(const Builder& b) {
   return s;
 }
 
+// README "Scores beyond the f32 range": scale * (q . k) beyond the f32 range saturates to +-FLT_MAX
+// (so does adding the float mask), on every path; finite inputs never give NaN. Overflow after the
+// scaling (huge scales, every dtype), in the dot itself (large f32 / bf16 inputs; f16 cannot hold
+// them) with scores that are representable again after a tiny scale, and in split-KV's combine. A
+// top-left causal row 0 sees one key whose score may saturate to -FLT_MAX: it must get weight 1.
+CaseSection overflow(const Builder& b) {
+  CaseSection s = section("masks-overflow", "scores beyond the f32 range saturate: finite inputs never give NaN");
+  uint64_t n = 600;
+  for (const DType dtype : kDTypes) {
+    AttentionCase c = b.base(dtype, 19, 37, 64, n++);
+    c.scale = 1e38f;
+    c.mask = MaskKind::f32;  // + bias on top of +-FLT_MAX
+    s.cases.push_back(c);
+    c = b.base(dtype, 24, 40, 40, n++);
+    c.scale = -1e38f;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.causal = Causal::bottom_right;
+    c.mask = MaskKind::f16;
+    s.cases.push_back(c);
+    c = b.base(dtype, 33, 33, 72, n++);
+    c.scale = 3e38f;
+    c.causal = Causal::top_left;
+    c.batch = 2;
+    s.cases.push_back(c);
+    c = b.base(dtype, 1, 3000, 64, n++);  // split-KV: every partial LSE near +-FLT_MAX
+    c.scale = -3e38f;
+    c.batch = 3;
+    c.kv_lengths = {2999, 1, 1700};
+    c.poison_hidden_kv = true;
+    s.cases.push_back(c);
+    if (dtype == DType::f16) continue;  // f16 cannot hold values whose products overflow f32
+    c = b.base(dtype, 21, 45, 64, n++);  // q . k overflows f32; the scores saturate
+    c.qk_range = 1e20f;
+    c.causal = Causal::bottom_right;
+    c.mask = MaskKind::f32;
+    s.cases.push_back(c);
+    c = b.base(dtype, 17, 29, 32, n++);  // q . k overflows f32, scale * (q . k) is representable
+    c.qk_range = 3e19f;
+    c.scale = 3e-38f;
+    s.cases.push_back(c);
+    c = b.base(dtype, 2, 2500, 128, n++);  // split-KV with overflowing dots
+    c.qk_range = 1e20f;
+    c.heads = 2;
+    c.mask = MaskKind::boolean;
+    c.mask_drop = 0.5;
+    s.cases.push_back(c);
+  }
+  s.quick = {0, 3, 4, 5, 8, 13};
+  return s;
+}
+
 CaseSection strided(const Builder& b) {
   CaseSection s = section("masks-strided", "strided layouts and offsets with masks");
   uint64_t n = 500;
@@ -263,6 +316,7 @@ void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed) {
   out.push_back(nan_rows(b));
   out.push_back(split_kv(b));
   out.push_back(scales(b));
+  out.push_back(overflow(b));
   out.push_back(strided(b));
   out.push_back(representative(b));
 }

@@ -139,7 +139,7 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4), dvt = ceil_div(dv4, tpr);
   if (c.rowwise) {
     const uint64_t per_tile = 1 + ceil_div(bc * dqk4, wg) + ceil_div(bc * dv4, wg)  // tile loop, K and V loads
-                              + bc * (1 + dqk4)                                     // scores
+                              + bc * (1 + 2 * dqk4)  // scores, each maybe twice (score.glsl: overflow)
                               + 4 * dv4                                             // rescale
                               + bc * (1 + dv4);                                     // p * V
     return dqk4 + 4 * dv4 + 4 * (1 + uint64_t(dim_v)) + 64 + tiles * per_tile;  // + Q load, init, writes
@@ -147,7 +147,8 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   const uint64_t per_tile = 1                              // the tile loop
                             + ceil_div(bc * dqk4, wg)      // K tile load
                             + ceil_div(bc * dvt * tpr, wg) // V tile load
-                            + ceil_div(bc, tpr) * (1 + dqk4)  // scores: keys x dot product
+                            + ceil_div(bc, tpr) * (1 + 2 * dqk4)  // scores: keys x dot product, maybe
+                                                                  // twice (score.glsl: overflow)
                             + bc                           // row max
                             + dvt                          // accumulator rescale
                             + bc * (1 + dvt);              // p * V
@@ -267,7 +268,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
   // The splits count from all query tiles of a chunk, not one range's: ranges are cut only when the
   // partials of all tiles exceed the workspace budget, and then one range's split dispatches still
-  // hold about budget / (BR * (dim_v + 1) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
+  // hold about budget / (BR * (dim_v + 2) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
   // above the target.
   auto split_chunk = [&]() {
     const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
@@ -282,7 +283,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   // partial LSE + one alignment (record_chunk's base), so two alignments are set aside.
   const auto tile_partial_bytes = [&]() -> uint64_t {
     if (plan.splits <= 1) return 0;
-    return uint64_t(plan.splits) * plan.batch_chunk * plan.head_chunk * c.rows * (uint64_t(p.dim_v) + 1) * 4;
+    return uint64_t(plan.splits) * plan.batch_chunk * plan.head_chunk * c.rows * (uint64_t(p.dim_v) + 2) * 4;
   };
   const uint64_t budget = std::min<uint64_t>(fused_workspace_budget, max_range);
   const uint64_t usable = budget > 2 * plan.alignment ? budget - 2 * plan.alignment : 0;
@@ -308,7 +309,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   // kRangeWorkgroupsPerTarget x the device's target workgroups (each with all its splits), so a range
   // still keeps the device as busy as the unsplit problem wants.
   const uint64_t o_f32_bytes = uint64_t(plan.batch_chunk) * plan.head_chunk * uint64_t(p.seq_q) * uint64_t(p.dim_v) * 4;
-  const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 1) * 4;
+  const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 2) * 4;
   const uint64_t range_budget = std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
   if (tile_partial_bytes() > 0)
@@ -319,7 +320,7 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
   const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;
   plan.partial_o_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * uint64_t(p.dim_v) * 4 : 0;
-  plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * 4 : 0;
+  plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * 8 : 0;  // (max, sum) per row
 
   // Splits per dispatch: those whose keys one binding holds, and as many as the grid's z dimension
   // (batches x splits) allows; the rest go to further dispatches (split_base in the shaders).

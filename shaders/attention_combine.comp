@@ -1,8 +1,9 @@
 #version 450
-// Merges the per-split partial results of attention_fused.comp (split-KV): for each query row,
-//   LSE = log(sum_s exp(lse_s)),  O = sum_s exp(lse_s - LSE) * O_s
-// computed against the largest lse_s for stability. Splits that saw no visible key (lse_s = -inf)
-// carry no weight; a row with none at all gives O = 0 and LSE = -inf.
+// Merges the per-split partial results of attention_fused.comp (split-KV): for each query row, from
+// each split's running max m_s, sum l_s and normalised O_s,
+//   LSE = m + log(T),  T = sum_s exp(m_s - m) l_s,  O = sum_s exp(m_s - m) l_s / T * O_s,  m = max_s m_s.
+// Splits that saw no visible key (m_s = -inf) carry no weight; a row with none at all gives O = 0
+// and LSE = -inf.
 // One workgroup per row; invocations stride over the output dim.
 //
 // The host runs the split dispatches and this pass one range of query tiles at a time, reusing one
@@ -31,11 +32,16 @@ void main() {
   const uint h = bh % pc.heads;
   const uint b = bh / pc.heads;
 
+  // Split s has running max m_s (-inf: it saw no visible key) and sum l_s (attention_fused.comp):
+  // its weight is exp(m_s - m) * l_s, exact even when the maxima are +-FLT_MAX (saturated scores).
   float m = NEG_INF;
-  for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[s * pc.rows + row]);
+  for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[2u * (s * pc.rows + row)]);
   float total = 0.0;
   if (m != NEG_INF)
-    for (uint s = 0u; s < pc.splits; ++s) total += exp(partial_lse[s * pc.rows + row] - m);
+    for (uint s = 0u; s < pc.splits; ++s) {
+      const float ms = partial_lse[2u * (s * pc.rows + row)];
+      if (ms != NEG_INF) total += exp(ms - m) * partial_lse[2u * (s * pc.rows + row) + 1u];
+    }
   const bool empty = m == NEG_INF;
   const float inv_total = empty ? 0.0 : 1.0 / total;
 
@@ -44,9 +50,10 @@ void main() {
     float value = 0.0;
     if (!empty) {
       for (uint s = 0u; s < pc.splits; ++s) {
-        const float ls = partial_lse[s * pc.rows + row];
-        if (ls == NEG_INF) continue;  // this split saw only masked keys
-        value += exp(ls - m) * inv_total * partial_o[(s * pc.rows + row) * DV + d];
+        const float ms = partial_lse[2u * (s * pc.rows + row)];
+        if (ms == NEG_INF) continue;  // this split saw only masked keys
+        const float weight = exp(ms - m) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total;
+        value += weight * partial_o[(s * pc.rows + row) * DV + d];
       }
     }
     o[out_row + d] = from_f32(value);

@@ -12,7 +12,7 @@ layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
 layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
 layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
 layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
-layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };
+layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };  // (max m, sum l) per row
 
 #include "mask.glsl"
 #include "causal.glsl"

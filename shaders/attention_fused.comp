@@ -9,7 +9,7 @@
 // split) are not visited.
 //
 // Masked keys are skipped, not weighted by zero, so NaN/Inf in a masked K or V row never reaches O.
-// With FLAG_PARTIAL the normalised partial O and its LSE go to the workspace for
+// With FLAG_PARTIAL the normalised partial O and its (max, sum) go to the workspace for
 // attention_combine.comp, which merges the splits.
 //
 // lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md); the host
@@ -35,6 +35,7 @@ const uint DVT = (DV4 + TPR - 1u) / TPR;       // accumulator vec4s per invocati
 const uint VSTRIDE = DVT * TPR;                // V row padded so every invocation's slice exists
 
 #include "attention_common.glsl"
+#include "score.glsl"
 
 shared vec4 sQ[BR * DQK4];
 shared vec4 sK[BC * KSTRIDE];
@@ -98,7 +99,16 @@ void main() {
       if (j < row_key_end && bias != NEG_INF) {
         vec4 partial = vec4(0.0);
         for (uint d4 = 0u; d4 < DQK4; ++d4) partial = fma(sQ[row * DQK4 + d4], sK[c * KSTRIDE + d4], partial);
-        s = (partial.x + partial.y + partial.z + partial.w) * pc.scale + bias;
+        const float dot_qk = partial.x + partial.y + partial.z + partial.w;
+        if (isinf(dot_qk) || isnan(dot_qk)) {
+          // Overflow of finite values, or a non-finite input: again with the operands scaled down.
+          vec4 down = vec4(0.0);
+          for (uint d4 = 0u; d4 < DQK4; ++d4) down = fma(sQ[row * DQK4 + d4] * DOWN, sK[c * KSTRIDE + d4] * DOWN, down);
+          s = scale_rescaled_dot(down.x + down.y + down.z + down.w, pc.scale);
+        } else {
+          s = scale_dot(dot_qk, pc.scale);
+        }
+        s = add_bias(s, bias);
       }
       sS[row * BC + c] = s;
     }
@@ -136,7 +146,12 @@ void main() {
       [[unroll]] for (uint c = 0u; c < 4u; ++c)
         if (d4 * 4u + c < DV) partial_o[prow * DV + d4 * 4u + c] = val[c];
     }
-    if (lane == 0u) partial_lse[prow] = row_lse;
+    // (max, sum) rather than max + log(sum): near +-FLT_MAX the f32 sum m + log(l) is m, and the
+    // combine would lose each split's count of saturated (tied) scores.
+    if (lane == 0u) {
+      partial_lse[2u * prow] = empty ? NEG_INF : m;
+      partial_lse[2u * prow + 1u] = l;
+    }
   } else {
     const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
     [[unroll]] for (uint t = 0u; t < DVT; ++t) {

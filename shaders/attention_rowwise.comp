@@ -27,6 +27,7 @@ const uint DQK4 = (DQK + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 
 #include "attention_common.glsl"
+#include "score.glsl"
 
 shared vec4 sK[BC * DQK4];
 shared vec4 sV[BC * DV4];
@@ -97,7 +98,23 @@ void main() {
         s2 = fma(qT[d4 * 4u + 2u], vec4(kd.z), s2);
         s3 = fma(qT[d4 * 4u + 3u], vec4(kd.w), s3);
       }
-      vec4 s = ((s0 + s1) + (s2 + s3)) * pc.scale;
+      const vec4 dot_qk = (s0 + s1) + (s2 + s3);
+      vec4 s = scale_dot(dot_qk, pc.scale);
+      const bvec4 redo = bvec4(uvec4(isinf(dot_qk)) | uvec4(isnan(dot_qk)));
+      if (any(redo)) {
+        // Overflow of finite values, or a non-finite input: again with the operands scaled down.
+        vec4 t0 = vec4(0.0), t1 = vec4(0.0), t2 = vec4(0.0), t3 = vec4(0.0);
+        for (uint d4 = 0u; d4 < DQK4; ++d4) {
+          const vec4 kd = sK[c * DQK4 + d4] * DOWN;
+          t0 = fma(qT[d4 * 4u] * DOWN, vec4(kd.x), t0);
+          t1 = fma(qT[d4 * 4u + 1u] * DOWN, vec4(kd.y), t1);
+          t2 = fma(qT[d4 * 4u + 2u] * DOWN, vec4(kd.z), t2);
+          t3 = fma(qT[d4 * 4u + 3u] * DOWN, vec4(kd.w), t3);
+        }
+        const vec4 down = (t0 + t1) + (t2 + t3);
+        [[unroll]] for (uint r = 0u; r < 4u; ++r)
+          if (redo[r]) s[r] = scale_rescaled_dot(down[r], pc.scale);
+      }
       const bvec4 in_range = lessThan(uvec4(j), row_key_end);
       vec4 bias = vec4(0.0);
       if (mask_kind != MASK_NONE) {
@@ -106,7 +123,7 @@ void main() {
       }
       // A key hidden by the mask stays -inf even when its K holds NaN or Inf.
       const bvec4 visible = bvec4(uvec4(in_range) & uvec4(notEqual(bias, vec4(NEG_INF))));
-      s = mix(vec4(NEG_INF), s + bias, visible);
+      s = mix(vec4(NEG_INF), add_bias(s, bias), visible);
       scores[c] = s;
       tile_max = max(tile_max, s);
     }
@@ -140,7 +157,8 @@ void main() {
     if (partial) {
       const uint prow = partial_row(split, b, h, i[r]);
       for (uint d = 0u; d < DV; ++d) partial_o[prow * DV + d] = accT[d][r] * inv_l[r];
-      partial_lse[prow] = row_lse[r];
+      partial_lse[2u * prow] = empty[r] ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
+      partial_lse[2u * prow + 1u] = l[r];
     } else {
       const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i[r] * pc.o_ss;
       for (uint d = 0u; d < DV; ++d) o[out_row + d] = from_f32(accT[d][r] * inv_l[r]);

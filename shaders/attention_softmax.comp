@@ -2,6 +2,7 @@
 // The masked, numerically stable row softmax of the three-stage path, in place on the f32 scores
 // S = scale·Q·Kᵀ written by gemm.comp:
 //   P[j] = exp(s'_j - m) / l,  s'_j = s_j + bias_j for visible keys,  m = max s',  l = sum exp(s' - m)
+// (s'_j saturating to +-FLT_MAX: score.glsl)
 // with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the causal rule, by key padding
 // or by an explicit mask (boolean false or float -inf) and then gets exactly 0, whatever its score
 // (NaN from a NaN in K included); a row with no visible key gets all zeros and LSE -inf. The max
@@ -22,6 +23,7 @@ layout(binding = 3) readonly buffer KvLenBuf { int kv_lengths[]; };
 
 #include "mask.glsl"
 #include "causal.glsl"
+#include "score.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];
 
@@ -61,7 +63,7 @@ void main() {
   float m = M_INIT;
   for (uint j = tid; j < key_end; j += gl_WorkGroupSize.x) {
     const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-    if (bias != NEG_INF) m = max(m, p[p_row + j] + bias);
+    if (bias != NEG_INF) m = max(m, add_bias(p[p_row + j], bias));
   }
   m = workgroup_reduce(m, 0u);
 
@@ -69,7 +71,7 @@ void main() {
   float l = 0.0;
   for (uint j = tid; j < key_end; j += gl_WorkGroupSize.x) {
     const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-    const float s = p[p_row + j] + bias;
+    const float s = add_bias(p[p_row + j], bias);
     if (bias != NEG_INF && s != NEG_INF) l += exp(s - m);
   }
   l = workgroup_reduce(l, 1u);
@@ -81,7 +83,7 @@ void main() {
     float weight = 0.0;
     if (j < key_end) {
       const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-      const float s = p[p_row + j] + bias;
+      const float s = add_bias(p[p_row + j], bias);
       if (bias != NEG_INF && s != NEG_INF) weight = exp(s - m) * inv_l;
     }
     p[p_row + j] = weight;

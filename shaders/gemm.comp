@@ -1,6 +1,7 @@
 #version 450
 // Batched, strided GEMM with bias: C[z] = alpha * A[z]·B[z]ᵀ (+ bias), A (m, k), B (n, k), C (m, n),
-// f32 accumulation whatever the storage types (element_types.glsl; one module per combination).
+// f32 accumulation whatever the storage types (element_types.glsl; one module per combination);
+// products of finite values that overflow saturate to +-FLT_MAX (score.glsl).
 // It is every matrix product of the library:
 //   - the scores of the three-stage path, S = scale·Q·Kᵀ (A = Q, B = K, C = S in f32);
 //   - its weighted sum, O = P·V (A = P in f32, B = V read transposed through its strides, skipping
@@ -18,6 +19,7 @@
 
 #include "element_types.glsl"
 #include "gemm_push.glsl"
+#include "score.glsl"
 
 layout(constant_id = 0) const uint BM = 32;
 layout(constant_id = 1) const uint BN = 32;
@@ -41,6 +43,25 @@ shared float sB[BK * BN];  // [kk][nn]
 
 // Offset of column `col` within a row (see gemm_push.glsl).
 uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sblk + (col % cblk) * sc; }
+
+// A[row]·B[col] again with every operand scaled by DOWN (score.glsl), for a sum that came out NaN
+// or Inf: an overflow of finite values then gives the exact product, saturated, instead of Inf or
+// NaN. Eight k per iteration: on lavapipe the 16 elements of a register tile may all take this
+// path, 2k iterations, which the caller keeps within the loop limit (see its condition).
+float rescaled_dot(uint a_row, uint b_row) {
+  float sum = 0.0;
+  for (uint k0 = 0u; k0 < pc.k; k0 += 8u) {
+    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
+      const uint col = k0 + kk;
+      if (col < pc.k) {
+        const float av = A_to_f32(a[a_row + column(col, pc.a_cblk, pc.a_sblk, pc.a_sc)]);
+        const float bv = B_to_f32(b[b_row + column(col, pc.b_cblk, pc.b_sblk, pc.b_sc)]);
+        sum = fma(av * DOWN, bv * DOWN, sum);
+      }
+    }
+  }
+  return sum;
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -113,8 +134,17 @@ void main() {
     [[unroll]] for (uint tn = 0u; tn < TN; ++tn) {
       const uint col = n0 + tx + tn * LANES_N;
       if (col >= pc.n) continue;
-      float value = (acc[tm][tn] + block[tm][tn]) * pc.alpha;
-      if (with_bias) value += B_to_f32(bias[pc.bias_off + col]);
+      const float dot_ab = acc[tm][tn] + block[tm][tn];
+      float value = scale_dot(dot_ab, pc.alpha);
+      // Recomputed where it may be an overflow. Not for P·V (skip_zero): there |O| <= max|V| cannot
+      // overflow, and a NaN / Inf in V, which propagates anyway, would cost seq_k more iterations.
+      // Not past k = 16384 (2k + k / BK iterations stay within lavapipe's limit); scores have
+      // k = dim_qk, far below.
+      if ((isinf(dot_ab) || isnan(dot_ab)) && !skip_zero && pc.k <= 16384u)
+        value = scale_rescaled_dot(rescaled_dot(a_base + row * pc.a_sr, b_base + col * pc.b_sr), pc.alpha);
+      else if (isinf(dot_ab) || isnan(dot_ab))
+        value = dot_ab * pc.alpha;  // as before: non-finite propagates
+      if (with_bias) value = add_bias(value, B_to_f32(bias[pc.bias_off + col]));
       c[c_base + row * pc.c_sr + column(col, pc.c_cblk, pc.c_sblk, pc.c_sc)] = C_from_f32(value);
     }
   }

@@ -6,8 +6,10 @@
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN.
-const float M_INIT = -3.0e38;
+// Start of the running max: finite, so that exp(m_old - m_new) is never (-inf) - (-inf) = NaN; and
+// -FLT_MAX, the lowest score a visible key can have (score.glsl), so that a row whose every score
+// saturated to -FLT_MAX still has m = its scores and sum l > 0 (not taken for a fully masked row).
+const float M_INIT = -3.40282347e38;
 
 float mask_bias(uint kind, uint e) {
   if (kind == MASK_BOOL) {

@@ -75,6 +75,38 @@ TEST_SUITE("unit") {
     CHECK(o.lse[0] == doctest::Approx(std::log(4.0)));
   }
 
+  TEST_CASE("reference: scores beyond the f32 range saturate to +-FLT_MAX") {
+    // scale 1e38: scores 2e38 (finite), 4e38 and 5e38 (both -> FLT_MAX, tied): O is the mean of
+    // the two saturated keys' V, LSE is FLT_MAX + log 2; before the rule the weights were 0 and 1.
+    const double flt_max = std::numeric_limits<float>::max();
+    Tiny t(1, 3, 1, 1);
+    t.options.scale = 1e38f;
+    t.q = {1.0f};
+    t.k = {2.0f, 4.0f, 5.0f};
+    t.v = {100.0f, 1.0f, 3.0f};
+    reference::Outputs o = t.run();
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx(2.0));
+    CHECK(o.lse[0] == doctest::Approx(flt_max));
+    // Negative: every score saturates to -FLT_MAX: equal weights, not a fully masked row.
+    t.options.scale = -1e38f;
+    t.k = {4.0f, 5.0f, 6.0f};
+    o = t.run();
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx(104.0 / 3.0));
+    CHECK(o.lse[0] == doctest::Approx(-flt_max));
+    // A dot beyond f32 (1e40) with a tiny scale gives the representable score 1e40 * 1e-38 = 100.
+    t.options.scale = 1e-38f;
+    t.q = {1e20f};
+    t.k = {1e20f, 0.0f, 0.0f};
+    o = t.run();
+    CHECK(o.lse[0] == doctest::Approx(100.0).epsilon(1e-5));
+    // A finite bias on a saturated score saturates again; an Inf in an input still propagates.
+    t.options.scale = 1e38f;
+    t.q = {1.0f};
+    t.k = {5.0f, 4.0f, kInf};
+    o = t.run();
+    CHECK(std::isnan(o.at(0, 0, 0, 0)));
+  }
+
   TEST_CASE("reference: softmax weights of known scores") {
     // Scores 0 and ln 3 (scale 1): weights 1/4 and 3/4.
     Tiny t(1, 2, 1, 1);

@@ -81,7 +81,7 @@ AttentionPlan plan_of(const AttentionCase& c) {
 // Split-KV partial bytes (O and LSE) of every query row at once: the workspace before query-tile ranges.
 uint64_t unranged_partial_bytes(const AttentionCase& c, const AttentionPlan& plan) {
   if (plan.splits <= 1) return 0;
-  return uint64_t(plan.splits) * uint64_t(c.batch * c.heads * c.seq_q) * uint64_t(c.dim_v + 1) * 4;
+  return uint64_t(plan.splits) * uint64_t(c.batch * c.heads * c.seq_q) * uint64_t(c.dim_v + 2) * 4;
 }
 
 // Checks that the plan of `c` stays within the bound and, on lavapipe (which splits every few
@@ -213,7 +213,7 @@ TEST_SUITE("long") {
     INFO("case: " << describe(c) << "; plan: " << plan.splits << " splits, " << plan.chunks << " dispatches, workspace "
                   << plan.workspace_bytes);
     const uint64_t alignment = std::max<uint64_t>(context().device_info().min_storage_buffer_offset_alignment, 16);
-    const uint64_t one_tile = uint64_t(plan.splits) * c.heads * plan.rows_per_workgroup * (c.dim_v + 1) * 4;
+    const uint64_t one_tile = uint64_t(plan.splits) * c.heads * plan.rows_per_workgroup * (c.dim_v + 2) * 4;
     CHECK(plan.workspace_bytes <= std::max(workspace_bound(), one_tile + 2 * alignment));
     if (one_tile > workspace_bound()) {
       CHECK(plan.workspace_bytes >= one_tile);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "size_check.hpp"
+#include "score_rule.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::reference {
@@ -86,7 +87,7 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
                    k[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
           }
           keys.push_back(j);
-          p.push_back(scale * dot + bias);
+          p.push_back(detail::score(scale, dot, bias));
         }
         if (keys.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
         double max = p[0];

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "score_rule.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/problem.hpp"
@@ -115,7 +116,7 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
                    static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
           }
           keys.push_back(j);
-          scores.push_back(scale * dot + bias);
+          scores.push_back(detail::score(scale, dot, bias));
         }
 
         const std::size_t row = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);

@@ -52,7 +52,7 @@ struct AttentionArgs {
 // whose partials fit this budget, the workspace being reused by each range in turn. 32 MiB keeps
 // the fused path's memory linear in the sequence lengths and small next to its tensors at long
 // contexts, is a quarter of the smallest maxStorageBufferRange Vulkan allows (2^27), and still
-// leaves each range about a thousand workgroups or more (budget / (rows per tile x (dim_v + 1) x 4)),
+// leaves each range about a thousand workgroups or more (budget / (rows per tile x (dim_v + 2) x 4)),
 // enough to fill a GPU between the barriers that separate ranges. Below it, a range's partials are
 // also kept within a quarter of the call's output size in f32 (but never so few that a range holds
 // less than 4x the workgroups the device wants in flight), so the fused path's device memory grows

@@ -53,7 +53,8 @@ struct TensorLayout {
 };
 
 // Element type of an explicit attention mask. boolean: one byte per element, nonzero = attend
-// (PyTorch SDPA's convention). f32 / f16: added to the scaled score; -inf masks.
+// (PyTorch SDPA's convention). f32 / f16: added to the scaled score (saturating to +-FLT_MAX);
+// -inf masks, +inf propagates like any Inf input (NaN row).
 enum class MaskType { boolean, f32, f16 };
 
 std::size_t mask_type_size(MaskType type);
@@ -91,7 +92,9 @@ AttentionPath parse_attention_path(std::string_view name);
 
 // Options that are not tensors.
 struct AttentionOptions {
-  std::optional<float> scale;  // default 1/sqrt(dim_qk); any finite value
+  // Default 1/sqrt(dim_qk); any finite value. A score scale * (q . k) (+ float-mask bias) beyond
+  // the f32 range saturates to +-FLT_MAX, so finite inputs never give NaN (README, Semantics).
+  std::optional<float> scale;
   Causal causal = Causal::none;
 };
 

@@ -1,0 +1,25 @@
+// The score rule of the kernels (shaders/score.glsl; README, "Scores beyond the f32 range"), for
+// the fp64 references: scale * (q . k) beyond the f32 range saturates to +-FLT_MAX, and so does
+// that plus a finite float-mask bias. In double, finite f32 inputs never overflow, so an infinity
+// here comes from an Inf input and, like NaN, propagates untouched.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+namespace vkattn::detail {
+
+inline double saturate_to_f32_range(double x) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  if (std::isinf(x) || std::isnan(x)) return x;
+  return x > kMax ? kMax : x < -kMax ? -kMax : x;
+}
+
+// The biased score of a visible key (a -inf bias masks it, and is handled before this).
+inline double score(double scale, double dot, double bias) {
+  const double scaled = saturate_to_f32_range(scale * dot);
+  if (std::isinf(scaled) || std::isinf(bias)) return scaled + bias;  // Inf input / +inf bias: propagate
+  return saturate_to_f32_range(scaled + bias);
+}
+
+}  // namespace vkattn::detail
