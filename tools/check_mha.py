@@ -254,6 +254,11 @@ def error_cases():
         ("out_same_as_attn_weights", base, heads + ["--attn-weights", "out.npy"]),
         ("missing_heads", base, []),
         ("missing_query_file", {"w.npz": d}, heads),
+        # Values beyond the compute dtype's range (the layer stores inputs and weights in it).
+        ("query_overflows_f16", dict(base, **{"query.npy": np.where(query > 1.5, 1e5, query).astype(np.float32)}),
+         heads + ["--dtype", "f16"]),
+        ("weight_overflows_f16", dict(base, **{"w.npz": dict(d, **{"out_proj.weight": d["out_proj.weight"] * 1e6})}),
+         heads + ["--dtype", "f16"]),
     ]
 
 

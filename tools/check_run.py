@@ -146,7 +146,27 @@ def error_cases():
                                "k.npy": np.zeros((1, 8, 100000, 1), np.float32),
                                "v.npy": np.zeros((1, 8, 100000, 1), np.float32)}, ["--weights", "p.npy"]),
         ("heatmap_dir_missing", base, ["--heatmap", "no/such/dir/heads.png"]),
+        # float32 values beyond the compute dtype's range would become inf (then NaN everywhere).
+        ("f16_overflow", dict(base, **{"k.npy": overflowing(kv, 7.5e4)}), ["--dtype", "f16"]),
+        ("bf16_overflow", dict(base, **{"v.npy": overflowing(kv, 3.4e38)}), ["--dtype", "bf16"]),
     ]
+
+
+# The message an error case must give, where the wording is the point of the case.
+EXPECTED_MESSAGE = {
+    "f16_overflow": "--k (k.npy): 2 values overflow f16 (largest magnitude 75000 > 65504)",
+    "bf16_overflow": "--v (v.npy): 2 values overflow bf16 (largest magnitude 3.4e+38 > 3.38953e+38)",
+}
+
+
+def overflowing(array, magnitude):
+    """A copy with two finite values of the given magnitude (one negative), one just inside f16's
+    range, and a NaN and an inf, which are data, not overflow: only the first two count."""
+    out = array.copy()
+    out[0, 0, 0, :3] = [magnitude, -magnitude, 65000.0]
+    out[1, 1, 2, 0] = np.nan
+    out[1, 1, 2, 1] = np.inf
+    return out
 
 
 def check_error_case(vkattn, name, files, extra, directory):
@@ -169,6 +189,8 @@ def check_error_case(vkattn, name, files, extra, directory):
         return False, f"left output files behind: {leftovers}"
     if proc.stdout:
         return False, f"wrote to stdout: {proc.stdout!r}"
+    if name in EXPECTED_MESSAGE and EXPECTED_MESSAGE[name] not in lines[0]:
+        return False, f"the message does not say {EXPECTED_MESSAGE[name]!r}: {lines[0]!r}"
     return True, f"exit {proc.returncode}: {lines[0][len('vkattn: error: '):]}"
 
 

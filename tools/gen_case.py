@@ -85,6 +85,8 @@ CASES = [
     Case("dim_qk_72_dim_v_40", seq_q=30, seq_k=50, dim=72, dim_v=40),
     Case("negative_scale", seq_q=30, seq_k=30, scale=-0.3),
     Case("nan_propagates", seq_q=40, seq_k=40, causal="top-left", nan_visible=True),
+    # NaN in a float32 file converted to f16 is data, not overflow: accepted, and it propagates.
+    Case("nan_propagates_f16_from_f32", seq_q=40, seq_k=40, causal="top-left", nan_visible=True, dtype="f16"),
     Case("everything_at_once", batch=3, heads=4, kv_heads=2, seq_q=27, seq_k=61, dim=21, causal="top-left",
          mask="bool", mask_shape="bh", masked_rows=2, kv_lengths=[61, 0, 13], poison=True, scale=0.2,
          weights=True, heatmap=True),

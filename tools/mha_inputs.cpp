@@ -1,7 +1,9 @@
 #include "mha_inputs.hpp"
 
 #include <limits>
+#include <utility>
 
+#include "dtype_overflow.hpp"
 #include "mha_state_dict.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
@@ -123,6 +125,15 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
 
   l.dtype = o.dtype.empty() ? (q.kind == npy::Kind::f16 ? DType::f16 : DType::f32) : parse_dtype(o.dtype);
   l.out_f16 = q.kind == npy::Kind::f16 && l.dtype == DType::f16;
+  // The layer stores its inputs and weights in the compute dtype: none may overflow it.
+  check_fits_dtype(l.query, l.dtype, "--query (" + o.query + ")");
+  check_fits_dtype(l.key, l.dtype, "--key (" + o.key + ")");
+  check_fits_dtype(l.value, l.dtype, "--value (" + o.value + ")");
+  for (const auto& [name, values] : {std::pair{"q_proj_weight", &w.q_proj_weight}, std::pair{"k_proj_weight", &w.k_proj_weight},
+                                     std::pair{"v_proj_weight", &w.v_proj_weight}, std::pair{"in_proj_bias", &w.in_proj_bias},
+                                     std::pair{"out_proj.weight", &w.out_proj_weight},
+                                     std::pair{"out_proj.bias", &w.out_proj_bias}})
+    check_fits_dtype(*values, l.dtype, "--weights (" + o.weights + "): " + name);
   // The library's own checks too (they run again in the layer, after the device is open): anything
   // the file checks above missed fails here, still before a device is touched.
   check_mha_inputs(check_mha_weights(l.weights), l.inputs());

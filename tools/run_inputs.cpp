@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
 
@@ -114,6 +115,9 @@ RunInputs load_run_inputs(const RunOptions& options) {
     dtype = q.kind == npy::Kind::f16 ? DType::f16 : DType::f32;
   }
   inputs.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
+  check_fits_dtype(inputs.q, dtype, "--q (" + options.q + ")");
+  check_fits_dtype(inputs.k, dtype, "--k (" + options.k + ")");
+  check_fits_dtype(inputs.v, dtype, "--v (" + options.v + ")");
 
   AttentionLayouts& layouts = inputs.layouts;
   layouts.q = dense(dtype, q.shape);
