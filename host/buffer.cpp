@@ -11,6 +11,9 @@
 #include "vkattn/error.hpp"
 
 namespace vkattn {
+
+const detail::ContextImpl* detail::context_of(const Buffer& buffer) { return buffer.context_.get(); }
+
 namespace {
 
 void check_range(const char* what, uint64_t offset, uint64_t bytes, uint64_t size) {

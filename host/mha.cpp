@@ -187,7 +187,7 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   if (weights) args.weights = {&*weights, 0};
   args.options.causal = in.causal;
   args.path = path;
-  const detail::PlannedAttention planned = detail::plan_any_path(device, context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.impl(), args);
 
   const auto projection = [&](const Buffer& x, int64_t seq, int64_t features, const Buffer& w, int64_t outputs,
                               int64_t heads, const Buffer& dst, uint64_t bias_element) {

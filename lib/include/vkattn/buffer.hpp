@@ -11,9 +11,12 @@
 namespace vkattn {
 
 class Context;
+class Buffer;
 namespace detail {
 class ContextImpl;
 struct Allocation;
+// The Context a Buffer belongs to (null for an empty Buffer): internal, for the runtime's checks.
+const ContextImpl* context_of(const Buffer& buffer);
 }  // namespace detail
 
 class Buffer {
@@ -46,6 +49,7 @@ class Buffer {
   bool valid() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
+  friend const detail::ContextImpl* detail::context_of(const Buffer& buffer);
   std::shared_ptr<detail::ContextImpl> context_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   uint64_t offset_ = 0, size_ = 0;
