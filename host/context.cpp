@@ -63,6 +63,11 @@ uint64_t ContextImpl::scratch_bytes() {
 
 namespace {
 
+void check_kernel_variant(KernelVariant kernel) {
+  if (kernel != KernelVariant::automatic && kernel != KernelVariant::tiled && kernel != KernelVariant::rowwise)
+    throw Error("kernel: invalid value " + std::to_string(static_cast<int>(kernel)) + " (expected automatic, tiled or rowwise)");
+}
+
 // A compute-capable queue family (the first one: usually the universal queue).
 uint32_t find_compute_queue_family(VkPhysicalDevice device) {
   uint32_t count = 0;
@@ -77,6 +82,7 @@ uint32_t find_compute_queue_family(VkPhysicalDevice device) {
 }  // namespace
 
 Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail::ContextImpl>()) {
+  check_kernel_variant(options.kernel);  // before any Vulkan object is created
   detail::ContextImpl& c = *impl_;
   c.validation_callback = options.on_validation_message;
   c.kernel = options.kernel;
@@ -120,6 +126,7 @@ Context::Context(std::shared_ptr<detail::ContextImpl> impl) : impl_(std::move(im
 Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
   if (!device.instance || !device.physical_device || !device.device || !device.queue)
     throw Error("adopt: instance, physical_device, device and queue must all be valid handles");
+  check_kernel_variant(kernel);
   auto impl = std::make_shared<detail::ContextImpl>();
   impl->physical_device = device.physical_device;
   impl->device = device.device;
@@ -157,7 +164,8 @@ const char* to_string(KernelVariant variant) {
   switch (variant) {
     case KernelVariant::tiled: return "tiled";
     case KernelVariant::rowwise: return "rowwise";
-    default: return "auto";
+    case KernelVariant::automatic: return "auto";
+    default: return "invalid";
   }
 }
 

@@ -72,6 +72,8 @@ struct MultiHeadAttention::Impl {
 MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weights, DType dtype)
     : impl_(std::make_unique<Impl>()) {
   impl_->dims = check_mha_weights(weights);
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    throw Error("dtype: invalid value " + std::to_string(static_cast<int>(dtype)));
   if (dtype != DType::f32 && !context.device_info().storage_16bit)
     throw Error(std::string("dtype: ") + to_string(dtype) + " needs storageBuffer16BitAccess, which " +
                 context.device_info().name + " does not offer");
@@ -106,6 +108,7 @@ DType MultiHeadAttention::dtype() const { return impl().dtype; }
 
 MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   Impl& layer = impl();
+  detail::check_path(path);  // before anything is uploaded
   const MhaDims& d = layer.dims;
   const MhaCall call = check_mha_inputs(d, in);
   Context& context = *layer.context;

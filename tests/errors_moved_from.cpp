@@ -43,9 +43,10 @@ TEST_SUITE("errors") {
     };
     Context moved(options);
     Context live = std::move(moved);
-    Buffer buffer = Buffer::allocate(live, 64);
+    Buffer buffer = Buffer::allocate(live, 64), out = Buffer::allocate(live, 64);
     AttentionArgs args;
-    args.q = args.k = args.v = args.out = {&buffer, TensorLayout::bhsd(DType::f32, 1, 1, 1, 4)};
+    args.q = args.k = args.v = {&buffer, TensorLayout::bhsd(DType::f32, 1, 1, 1, 4)};
+    args.out = {&out, TensorLayout::bhsd(DType::f32, 1, 1, 1, 4)};
 
     constexpr const char* kWhat = "moved-from Context";
 #define MOVED(call) expect_moved_from(kWhat, #call, [&] { (void)(call); })
