@@ -7,6 +7,7 @@
 #include "attention_record.hpp"
 #include "attention_unfused.hpp"
 #include "binding.hpp"
+#include "call_buffers.hpp"
 #include "context_impl.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/error.hpp"
@@ -215,7 +216,13 @@ void record_planned_attention(ContextImpl& c, VkCommandBuffer cmd, const LaunchP
     }
 }
 
-PlannedAttention plan_any_path(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
+void check_path(AttentionPath path) {
+  if (path != AttentionPath::automatic && path != AttentionPath::fused && path != AttentionPath::unfused)
+    throw Error("path: invalid value " + std::to_string(static_cast<int>(path)) + " (expected automatic, fused or unfused)");
+}
+
+PlannedAttention plan_any_path(const ContextImpl& context, const AttentionArgs& args, const BufferSlice* workspace) {
+  check_path(args.path);
   PlannedAttention planned;
   bool unfused = args.path == AttentionPath::unfused;
   if (args.weights.buffer) {
@@ -225,9 +232,19 @@ PlannedAttention plan_any_path(const DeviceInfo& device, KernelVariant variant, 
     unfused = true;
   }
   if (unfused)
-    planned.unfused = make_unfused_plan(device, args);
+    planned.unfused = make_unfused_plan(context.info, args);
   else
-    planned.fused = make_launch_plan(device, variant, args);
+    planned.fused = make_launch_plan(context.info, context.kernel, args);
+  const uint64_t need = planned.workspace_bytes();
+  if (workspace && need > 0) {
+    if (!workspace->buffer || !workspace->buffer->valid())
+      throw Error(std::string("workspace: this call (") + (planned.unfused ? "the unfused path's scores" : "split-KV partials") +
+                  ") needs a workspace of " + std::to_string(need) + " bytes (plan_attention().workspace_bytes)");
+    if (workspace->offset > workspace->buffer->size() || workspace->buffer->size() - workspace->offset < need)
+      throw Error("workspace: needs " + std::to_string(need) + " bytes, the slice holds " +
+                  std::to_string(workspace->buffer->size() - std::min(workspace->offset, workspace->buffer->size())));
+  }
+  check_call_buffers(context, args, planned.unfused ? planned.unfused->problem : planned.fused->problem, workspace, need);
   return planned;
 }
 
@@ -242,7 +259,7 @@ void record_any_path(ContextImpl& c, VkCommandBuffer cmd, const PlannedAttention
 }  // namespace detail
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
-  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.impl(), args);
   AttentionPlan plan;
   plan.workspace_bytes = planned.workspace_bytes();
   if (planned.unfused) {
@@ -270,17 +287,10 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
   context.impl().check_usable();
   if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
-  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
-  const uint64_t need = planned.workspace_bytes();
+  const detail::PlannedAttention planned = detail::plan_any_path(context.impl(), args, &workspace);
   VkBuffer ws = VK_NULL_HANDLE;
   uint64_t ws_offset = 0;
-  if (need > 0) {
-    if (!workspace.buffer || !workspace.buffer->valid())
-      throw Error(std::string("workspace: this call (") + (planned.unfused ? "the unfused path's scores" : "split-KV partials") +
-                  ") needs a workspace of " + std::to_string(need) + " bytes (plan_attention().workspace_bytes)");
-    if (workspace.offset > workspace.buffer->size() || workspace.buffer->size() - workspace.offset < need)
-      throw Error("workspace: needs " + std::to_string(need) + " bytes, the slice holds " +
-                  std::to_string(workspace.buffer->size() - std::min(workspace.offset, workspace.buffer->size())));
+  if (planned.workspace_bytes() > 0) {
     ws = workspace.buffer->handle();
     ws_offset = workspace.buffer->offset() + workspace.offset;
   }
@@ -288,8 +298,8 @@ void record_attention(Context& context, VkCommandBuffer command_buffer, const At
 }
 
 void attention(Context& context, const AttentionArgs& args) {
-  const detail::PlannedAttention planned = detail::plan_any_path(context.device_info(), context.kernel_variant(), args);
   detail::ContextImpl& c = context.impl();
+  const detail::PlannedAttention planned = detail::plan_any_path(c, args);
   c.submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer workspace) {
     detail::barrier_before_attention(cmd);
     detail::record_any_path(c, cmd, planned, args, workspace, 0);

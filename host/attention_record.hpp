@@ -24,8 +24,15 @@ struct PlannedAttention {
   uint64_t workspace_bytes() const { return fused ? fused->workspace_bytes : unfused->workspace_bytes; }
 };
 
-// Chooses the path and plans it; throws Error (nothing is recorded).
-PlannedAttention plan_any_path(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args);
+// Checks `path` is one of the enum's values; throws Error naming it.
+void check_path(AttentionPath path);
+
+// Chooses the path and plans it on `context`'s device; checks every argument, that every Buffer
+// belongs to `context` and that no output overlaps another argument (call_buffers.hpp); throws Error
+// (nothing is recorded). `workspace`: the caller's (record_attention), checked to hold the plan's
+// workspace_bytes; null when vkattn supplies its own scratch.
+PlannedAttention plan_any_path(const ContextImpl& context, const AttentionArgs& args,
+                               const BufferSlice* workspace = nullptr);
 void record_any_path(ContextImpl& context, VkCommandBuffer cmd, const PlannedAttention& planned,
                      const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
 

@@ -11,6 +11,9 @@
 #include "vkattn/error.hpp"
 
 namespace vkattn {
+
+const detail::ContextImpl* detail::context_of(const Buffer& buffer) { return buffer.context_.get(); }
+
 namespace {
 
 void check_range(const char* what, uint64_t offset, uint64_t bytes, uint64_t size) {
@@ -50,8 +53,21 @@ Buffer Buffer::allocate(Context& context, uint64_t bytes) {
 }
 
 Buffer Buffer::wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t size) {
+  const detail::ContextImpl& c = context.impl();
   if (buffer == VK_NULL_HANDLE) throw Error("buffer.wrap: buffer is VK_NULL_HANDLE");
   if (size == 0) throw Error("buffer.wrap: size must be > 0");
+  // Every later byte address is offset() + something below size(): that sum must not wrap.
+  if (offset > UINT64_MAX - size)
+    throw Error("buffer.wrap: offset (" + std::to_string(offset) + ") + size (" + std::to_string(size) +
+                ") overflows 64 bits");
+  // Vulkan cannot tell the size a VkBuffer was created with; its memory requirements are at least that
+  // (the driver rounds up), so a range past them is certainly out of bounds (see buffer.hpp).
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(c.device, buffer, &req);
+  if (offset + size > req.size)
+    throw Error("buffer.wrap: range [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
+                ") exceeds the VkBuffer, whose memory requirements (an upper bound of its size) are " +
+                std::to_string(req.size) + " bytes");
   Buffer b;
   b.context_ = context.shared_impl();
   b.buffer_ = buffer;
@@ -84,6 +100,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
   if (!valid()) throw Error("buffer.upload: empty buffer");
+  if (!data && bytes > 0) throw Error("buffer.upload: data is null for " + std::to_string(bytes) + " bytes");
   context_->check_usable();  // a lost device's memory may be gone: fail fast, even for mapped memory
   check_range("upload", offset, bytes, size_);
   if (bytes == 0) return;
@@ -105,6 +122,7 @@ void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
 
 void Buffer::download(void* data, uint64_t bytes, uint64_t offset) const {
   if (!valid()) throw Error("buffer.download: empty buffer");
+  if (!data && bytes > 0) throw Error("buffer.download: data is null for " + std::to_string(bytes) + " bytes");
   context_->check_usable();
   check_range("download", offset, bytes, size_);
   if (bytes == 0) return;

@@ -63,6 +63,11 @@ uint64_t ContextImpl::scratch_bytes() {
 
 namespace {
 
+void check_kernel_variant(KernelVariant kernel) {
+  if (kernel != KernelVariant::automatic && kernel != KernelVariant::tiled && kernel != KernelVariant::rowwise)
+    throw Error("kernel: invalid value " + std::to_string(static_cast<int>(kernel)) + " (expected automatic, tiled or rowwise)");
+}
+
 // A compute-capable queue family (the first one: usually the universal queue).
 uint32_t find_compute_queue_family(VkPhysicalDevice device) {
   uint32_t count = 0;
@@ -77,6 +82,7 @@ uint32_t find_compute_queue_family(VkPhysicalDevice device) {
 }  // namespace
 
 Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail::ContextImpl>()) {
+  check_kernel_variant(options.kernel);  // before any Vulkan object is created
   detail::ContextImpl& c = *impl_;
   c.validation_callback = options.on_validation_message;
   c.kernel = options.kernel;
@@ -120,6 +126,7 @@ Context::Context(std::shared_ptr<detail::ContextImpl> impl) : impl_(std::move(im
 Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
   if (!device.instance || !device.physical_device || !device.device || !device.queue)
     throw Error("adopt: instance, physical_device, device and queue must all be valid handles");
+  check_kernel_variant(kernel);
   auto impl = std::make_shared<detail::ContextImpl>();
   impl->physical_device = device.physical_device;
   impl->device = device.device;
@@ -139,18 +146,26 @@ Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
 
 std::vector<const char*> Context::required_device_extensions() { return {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME}; }
 
+detail::ContextImpl& Context::impl() const { return *shared_impl(); }
+
+const std::shared_ptr<detail::ContextImpl>& Context::shared_impl() const {
+  if (!impl_) throw Error("context: used after being moved from (a moved-from Context holds no device)");
+  return impl_;
+}
+
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
 
-const DeviceInfo& Context::device_info() const { return impl_->info; }
-KernelVariant Context::kernel_variant() const { return impl_->kernel; }
+const DeviceInfo& Context::device_info() const { return impl().info; }
+KernelVariant Context::kernel_variant() const { return impl().kernel; }
 
 const char* to_string(KernelVariant variant) {
   switch (variant) {
     case KernelVariant::tiled: return "tiled";
     case KernelVariant::rowwise: return "rowwise";
-    default: return "auto";
+    case KernelVariant::automatic: return "auto";
+    default: return "invalid";
   }
 }
 
@@ -160,24 +175,24 @@ KernelVariant parse_kernel_variant(const std::string& name) {
   if (name == "rowwise") return KernelVariant::rowwise;
   throw Error("kernel: unknown variant '" + name + "' (expected auto, tiled or rowwise)");
 }
-VkDevice Context::vk_device() const { return impl_->device; }
-VkPhysicalDevice Context::vk_physical_device() const { return impl_->physical_device; }
-VkQueue Context::vk_queue() const { return impl_->queue; }
-uint32_t Context::queue_family_index() const { return impl_->queue_family; }
+VkDevice Context::vk_device() const { return impl().device; }
+VkPhysicalDevice Context::vk_physical_device() const { return impl().physical_device; }
+VkQueue Context::vk_queue() const { return impl().queue; }
+uint32_t Context::queue_family_index() const { return impl().queue_family; }
 
 void Context::save_pipeline_cache(const std::string& path) const {
-  detail::write_pipeline_cache_file(path, impl_->pipelines->cache_data());
+  detail::write_pipeline_cache_file(path, impl().pipelines->cache_data());
 }
-bool Context::pipeline_cache_loaded() const { return impl_->pipelines->cache_loaded(); }
-const std::string& Context::pipeline_cache_note() const { return impl_->pipelines->cache_note(); }
-std::size_t Context::pipeline_count() const { return impl_->pipelines->pipeline_count(); }
+bool Context::pipeline_cache_loaded() const { return impl().pipelines->cache_loaded(); }
+const std::string& Context::pipeline_cache_note() const { return impl().pipelines->cache_note(); }
+std::size_t Context::pipeline_count() const { return impl().pipelines->pipeline_count(); }
 
 MemoryStats Context::memory_stats() const {
-  MemoryStats stats = impl_->memory->stats();
-  stats.scratch_bytes = impl_->scratch_bytes();
+  MemoryStats stats = impl().memory->stats();
+  stats.scratch_bytes = impl().scratch_bytes();
   return stats;
 }
-void Context::reset_peak_memory() { impl_->memory->reset_peak(); }
-void Context::release_scratch() { impl_->release_scratch(); }
+void Context::reset_peak_memory() { impl().memory->reset_peak(); }
+void Context::release_scratch() { impl().release_scratch(); }
 
 }  // namespace vkattn

@@ -64,6 +64,8 @@ Allocation::~Allocation() {
 std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t bytes, MemoryUse use) {
   context.check_usable();
   if (bytes == 0) throw Error("buffer: size must be > 0 bytes");
+  if (bytes > UINT64_MAX - 15)
+    throw Error("buffer: " + std::to_string(bytes) + " bytes overflow 64 bits once rounded up to a multiple of 16");
   // Rounded up so that shaders reading 32-bit words (masks, 16-bit tensors) never step past the end.
   const uint64_t size = (bytes + 15) & ~uint64_t(15);
   const DeviceInfo& device = context.info;

@@ -72,6 +72,8 @@ struct MultiHeadAttention::Impl {
 MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weights, DType dtype)
     : impl_(std::make_unique<Impl>()) {
   impl_->dims = check_mha_weights(weights);
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    throw Error("dtype: invalid value " + std::to_string(static_cast<int>(dtype)));
   if (dtype != DType::f32 && !context.device_info().storage_16bit)
     throw Error(std::string("dtype: ") + to_string(dtype) + " needs storageBuffer16BitAccess, which " +
                 context.device_info().name + " does not offer");
@@ -91,19 +93,27 @@ MultiHeadAttention::MultiHeadAttention(MultiHeadAttention&&) noexcept = default;
 MultiHeadAttention& MultiHeadAttention::operator=(MultiHeadAttention&&) noexcept = default;
 MultiHeadAttention::~MultiHeadAttention() = default;
 
-int64_t MultiHeadAttention::embed_dim() const { return impl_->dims.embed_dim; }
-int64_t MultiHeadAttention::num_heads() const { return impl_->dims.num_heads; }
-int64_t MultiHeadAttention::kv_heads() const { return impl_->dims.kv_heads; }
-int64_t MultiHeadAttention::kdim() const { return impl_->dims.kdim; }
-int64_t MultiHeadAttention::vdim() const { return impl_->dims.vdim; }
-DType MultiHeadAttention::dtype() const { return impl_->dtype; }
+MultiHeadAttention::Impl& MultiHeadAttention::impl() const {
+  if (!impl_)
+    throw Error("MultiHeadAttention: used after being moved from (a moved-from MultiHeadAttention holds no layer)");
+  return *impl_;
+}
+
+int64_t MultiHeadAttention::embed_dim() const { return impl().dims.embed_dim; }
+int64_t MultiHeadAttention::num_heads() const { return impl().dims.num_heads; }
+int64_t MultiHeadAttention::kv_heads() const { return impl().dims.kv_heads; }
+int64_t MultiHeadAttention::kdim() const { return impl().dims.kdim; }
+int64_t MultiHeadAttention::vdim() const { return impl().dims.vdim; }
+DType MultiHeadAttention::dtype() const { return impl().dtype; }
 
 MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
-  const MhaDims& d = impl_->dims;
+  Impl& layer = impl();
+  detail::check_path(path);  // before anything is uploaded
+  const MhaDims& d = layer.dims;
   const MhaCall call = check_mha_inputs(d, in);
-  Context& context = *impl_->context;
+  Context& context = *layer.context;
   const DeviceInfo& device = context.device_info();
-  const DType dt = impl_->dtype;
+  const DType dt = layer.dtype;
   const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k, E = d.embed_dim, H = d.num_heads;
   const int64_t G = d.kv_heads, D = d.head_dim(), KVD = d.kv_dim();
   if (in.need_weights && path == AttentionPath::fused)
@@ -180,7 +190,7 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   if (weights) args.weights = {&*weights, 0};
   args.options.causal = in.causal;
   args.path = path;
-  const detail::PlannedAttention planned = detail::plan_any_path(device, context.kernel_variant(), args);
+  const detail::PlannedAttention planned = detail::plan_any_path(context.impl(), args);
 
   const auto projection = [&](const Buffer& x, int64_t seq, int64_t features, const Buffer& w, int64_t outputs,
                               int64_t heads, const Buffer& dst, uint64_t bias_element) {
@@ -188,23 +198,23 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
     g.a = dense(x, dt, B, seq, features);
     g.b = dense(w, dt, 1, outputs, features);
     g.c = heads_split(dst, dt, B, heads, seq, D);
-    if (impl_->in_bias) {
-      g.bias = impl_->in_bias->handle();
-      g.bias_base = impl_->in_bias->offset() + bias_element * es;
+    if (layer.in_bias) {
+      g.bias = layer.in_bias->handle();
+      g.bias_base = layer.in_bias->offset() + bias_element * es;
     }
     g.m = seq, g.n = outputs, g.k = features, g.batch = B;
     return g;
   };
-  const detail::GemmCall project_q = projection(query, Sq, E, *impl_->wq, E, H, q, 0);
-  const detail::GemmCall project_k = projection(key_buf, Sk, d.kdim, *impl_->wk, KVD, G, k, uint64_t(E));
-  const detail::GemmCall project_v = projection(value_buf, Sk, d.vdim, *impl_->wv, KVD, G, v, uint64_t(E + KVD));
+  const detail::GemmCall project_q = projection(query, Sq, E, *layer.wq, E, H, q, 0);
+  const detail::GemmCall project_k = projection(key_buf, Sk, d.kdim, *layer.wk, KVD, G, k, uint64_t(E));
+  const detail::GemmCall project_v = projection(value_buf, Sk, d.vdim, *layer.wv, KVD, G, v, uint64_t(E + KVD));
   detail::GemmCall project_out;
   project_out.a = heads_split(attn, dt, B, H, Sq, D);
-  project_out.b = dense(*impl_->wo, dt, 1, E, E);
+  project_out.b = dense(*layer.wo, dt, 1, E, E);
   project_out.c = dense(out, dt, B, Sq, E);
-  if (impl_->out_bias) {
-    project_out.bias = impl_->out_bias->handle();
-    project_out.bias_base = impl_->out_bias->offset();
+  if (layer.out_bias) {
+    project_out.bias = layer.out_bias->handle();
+    project_out.bias_base = layer.out_bias->offset();
   }
   project_out.m = Sq, project_out.n = E, project_out.k = E, project_out.batch = B;
 

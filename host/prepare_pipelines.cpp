@@ -41,6 +41,7 @@ void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64
 }  // namespace
 
 void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims) {
+  impl();  // a moved-from Context throws, even with no head dims
   for (const int64_t dim : head_dims) {
     if (dim < 1 || dim > 256)
       throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1..256");

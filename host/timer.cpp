@@ -21,7 +21,7 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
   std::vector<detail::PlannedAttention> plans;
   uint64_t workspace = 0;
   for (const AttentionArgs& a : rotations) {
-    plans.push_back(detail::plan_any_path(c.info, c.kernel, a));
+    plans.push_back(detail::plan_any_path(c, a));
     workspace = std::max(workspace, plans.back().workspace_bytes());
   }
 

@@ -24,9 +24,9 @@ while [ $# -gt 0 ]; do
 done
 # target -> corpus directory and dictionary
 declare -A corpus=([fuzz_check_attention]=check_attention [fuzz_reference_args]=reference_args
-                   [fuzz_npy]=npy [fuzz_npz]=npz)
+                   [fuzz_mha_args]=mha_args [fuzz_npy]=npy [fuzz_npz]=npz)
 declare -A dict=([fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npz.dict)
-if [ ${#targets[@]} -eq 0 ]; then targets=(fuzz_check_attention fuzz_reference_args fuzz_npy fuzz_npz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(fuzz_check_attention fuzz_reference_args fuzz_mha_args fuzz_npy fuzz_npz); fi
 for t in "${targets[@]}"; do
   [ -n "${corpus[$t]:-}" ] || { echo "fuzz.sh: unknown target $t (known: ${!corpus[*]})" >&2; exit 2; }
 done

@@ -55,8 +55,9 @@ uint64_t largest_tensor_bytes(const AttentionCase& c) {
   return bytes;
 }
 
-// The fused-path plan of `c` on the shared Context, made against one buffer that every tensor shares:
-// plan_attention only checks extents against it, and nothing is dispatched.
+// The fused-path plan of `c` on the shared Context, made against one buffer that every input shares
+// and one per output (an output may not overlap another argument): plan_attention only checks extents
+// against them, and nothing is dispatched.
 AttentionPlan plan_of(const AttentionCase& c) {
   const auto layout = [&](int64_t heads, int64_t seq, int64_t dim) {
     return c.layout == LayoutKind::bshd ? TensorLayout::bshd(c.dtype, c.batch, seq, heads, dim)
@@ -68,8 +69,10 @@ AttentionPlan plan_of(const AttentionCase& c) {
   a.q = {&shared, layout(c.heads, c.seq_q, c.dim_qk)};
   a.k = {&shared, layout(c.kv_heads, c.seq_k, c.dim_qk)};
   a.v = {&shared, layout(c.kv_heads, c.seq_k, c.dim_v)};
-  a.out = {&shared, layout(c.heads, c.seq_q, c.dim_v)};
-  if (c.lse) a.lse = {&shared};
+  Buffer out = Buffer::allocate(context(), largest_tensor_bytes(c));
+  Buffer lse = Buffer::allocate(context(), uint64_t(c.batch * c.heads * c.seq_q) * 4);
+  a.out = {&out, layout(c.heads, c.seq_q, c.dim_v)};
+  if (c.lse) a.lse = {&lse};
   if (!c.kv_lengths.empty()) a.kv_lengths = {&shared};
   if (c.mask != MaskKind::none)
     a.mask = {&shared, MaskLayout::dense(mask_type(c.mask), c.mask_batch, c.mask_heads, c.seq_q, c.seq_k)};

@@ -15,8 +15,10 @@ MhaWeights MhaWeights::from_packed(int64_t embed_dim, int64_t num_heads, std::sp
   detail::check_positive("embed_dim", embed_dim);
   detail::check_positive("num_heads", num_heads);
   const int64_t e = embed_dim;
-  check_size("in_proj_weight", in_proj_weight.size(), 3 * e * e, shape_string({3 * e, e}));
-  check_size("out_proj_weight", out_proj_weight.size(), e * e, shape_string({e, e}));
+  // The products first: they bound every size below (3 * e cannot wrap once 3 * e * e did not).
+  const int64_t ee = detail::checked_product("in_proj_weight", {3, e, e}) / 3;
+  check_size("in_proj_weight", in_proj_weight.size(), 3 * ee, shape_string({3 * e, e}));
+  check_size("out_proj_weight", out_proj_weight.size(), ee, shape_string({e, e}));
   // torch's bias=False drops both biases; one without the other is a broken state_dict.
   const bool bias = !in_proj_bias.empty() || !out_proj_bias.empty();
   if (bias) {
@@ -30,10 +32,10 @@ MhaWeights MhaWeights::from_packed(int64_t embed_dim, int64_t num_heads, std::sp
   w.kdim = e;
   w.vdim = e;
   w.bias = bias;
-  const auto ee = static_cast<std::ptrdiff_t>(e * e);
-  w.q_proj_weight.assign(in_proj_weight.begin(), in_proj_weight.begin() + ee);
-  w.k_proj_weight.assign(in_proj_weight.begin() + ee, in_proj_weight.begin() + 2 * ee);
-  w.v_proj_weight.assign(in_proj_weight.begin() + 2 * ee, in_proj_weight.end());
+  const auto n = static_cast<std::ptrdiff_t>(ee);
+  w.q_proj_weight.assign(in_proj_weight.begin(), in_proj_weight.begin() + n);
+  w.k_proj_weight.assign(in_proj_weight.begin() + n, in_proj_weight.begin() + 2 * n);
+  w.v_proj_weight.assign(in_proj_weight.begin() + 2 * n, in_proj_weight.end());
   w.in_proj_bias.assign(in_proj_bias.begin(), in_proj_bias.end());
   w.out_proj_weight.assign(out_proj_weight.begin(), out_proj_weight.end());
   w.out_proj_bias.assign(out_proj_bias.begin(), out_proj_bias.end());
@@ -60,11 +62,15 @@ MhaDims check_mha_weights(const MhaWeights& w) {
     throw Error("embed_dim (" + std::to_string(E) + ") must be divisible by num_heads (" + std::to_string(H) + ")");
   if (H % d.kv_heads != 0)
     throw Error("num_heads (" + std::to_string(H) + ") must be divisible by kv_heads (" + std::to_string(d.kv_heads) + ")");
-  const int64_t KVD = d.kv_dim();
-  check_size("q_proj_weight", w.q_proj_weight.size(), E * E, shape_string({E, E}));
-  check_size("k_proj_weight", w.k_proj_weight.size(), KVD * d.kdim, shape_string({KVD, d.kdim}));
-  check_size("v_proj_weight", w.v_proj_weight.size(), KVD * d.vdim, shape_string({KVD, d.vdim}));
-  check_size("out_proj_weight", w.out_proj_weight.size(), E * E, shape_string({E, E}));
+  const int64_t KVD = d.kv_dim();  // <= E
+  // Products before the sizes they give: E x E bounds E (and so E + 2 * KVD) well inside int64.
+  const int64_t EE = detail::checked_product("q_proj_weight", {E, E});
+  const int64_t k_size = detail::checked_product("k_proj_weight", {KVD, d.kdim});
+  const int64_t v_size = detail::checked_product("v_proj_weight", {KVD, d.vdim});
+  check_size("q_proj_weight", w.q_proj_weight.size(), EE, shape_string({E, E}));
+  check_size("k_proj_weight", w.k_proj_weight.size(), k_size, shape_string({KVD, d.kdim}));
+  check_size("v_proj_weight", w.v_proj_weight.size(), v_size, shape_string({KVD, d.vdim}));
+  check_size("out_proj_weight", w.out_proj_weight.size(), EE, shape_string({E, E}));
   if (w.bias) {
     check_size("in_proj_bias", w.in_proj_bias.size(), E + 2 * KVD, shape_string({E + 2 * KVD}));
     check_size("out_proj_bias", w.out_proj_bias.size(), E, shape_string({E}));
@@ -81,8 +87,22 @@ MhaCall check_mha_inputs(const MhaDims& d, const MhaInputs& in) {
   detail::check_non_negative("batch", in.batch);
   detail::check_non_negative("seq_q", in.seq_q);
   detail::check_non_negative("seq_k", in.seq_k);
+  if (in.causal != Causal::none && in.causal != Causal::top_left && in.causal != Causal::bottom_right)
+    throw Error("causal: invalid value " + std::to_string(static_cast<int>(in.causal)));
   const int64_t B = in.batch, Sq = in.seq_q, Sk = in.seq_k, E = d.embed_dim;
-  check_size("query", in.query.size(), B * Sq * E, shape_string({B, Sq, E}));
+  // Every count the layer and its reference derive from these sizes, checked before any is used:
+  // with them in range no product below (nor the layer's byte sizes) can wrap.
+  using detail::checked_product;
+  const int64_t query_size = checked_product("query", {B, Sq, E});
+  const int64_t key_size = checked_product("key", {B, Sk, d.kdim});
+  const int64_t value_size = checked_product("value", {B, Sk, d.vdim});
+  checked_product("the projected key and value", {B, Sk, d.kv_dim()});
+  const int64_t mask_size = checked_product("attn_mask", {Sq, Sk});
+  const int64_t padding_size = checked_product("key_padding_mask", {B, Sk});
+  if (!in.key_padding_mask.empty() && !in.attn_mask.empty())
+    checked_product("the merged key_padding_mask and attn_mask", {B, Sq, Sk});
+  if (in.need_weights) checked_product("need_weights", {B, d.num_heads, Sq, Sk});
+  check_size("query", in.query.size(), query_size, shape_string({B, Sq, E}));
   MhaCall call;
   call.batch = B, call.seq_q = Sq, call.seq_k = Sk;
   // Self-attention: key and value both empty, seq_k == seq_q, and a query that is not itself empty
@@ -99,12 +119,12 @@ MhaCall check_mha_inputs(const MhaDims& d, const MhaInputs& in) {
                                  ? " (self-attention, with key and value empty, needs seq_k == seq_q (" +
                                        std::to_string(Sq) + "))"
                                  : std::string();
-    check_size("key", in.key.size(), B * Sk * d.kdim, shape_string({B, Sk, d.kdim}), hint);
-    check_size("value", in.value.size(), B * Sk * d.vdim, shape_string({B, Sk, d.vdim}), hint);
+    check_size("key", in.key.size(), key_size, shape_string({B, Sk, d.kdim}), hint);
+    check_size("value", in.value.size(), value_size, shape_string({B, Sk, d.vdim}), hint);
   }
   if (!in.key_padding_mask.empty())
-    check_size("key_padding_mask", in.key_padding_mask.size(), B * Sk, shape_string({B, Sk}));
-  if (!in.attn_mask.empty()) check_size("attn_mask", in.attn_mask.size(), Sq * Sk, shape_string({Sq, Sk}));
+    check_size("key_padding_mask", in.key_padding_mask.size(), padding_size, shape_string({B, Sk}));
+  if (!in.attn_mask.empty()) check_size("attn_mask", in.attn_mask.size(), mask_size, shape_string({Sq, Sk}));
   return call;
 }
 

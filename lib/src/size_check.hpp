@@ -31,6 +31,21 @@ inline void check_size(const char* name, std::size_t given, int64_t expected, co
   }
 }
 
+// The product of non-negative `factors`, or Error naming `what` and the factors when it exceeds 2^60
+// values: a count that, times an element size of up to 8 bytes, still fits int64 and uint64, so that
+// no size derived from it downstream wraps.
+inline int64_t checked_product(const std::string& what, std::initializer_list<int64_t> factors) {
+  constexpr int64_t kMaxValues = int64_t{1} << 60;
+  int64_t product = 1;
+  for (const int64_t f : factors)
+    if (__builtin_mul_overflow(product, f, &product) || product > kMaxValues) {
+      std::string list;
+      for (const int64_t g : factors) list += (list.empty() ? "" : " x ") + std::to_string(g);
+      throw Error(what + ": " + list + " exceeds 2^60 values");
+    }
+  return product;
+}
+
 inline void check_positive(const char* name, int64_t v) {
   if (v < 1) throw Error(std::string(name) + " (" + std::to_string(v) + ") must be >= 1");
 }

@@ -11,9 +11,12 @@
 namespace vkattn {
 
 class Context;
+class Buffer;
 namespace detail {
 class ContextImpl;
 struct Allocation;
+// The Context a Buffer belongs to (null for an empty Buffer): internal, for the runtime's checks.
+const ContextImpl* context_of(const Buffer& buffer);
 }  // namespace detail
 
 class Buffer {
@@ -22,6 +25,10 @@ class Buffer {
   static Buffer allocate(Context& context, uint64_t bytes);
   // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, and TRANSFER_SRC/DST
   // for upload/download), seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
+  // Throws Error when offset + size overflows or exceeds vkGetBufferMemoryRequirements(buffer).size.
+  // That is all that can be checked: Vulkan cannot query the size a VkBuffer was created with, and
+  // its memory requirements may be rounded up past it, so a range ending between the two is not
+  // detected. `buffer` must belong to the Context's device (not checkable either).
   static Buffer wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t size);
 
   Buffer();  // empty: valid() is false
@@ -30,6 +37,7 @@ class Buffer {
   ~Buffer();
 
   // Copies host bytes in / out, synchronously (staging through host-visible memory when needed).
+  // `data` may be null only when `bytes` is 0.
   void upload(const void* data, uint64_t bytes, uint64_t offset = 0);
   void download(void* data, uint64_t bytes, uint64_t offset = 0) const;
   // Sets every byte in [offset, offset + bytes) to `value`.
@@ -41,6 +49,7 @@ class Buffer {
   bool valid() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
+  friend const detail::ContextImpl* detail::context_of(const Buffer& buffer);
   std::shared_ptr<detail::ContextImpl> context_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   uint64_t offset_ = 0, size_ = 0;

@@ -114,7 +114,8 @@ struct AdoptedDevice {
 
 // A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several
 // threads at once are serialised where they submit (see README "Threads"). After
-// VK_ERROR_DEVICE_LOST every later call throws Error("... device was lost ...").
+// VK_ERROR_DEVICE_LOST every later call throws Error("... device was lost ..."). A moved-from Context
+// holds no device: any use of it throws Error("... moved-from Context").
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
@@ -168,9 +169,10 @@ class Context {
   // so a later peak includes that call's whole workspace. Waits for this Context's calls in flight.
   void release_scratch();
 
-  // Internal access for the runtime (not part of the stable API).
-  detail::ContextImpl& impl() const { return *impl_; }
-  const std::shared_ptr<detail::ContextImpl>& shared_impl() const { return impl_; }
+  // Internal access for the runtime (not part of the stable API). Throw Error on a moved-from Context,
+  // as every member function and every function taking a Context does.
+  detail::ContextImpl& impl() const;
+  const std::shared_ptr<detail::ContextImpl>& shared_impl() const;
 
  private:
   explicit Context(std::shared_ptr<detail::ContextImpl> impl);

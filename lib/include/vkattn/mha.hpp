@@ -27,7 +27,7 @@ class MultiHeadAttention {
  public:
   // Checks the weights (E % H, H % kv_heads, every size; throws Error naming the array) and uploads
   // them to the device in `dtype` (rounded from f32). The layer keeps a reference to `context`, which
-  // must outlive it.
+  // must outlive it. Any use of a moved-from layer throws Error("... moved-from MultiHeadAttention").
   MultiHeadAttention(Context& context, const MhaWeights& weights, DType dtype = DType::f32);
   MultiHeadAttention(MultiHeadAttention&&) noexcept;
   MultiHeadAttention& operator=(MultiHeadAttention&&) noexcept;
@@ -49,6 +49,7 @@ class MultiHeadAttention {
 
  private:
   struct Impl;
+  Impl& impl() const;  // throws on a moved-from layer
   std::unique_ptr<Impl> impl_;
 };
 

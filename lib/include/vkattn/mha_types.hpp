@@ -72,12 +72,13 @@ struct MhaCall {
   bool self_attention = false;  // key and value are the query
 };
 
-// Checks the weights (E % H == 0, H % kv_heads == 0, every array's size); throws Error naming the
-// array with the expected and given sizes.
+// Checks the weights (E % H == 0, H % kv_heads == 0, every array's size, no product of sizes past
+// 2^60 values); throws Error naming the array with the expected and given sizes.
 MhaDims check_mha_weights(const MhaWeights& weights);
 
-// Checks the inputs against the layer's sizes (query, key, value, key_padding_mask, attn_mask) and
-// works out self-attention; throws Error naming the array.
+// Checks the inputs against the layer's sizes (query, key, value, key_padding_mask, attn_mask, the
+// causal value; every product of sizes the layer computes, the weights P's when need_weights, at most
+// 2^60 values) and works out self-attention; throws Error naming the array.
 MhaCall check_mha_inputs(const MhaDims& dims, const MhaInputs& inputs);
 
 }  // namespace vkattn
