@@ -56,19 +56,18 @@ uint64_t binding_bytes(int64_t first, int64_t end, uint64_t esize, uint64_t alig
   return alignment - 1 + (uint64_t(end - first) * esize + 3) / 4 * 4;
 }
 
-uint64_t binding_bytes(const TensorRef& t, uint64_t alignment) {
-  return binding_bytes(t.layout.offset, t.layout.required_elements(), dtype_size(t.layout.dtype), alignment);
-}
-
 // Whether every binding of a chunk fits in one descriptor range (K and V whole, or only the others
 // when K and V are bound by key range).
-bool chunk_fits(const AttentionArgs& a, uint64_t alignment, uint64_t max_range, bool with_kv = true) {
-  if (binding_bytes(a.q, alignment) > max_range || binding_bytes(a.out, alignment) > max_range) return false;
-  if (with_kv && (binding_bytes(a.k, alignment) > max_range || binding_bytes(a.v, alignment) > max_range)) return false;
-  const uint64_t rows = uint64_t(a.q.layout.batch * a.q.layout.heads * a.q.layout.seq);
-  if (a.lse.buffer && rows * 4 + alignment > max_range) return false;
-  return !a.mask.buffer || binding_bytes(a.mask.layout.offset, a.mask.layout.required_elements(),
-                                         mask_type_size(a.mask.layout.type), alignment) <= max_range;
+bool chunk_fits(const AttentionLayouts& a, uint64_t alignment, uint64_t max_range, bool with_kv = true) {
+  const auto bytes = [&](const TensorLayout& l) {
+    return binding_bytes(l.offset, l.required_elements(), dtype_size(l.dtype), alignment);
+  };
+  if (bytes(a.q) > max_range || bytes(a.out) > max_range) return false;
+  if (with_kv && (bytes(a.k) > max_range || bytes(a.v) > max_range)) return false;
+  const uint64_t rows = uint64_t(a.q.batch * a.q.heads * a.q.seq);
+  if (a.has_lse && rows * 4 + alignment > max_range) return false;
+  return !a.mask || binding_bytes(a.mask->offset, a.mask->required_elements(), mask_type_size(a.mask->type),
+                                  alignment) <= max_range;
 }
 
 // Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.
@@ -109,21 +108,46 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
 
 }  // namespace
 
-AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
-  AttentionArgs a = args;
-  a.q.layout = rebase(args.q.layout, b0, nb, h0, nh);
-  a.out.layout = rebase(args.out.layout, b0, nb, h0, nh);
-  a.k.layout = rebase(args.k.layout, b0, nb, h0 / group, nh / group);
-  a.v.layout = rebase(args.v.layout, b0, nb, h0 / group, nh / group);
-  const int64_t heads = args.q.layout.heads, seq_q = args.q.layout.seq;
-  if (a.lse.buffer) a.lse.offset += uint64_t(b0 * heads + h0) * seq_q * 4;  // chunks are contiguous rows
-  if (a.kv_lengths.buffer) a.kv_lengths.offset += uint64_t(b0) * 4;
-  if (a.mask.buffer) {
-    MaskLayout& m = a.mask.layout;
+AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,
+                               int64_t nh) {
+  AttentionLayouts l = layouts;
+  l.q = rebase(layouts.q, b0, nb, h0, nh);
+  l.out = rebase(layouts.out, b0, nb, h0, nh);
+  l.k = rebase(layouts.k, b0, nb, h0 / group, nh / group);
+  l.v = rebase(layouts.v, b0, nb, h0 / group, nh / group);
+  if (l.mask) {
+    MaskLayout& m = *l.mask;
     if (m.batch > 1) m.offset += b0 * m.stride_batch, m.batch = nb;
     if (m.heads > 1) m.offset += h0 * m.stride_head, m.heads = nh;
   }
+  return l;
+}
+
+AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
+  const AttentionLayouts l = chunk_layouts(layouts_of(args), group, b0, nb, h0, nh);
+  AttentionArgs a = args;
+  a.q.layout = l.q;
+  a.out.layout = l.out;
+  a.k.layout = l.k;
+  a.v.layout = l.v;
+  if (l.mask) a.mask.layout = *l.mask;
+  const int64_t heads = args.q.layout.heads, seq_q = args.q.layout.seq;
+  if (a.lse.buffer) a.lse.offset += uint64_t(b0 * heads + h0) * seq_q * 4;  // chunks are contiguous rows
+  if (a.kv_lengths.buffer) a.kv_lengths.offset += uint64_t(b0) * 4;
   return a;
+}
+
+AttentionLayouts layouts_of(const AttentionArgs& args) {
+  AttentionLayouts layouts;
+  layouts.q = args.q.layout;
+  layouts.k = args.k.layout;
+  layouts.v = args.v.layout;
+  layouts.out = args.out.layout;
+  if (args.mask.buffer) layouts.mask = args.mask.layout;
+  layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
+  layouts.has_lse = args.lse.buffer != nullptr;
+  layouts.options = args.options;
+  return layouts;
 }
 
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
@@ -156,21 +180,18 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   return fixed + tiles * per_tile;
 }
 
-AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args) {
-  AttentionLayouts layouts;
-  layouts.q = args.q.layout;
-  layouts.k = args.k.layout;
-  layouts.v = args.v.layout;
-  layouts.out = args.out.layout;
-  if (args.mask.buffer) layouts.mask = args.mask.layout;
-  layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
-  layouts.has_lse = args.lse.buffer != nullptr;
-  layouts.options = args.options;
+AttentionProblem check_attention_layouts(const DeviceInfo& device, const AttentionLayouts& layouts) {
   const AttentionProblem p = check_attention(layouts);
-
   if (p.dtype != DType::f32 && !device.storage_16bit)
     throw Error(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " + device.name +
                 " does not offer (or it was not enabled on the adopted device)");
+  for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
+    if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
+  return p;
+}
+
+AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args) {
+  const AttentionProblem p = check_attention_layouts(device, layouts_of(args));
 
   const uint64_t esize = dtype_size(p.dtype);
   check_binding("q", args.q.buffer, 0, esize, args.q.layout.required_elements());
@@ -193,14 +214,17 @@ AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionA
                   ") f32 needs " + str(need) + " bytes from offset " + str(args.weights.offset) +
                   " but the buffer holds " + str(args.weights.buffer->size()) + " bytes");
   }
-  for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
-    if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
   return p;
 }
 
 LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
+  check_attention_args(device, args);
+  return plan_fused(device, variant, layouts_of(args));
+}
+
+LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts) {
   LaunchPlan plan;
-  plan.problem = check_attention_args(device, args);
+  plan.problem = check_attention_layouts(device, layouts);
   const AttentionProblem& p = plan.problem;
 
   // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
@@ -219,17 +243,17 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   plan.batch_chunk = std::min<int64_t>(p.batch, int64_t(max_z));
   plan.head_chunk = max_heads;
   bool key_ranges = false;
-  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(args, plan.alignment, max_range)) {
-    if (!chunk_fits(chunk_args(args, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range))
+  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range)) {
+    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range))
       plan.batch_chunk = 1;
-    while (plan.head_chunk > group && !chunk_fits(chunk_args(args, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
+    while (plan.head_chunk > group && !chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
       plan.head_chunk -= group;
-    if (!chunk_fits(chunk_args(args, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range)) {
+    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range)) {
       key_ranges = true;
-      if (!chunk_fits(chunk_args(args, group, 0, 1, 0, group), plan.alignment, max_range, false))
+      if (!chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, group), plan.alignment, max_range, false))
         throw Error("binding: the queries, output, mask or LSE of one batch x one GQA group span more than "
                     "maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name + " (q " +
-                    args.q.layout.describe() + ")");
+                    layouts.q.describe() + ")");
     }
   }
 
@@ -256,12 +280,12 @@ LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, con
   if (key_ranges) {
     // Keys of one KV head that one binding holds from any start: (n - 1) * stride_seq + dim elements.
     const uint64_t elements = (max_range - plan.alignment - 4) / dtype_size(p.dtype);
-    for (const TensorRef* t : {&args.k, &args.v}) {
-      const uint64_t dim = uint64_t(t->layout.dim), stride = std::max<uint64_t>(uint64_t(t->layout.stride_seq), 1);
+    for (const TensorLayout* t : {&layouts.k, &layouts.v}) {
+      const uint64_t dim = uint64_t(t->dim), stride = std::max<uint64_t>(uint64_t(t->stride_seq), 1);
       keys_per_binding = std::min(keys_per_binding, elements < dim ? 0 : (elements - dim) / stride + 1);
     }
     if (keys_per_binding < c.keys_per_tile)
-      throw Error("binding: one tile of " + str(c.keys_per_tile) + " keys of k " + args.k.layout.describe() +
+      throw Error("binding: one tile of " + str(c.keys_per_tile) + " keys of k " + layouts.k.describe() +
                   " spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name);
     max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
