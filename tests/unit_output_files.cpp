@@ -175,5 +175,14 @@ TEST_SUITE("unit") {
     files.commit();
     CHECK(fs::is_character_file(null));
     CHECK(dir.entries() == 1);
+    // Two outputs on one device are both written through (`--out /dev/null --lse /dev/null`), where
+    // two on one regular file are refused.
+    CHECK_NOTHROW(OutputFiles::check_destinations({{"--out", null}, {"--lse", null}}, {}));
+    OutputFiles both;
+    both.stage(null, bytes("o"));
+    both.stage(null, bytes("lse"));
+    both.commit();
+    CHECK(fs::is_character_file(null));
+    CHECK_THROWS(OutputFiles::check_destinations({{"--out", dir.file("o.npy")}, {"--lse", dir.file("o.npy")}}, {}));
   }
 }

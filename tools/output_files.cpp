@@ -84,8 +84,13 @@ void OutputFiles::check_destinations(const FlagPaths& outputs, const FlagPaths& 
   for (const auto& [flag, path] : outputs) {
     if (path.empty()) continue;
     OutputTarget target = inspect_output(path);
+    // Two outputs written through to one device or FIFO (`--out /dev/null --lse /dev/null`) are
+    // written one after the other, as `cat a b > /dev/null` would; two renamed over one file would
+    // lose the first.
+    const bool both_write_through = target.kind == OutputTarget::Kind::write_through;
     for (const auto& [other_flag, other] : seen)
-      if (same_file(other, target)) throw Error(other_flag + " and " + flag + " name the same file (" + path + ")");
+      if (!both_write_through && same_file(other, target))
+        throw Error(other_flag + " and " + flag + " name the same file (" + path + ")");
     seen.emplace_back(flag, std::move(target));
   }
   for (const auto& [flag, path] : inputs) {
