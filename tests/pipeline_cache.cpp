@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support.hpp"
+#include "temp_dir.hpp"
 
 using namespace vkattn;
 using namespace vkattn::test;
@@ -25,21 +26,6 @@ using namespace vkattn::test;
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory for this process's files, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("vkattn_pipeline_cache_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

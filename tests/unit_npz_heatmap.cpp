@@ -20,28 +20,16 @@
 #include "npy.hpp"
 #include "npz.hpp"
 #include "support.hpp"
+#include "temp_dir.hpp"
 
 using namespace vkattn;
 using vkattn::test::contains;
 using vkattn::test::error_message;
+using vkattn::test::TempDir;
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory of its own under the system temp dir, removed at the end of the test case.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("vkattn-unit-npz-" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 struct ZipEntry {
   std::string name;

@@ -19,30 +19,17 @@
 
 #include "output_files.hpp"
 #include "support.hpp"
+#include "temp_dir.hpp"
 
 using namespace vkattn;
 using vkattn::cli::OutputFiles;
 using vkattn::test::contains;
 using vkattn::test::error_message;
+using vkattn::test::TempDir;
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("vkattn-unit-out-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::size_t entries() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), {})); }
-};
 
 std::vector<std::byte> bytes(const std::string& text) {
   std::vector<std::byte> out(text.size());
