@@ -230,15 +230,7 @@ TEST_SUITE("errors") {
 
   TEST_CASE("the multi-head layer: bad weights and bad inputs are refused before any dispatch") {
     Context& ctx = context();
-    MhaWeights w;
-    w.embed_dim = 8;
-    w.num_heads = 3;  // 8 % 3 != 0
-    w.q_proj_weight.assign(64, 0.1f);
-    w.k_proj_weight.assign(64, 0.1f);
-    w.v_proj_weight.assign(64, 0.1f);
-    w.out_proj_weight.assign(64, 0.1f);
-    w.in_proj_bias.assign(24, 0.0f);
-    w.out_proj_bias.assign(8, 0.0f);
+    MhaWeights w = constant_mha_weights(8, 3);  // 8 % 3 != 0
     CHECK(contains(error_message([&] { MultiHeadAttention layer(ctx, w); }), "embed_dim (8)"));
     w.num_heads = 2;
     w.k_proj_weight.resize(60);

@@ -11,20 +11,6 @@
 using namespace vkattn;
 using namespace vkattn::test;
 
-namespace {
-
-MhaWeights small_weights() {
-  MhaWeights w;
-  w.embed_dim = 8;
-  w.num_heads = 2;
-  for (auto* v : {&w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight, &w.out_proj_weight}) v->assign(64, 0.1f);
-  w.in_proj_bias.assign(24, 0.0f);
-  w.out_proj_bias.assign(8, 0.0f);
-  return w;
-}
-
-}  // namespace
-
 TEST_SUITE("errors") {
   TEST_CASE("enum values out of range: path, causal, dtype, mask type, kernel variant") {
     Context& ctx = context();
@@ -58,9 +44,9 @@ TEST_SUITE("errors") {
     CHECK(contains(error_message([&] { Context c(options); }), "kernel: invalid value 3"));
     CHECK(std::string(to_string(static_cast<KernelVariant>(3))) == "invalid");
 
-    CHECK(contains(error_message([&] { MultiHeadAttention l(ctx, small_weights(), static_cast<DType>(7)); }),
+    CHECK(contains(error_message([&] { MultiHeadAttention l(ctx, constant_mha_weights(), static_cast<DType>(7)); }),
                    "dtype: invalid value 7"));
-    MultiHeadAttention layer(ctx, small_weights());
+    MultiHeadAttention layer(ctx, constant_mha_weights());
     const std::vector<float> x(3 * 8, 0.5f);
     MhaInputs mi;
     mi.batch = 1, mi.seq_q = 3, mi.seq_k = 3;
@@ -72,7 +58,7 @@ TEST_SUITE("errors") {
   }
 
   TEST_CASE("the multi-head layer: batch x seq_q past int64 is an Error, not an empty output") {
-    MultiHeadAttention layer(context(), small_weights());
+    MultiHeadAttention layer(context(), constant_mha_weights());
     MhaInputs in;
     in.batch = in.seq_q = in.seq_k = int64_t{1} << 32;
     CHECK(contains(error_message([&] { layer.forward(in); }), "query: 4294967296 x 4294967296 x 8 exceeds 2^60 values"));

@@ -21,16 +21,6 @@ void expect_moved_from(const char* what, const char* call, F&& f) {
   CHECK_MESSAGE(contains(m, what), call << ": " << m);
 }
 
-MhaWeights small_weights() {
-  MhaWeights w;
-  w.embed_dim = 8;
-  w.num_heads = 2;
-  for (auto* v : {&w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight, &w.out_proj_weight}) v->assign(64, 0.1f);
-  w.in_proj_bias.assign(24, 0.0f);
-  w.out_proj_bias.assign(8, 0.0f);
-  return w;
-}
-
 }  // namespace
 
 TEST_SUITE("errors") {
@@ -70,7 +60,7 @@ TEST_SUITE("errors") {
     MOVED(attention(moved, args));
     MOVED(record_attention(moved, VK_NULL_HANDLE, args));
     MOVED(time_attention(moved, {args}, 0, 1));
-    MOVED(MultiHeadAttention(moved, small_weights()));
+    MOVED(MultiHeadAttention(moved, constant_mha_weights()));
     MOVED(testing::set_fault_hook(moved, {}));
 #undef MOVED
 
@@ -82,7 +72,7 @@ TEST_SUITE("errors") {
 
   TEST_CASE("a moved-from MultiHeadAttention: every use is an Error") {
     Context& ctx = context();
-    MultiHeadAttention moved(ctx, small_weights());
+    MultiHeadAttention moved(ctx, constant_mha_weights());
     const MultiHeadAttention live = std::move(moved);
     const std::vector<float> x(3 * 8, 0.5f);
     MhaInputs in;

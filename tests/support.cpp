@@ -110,4 +110,15 @@ uint64_t base_seed() { return shared().seed; }
 
 uint64_t case_seed(uint64_t case_number) { return conform::case_seed(base_seed(), case_number); }
 
+MhaWeights constant_mha_weights(int64_t embed, int64_t heads) {
+  MhaWeights w;
+  w.embed_dim = embed;
+  w.num_heads = heads;
+  for (auto* v : {&w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight, &w.out_proj_weight})
+    v->assign(static_cast<std::size_t>(embed * embed), 0.1f);
+  w.in_proj_bias.assign(static_cast<std::size_t>(3 * embed), 0.0f);
+  w.out_proj_bias.assign(static_cast<std::size_t>(embed), 0.0f);
+  return w;
+}
+
 }  // namespace vkattn::test

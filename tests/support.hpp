@@ -58,6 +58,10 @@ uint64_t base_seed();
 // A seed for one case, derived from the base seed and a case number.
 uint64_t case_seed(uint64_t case_number);
 
+// A multi-head layer of `embed` features and `heads` heads without GQA or kdim/vdim, every projection
+// weight 0.1 and every bias 0: the smallest valid layer, for tests of what the layer refuses.
+MhaWeights constant_mha_weights(int64_t embed = 8, int64_t heads = 2);
+
 // True when `text` contains `part`.
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

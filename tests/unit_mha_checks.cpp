@@ -10,22 +10,12 @@
 
 using namespace vkattn;
 using vkattn::test::contains;
+using vkattn::test::constant_mha_weights;
 using vkattn::test::error_message;
 
 namespace {
 
 constexpr int64_t k2to32 = int64_t{1} << 32;
-
-MhaWeights weights(int64_t e = 8, int64_t heads = 2) {
-  MhaWeights w;
-  w.embed_dim = e;
-  w.num_heads = heads;
-  for (auto* v : {&w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight, &w.out_proj_weight})
-    v->assign(static_cast<std::size_t>(e * e), 0.1f);
-  w.in_proj_bias.assign(static_cast<std::size_t>(3 * e), 0.0f);
-  w.out_proj_bias.assign(static_cast<std::size_t>(e), 0.0f);
-  return w;
-}
 
 }  // namespace
 
@@ -39,22 +29,22 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("check_mha_weights: products of sizes past 2^60 values") {
-    MhaWeights w = weights();
+    MhaWeights w = constant_mha_weights();
     w.embed_dim = k2to32;
     w.num_heads = 1;
     CHECK(contains(error_message([&] { check_mha_weights(w); }), "q_proj_weight: 4294967296 x 4294967296 exceeds"));
-    w = weights();
+    w = constant_mha_weights();
     w.kdim = int64_t{1} << 62;  // KVD x kdim = 8 x 2^62
     CHECK(contains(error_message([&] { check_mha_weights(w); }), "k_proj_weight: 8 x 4611686018427387904 exceeds"));
   }
 
   TEST_CASE("check_mha_inputs: batch x seq past int64, the weights' size, and the causal value") {
-    const MhaDims d = check_mha_weights(weights());
+    const MhaDims d = check_mha_weights(constant_mha_weights());
     MhaInputs in;
     in.batch = k2to32, in.seq_q = k2to32, in.seq_k = k2to32;  // B x Sq x E wraps to 0: an empty query matched
     CHECK(contains(error_message([&] { check_mha_inputs(d, in); }), "query: 4294967296 x 4294967296 x 8 exceeds"));
     // The same through the fp64 reference, which shares the check.
-    CHECK(contains(error_message([&] { reference::multi_head_attention(weights(), in); }), "query: 4294967296 x 4294967296 x 8"));
+    CHECK(contains(error_message([&] { reference::multi_head_attention(constant_mha_weights(), in); }), "query: 4294967296 x 4294967296 x 8"));
 
     const std::vector<float> x(2 * 8, 0.5f);
     in.batch = 1, in.seq_q = 2, in.seq_k = int64_t{1} << 58;
