@@ -37,14 +37,10 @@ inline double visible_pairs(int64_t seq_q, int64_t seq_k, Causal causal, int64_t
 // "halved" square. `kv_lengths` (per batch, empty = every key) counts key padding the same way.
 inline double attention_flops(const AttentionProblem& p, const std::vector<int64_t>& kv_lengths = {}) {
   double pairs = 0;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t keys = kv_lengths.empty() ? p.seq_k : kv_lengths[static_cast<std::size_t>(b)];
-    pairs += visible_pairs(p.seq_q, p.seq_k, p.causal, keys);
-    if (kv_lengths.empty()) {  // every batch the same: no need to loop
-      pairs *= static_cast<double>(p.batch);
-      break;
-    }
-  }
+  if (kv_lengths.empty())
+    pairs = static_cast<double>(p.batch) * visible_pairs(p.seq_q, p.seq_k, p.causal, p.seq_k);
+  else
+    for (const int64_t keys : kv_lengths) pairs += visible_pairs(p.seq_q, p.seq_k, p.causal, keys);
   return 2.0 * static_cast<double>(p.heads) * pairs * static_cast<double>(p.dim_qk + p.dim_v);
 }
 
