@@ -63,7 +63,10 @@ Json result_json(const BenchResult& r) {
               {"reason", r.skipped ? Json(r.reason) : Json(nullptr)},
               {"rotations", measured(r, r.rotations)},
               {"rotated_input_bytes", measured(r, r.rotated_input_bytes)},
-              {"iters", measured(r, r.iters)}};
+              {"iters", measured(r, r.iters)},
+              // null without --host-time
+              {"host_us_record_median", r.host_record ? Json(r.host_record->us_median) : Json(nullptr)},
+              {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)}};
 }
 
 Json fits_json(const std::vector<Fit>& fits) {
@@ -191,6 +194,12 @@ void print_table(const BenchReport& report) {
                 first_check->tolerance);
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
+  for (const BenchResult& r : report.results)
+    if (r.host_record)
+      std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.2f us median, %.2f us min (%d rounds of "
+                  "%d calls recorded into one command buffer, never submitted)\n",
+                  static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), r.host_record->us_median,
+                  r.host_record->us_min, r.host_record->rounds, r.host_record->calls_per_round);
   for (const std::string path : {"fused", "unfused"}) {
     const Fit* time = find_fit(report.fits, path, "ms_median");
     const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench_check.hpp"
+#include "host_time.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/types.hpp"
 
@@ -41,6 +42,9 @@ struct BenchResult {
   int iters = 0;
   double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
   std::optional<CheckResult> check;
+  // --host-time: host microseconds per call of recording the call into a command buffer through
+  // record_attention, which checks and plans on every call.
+  std::optional<HostTime> host_record;
 };
 
 }  // namespace vkattn::cli

@@ -19,6 +19,7 @@
 #include "bench_result.hpp"
 #include "bench_sweep.hpp"
 #include "commands.hpp"
+#include "host_time.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
@@ -46,7 +47,11 @@ struct BenchOptions {
   double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
   uint64_t seed = 1;
   bool check = false, json = false, csv = false;
+  bool host_time = false;
 };
+
+// --host-time: rounds of calls recorded into one command buffer (median and minimum per call reported).
+constexpr int kHostTimeRounds = 9, kHostTimeCalls = 200;
 
 // A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
 class ShapeSkipped : public Error {
@@ -242,6 +247,16 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   result.tflops = seconds > 0 ? attention_flops(problem) / seconds * 1e-12 : 0.0;
   result.gbps = seconds > 0 ? attention_bytes(problem) / seconds * 1e-9 : 0.0;
 
+  if (o.host_time) {
+    // After the timed runs: every pipeline exists, so this is the recording alone.
+    std::optional<Buffer> workspace;
+    if (result.plan.workspace_bytes > 0) workspace.emplace(Buffer::allocate(context, result.plan.workspace_bytes));
+    const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
+    result.host_record = time_recording(
+        context, [&](VkCommandBuffer cmd) { record_attention(context, cmd, args[0], slice); }, kHostTimeRounds,
+        kHostTimeCalls);
+  }
+
   if (o.check) {
     std::vector<std::byte> raw(out_bytes);
     if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
@@ -405,6 +420,8 @@ Command add_bench_command(CLI::App& parent) {
       ->check(CLI::Range(0.001, 1e6));
   app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
+  app->add_flag("--host-time", o->host_time,
+                "Also measure the host microseconds per call of recording it into a command buffer");
   app->add_flag("--json", o->json, "Print JSON instead of a table");
   app->add_flag("--csv", o->csv, "Print CSV (a header, one row per shape) instead of a table");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
