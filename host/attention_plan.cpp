@@ -20,27 +20,7 @@ constexpr uint64_t kCpuTargetWorkgroups = 16;
 constexpr uint64_t kOutputPerWorkspace = 4;
 // ...unless that would leave a range of query tiles fewer than this many times the target workgroups.
 constexpr uint64_t kRangeWorkgroupsPerTarget = 4;
-// Largest offset/index the kernels can address (32-bit indices in this version).
-constexpr uint64_t kMaxIndex = UINT32_MAX;
-
 std::string str(uint64_t v) { return std::to_string(v); }
-
-// Bytes a binding of `elements` elements needs for `buffer` at `byte_offset`, and checks they exist.
-void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
-                   uint64_t elements) {
-  if (!buffer || !buffer->valid()) throw Error(std::string(name) + ": buffer is null");
-  const uint64_t start = buffer->offset() + byte_offset;
-  if (start % element_size != 0)
-    throw Error(std::string(name) + ": byte offset " + str(start) + " is not a multiple of the element size " +
-                str(element_size));
-  const uint64_t need = elements * element_size;
-  if (byte_offset > buffer->size() || need > buffer->size() - byte_offset)
-    throw Error(std::string(name) + ": needs " + str(need) + " bytes from offset " + str(byte_offset) +
-                " but the buffer holds " + str(buffer->size()) + " bytes");
-  if (elements > kMaxIndex)
-    throw Error(std::string(name) + ": " + str(elements) + " elements exceed the 32-bit index limit (" +
-                str(kMaxIndex) + ")");
-}
 
 TensorLayout rebase(TensorLayout l, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
   l.offset += b0 * l.stride_batch + h0 * l.stride_head;
@@ -123,33 +103,6 @@ AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, i
   return l;
 }
 
-AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh) {
-  const AttentionLayouts l = chunk_layouts(layouts_of(args), group, b0, nb, h0, nh);
-  AttentionArgs a = args;
-  a.q.layout = l.q;
-  a.out.layout = l.out;
-  a.k.layout = l.k;
-  a.v.layout = l.v;
-  if (l.mask) a.mask.layout = *l.mask;
-  const int64_t heads = args.q.layout.heads, seq_q = args.q.layout.seq;
-  if (a.lse.buffer) a.lse.offset += uint64_t(b0 * heads + h0) * seq_q * 4;  // chunks are contiguous rows
-  if (a.kv_lengths.buffer) a.kv_lengths.offset += uint64_t(b0) * 4;
-  return a;
-}
-
-AttentionLayouts layouts_of(const AttentionArgs& args) {
-  AttentionLayouts layouts;
-  layouts.q = args.q.layout;
-  layouts.k = args.k.layout;
-  layouts.v = args.v.layout;
-  layouts.out = args.out.layout;
-  if (args.mask.buffer) layouts.mask = args.mask.layout;
-  layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
-  layouts.has_lse = args.lse.buffer != nullptr;
-  layouts.options = args.options;
-  return layouts;
-}
-
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
   if (c.rowwise) return static_cast<uint32_t>(16 * c.keys_per_tile * (dqk4 + dv4));
@@ -188,38 +141,6 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
     if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
   return p;
-}
-
-AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args) {
-  const AttentionProblem p = check_attention_layouts(device, layouts_of(args));
-
-  const uint64_t esize = dtype_size(p.dtype);
-  check_binding("q", args.q.buffer, 0, esize, args.q.layout.required_elements());
-  check_binding("k", args.k.buffer, 0, esize, args.k.layout.required_elements());
-  check_binding("v", args.v.buffer, 0, esize, args.v.layout.required_elements());
-  check_binding("out", args.out.buffer, 0, esize, args.out.layout.required_elements());
-  const uint64_t rows_total = static_cast<uint64_t>(p.batch * p.heads * p.seq_q);
-  if (args.lse.buffer) check_binding("lse", args.lse.buffer, args.lse.offset, 4, rows_total);
-  if (args.kv_lengths.buffer)
-    check_binding("kv_lengths", args.kv_lengths.buffer, args.kv_lengths.offset, 4, p.batch);
-  if (args.mask.buffer)
-    check_binding("mask", args.mask.buffer, 0, mask_type_size(args.mask.layout.type), args.mask.layout.required_elements());
-  if (args.weights.buffer) {
-    if (!args.weights.buffer->valid()) throw Error("weights: buffer is null");
-    const uint64_t need = rows_total * uint64_t(p.seq_k) * 4;
-    if ((args.weights.buffer->offset() + args.weights.offset) % 4 != 0)
-      throw Error("weights: byte offset " + str(args.weights.offset) + " is not a multiple of 4 (f32)");
-    if (args.weights.offset > args.weights.buffer->size() || need > args.weights.buffer->size() - args.weights.offset)
-      throw Error("weights: P (" + str(p.batch) + ", " + str(p.heads) + ", " + str(p.seq_q) + ", " + str(p.seq_k) +
-                  ") f32 needs " + str(need) + " bytes from offset " + str(args.weights.offset) +
-                  " but the buffer holds " + str(args.weights.buffer->size()) + " bytes");
-  }
-  return p;
-}
-
-LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args) {
-  check_attention_args(device, args);
-  return plan_fused(device, variant, layouts_of(args));
 }
 
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts) {

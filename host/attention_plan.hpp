@@ -41,31 +41,21 @@ struct LaunchPlan {
   uint32_t combine_workgroup = 64;
 };
 
-// Checks `args` (semantics and every buffer, the weights included) against the contract (README.md, "Semantics") and `device`,
-// whatever the path; throws Error.
-AttentionProblem check_attention_args(const DeviceInfo& device, const AttentionArgs& args);
+// Largest offset/index the kernels can address (32-bit indices in this version).
+inline constexpr uint64_t kMaxIndex = UINT32_MAX;
 
-// The checks of check_attention_args that need no buffer: the layouts (check_attention), 16-bit
-// storage for f16/bf16 and the 32-bit sequence limit.
+// The checks of a call that need no buffer: the layouts (check_attention), 16-bit storage for
+// f16/bf16 and the 32-bit sequence limit. The buffers are checked by check_call_buffers.
 AttentionProblem check_attention_layouts(const DeviceInfo& device, const AttentionLayouts& layouts);
 
-// Plans the fused path: checks `args` (check_attention_args) and the fused kernels' limits; throws Error.
-LaunchPlan make_launch_plan(const DeviceInfo& device, KernelVariant variant, const AttentionArgs& args);
-
-// The same plan from the tensors' layouts alone (check_attention_layouts, no buffer): a pure function
-// of the problem and the device description, so it can be tested on any device's limits without
-// that device (tests/unit_planner_presets.cpp).
+// Plans the fused path from the tensors' layouts alone (check_attention_layouts and the fused
+// kernels' limits; throws Error): a pure function of the problem and the device description, so it
+// can be tested on any device's limits without that device (tests/unit_planner_presets.cpp).
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts);
-
-// The layouts of `args` (the optional tensors present when their buffer is).
-AttentionLayouts layouts_of(const AttentionArgs& args);
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,
                                int64_t nh);
-// The arguments of one chunk: chunk_layouts, and the LSE and kv_lengths offsets moved to (b0, h0).
-AttentionArgs chunk_args(const AttentionArgs& args, int64_t group, int64_t b0, int64_t nb, int64_t h0, int64_t nh);
-
 // Shared memory (bytes) of the fused kernel of `config` (mirrors its declarations).
 uint32_t fused_shared_bytes(const KernelConfig& config, int64_t dim_qk, int64_t dim_v);
 

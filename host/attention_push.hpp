@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "vkattn/attention.hpp"
 
@@ -22,10 +23,10 @@ enum AttentionFlags : uint32_t {
 
 // The causal alignment and explicit-mask kind bits of `flags`, the same in every push block that has
 // them (the fused kernels and the row softmax).
-inline uint32_t mask_flags(Causal causal, const MaskRef& mask) {
+inline uint32_t mask_flags(Causal causal, const std::optional<MaskLayout>& mask) {
   uint32_t flags = causal == Causal::top_left ? kCausalTopLeft : causal == Causal::bottom_right ? kCausalBottomRight : 0u;
-  if (mask.buffer) {
-    const uint32_t kind = mask.layout.type == MaskType::boolean ? 1u : mask.layout.type == MaskType::f32 ? 2u : 3u;
+  if (mask) {
+    const uint32_t kind = mask->type == MaskType::boolean ? 1u : mask->type == MaskType::f32 ? 2u : 3u;
     flags |= kind << kMaskKindShift;
   }
   return flags;

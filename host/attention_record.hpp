@@ -1,5 +1,5 @@
-// Recording a planned attention call: bindings, push constants, dispatches and the barrier between
-// the split-KV pass and the combine pass.
+// An attention call as vkattn records it: the path chosen and planned from the tensors' layouts, and
+// its command list (command_list.hpp), whose slots the call's buffers fill at replay.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -8,43 +8,47 @@
 
 #include "attention_plan.hpp"
 #include "attention_unfused.hpp"
+#include "command_list.hpp"
 #include "context_impl.hpp"
 
 namespace vkattn::detail {
 
-// `workspace` / `workspace_offset`: where the split-KV partials go (unused when plan.splits == 1).
-void record_planned_attention(ContextImpl& context, VkCommandBuffer cmd, const LaunchPlan& plan,
-                              const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
+// The command-list slot of each argument. Attention calls use these; the multi-head layer maps its
+// own intermediates into its list's slots.
+struct AttentionSlots {
+  uint32_t q = 1, k = 2, v = 3, out = 4, lse = 5, mask = 6, kv_lengths = 7, weights = 8;
+  // The split-KV partials or the three-stage path's scores; the runner aligns the slot's base up to
+  // the list's alignment.
+  uint32_t workspace = 9;
+};
+inline constexpr uint32_t kAttentionSlotCount = 10;  // the placeholder (slot 0) and the nine above
 
-// A call planned on either path (the path chosen from AttentionArgs::path and whether the weights
-// are requested).
+// A call planned on either path.
 struct PlannedAttention {
   std::optional<LaunchPlan> fused;
   std::optional<UnfusedPlan> unfused;
   uint64_t workspace_bytes() const { return fused ? fused->workspace_bytes : unfused->workspace_bytes; }
+  const AttentionProblem& problem() const { return fused ? fused->problem : unfused->problem; }
+  uint64_t alignment() const { return fused ? fused->alignment : unfused->alignment; }
 };
 
 // Checks `path` is one of the enum's values; throws Error naming it.
 void check_path(AttentionPath path);
 
-// Chooses the path and plans it on `context`'s device; checks every argument, that every Buffer
-// belongs to `context` and that no output overlaps another argument (call_buffers.hpp); throws Error
-// (nothing is recorded). `workspace`: the caller's (record_attention), checked to hold the plan's
-// workspace_bytes; null when vkattn supplies its own scratch.
-PlannedAttention plan_any_path(const ContextImpl& context, const AttentionArgs& args,
-                               const BufferSlice* workspace = nullptr);
-void record_any_path(ContextImpl& context, VkCommandBuffer cmd, const PlannedAttention& planned,
-                     const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
+// Chooses the path (the three-stage one when `weights` are requested or `path` says so) and plans
+// it on `device`: checks the layouts and every limit; throws Error. Needs no buffer.
+PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+                           bool weights, AttentionPath path);
+
+// The call's dispatches and barriers, appended to `list` (pipelines built on `context` as needed).
+void emit_attention(ContextImpl& context, CommandList& list, const PlannedAttention& planned,
+                    const AttentionLayouts& layouts, const AttentionSlots& slots = {});
+void emit_fused_attention(ContextImpl& context, CommandList& list, const LaunchPlan& plan,
+                          const AttentionLayouts& layouts, const AttentionSlots& slots);
 
 // The barriers vkattn's synchronous calls put around recorded attention: prior host/transfer/shader
 // writes before the kernels read, and the kernels' writes before host or transfer reads.
 void barrier_before_attention(VkCommandBuffer cmd);
 void barrier_after_attention(VkCommandBuffer cmd);
-// Compute shader to compute shader: the accesses `before` are made available to and visible for the
-// accesses `after` (a global memory barrier; vkattn's dispatches share buffers, not images).
-void compute_barrier(VkCommandBuffer cmd, VkAccessFlags before, VkAccessFlags after);
-// Between two of vkattn's dispatches: every shader read and write before, every one after (a
-// dispatch may read what the last wrote, or overwrite what it read).
-void barrier_between_dispatches(VkCommandBuffer cmd);
 
 }  // namespace vkattn::detail

@@ -6,7 +6,6 @@
 #include "attention_plan.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
-#include "binding.hpp"
 #include "gemm.hpp"
 #include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
@@ -29,20 +28,19 @@ int64_t block_end(const TensorLayout& l, int64_t first, int64_t nb, int64_t nh, 
   return first + (nb - 1) * l.stride_batch + (nh - 1) * l.stride_head + (nr - 1) * l.stride_seq + l.dim;
 }
 
-GemmOperand tensor_operand(const TensorRef& t) {
+GemmOperand tensor_operand(uint32_t slot, const TensorLayout& t) {
   GemmOperand o;
-  o.buffer = t.buffer->handle();
-  o.base = t.buffer->offset();
-  o.dtype = t.layout.dtype;
-  o.stride_batch = t.layout.stride_batch;
-  o.stride_head = t.layout.stride_head;
+  o.slot = slot;
+  o.dtype = t.dtype;
+  o.stride_batch = t.stride_batch;
+  o.stride_head = t.stride_head;
   return o;
 }
 
-// The chunk's scores: dense (nb, nh, nr, seq_k) f32 from byte `base` of `buffer`.
-GemmOperand scores_operand(VkBuffer buffer, uint64_t base, const Chunk& ch, int64_t seq_k) {
+// The chunk's scores: dense (nb, nh, nr, seq_k) f32 from byte `base` of slot `slot`.
+GemmOperand scores_operand(uint32_t slot, uint64_t base, const Chunk& ch, int64_t seq_k) {
   GemmOperand o;
-  o.buffer = buffer;
+  o.slot = slot;
   o.base = base;
   o.dtype = DType::f32;
   o.end = ch.rows() * seq_k;
@@ -52,20 +50,20 @@ GemmOperand scores_operand(VkBuffer buffer, uint64_t base, const Chunk& ch, int6
   return o;
 }
 
-void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const UnfusedPlan& plan, const AttentionArgs& args,
-                  const Chunk& ch, VkBuffer scores, uint64_t scores_base) {
+void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, const AttentionLayouts& l,
+                const AttentionSlots& slots, const Chunk& ch, uint32_t scores, uint64_t scores_base) {
   const AttentionProblem& p = plan.problem;
   const int64_t group = p.group_size();
   const int64_t kv0 = ch.h0 / group, kv_count = (ch.h0 + ch.nh - 1) / group - kv0 + 1;
-  const TensorLayout &ql = args.q.layout, &kl = args.k.layout, &vl = args.v.layout, &ol = args.out.layout;
+  const TensorLayout &ql = l.q, &kl = l.k, &vl = l.v, &ol = l.out;
 
   // 1. Scores: S = scale · Q · Kᵀ, f32.
   GemmCall s;
-  s.a = tensor_operand(args.q);
+  s.a = tensor_operand(slots.q, ql);
   s.a.offset = ql.offset + ch.b0 * ql.stride_batch + ch.h0 * ql.stride_head + ch.i0 * ql.stride_seq;
   s.a.end = block_end(ql, s.a.offset, ch.nb, ch.nh, ch.nr);
   s.a.stride_row = ql.stride_seq;
-  s.b = tensor_operand(args.k);
+  s.b = tensor_operand(slots.k, kl);
   s.b.offset = kl.offset + ch.b0 * kl.stride_batch + kv0 * kl.stride_head;
   s.b.end = block_end(kl, s.b.offset, ch.nb, kv_count, p.seq_k);
   s.b.stride_row = kl.stride_seq;
@@ -73,65 +71,55 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const UnfusedPlan& plan, 
   s.m = ch.nr, s.n = p.seq_k, s.k = p.dim_qk;
   s.batch = ch.nb, s.heads = ch.nh, s.group = group, s.head_base = ch.h0 % group;
   s.alpha = p.scale;
-  barrier_between_dispatches(cmd);  // also orders this chunk's writes of S after the last chunk's reads
+  list.barrier_between_dispatches();  // also orders this chunk's writes of S after the last chunk's reads
   if (p.seq_k > 0) {
-    record_gemm(c, cmd, s);
-    barrier_between_dispatches(cmd);
+    emit_gemm(c, list, s);
+    list.barrier_between_dispatches();
   }
 
   // 2. The masked row softmax, in place.
-  const uint64_t align = plan.alignment;
-  Binding p_binding = bind(scores, scores_base, 4, uint64_t(ch.rows() * p.seq_k), align);
+  const Binding p_binding =
+      p.seq_k == 0 ? kPlaceholder  // no scores: nothing is read or written there
+                   : Binding{scores, scores_base, 4, uint64_t(ch.rows() * p.seq_k)};
   const uint64_t rows_total = uint64_t(p.batch * p.heads * p.seq_q);
-  Binding lse = args.lse.buffer ? bind(args.lse.buffer->handle(), args.lse.buffer->offset() + args.lse.offset, 4,
-                                       rows_total, align)
-                                : bind_dummy(c);
-  Binding mask = bind_dummy(c);
-  if (args.mask.buffer) {
-    const MaskLayout& ml = args.mask.layout;
-    const uint64_t msize = mask_type_size(ml.type);
-    mask = bind(args.mask.buffer->handle(), args.mask.buffer->offset() + uint64_t(ml.offset) * msize, msize,
-                uint64_t(ml.required_elements() - ml.offset), align);
+  const Binding lse = l.has_lse ? Binding{slots.lse, 0, 4, rows_total} : kPlaceholder;
+  Binding mask = kPlaceholder;
+  if (l.mask) {
+    const uint64_t msize = mask_type_size(l.mask->type);
+    mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
-  Binding kv_len = args.kv_lengths.buffer ? bind(args.kv_lengths.buffer->handle(),
-                                                 args.kv_lengths.buffer->offset() + args.kv_lengths.offset, 4,
-                                                 uint64_t(p.batch), align)
-                                          : bind_dummy(c);
+  const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)} : kPlaceholder;
   SoftmaxPush push{};
   push.seq_q = u32(p.seq_q), push.seq_k = u32(p.seq_k), push.heads = u32(p.heads);
-  push.flags = mask_flags(p.causal, args.mask);
-  if (args.mask.buffer) {
-    mask_strides(args.mask.layout, push.m_sb, push.m_sh, push.m_ss);
-    push.m_off = mask.element_offset;
-  }
-  if (args.kv_lengths.buffer) push.flags |= kFlagKvLengths;
-  if (args.lse.buffer) push.flags |= kFlagWriteLse;
+  push.flags = mask_flags(p.causal, l.mask);
+  if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+  if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
+  if (l.has_lse) push.flags |= kFlagWriteLse;
   push.rows = u32(ch.rows()), push.chunk_heads = u32(ch.nh), push.chunk_rows = u32(ch.nr);
   push.b0 = u32(ch.b0), push.h0 = u32(ch.h0), push.i0 = u32(ch.i0);
-  push.p_off = p_binding.element_offset;
-  push.lse_off = lse.element_offset;
-  push.kv_len_off = kv_len.element_offset;
-  if (p.seq_k == 0) p_binding = bind_dummy(c);  // no scores: nothing is read or written there
 
-  const KernelLayout& layout = c.pipelines->layout(KernelKind::softmax);
-  const VkPipeline softmax = c.pipelines->get(KernelKind::softmax, "attention_softmax", {plan.softmax_workgroup});
-  const Binding* bindings[4] = {&p_binding, &lse, &mask, &kv_len};
-  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, softmax);
-  push_bindings(c, cmd, layout.pipeline_layout, bindings, 4);
-  vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+  Dispatch softmax;
+  softmax.layout = c.pipelines->layout(KernelKind::softmax).pipeline_layout;
+  softmax.pipeline = c.pipelines->get(KernelKind::softmax, "attention_softmax", {plan.softmax_workgroup});
+  softmax.bind(0, p_binding, offsetof(SoftmaxPush, p_off));
+  softmax.bind(1, lse, offsetof(SoftmaxPush, lse_off));
+  softmax.bind(2, mask, offsetof(SoftmaxPush, m_off));
+  softmax.bind(3, kv_len, offsetof(SoftmaxPush, kv_len_off));
+  softmax.set_push(push);
   const uint64_t gx = std::min<uint64_t>(uint64_t(ch.rows()), c.info.max_workgroup_count[0]);
-  vkCmdDispatch(cmd, u32(gx), u32(ceil_div(uint64_t(ch.rows()), gx)), 1);
-  barrier_between_dispatches(cmd);
+  softmax.groups = {u32(int64_t(gx)), u32(int64_t(ceil_div(uint64_t(ch.rows()), gx))), 1};
+  list.dispatch(softmax);
+  list.barrier_between_dispatches();
 
   // 3. O = P · V; a weight of exactly 0 (a masked key) never multiplies its V.
   GemmCall w;
   w.a = scores_operand(scores, scores_base, ch, p.seq_k);
-  w.b = tensor_operand(args.v);
+  w.b = tensor_operand(slots.v, vl);
   w.b.offset = vl.offset + ch.b0 * vl.stride_batch + kv0 * vl.stride_head;
   w.b.end = block_end(vl, w.b.offset, ch.nb, kv_count, p.seq_k);
   w.b.stride_row = 1;              // B's rows are V's columns (dims) ...
   w.b.stride_col = vl.stride_seq;  // ... and its columns V's rows (keys)
-  w.c = tensor_operand(args.out);
+  w.c = tensor_operand(slots.out, ol);
   w.c.offset = ol.offset + ch.b0 * ol.stride_batch + ch.h0 * ol.stride_head + ch.i0 * ol.stride_seq;
   w.c.end = block_end(ol, w.c.offset, ch.nb, ch.nh, ch.nr);
   w.c.stride_row = ol.stride_seq;
@@ -140,19 +128,20 @@ void record_chunk(ContextImpl& c, VkCommandBuffer cmd, const UnfusedPlan& plan, 
   w.skip_zero_a = true;
   if (p.seq_k == 0) {
     // No keys: O is 0. The GEMM writes it without reading A or B (k = 0); bind them to something.
-    w.a.buffer = w.b.buffer = c.dummy().buffer;
+    w.a.slot = w.b.slot = kPlaceholderSlot;
     w.a.base = w.b.base = 0;
     w.a.offset = w.b.offset = 0;
     w.a.end = w.b.end = 1;
   }
-  record_gemm(c, cmd, w);
+  emit_gemm(c, list, w);
 }
 
 }  // namespace
 
-UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& args) {
+UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights) {
   UnfusedPlan plan;
-  plan.problem = check_attention_args(device, args);
+  plan.problem = check_attention_layouts(device, layouts);
+  plan.weights = weights;
   const AttentionProblem& p = plan.problem;
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   const uint64_t max_range = device.max_storage_buffer_range - plan.alignment;
@@ -162,16 +151,16 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
   // head matrices the GEMMs' grid); else one batch and as many heads as fit; else one head and as
   // many query rows as fit.
   const int64_t group = p.group_size();
-  const auto spans = [&](const TensorRef& t, int64_t nb, int64_t nh, int64_t nr) {
+  const auto spans = [&](const TensorLayout& t, int64_t nb, int64_t nh, int64_t nr) {
     if (nb == 0 || nh == 0 || nr == 0) return uint64_t(0);
-    return uint64_t(block_end(t.layout, 0, nb, nh, nr)) * dtype_size(p.dtype);
+    return uint64_t(block_end(t, 0, nb, nh, nr)) * dtype_size(p.dtype);
   };
   const auto fits = [&](int64_t nb, int64_t nh, int64_t nr) {
     const int64_t kv_heads = std::min<int64_t>(p.kv_heads, (nh + group - 1) / group + 1);  // a chunk may straddle groups
     return uint64_t(nb * nh) <= device.max_workgroup_count[2] &&  // the GEMMs' grid z
-           uint64_t(nb * nh * nr) * row_bytes <= max_range && spans(args.q, nb, nh, nr) <= max_range &&
-           spans(args.out, nb, nh, nr) <= max_range && spans(args.k, nb, kv_heads, p.seq_k) <= max_range &&
-           spans(args.v, nb, kv_heads, p.seq_k) <= max_range;
+           uint64_t(nb * nh * nr) * row_bytes <= max_range && spans(layouts.q, nb, nh, nr) <= max_range &&
+           spans(layouts.out, nb, nh, nr) <= max_range && spans(layouts.k, nb, kv_heads, p.seq_k) <= max_range &&
+           spans(layouts.v, nb, kv_heads, p.seq_k) <= max_range;
   };
   plan.batch_chunk = std::max<int64_t>(p.batch, 1), plan.head_chunk = p.heads, plan.row_chunk = std::max<int64_t>(p.seq_q, 1);
   if (!fits(plan.batch_chunk, plan.head_chunk, plan.row_chunk)) {
@@ -189,7 +178,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
                           : u32(ceil_div(p.batch, plan.batch_chunk) * ceil_div(p.heads, plan.head_chunk) *
                                 ceil_div(p.seq_q, plan.row_chunk));
   plan.chunk_scores_bytes = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk) * uint64_t(p.seq_k) * 4;
-  if (!args.weights.buffer && rows > 0) {
+  if (!weights && rows > 0) {
     plan.workspace_bytes = plan.chunk_scores_bytes + plan.alignment;
     if (plan.workspace_bytes > device.device_memory_bytes / 2)
       throw Error("unfused path: the scores of one chunk need " + str(plan.workspace_bytes) + " bytes, more than half of the " +
@@ -207,18 +196,18 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& arg
     // The softmax loops about 3 * seq_k / workgroup times (three passes over the row).
     if (device.is_llvmpipe && 3 * ceil_div(p.seq_k, plan.softmax_workgroup) + 64 > kLlvmpipeLoopBudget)
       throw Error("unfused path: seq_k " + str(p.seq_k) + " exceeds what the row softmax can cover within lavapipe's loop limit");
-    if (args.mask.buffer && uint64_t(args.mask.layout.required_elements() - args.mask.layout.offset) *
-                                    mask_type_size(args.mask.layout.type) > max_range)
+    if (layouts.mask && uint64_t(layouts.mask->required_elements() - layouts.mask->offset) *
+                                mask_type_size(layouts.mask->type) > max_range)
       throw Error("unfused path: the mask spans more than maxStorageBufferRange (" + str(device.max_storage_buffer_range) +
                   " bytes) of " + device.name + "; use the fused path");
-    if (args.lse.buffer && uint64_t(rows) * 4 > max_range)
+    if (layouts.has_lse && uint64_t(rows) * 4 > max_range)
       throw Error("unfused path: lse spans more than maxStorageBufferRange of " + device.name);
   }
   return plan;
 }
 
-void record_unfused_attention(ContextImpl& c, VkCommandBuffer cmd, const UnfusedPlan& plan, const AttentionArgs& args,
-                              VkBuffer workspace, uint64_t workspace_offset) {
+void emit_unfused_attention(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, const AttentionLayouts& layouts,
+                            const AttentionSlots& slots) {
   const AttentionProblem& p = plan.problem;
   if (plan.chunks == 0) return;
   const uint64_t row_bytes = uint64_t(p.seq_k) * 4;
@@ -227,15 +216,12 @@ void record_unfused_attention(ContextImpl& c, VkCommandBuffer cmd, const Unfused
       for (int64_t i0 = 0; i0 < p.seq_q; i0 += plan.row_chunk) {
         Chunk ch{b0, std::min(plan.batch_chunk, p.batch - b0), h0, std::min(plan.head_chunk, p.heads - h0),
                  i0, std::min(plan.row_chunk, p.seq_q - i0)};
-        VkBuffer scores = workspace;
-        uint64_t base = (workspace_offset + plan.alignment - 1) / plan.alignment * plan.alignment;
-        if (args.weights.buffer) {
-          // The chunk's rows of P, contiguous: chunks cut whole batches, whole heads or rows of one head.
-          scores = args.weights.buffer->handle();
-          base = args.weights.buffer->offset() + args.weights.offset +
-                 uint64_t((b0 * p.heads + h0) * p.seq_q + i0) * row_bytes;
-        }
-        record_chunk(c, cmd, plan, args, ch, scores, base);
+        // The chunk's rows of P, contiguous (chunks cut whole batches, whole heads or rows of one
+        // head); without weights, the workspace (its slot starts aligned) holds one chunk at a time.
+        if (plan.weights)
+          emit_chunk(c, list, plan, layouts, slots, ch, slots.weights, uint64_t((b0 * p.heads + h0) * p.seq_q + i0) * row_bytes);
+        else
+          emit_chunk(c, list, plan, layouts, slots, ch, slots.workspace, 0);
       }
 }
 

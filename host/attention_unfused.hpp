@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "command_list.hpp"
 #include "context_impl.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/problem.hpp"
@@ -21,16 +22,20 @@ struct UnfusedPlan {
   uint32_t chunks = 0;
   uint64_t chunk_scores_bytes = 0;  // f32 scores of the largest chunk
   uint64_t workspace_bytes = 0;     // scores of one chunk when no weights buffer is given, else 0
+  bool weights = false;             // P goes to the caller's weights buffer
   uint64_t alignment = 16;
   uint32_t softmax_workgroup = 128;
 };
 
-// Checks `args` (check_attention_args) and the limits of the three kernels on `device`; throws Error.
-UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionArgs& args);
+struct AttentionSlots;
 
-// Records every chunk's three dispatches, with the barriers between them. `workspace` holds the
-// scores when args.weights is absent.
-void record_unfused_attention(ContextImpl& context, VkCommandBuffer cmd, const UnfusedPlan& plan,
-                              const AttentionArgs& args, VkBuffer workspace, uint64_t workspace_offset);
+// Checks the layouts (check_attention_layouts) and the limits of the three kernels on `device`;
+// throws Error. `weights`: the caller's buffer receives P (else the scores go to the workspace).
+UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights);
+
+// Every chunk's three dispatches, with the barriers between them, appended to `list`. The scores
+// are the weights slot when the plan has weights, else the workspace slot.
+void emit_unfused_attention(ContextImpl& context, CommandList& list, const UnfusedPlan& plan,
+                            const AttentionLayouts& layouts, const AttentionSlots& slots);
 
 }  // namespace vkattn::detail

@@ -1,8 +1,8 @@
 #include "gemm.hpp"
 
+#include <cstddef>
 #include <limits>
 
-#include "binding.hpp"
 #include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
 
@@ -38,7 +38,7 @@ uint32_t col_block(const GemmOperand& o) {
 }  // namespace
 
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k) {
-  // The grid's z (batch x heads matrices) is split across dispatches by record_gemm; x and y are not.
+  // The grid's z (batch x heads matrices) is split across dispatches by emit_gemm; x and y are not.
   const GemmTile tile = choose_tile(m);
   const uint64_t gx = ceil_div(n, tile.bn), gy = ceil_div(m, tile.bm);
   if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1])
@@ -51,7 +51,7 @@ void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t
                 std::to_string((kLlvmpipeLoopBudget - 16) * kTileK) + ")");
 }
 
-void record_gemm(ContextImpl& c, VkCommandBuffer cmd, const GemmCall& call) {
+void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
   // More matrices than the grid's z allows: whole batches per dispatch, operands rebased.
   const uint64_t max_z = c.info.max_workgroup_count[2];
   if (uint64_t(call.batch * call.heads) > max_z) {
@@ -62,45 +62,43 @@ void record_gemm(ContextImpl& c, VkCommandBuffer cmd, const GemmCall& call) {
       GemmCall part = call;
       part.batch = std::min(per_dispatch, call.batch - b0);
       for (GemmOperand* o : {&part.a, &part.b, &part.c}) o->offset += b0 * o->stride_batch;
-      record_gemm(c, cmd, part);
+      emit_gemm(c, list, part);
     }
     return;
   }
-  const uint64_t align = std::max<uint64_t>(c.info.min_storage_buffer_offset_alignment, 16);
-  const auto bind_operand = [&](const GemmOperand& o) {
+  const auto bind_operand = [](const GemmOperand& o) {
     const uint64_t esize = dtype_size(o.dtype);
-    return bind(o.buffer, o.base + uint64_t(o.offset) * esize, esize, uint64_t(o.end - o.offset), align);
+    return Binding{o.slot, o.base + uint64_t(o.offset) * esize, esize, uint64_t(o.end - o.offset)};
   };
-  const Binding a = bind_operand(call.a), b = bind_operand(call.b), out = bind_operand(call.c);
-  const Binding bias = call.bias ? bind(call.bias, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n), align)
-                                 : bind_dummy(c);
+  Dispatch d;
+  d.bind(0, bind_operand(call.a), offsetof(GemmPush, a_off));
+  d.bind(1, bind_operand(call.b), offsetof(GemmPush, b_off));
+  d.bind(2, bind_operand(call.c), offsetof(GemmPush, c_off));
+  d.bind(3, call.has_bias ? Binding{call.bias_slot, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n)} : kPlaceholder,
+         offsetof(GemmPush, bias_off));
 
   GemmPush push{};
   push.m = u32(call.m), push.n = u32(call.n), push.k = u32(call.k);
   push.heads = u32(call.heads), push.group = u32(call.group), push.head_base = u32(call.head_base);
-  push.flags = (call.bias ? kGemmBias : 0u) | (call.skip_zero_a ? kGemmSkipZeroA : 0u);
+  push.flags = (call.has_bias ? kGemmBias : 0u) | (call.skip_zero_a ? kGemmSkipZeroA : 0u);
   push.alpha = call.alpha;
-  const auto fill = [](const GemmOperand& o, const Binding& binding, uint32_t* f) {
-    f[0] = binding.element_offset;
+  // The element offsets (word 0 of each operand's fields) are filled in at replay.
+  const auto fill = [](const GemmOperand& o, uint32_t* f) {
     f[1] = u32(o.stride_batch), f[2] = u32(o.stride_head), f[3] = u32(o.stride_row), f[4] = u32(o.stride_col);
     f[5] = col_block(o), f[6] = u32(o.stride_block);
   };
-  fill(call.a, a, &push.a_off);
-  fill(call.b, b, &push.b_off);
-  fill(call.c, out, &push.c_off);
-  push.bias_off = bias.element_offset;
+  fill(call.a, &push.a_off);
+  fill(call.b, &push.b_off);
+  fill(call.c, &push.c_off);
+  d.set_push(push);
 
   const GemmTile tile = choose_tile(call.m);
   const std::string module = std::string("gemm_") + to_string(call.a.dtype) + "_" + to_string(call.b.dtype) + "_" +
                              to_string(call.c.dtype);
-  const KernelLayout& layout = c.pipelines->layout(KernelKind::gemm);
-  const VkPipeline pipeline =
-      c.pipelines->get(KernelKind::gemm, module, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()});
-  const Binding* bindings[4] = {&a, &b, &out, &bias};
-  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-  push_bindings(c, cmd, layout.pipeline_layout, bindings, 4);
-  vkCmdPushConstants(cmd, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
-  vkCmdDispatch(cmd, u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads));
+  d.layout = c.pipelines->layout(KernelKind::gemm).pipeline_layout;
+  d.pipeline = c.pipelines->get(KernelKind::gemm, module, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()});
+  d.groups = {u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads)};
+  list.dispatch(d);
 }
 
 }  // namespace vkattn::detail

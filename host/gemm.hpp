@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "command_list.hpp"
 #include "context_impl.hpp"
 #include "vkattn/types.hpp"
 
@@ -28,11 +29,11 @@ enum GemmFlags : uint32_t { kGemmBias = 1u, kGemmSkipZeroA = 2u };
 
 // One matrix operand, per batch index (b, h): element (r, c) is at element index
 //   offset + b*stride_batch + h'*stride_head + r*stride_row + (c / col_block)*stride_block + (c % col_block)*stride_col
-// of `buffer` (counted from byte `base`), with h' = h for A and C and the KV head for B.
-// col_block 0 means no blocks (one block as wide as the matrix).
+// of command-list slot `slot` (counted from byte `base` of it), with h' = h for A and C and the KV head
+// for B. col_block 0 means no blocks (one block as wide as the matrix).
 struct GemmOperand {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  uint64_t base = 0;  // byte offset in `buffer` of element index 0
+  uint32_t slot = kPlaceholderSlot;
+  uint64_t base = 0;  // byte offset in the slot of element index 0
   DType dtype = DType::f32;
   int64_t offset = 0;  // first element the operand reaches
   int64_t end = 0;     // one past the last element it reaches (the bound range)
@@ -42,8 +43,9 @@ struct GemmOperand {
 
 struct GemmCall {
   GemmOperand a, b, c;  // A (m, k), B (n, k), C (m, n)
-  VkBuffer bias = VK_NULL_HANDLE;  // optional (n) in B's dtype
-  uint64_t bias_base = 0;          // byte offset of bias[0] in `bias`
+  bool has_bias = false;           // an (n) bias in B's dtype ...
+  uint32_t bias_slot = kPlaceholderSlot;
+  uint64_t bias_base = 0;          // ... from byte bias_base of slot bias_slot
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1, heads = 1;    // batch index z = (b, h): batch * heads matrices
   int64_t group = 1, head_base = 0;  // B's head of query head h: (head_base + h) / group
@@ -53,10 +55,11 @@ struct GemmCall {
 
 // Throws Error (prefixed by `what`) when a GEMM of this shape exceeds what `device` can dispatch:
 // the grid per matrix, or lavapipe's per-invocation loop limit (docs/devices.md). Any number of
-// matrices works: record_gemm splits them across dispatches.
+// matrices works: emit_gemm splits them across dispatches.
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k);
 
-// Records the dispatch (pipeline, bindings, push constants). The caller orders it with barriers.
-void record_gemm(ContextImpl& context, VkCommandBuffer cmd, const GemmCall& call);
+// Adds the dispatch (pipeline, bindings, push constants) to `list`, building its pipeline on
+// `context` if needed. The caller orders it with barriers.
+void emit_gemm(ContextImpl& context, CommandList& list, const GemmCall& call);
 
 }  // namespace vkattn::detail

@@ -3,6 +3,7 @@
 // recorded into one command buffer.
 #include "vkattn/mha.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "attention_record.hpp"
+#include "command_list.hpp"
 #include "context_impl.hpp"
 #include "gemm.hpp"
 #include "vkattn/attention.hpp"
@@ -31,12 +33,21 @@ Buffer upload(Context& context, DType dtype, std::span<const float> values) {
   return buffer;
 }
 
+// The slots of the layer's command list: its inputs, intermediates, outputs and weights.
+enum LayerSlot : uint32_t {
+  kQuery = 1, kKey, kValue,  // the inputs (B, S, features)
+  kQ, kK, kV, kAttn,         // the projected heads (BHSD) and attention's output
+  kOut, kWeights, kMask,     // the layer's output, P and the merged mask
+  kWq, kWk, kWv, kWo, kInBias, kOutBias,
+  kWorkspace,
+  kLayerSlotCount
+};
+
 // A dense row-major (rows, cols) matrix per batch index: the (B, S, features) arrays, and the weights
 // (batches = 1: the same matrix for every batch index).
-detail::GemmOperand dense(const Buffer& buffer, DType dtype, int64_t batches, int64_t rows, int64_t cols) {
+detail::GemmOperand dense(uint32_t slot, DType dtype, int64_t batches, int64_t rows, int64_t cols) {
   detail::GemmOperand o;
-  o.buffer = buffer.handle();
-  o.base = buffer.offset();
+  o.slot = slot;
   o.dtype = dtype;
   o.end = std::max<int64_t>(batches * rows * cols, 1);
   o.stride_batch = batches > 1 ? rows * cols : 0;  // one matrix (the weights) serves every batch
@@ -46,11 +57,10 @@ detail::GemmOperand dense(const Buffer& buffer, DType dtype, int64_t batches, in
 
 // (B, heads, S, D) seen as (B, S, heads·D): column c = h·D + d. Projections store into it (heads
 // split) and the output projection loads from it (heads merged), with no transpose pass.
-detail::GemmOperand heads_split(const Buffer& buffer, DType dtype, int64_t batches, int64_t heads, int64_t seq,
+detail::GemmOperand heads_split(uint32_t slot, DType dtype, int64_t batches, int64_t heads, int64_t seq,
                                 int64_t head_dim) {
   detail::GemmOperand o;
-  o.buffer = buffer.handle();
-  o.base = buffer.offset();
+  o.slot = slot;
   o.dtype = dtype;
   o.end = std::max<int64_t>(batches * heads * seq * head_dim, 1);
   o.stride_batch = heads * seq * head_dim;
@@ -142,7 +152,7 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
     key.emplace(upload(context, dt, in.key));
     value.emplace(upload(context, dt, in.value));
   }
-  const Buffer& key_buf = key ? *key : query;
+  const Buffer& key_buf = key ? *key : query;  // self-attention: the same slot contents
   const Buffer& value_buf = value ? *value : query;
   const uint64_t es = dtype_size(dt);
   Buffer q = allocate(context, uint64_t(B * Sq * E) * es), k = allocate(context, uint64_t(B * Sk * KVD) * es),
@@ -181,53 +191,68 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
     mask_layout = MaskLayout::dense(MaskType::f32, mb, 1, Sq, Sk);
   }
 
-  AttentionArgs args;
-  args.q = {&q, TensorLayout::bhsd(dt, B, H, Sq, D)};
-  args.k = {&k, TensorLayout::bhsd(dt, B, G, Sk, D)};
-  args.v = {&v, TensorLayout::bhsd(dt, B, G, Sk, D)};
-  args.out = {&attn, TensorLayout::bhsd(dt, B, H, Sq, D)};
-  if (mask) args.mask = {&*mask, *mask_layout};
-  if (weights) args.weights = {&*weights, 0};
-  args.options.causal = in.causal;
-  args.path = path;
-  const detail::PlannedAttention planned = detail::plan_any_path(context.impl(), args);
+  AttentionLayouts layouts;
+  layouts.q = TensorLayout::bhsd(dt, B, H, Sq, D);
+  layouts.k = TensorLayout::bhsd(dt, B, G, Sk, D);
+  layouts.v = TensorLayout::bhsd(dt, B, G, Sk, D);
+  layouts.out = TensorLayout::bhsd(dt, B, H, Sq, D);
+  layouts.mask = mask_layout;
+  layouts.options.causal = in.causal;
+  detail::ContextImpl& c = context.impl();
+  const detail::PlannedAttention planned = detail::plan_path(c.info, c.kernel, layouts, weights.has_value(), path);
 
-  const auto projection = [&](const Buffer& x, int64_t seq, int64_t features, const Buffer& w, int64_t outputs,
-                              int64_t heads, const Buffer& dst, uint64_t bias_element) {
+  const auto projection = [&](uint32_t x, int64_t seq, int64_t features, uint32_t w, int64_t outputs, int64_t heads,
+                              uint32_t dst, uint64_t bias_element) {
     detail::GemmCall g;
     g.a = dense(x, dt, B, seq, features);
     g.b = dense(w, dt, 1, outputs, features);
     g.c = heads_split(dst, dt, B, heads, seq, D);
     if (layer.in_bias) {
-      g.bias = layer.in_bias->handle();
-      g.bias_base = layer.in_bias->offset() + bias_element * es;
+      g.has_bias = true;
+      g.bias_slot = kInBias;
+      g.bias_base = bias_element * es;
     }
     g.m = seq, g.n = outputs, g.k = features, g.batch = B;
     return g;
   };
-  const detail::GemmCall project_q = projection(query, Sq, E, *layer.wq, E, H, q, 0);
-  const detail::GemmCall project_k = projection(key_buf, Sk, d.kdim, *layer.wk, KVD, G, k, uint64_t(E));
-  const detail::GemmCall project_v = projection(value_buf, Sk, d.vdim, *layer.wv, KVD, G, v, uint64_t(E + KVD));
   detail::GemmCall project_out;
-  project_out.a = heads_split(attn, dt, B, H, Sq, D);
-  project_out.b = dense(*layer.wo, dt, 1, E, E);
-  project_out.c = dense(out, dt, B, Sq, E);
+  project_out.a = heads_split(kAttn, dt, B, H, Sq, D);
+  project_out.b = dense(kWo, dt, 1, E, E);
+  project_out.c = dense(kOut, dt, B, Sq, E);
   if (layer.out_bias) {
-    project_out.bias = layer.out_bias->handle();
-    project_out.bias_base = layer.out_bias->offset();
+    project_out.has_bias = true;
+    project_out.bias_slot = kOutBias;
   }
   project_out.m = Sq, project_out.n = E, project_out.k = E, project_out.batch = B;
 
-  detail::ContextImpl& c = context.impl();
+  detail::AttentionSlots attention_slots;
+  attention_slots.q = kQ, attention_slots.k = kK, attention_slots.v = kV, attention_slots.out = kAttn;
+  attention_slots.lse = attention_slots.kv_lengths = detail::kPlaceholderSlot;  // the layer has neither
+  attention_slots.mask = kMask, attention_slots.weights = kWeights, attention_slots.workspace = kWorkspace;
+  detail::CommandList list(planned.alignment());
+  detail::emit_gemm(c, list, projection(kQuery, Sq, E, kWq, E, H, kQ, 0));
+  detail::emit_gemm(c, list, projection(kKey, Sk, d.kdim, kWk, KVD, G, kK, uint64_t(E)));
+  detail::emit_gemm(c, list, projection(kValue, Sk, d.vdim, kWv, KVD, G, kV, uint64_t(E + KVD)));
+  list.barrier_between_dispatches();
+  detail::emit_attention(c, list, planned, layouts, attention_slots);
+  list.barrier_between_dispatches();
+  detail::emit_gemm(c, list, project_out);
+
+  std::array<detail::SlotBase, kLayerSlotCount> slots{};
+  const auto at = [](const Buffer& b) { return detail::SlotBase{b.handle(), b.offset()}; };
+  slots[kQuery] = at(query);
+  slots[kKey] = at(key_buf);
+  slots[kValue] = at(value_buf);
+  slots[kQ] = at(q), slots[kK] = at(k), slots[kV] = at(v), slots[kAttn] = at(attn), slots[kOut] = at(out);
+  if (weights) slots[kWeights] = at(*weights);
+  if (mask) slots[kMask] = at(*mask);
+  slots[kWq] = at(*layer.wq), slots[kWk] = at(*layer.wk), slots[kWv] = at(*layer.wv), slots[kWo] = at(*layer.wo);
+  if (layer.in_bias) slots[kInBias] = at(*layer.in_bias);
+  if (layer.out_bias) slots[kOutBias] = at(*layer.out_bias);
   c.submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer workspace) {
+    slots[kWorkspace] = {workspace, 0};
     detail::barrier_before_attention(cmd);
-    detail::record_gemm(c, cmd, project_q);
-    detail::record_gemm(c, cmd, project_k);
-    detail::record_gemm(c, cmd, project_v);
-    detail::barrier_between_dispatches(cmd);
-    detail::record_any_path(c, cmd, planned, args, workspace, 0);
-    detail::barrier_between_dispatches(cmd);
-    detail::record_gemm(c, cmd, project_out);
+    list.replay(c, cmd, slots);
     detail::barrier_after_attention(cmd);
   });
 

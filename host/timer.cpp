@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "attention_plan.hpp"
 #include "attention_record.hpp"
 #include "context_impl.hpp"
 #include "vk_check.hpp"
@@ -18,11 +17,14 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
                 std::to_string(iterations) + ") >= 1");
   detail::ContextImpl& c = context.impl();
   if (!c.info.timestamps) throw Error("time_attention: " + c.info.name + " has no compute timestamp queries");
-  std::vector<detail::PlannedAttention> plans;
+  // One prepared call per rotation: their layouts may differ (they usually don't).
+  std::vector<PreparedAttention> calls;
+  std::vector<AttentionBuffers> buffers;
   uint64_t workspace = 0;
   for (const AttentionArgs& a : rotations) {
-    plans.push_back(detail::plan_any_path(c, a));
-    workspace = std::max(workspace, plans.back().workspace_bytes());
+    calls.emplace_back(context, AttentionSpec::of(a));
+    buffers.push_back(AttentionBuffers::of(a));
+    workspace = std::max(workspace, calls.back().workspace_bytes());
   }
 
   VkQueryPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -46,7 +48,7 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
       if (timed) vkCmdResetQueryPool(cmd, pool, 0, 2);
       detail::barrier_before_attention(cmd);
       if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0);
-      detail::record_any_path(c, cmd, plans[r], rotations[r], scratch ? scratch->buffer : VK_NULL_HANDLE, 0);
+      detail::record_with_scratch(calls[r], cmd, buffers[r], scratch ? scratch->buffer : VK_NULL_HANDLE);
       if (timed) vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1);
       detail::barrier_after_attention(cmd);
     });

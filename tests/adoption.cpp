@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "compare.hpp"
@@ -100,17 +101,23 @@ void run_adopted(VulkanApp& app, const AdoptCase& c, bool expect_split) {
       workspace = {&*ws_buf, 0};
     }
 
-    // Two runs: recorded into the application's command buffer, then the convenience call on the
-    // adopted device's queue.
-    for (const bool recorded : {true, false}) {
-      CAPTURE(recorded);
+    // Four runs: recorded into the application's command buffer, the convenience call on the adopted
+    // device's queue, and the same two through a call prepared once.
+    const PreparedAttention prepared(ctx, AttentionSpec::of(args));
+    CHECK(prepared.workspace_bytes() == plan.workspace_bytes);
+    for (const char* how : {"record_attention", "attention", "PreparedAttention::record", "PreparedAttention::run"}) {
+      CAPTURE(how);
+      const std::string mode = how;
       std::memset(out_app.mapped, 0xFF, out_app.size);
       std::memset(lse_app.mapped, 0xFF, lse_app.size);
-      if (recorded) {
+      if (mode == "record_attention" || mode == "PreparedAttention::record") {
         auto begin = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
         begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
         REQUIRE(vkBeginCommandBuffer(app.cmd(), &begin) == VK_SUCCESS);
-        record_attention(ctx, app.cmd(), args, workspace);
+        if (mode == "record_attention")
+          record_attention(ctx, app.cmd(), args, workspace);
+        else
+          prepared.record(app.cmd(), AttentionBuffers::of(args), workspace);
         // The application's side of the contract: order vkattn's writes before its host reads.
         auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
         barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -119,8 +126,10 @@ void run_adopted(VulkanApp& app, const AdoptCase& c, bool expect_split) {
                              &barrier, 0, nullptr, 0, nullptr);
         REQUIRE(vkEndCommandBuffer(app.cmd()) == VK_SUCCESS);
         app.submit_and_wait();
-      } else {
+      } else if (mode == "attention") {
         attention(ctx, args);
+      } else {
+        prepared.run(AttentionBuffers::of(args));
       }
 
       const auto* bytes = static_cast<const uint8_t*>(out_app.mapped);

@@ -66,7 +66,9 @@ Json result_json(const BenchResult& r) {
               {"iters", measured(r, r.iters)},
               // null without --host-time
               {"host_us_record_median", r.host_record ? Json(r.host_record->us_median) : Json(nullptr)},
-              {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)}};
+              {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)},
+              {"host_us_prepared_median", r.host_prepared ? Json(r.host_prepared->us_median) : Json(nullptr)},
+              {"host_us_prepared_min", r.host_prepared ? Json(r.host_prepared->us_min) : Json(nullptr)}};
 }
 
 Json fits_json(const std::vector<Fit>& fits) {
@@ -195,11 +197,13 @@ void print_table(const BenchReport& report) {
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
   for (const BenchResult& r : report.results)
-    if (r.host_record)
-      std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.2f us median, %.2f us min (%d rounds of "
-                  "%d calls recorded into one command buffer, never submitted)\n",
+    if (r.host_record && r.host_prepared)
+      std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.3f us median, %.3f us min; "
+                  "PreparedAttention::record %.3f us median, %.3f us min (%d rounds of %d calls each, alternated, "
+                  "recorded into one command buffer, never submitted)\n",
                   static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), r.host_record->us_median,
-                  r.host_record->us_min, r.host_record->rounds, r.host_record->calls_per_round);
+                  r.host_record->us_min, r.host_prepared->us_median, r.host_prepared->us_min, r.host_record->rounds,
+                  r.host_record->calls_per_round);
   for (const std::string path : {"fused", "unfused"}) {
     const Fit* time = find_fit(report.fits, path, "ms_median");
     const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");

@@ -42,9 +42,9 @@ struct BenchResult {
   int iters = 0;
   double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
   std::optional<CheckResult> check;
-  // --host-time: host microseconds per call of recording the call into a command buffer through
-  // record_attention, which checks and plans on every call.
-  std::optional<HostTime> host_record;
+  // --host-time: host microseconds per call of recording the call into a command buffer: through
+  // record_attention, which plans on every call, and through a PreparedAttention made once.
+  std::optional<HostTime> host_record, host_prepared;
 };
 
 }  // namespace vkattn::cli

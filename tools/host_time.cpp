@@ -70,9 +70,23 @@ HostTime time_recording(Context& context, const std::function<void(VkCommandBuff
   HostTime t;
   t.rounds = rounds;
   t.calls_per_round = calls_per_round;
+  t.per_round = per_call;
   std::sort(per_call.begin(), per_call.end());
   t.us_min = per_call.front();
   t.us_median = per_call[per_call.size() / 2];
+  return t;
+}
+
+HostTime merge_rounds(const std::vector<HostTime>& parts) {
+  if (parts.empty()) throw Error("host timing: no rounds");
+  HostTime t;
+  t.calls_per_round = parts.front().calls_per_round;
+  for (const HostTime& p : parts) t.per_round.insert(t.per_round.end(), p.per_round.begin(), p.per_round.end());
+  t.rounds = static_cast<int>(t.per_round.size());
+  std::vector<double> sorted = t.per_round;
+  std::sort(sorted.begin(), sorted.end());
+  t.us_min = sorted.front();
+  t.us_median = sorted[sorted.size() / 2];
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "vkattn/buffer.hpp"
@@ -82,17 +83,94 @@ struct AttentionPlan {
   uint32_t chunks = 1;
 };
 
+// What a prepared call is made for: the tensors' layouts and the options (AttentionLayouts, whose
+// has_lse and has_kv_lengths say which optional tensors the runs give), whether the weights P are
+// returned, and the path. No buffers.
+struct AttentionSpec {
+  AttentionLayouts layouts;
+  bool weights = false;  // the runs give a weights buffer (the three-stage path computes P)
+  AttentionPath path = AttentionPath::automatic;
+
+  // The spec of a call's arguments: their layouts, the optional tensors given, options and path.
+  static AttentionSpec of(const AttentionArgs& args);
+};
+
+// The buffers of one run of a prepared call. Each tensor is at its spec's layout (offset and strides
+// in elements from buffer->offset()); the optional ones are given exactly when the spec has them.
+struct AttentionBuffers {
+  const Buffer* q = nullptr;
+  const Buffer* k = nullptr;
+  const Buffer* v = nullptr;
+  const Buffer* out = nullptr;
+  const Buffer* mask = nullptr;  // with layouts.mask
+  BufferSlice lse;               // with layouts.has_lse
+  BufferSlice kv_lengths;        // with layouts.has_kv_lengths
+  BufferSlice weights;           // with AttentionSpec::weights
+
+  static AttentionBuffers of(const AttentionArgs& args);
+};
+
+class PreparedAttention;
+namespace detail {
+// Records a prepared call with vkattn's scratch buffer as its workspace (time_attention, the layer).
+void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer command_buffer,
+                         const AttentionBuffers& buffers, VkBuffer scratch);
+}  // namespace detail
+
+// An attention call planned once and run many times: an inference runtime's decode step in every
+// layer, thousands of times a second, with the same shapes. Construction checks the spec against
+// the device (throws Error as attention() would), chooses the path and the tiles, builds the
+// pipelines and precomputes every dispatch: pipeline, bindings, push constants, grid. record() and
+// run() then only check the buffers against the plan (given as the spec says, of this Context, large
+// enough, no output sharing a byte with another argument) and record the dispatches: no planning,
+// no string, no lock, no allocation. Keeps the Context's device alive while it lives. record() may
+// be called from several threads at once (into different command buffers).
+class PreparedAttention {
+ public:
+  PreparedAttention(Context& context, const AttentionSpec& spec);
+  PreparedAttention(PreparedAttention&&) noexcept;
+  PreparedAttention& operator=(PreparedAttention&&) noexcept;
+  PreparedAttention(const PreparedAttention&) = delete;
+  PreparedAttention& operator=(const PreparedAttention&) = delete;
+  ~PreparedAttention();
+
+  const AttentionSpec& spec() const;
+  const AttentionPlan& plan() const;  // how it runs (as plan_attention reports)
+  uint64_t workspace_bytes() const;   // plan().workspace_bytes: what record() needs in `workspace`
+
+  // Records the call into the caller's command buffer (in the recording state), with no submit, as
+  // record_attention() does: the caller orders the writes of the inputs before it and the reads of
+  // the outputs after it with its own barriers (shader-write / shader-read, compute stage).
+  // `workspace` must hold workspace_bytes() bytes when that is non-zero, and must not be used by
+  // other work until the command buffer has completed. Throws Error (records nothing) when a buffer
+  // does not fit the plan.
+  void record(VkCommandBuffer command_buffer, const AttentionBuffers& buffers, BufferSlice workspace = {}) const;
+
+  // Runs the call and waits for it, with the Context's own scratch as the workspace.
+  void run(const AttentionBuffers& buffers) const;
+
+ private:
+  friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer);
+  friend void attention(Context&, const AttentionArgs&);
+  friend void record_attention(Context&, VkCommandBuffer, const AttentionArgs&, BufferSlice);
+  struct Impl;
+  const Impl& impl() const;  // throws on a moved-from PreparedAttention
+  std::unique_ptr<Impl> impl_;
+};
+
 // Checks the arguments and the device limits; throws Error. Dispatches nothing.
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args);
 
-// Runs attention and waits for it. Allocates (and frees) the scratch itself.
+// Runs attention and waits for it. Allocates (and frees) the scratch itself. The same as
+// PreparedAttention(context, AttentionSpec::of(args)).run(AttentionBuffers::of(args)).
 void attention(Context& context, const AttentionArgs& args);
 
 // Records attention into the caller's command buffer (in the recording state), with no submit.
 // The caller orders the writes of q/k/v/mask/kv_lengths before it and the reads of out/lse after it
 // with its own barriers (shader-write / shader-read, compute stage). `workspace` must hold
 // plan_attention(...).workspace_bytes bytes when that is non-zero, and must not be used by other
-// work until the command buffer has completed.
+// work until the command buffer has completed. Plans on every call: a caller recording the same
+// shapes again and again keeps a PreparedAttention instead.
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args,
                       BufferSlice workspace = {});
 

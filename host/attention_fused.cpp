@@ -1,0 +1,180 @@
+// The fused path's command list (attention_fused.comp or attention_rowwise.comp, then the split-KV
+// combine pass), and the barriers vkattn's synchronous calls put around recorded work.
+#include <algorithm>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "attention_push.hpp"
+#include "attention_record.hpp"
+#include "command_list.hpp"
+#include "context_impl.hpp"
+#include "vkattn/attention.hpp"
+
+namespace vkattn {
+namespace detail {
+namespace {
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+namespace {
+
+// The dispatches (and combines) of a chunk, range of query tiles by range. `l` are the chunk's layouts
+// (chunk_layouts); its LSE rows and key lengths start at bytes `lse_offset` and `kv_offset` of their slots.
+void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& l,
+                const AttentionSlots& slots, uint64_t lse_offset, uint64_t kv_offset) {
+  AttentionProblem p = plan.problem;
+  p.batch = l.q.batch;
+  p.heads = l.q.heads;
+  p.kv_heads = l.k.heads;
+  const KernelConfig& cfg = plan.config;
+  const uint64_t esize = dtype_size(p.dtype), align = plan.alignment;
+  const std::string dtype = to_string(p.dtype);
+  const bool split = plan.splits > 1;
+
+  // A tensor's binding starts at its first element (its layout offset), so chunks bind only their part.
+  const auto tensor = [&](uint32_t slot, const TensorLayout& t) {
+    return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
+  };
+  const Binding q = tensor(slots.q, l.q), o = tensor(slots.out, l.out);
+  const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
+  const Binding lse = l.has_lse ? Binding{slots.lse, lse_offset, 4, rows_total} : kPlaceholder;
+  Binding mask = kPlaceholder;
+  if (l.mask) {
+    const uint64_t msize = mask_type_size(l.mask->type);
+    mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
+  }
+  const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)} : kPlaceholder;
+  Binding partial_o = kPlaceholder, partial_lse = kPlaceholder;
+  if (split) {
+    // The workspace slot starts aligned (the runner aligns it up).
+    partial_o = Binding{slots.workspace, 0, 4, plan.partial_o_bytes / 4};
+    partial_lse = Binding{slots.workspace, align_up(plan.partial_o_bytes, align), 4, plan.partial_lse_bytes / 4};
+  }
+
+  AttentionPush push{};
+  push.seq_q = u32(p.seq_q);
+  push.seq_k = u32(p.seq_k);
+  push.heads = u32(p.heads);
+  push.group = u32(p.group_size());
+  push.keys_per_split = plan.keys_per_split;
+  push.flags = mask_flags(p.causal, l.mask);
+  if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
+  if (l.has_lse) push.flags |= kFlagWriteLse;
+  if (split) push.flags |= kFlagPartial;
+  push.scale = p.scale;
+  const TensorLayout &ql = l.q, &kl = l.k, &vl = l.v, &ol = l.out;
+  push.q_sb = u32(ql.stride_batch), push.q_sh = u32(ql.stride_head), push.q_ss = u32(ql.stride_seq);
+  push.k_sb = u32(kl.stride_batch), push.k_sh = u32(kl.stride_head), push.k_ss = u32(kl.stride_seq);
+  push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
+  push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
+  if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+
+  const VkPipelineLayout layout = c.pipelines->layout(KernelKind::attention).pipeline_layout;
+  const VkPipeline fused = c.pipelines->get(
+      KernelKind::attention, std::string(cfg.rowwise ? "attention_rowwise_" : "attention_fused_") + dtype,
+      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()});
+  Dispatch combine;
+  if (split) {
+    combine.layout = c.pipelines->layout(KernelKind::combine).pipeline_layout;
+    combine.pipeline =
+        c.pipelines->get(KernelKind::combine, "attention_combine_" + dtype, {u32(p.dim_v), plan.combine_workgroup});
+    combine.bind(0, partial_o);
+    combine.bind(1, partial_lse);
+    combine.bind(2, o, offsetof(CombinePush, o_off));
+    combine.bind(3, lse, offsetof(CombinePush, lse_off));
+  }
+  CombinePush cpush{};
+  cpush.splits = plan.splits;
+  cpush.heads = u32(p.heads);
+  cpush.seq_q = u32(p.seq_q);
+  cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss;
+  cpush.write_lse = l.has_lse ? 1u : 0u;
+
+  // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
+  // workspace, its combine reads it back, and the next range reuses it.
+  for (uint32_t t0 = 0; t0 < plan.query_tiles; t0 += plan.tiles_per_range) {
+    const uint32_t tiles = std::min(plan.tiles_per_range, plan.query_tiles - t0);
+    const uint64_t row_base = uint64_t(t0) * cfg.rows;
+    const uint64_t range_rows = std::min<uint64_t>(uint64_t(tiles) * cfg.rows, uint64_t(p.seq_q) - row_base);
+    if (split) {
+      // The workspace may still be read by the previous range's combine pass, or by an earlier one
+      // recorded in this command buffer (write-after-read), and was written by the previous range's
+      // split dispatches (write-after-write).
+      list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+    } else if (t0 > 0) {
+      // Ranges write disjoint rows of O and LSE, but through the same bindings, and the placeholder
+      // buffer sits in both write-only (partial) and read-only (mask, kv_lengths) slots: without
+      // this barrier synchronization validation, which sees bindings and not rows, reports hazards
+      // (measured: read-after-write on the placeholder). Unsplit ranges exist only past
+      // maxComputeWorkGroupCount[0] tiles: one barrier per 65535 or more workgroups.
+      list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+    }
+
+    // One dispatch per range of splits; K and V are bound from the range's first key (binding_key in
+    // attention_common.glsl), so a KV head longer than one binding runs as several dispatches.
+    push.tile_base = t0;
+    for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
+      const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
+      const int64_t k0 = int64_t(s0) * plan.keys_per_split;
+      const int64_t nk = std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
+      const auto key_range = [&](TensorLayout t) {
+        t.offset += k0 * t.stride_seq;
+        t.seq = nk;
+        return t;
+      };
+      push.splits = n;
+      push.split_base = s0;
+      Dispatch d;
+      d.pipeline = fused;
+      d.layout = layout;
+      d.bind(0, q, offsetof(AttentionPush, q_off));
+      d.bind(1, tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
+      d.bind(2, tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
+      d.bind(3, o, offsetof(AttentionPush, o_off));
+      d.bind(4, lse, offsetof(AttentionPush, lse_off));
+      d.bind(5, mask, offsetof(AttentionPush, m_off));
+      d.bind(6, kv_len, offsetof(AttentionPush, kv_len_off));
+      d.bind(7, partial_o);
+      d.bind(8, partial_lse);
+      d.set_push(push);
+      d.groups = {tiles, u32(p.heads), u32(p.batch) * n};
+      list.dispatch(d);
+    }
+
+    if (!split) continue;
+    list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);  // the partials, before the combine
+
+    const uint64_t rows = uint64_t(p.batch) * p.heads * range_rows;
+    cpush.rows = u32(int64_t(rows));
+    cpush.row_base = u32(int64_t(row_base));
+    cpush.range_rows = u32(int64_t(range_rows));
+    combine.set_push(cpush);
+    const uint64_t gx = std::min<uint64_t>(rows, c.info.max_workgroup_count[0]);
+    combine.groups = {u32(int64_t(gx)), u32(int64_t((rows + gx - 1) / gx)), 1};
+    list.dispatch(combine);
+  }
+}
+
+}  // namespace
+
+void emit_fused_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
+                          const AttentionSlots& slots) {
+  const AttentionProblem& p = plan.problem;
+  if (plan.batch_chunk == p.batch && plan.head_chunk == p.heads) {
+    emit_chunk(c, list, plan, layouts, slots, 0, 0);
+    return;
+  }
+  for (int64_t b0 = 0; b0 < p.batch; b0 += plan.batch_chunk)
+    for (int64_t h0 = 0; h0 < p.heads; h0 += plan.head_chunk) {
+      const int64_t nb = std::min(plan.batch_chunk, p.batch - b0), nh = std::min(plan.head_chunk, p.heads - h0);
+      // Chunks are contiguous rows of the LSE, and whole batches of the key lengths.
+      emit_chunk(c, list, plan, chunk_layouts(layouts, p.group_size(), b0, nb, h0, nh), slots,
+                 uint64_t(b0 * p.heads + h0) * uint64_t(p.seq_q) * 4, uint64_t(b0) * 4);
+    }
+}
+
+}  // namespace detail
+}  // namespace vkattn

@@ -1,0 +1,80 @@
+#include "command_list.hpp"
+
+#include "context_impl.hpp"
+
+namespace vkattn::detail {
+
+void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_offset) {
+  bindings[index] = binding;
+  offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 4);
+  if (index + 1 > binding_count) binding_count = index + 1;
+}
+
+void CommandList::dispatch(const Dispatch& dispatch) {
+  Step step;
+  step.dispatch = dispatch;
+  steps_.push_back(step);
+}
+
+void CommandList::compute_barrier(VkAccessFlags before, VkAccessFlags after) {
+  Step step;
+  step.barrier = true;
+  step.before = before;
+  step.after = after;
+  steps_.push_back(step);
+}
+
+void CommandList::barrier_between_dispatches() {
+  constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  compute_barrier(read_write, read_write);
+}
+
+void CommandList::append(const CommandList& other) { steps_.insert(steps_.end(), other.steps_.begin(), other.steps_.end()); }
+
+std::size_t CommandList::dispatch_count() const {
+  std::size_t n = 0;
+  for (const Step& s : steps_) n += s.barrier ? 0 : 1;
+  return n;
+}
+
+void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<const SlotBase> slots) const {
+  const SlotBase placeholder{c.dummy().buffer, 0};
+  VkPipeline bound = VK_NULL_HANDLE;
+  for (const Step& step : steps_) {
+    if (step.barrier) {
+      VkMemoryBarrier barrier{};
+      barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+      barrier.srcAccessMask = step.before;
+      barrier.dstAccessMask = step.after;
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
+                           0, nullptr, 0, nullptr);
+      continue;
+    }
+    const Dispatch& d = step.dispatch;
+    std::array<uint32_t, kMaxPushWords> push = d.push;
+    std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
+    std::array<VkWriteDescriptorSet, kMaxBindings> writes;
+    for (uint32_t i = 0; i < d.binding_count; ++i) {
+      const Binding& b = d.bindings[i];
+      const SlotBase& slot = b.slot == kPlaceholderSlot ? placeholder : slots[b.slot];
+      const uint64_t byte = slot.base + b.offset, aligned = byte / alignment_ * alignment_;
+      infos[i] = {slot.buffer, aligned, (byte - aligned + b.elements * b.element_size + 3) / 4 * 4};
+      if (d.offset_word[i] != Dispatch::kNoWord) push[d.offset_word[i]] = static_cast<uint32_t>((byte - aligned) / b.element_size);
+      writes[i] = {};
+      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    if (d.pipeline != bound) {
+      vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);
+      bound = d.pipeline;
+    }
+    c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.layout, 0, d.binding_count, writes.data());
+    vkCmdPushConstants(cmd, d.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
+    vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
+  }
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,102 @@
+// What vkattn records for a call, made once when the call is planned and replayed into any command
+// buffer: dispatches (pipeline, bindings, push constants, grid) and the barriers between them, with
+// buffers named by slot rather than by VkBuffer. Replaying resolves the slots to the call's buffers
+// and records; it builds no string, takes no lock and allocates nothing.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace vkattn::detail {
+
+class ContextImpl;
+
+// Where slot s's bytes start when a list is replayed: binding offsets count from byte `base` of `buffer`.
+struct SlotBase {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t base = 0;
+};
+
+// Slot 0 of every list is the Context's small placeholder buffer, bound where a dispatch reads or
+// writes nothing (no mask, no LSE); replay supplies it, the caller's slots start at 1.
+inline constexpr uint32_t kPlaceholderSlot = 0;
+
+// A storage-buffer binding: `elements` elements of `element_size` bytes from byte `offset` of a slot.
+// At replay the descriptor starts at the aligned-down byte and the shader adds the remainder, in
+// elements, from a push-constant word (Dispatch::bind), so tensors may start at any element-aligned
+// byte. The range covers whole 32-bit words: masks and 16-bit tensors are read a word at a time.
+struct Binding {
+  uint32_t slot = kPlaceholderSlot;
+  uint64_t offset = 0;
+  uint64_t element_size = 4;
+  uint64_t elements = 0;
+};
+
+// The placeholder: the whole 256-byte buffer (ContextImpl::dummy).
+inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
+
+inline constexpr uint32_t kMaxBindings = 9;   // the most any kernel has (the fused attention kernel)
+inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
+
+struct Dispatch {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  uint32_t binding_count = 0;
+  std::array<Binding, kMaxBindings> bindings{};
+  // The push-constant word that receives binding i's element offset at replay; kNoWord for none.
+  static constexpr uint8_t kNoWord = 0xff;
+  std::array<uint8_t, kMaxBindings> offset_word{};
+  uint32_t push_bytes = 0;
+  std::array<uint32_t, kMaxPushWords> push{};
+  std::array<uint32_t, 3> groups{1, 1, 1};
+
+  // Binding `index` (== descriptor binding); the shader reads its element offset at byte
+  // `push_offset` of the push block (offsetof of the block's `*_off` member), when given.
+  void bind(uint32_t index, const Binding& binding, std::size_t push_offset = SIZE_MAX);
+  // The push block, its element-offset members left for replay.
+  template <typename Push>
+  void set_push(const Push& block) {
+    static_assert(sizeof(Push) <= kMaxPushWords * 4 && sizeof(Push) % 4 == 0);
+    push_bytes = sizeof(Push);
+    std::memcpy(push.data(), &block, sizeof(Push));
+  }
+};
+
+class CommandList {
+ public:
+  // `alignment`: the storage-buffer offset alignment every binding's descriptor is aligned down to.
+  explicit CommandList(uint64_t alignment = 16) : alignment_(alignment) {}
+
+  void dispatch(const Dispatch& dispatch);
+  // A global memory barrier between compute dispatches: `before` accesses made visible to `after`.
+  void compute_barrier(VkAccessFlags before, VkAccessFlags after);
+  // Every shader read and write before, every one after (a dispatch may read what the last wrote, or
+  // overwrite what it read).
+  void barrier_between_dispatches();
+  // Appends `other`'s steps (recorded with the same alignment and slots).
+  void append(const CommandList& other);
+
+  std::size_t dispatch_count() const;
+  bool empty() const { return steps_.empty(); }
+
+  // Records every step into `cmd` (in the recording state). `slots[s]` says where slot s's bytes
+  // are for s >= 1; slot 0 is `context`'s placeholder.
+  void replay(const ContextImpl& context, VkCommandBuffer cmd, std::span<const SlotBase> slots) const;
+
+ private:
+  struct Step {
+    bool barrier = false;
+    VkAccessFlags before = 0, after = 0;  // barrier
+    Dispatch dispatch;                    // otherwise
+  };
+  uint64_t alignment_;
+  std::vector<Step> steps_;
+};
+
+}  // namespace vkattn::detail

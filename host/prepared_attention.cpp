@@ -1,0 +1,265 @@
+// The public attention entry points. A PreparedAttention plans a call once (path, tiles, limits)
+// and keeps its command list; record() and run() check the call's buffers and replay the list.
+// attention(), record_attention() and plan_attention() are conveniences over the same steps.
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "attention_record.hpp"
+#include "attention_unfused.hpp"
+#include "call_buffers.hpp"
+#include "command_list.hpp"
+#include "context_impl.hpp"
+#include "vkattn/attention.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+namespace detail {
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// How a planned call runs, as plan_attention and PreparedAttention::plan report it.
+AttentionPlan report_of(const PlannedAttention& planned) {
+  AttentionPlan plan;
+  plan.workspace_bytes = planned.workspace_bytes();
+  if (planned.unfused) {
+    const UnfusedPlan& up = *planned.unfused;
+    plan.path = "unfused";
+    plan.kernel = "gemm";
+    plan.scores_bytes = up.chunk_scores_bytes;
+    plan.chunks = up.chunks;
+    return plan;
+  }
+  const LaunchPlan& lp = *planned.fused;
+  plan.rows_per_workgroup = lp.config.rows;
+  plan.threads_per_row = lp.config.threads_per_row;
+  plan.keys_per_tile = lp.config.keys_per_tile;
+  plan.splits = lp.splits;
+  plan.keys_per_split = lp.keys_per_split;
+  plan.path = "fused";
+  plan.kernel = lp.config.rowwise ? "rowwise" : "tiled";
+  plan.chunks = uint32_t(ceil_div(uint64_t(lp.problem.batch), uint64_t(lp.batch_chunk)) *
+                         ceil_div(uint64_t(lp.problem.heads), uint64_t(lp.head_chunk)) * lp.query_ranges *
+                         ceil_div(lp.splits, lp.splits_per_dispatch));
+  return plan;
+}
+
+// Where each slot of the call's command list is: the arguments' buffers, and the workspace aligned
+// up to the list's alignment (the plan's workspace_bytes has room for that).
+std::array<SlotBase, kAttentionSlotCount> slots_of(const AttentionBuffers& b, VkBuffer workspace,
+                                                   uint64_t workspace_offset, uint64_t alignment) {
+  const AttentionSlots s;
+  std::array<SlotBase, kAttentionSlotCount> slots{};
+  const auto tensor = [](const Buffer* buffer) { return SlotBase{buffer->handle(), buffer->offset()}; };
+  const auto slice = [](const BufferSlice& x) {
+    return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
+  };
+  slots[s.q] = tensor(b.q);
+  slots[s.k] = tensor(b.k);
+  slots[s.v] = tensor(b.v);
+  slots[s.out] = tensor(b.out);
+  if (b.mask) slots[s.mask] = tensor(b.mask);
+  slots[s.lse] = slice(b.lse);
+  slots[s.kv_lengths] = slice(b.kv_lengths);
+  slots[s.weights] = slice(b.weights);
+  slots[s.workspace] = {workspace, (workspace_offset + alignment - 1) / alignment * alignment};
+  return slots;
+}
+
+}  // namespace
+
+void check_path(AttentionPath path) {
+  if (path != AttentionPath::automatic && path != AttentionPath::fused && path != AttentionPath::unfused)
+    throw Error("path: invalid value " + std::to_string(static_cast<int>(path)) + " (expected automatic, fused or unfused)");
+}
+
+PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+                           bool weights, AttentionPath path) {
+  check_path(path);
+  PlannedAttention planned;
+  bool unfused = path == AttentionPath::unfused;
+  if (weights) {
+    if (path == AttentionPath::fused)
+      throw Error("path: fused, but the weights P were requested; only the unfused (three-stage) path computes them "
+                  "(use path auto or unfused)");
+    unfused = true;
+  }
+  if (unfused)
+    planned.unfused = make_unfused_plan(device, layouts, weights);
+  else
+    planned.fused = plan_fused(device, variant, layouts);
+  return planned;
+}
+
+void emit_attention(ContextImpl& c, CommandList& list, const PlannedAttention& planned, const AttentionLayouts& layouts,
+                    const AttentionSlots& slots) {
+  if (planned.unfused)
+    emit_unfused_attention(c, list, *planned.unfused, layouts, slots);
+  else
+    emit_fused_attention(c, list, *planned.fused, layouts, slots);
+}
+
+void barrier_before_attention(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+void barrier_after_attention(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+}  // namespace detail
+
+AttentionSpec AttentionSpec::of(const AttentionArgs& args) {
+  AttentionSpec spec;
+  spec.layouts.q = args.q.layout;
+  spec.layouts.k = args.k.layout;
+  spec.layouts.v = args.v.layout;
+  spec.layouts.out = args.out.layout;
+  if (args.mask.buffer) spec.layouts.mask = args.mask.layout;
+  spec.layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
+  spec.layouts.has_lse = args.lse.buffer != nullptr;
+  spec.layouts.options = args.options;
+  spec.weights = args.weights.buffer != nullptr;
+  spec.path = args.path;
+  return spec;
+}
+
+AttentionBuffers AttentionBuffers::of(const AttentionArgs& args) {
+  AttentionBuffers b;
+  b.q = args.q.buffer;
+  b.k = args.k.buffer;
+  b.v = args.v.buffer;
+  b.out = args.out.buffer;
+  b.mask = args.mask.buffer;
+  b.lse = args.lse;
+  b.kv_lengths = args.kv_lengths;
+  b.weights = args.weights;
+  return b;
+}
+
+struct PreparedAttention::Impl {
+  std::shared_ptr<detail::ContextImpl> context;
+  AttentionSpec spec;
+  detail::PlannedAttention planned;
+  AttentionPlan report;
+  detail::CommandList list;
+
+  // The buffer checks of every run (call_buffers.hpp); `workspace` null for vkattn's scratch.
+  void check(const AttentionBuffers& buffers, const BufferSlice* workspace) const {
+    detail::check_call_buffers(*context, planned.problem(), spec, buffers, workspace, planned.workspace_bytes(),
+                               planned.unfused ? "the unfused path's scores" : "split-KV partials");
+  }
+  void replay(VkCommandBuffer cmd, const AttentionBuffers& buffers, VkBuffer workspace, uint64_t workspace_offset) const {
+    list.replay(*context, cmd, detail::slots_of(buffers, workspace, workspace_offset, planned.alignment()));
+  }
+  void record(VkCommandBuffer cmd, const AttentionBuffers& buffers, const BufferSlice& workspace) const {
+    if (planned.workspace_bytes() == 0)
+      replay(cmd, buffers, VK_NULL_HANDLE, 0);
+    else
+      replay(cmd, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+  }
+  void run(const AttentionBuffers& buffers) const {
+    context->submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer scratch) {
+      detail::barrier_before_attention(cmd);
+      replay(cmd, buffers, scratch, 0);
+      detail::barrier_after_attention(cmd);
+    });
+  }
+
+  // Plans `spec` on `context`; the command list is emitted apart (emit), so the one-call
+  // conveniences check the buffers before any pipeline is built.
+  static std::unique_ptr<Impl> plan(Context& context, const AttentionSpec& spec) {
+    detail::ContextImpl& c = context.impl();
+    c.check_usable();
+    auto impl = std::make_unique<Impl>();
+    impl->context = context.shared_impl();
+    impl->spec = spec;
+    impl->planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
+    impl->report = detail::report_of(impl->planned);
+    impl->list = detail::CommandList(impl->planned.alignment());
+    return impl;
+  }
+  // Builds the pipelines (if this Context has not yet) and the command list.
+  void emit() { detail::emit_attention(*context, list, planned, spec.layouts); }
+};
+
+PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec) : impl_(Impl::plan(context, spec)) {
+  impl_->emit();
+}
+
+PreparedAttention::PreparedAttention(PreparedAttention&&) noexcept = default;
+PreparedAttention& PreparedAttention::operator=(PreparedAttention&&) noexcept = default;
+PreparedAttention::~PreparedAttention() = default;
+
+const PreparedAttention::Impl& PreparedAttention::impl() const {
+  if (!impl_)
+    throw Error("PreparedAttention: used after being moved from (a moved-from PreparedAttention holds no call)");
+  return *impl_;
+}
+
+const AttentionSpec& PreparedAttention::spec() const { return impl().spec; }
+const AttentionPlan& PreparedAttention::plan() const { return impl().report; }
+uint64_t PreparedAttention::workspace_bytes() const { return impl().planned.workspace_bytes(); }
+
+void PreparedAttention::record(VkCommandBuffer command_buffer, const AttentionBuffers& buffers, BufferSlice workspace) const {
+  const Impl& p = impl();
+  p.context->check_usable();
+  if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
+  p.check(buffers, &workspace);
+  p.record(command_buffer, buffers, workspace);
+}
+
+void PreparedAttention::run(const AttentionBuffers& buffers) const {
+  const Impl& p = impl();
+  p.check(buffers, nullptr);
+  p.run(buffers);
+}
+
+void detail::record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer cmd, const AttentionBuffers& buffers,
+                                 VkBuffer scratch) {
+  const PreparedAttention::Impl& p = prepared.impl();
+  p.check(buffers, nullptr);
+  p.replay(cmd, buffers, scratch, 0);
+}
+
+AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
+  const detail::ContextImpl& c = context.impl();
+  const AttentionSpec spec = AttentionSpec::of(args);
+  const detail::PlannedAttention planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
+  detail::check_call_buffers(c, planned.problem(), spec, AttentionBuffers::of(args), nullptr, planned.workspace_bytes(),
+                             "");
+  return detail::report_of(planned);
+}
+
+void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
+  context.impl().check_usable();
+  if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
+  const std::unique_ptr<PreparedAttention::Impl> call = PreparedAttention::Impl::plan(context, AttentionSpec::of(args));
+  const AttentionBuffers buffers = AttentionBuffers::of(args);
+  call->check(buffers, &workspace);
+  call->emit();
+  call->record(command_buffer, buffers, workspace);
+}
+
+void attention(Context& context, const AttentionArgs& args) {
+  const std::unique_ptr<PreparedAttention::Impl> call = PreparedAttention::Impl::plan(context, AttentionSpec::of(args));
+  const AttentionBuffers buffers = AttentionBuffers::of(args);
+  call->check(buffers, nullptr);
+  call->emit();
+  call->run(buffers);
+}
+
+}  // namespace vkattn

@@ -1,0 +1,241 @@
+// PreparedAttention: a call planned once gives, run after run and on other buffers each time,
+// exactly what attention() gives for the same arguments; and it refuses buffers that do not fit its
+// plan, naming them, before anything is recorded or any output touched.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace vkattn;
+using namespace vkattn::test;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t batch, heads, kv_heads, seq_q, seq_k, dim;
+  DType dtype;
+  Causal causal;
+  bool mask, kv_lengths, lse, weights;
+};
+
+// One set of argument buffers of `spec`'s shapes, filled with random values (inputs) and 0xFF (outputs).
+struct Arguments {
+  std::optional<Buffer> q, k, v, out, mask, lse, kv_lengths, weights;
+
+  Arguments(Context& ctx, const AttentionSpec& spec, std::mt19937_64& rng) {
+    const AttentionLayouts& l = spec.layouts;
+    const auto random = [&](const TensorLayout& t) {
+      std::normal_distribution<float> normal;
+      std::vector<float> values(static_cast<std::size_t>(t.required_elements()));
+      for (float& x : values) x = normal(rng);
+      std::vector<std::byte> bytes(values.size() * dtype_size(t.dtype));
+      encode(t.dtype, values.data(), bytes.data(), values.size());
+      Buffer b = Buffer::allocate(ctx, bytes.size());
+      b.upload(bytes.data(), bytes.size());
+      return b;
+    };
+    q.emplace(random(l.q));
+    k.emplace(random(l.k));
+    v.emplace(random(l.v));
+    out.emplace(Buffer::allocate(ctx, uint64_t(l.out.required_elements()) * dtype_size(l.out.dtype)));
+    const uint64_t rows = uint64_t(l.q.batch * l.q.heads * l.q.seq);
+    if (l.mask) {
+      std::vector<uint8_t> keep(static_cast<std::size_t>(l.mask->required_elements()));
+      for (uint8_t& x : keep) x = rng() % 4 != 0;
+      mask.emplace(Buffer::allocate(ctx, keep.size()));
+      mask->upload(keep.data(), keep.size());
+    }
+    if (l.has_lse) lse.emplace(Buffer::allocate(ctx, rows * 4));
+    if (l.has_kv_lengths) {
+      std::vector<int32_t> lengths(static_cast<std::size_t>(l.q.batch));
+      for (int32_t& n : lengths) n = static_cast<int32_t>(rng() % uint64_t(l.k.seq + 1));
+      kv_lengths.emplace(Buffer::allocate(ctx, lengths.size() * 4));
+      kv_lengths->upload(lengths.data(), lengths.size() * 4);
+    }
+    if (spec.weights) weights.emplace(Buffer::allocate(ctx, rows * uint64_t(l.k.seq) * 4));
+  }
+
+  void poison() {
+    for (std::optional<Buffer>* b : {&out, &lse, &weights})
+      if (*b) (*b)->fill(0xFF);
+  }
+
+  AttentionBuffers buffers() const {
+    AttentionBuffers b;
+    b.q = &*q, b.k = &*k, b.v = &*v, b.out = &*out;
+    if (mask) b.mask = &*mask;
+    if (lse) b.lse = {&*lse, 0};
+    if (kv_lengths) b.kv_lengths = {&*kv_lengths, 0};
+    if (weights) b.weights = {&*weights, 0};
+    return b;
+  }
+
+  AttentionArgs args(const AttentionSpec& spec) const {
+    AttentionArgs a;
+    const AttentionBuffers b = buffers();
+    a.q = {b.q, spec.layouts.q}, a.k = {b.k, spec.layouts.k}, a.v = {b.v, spec.layouts.v}, a.out = {b.out, spec.layouts.out};
+    if (spec.layouts.mask) a.mask = {b.mask, *spec.layouts.mask};
+    a.lse = b.lse, a.kv_lengths = b.kv_lengths, a.weights = b.weights;
+    a.options = spec.layouts.options;
+    a.path = spec.path;
+    return a;
+  }
+
+  // The outputs' bytes, in one vector.
+  std::vector<uint8_t> outputs() const {
+    std::vector<uint8_t> all;
+    for (const std::optional<Buffer>* b : {&out, &lse, &weights})
+      if (*b) {
+        std::vector<uint8_t> bytes((*b)->size());
+        (*b)->download(bytes.data(), bytes.size());
+        all.insert(all.end(), bytes.begin(), bytes.end());
+      }
+    return all;
+  }
+};
+
+AttentionSpec spec_of(const Shape& s) {
+  AttentionSpec spec;
+  AttentionLayouts& l = spec.layouts;
+  l.q = TensorLayout::bhsd(s.dtype, s.batch, s.heads, s.seq_q, s.dim);
+  l.k = TensorLayout::bhsd(s.dtype, s.batch, s.kv_heads, s.seq_k, s.dim);
+  l.v = TensorLayout::bhsd(s.dtype, s.batch, s.kv_heads, s.seq_k, s.dim);
+  l.out = TensorLayout::bhsd(s.dtype, s.batch, s.heads, s.seq_q, s.dim);
+  if (s.mask) l.mask = MaskLayout::dense(MaskType::boolean, 1, 1, s.seq_q, s.seq_k);
+  l.has_lse = s.lse;
+  l.has_kv_lengths = s.kv_lengths;
+  l.options.causal = s.causal;
+  spec.weights = s.weights;
+  return spec;
+}
+
+const Shape kShapes[] = {
+    // Decode with GQA and split-KV (the combine pass and the workspace), per-batch key lengths.
+    {"decode", 2, 4, 1, 1, 3000, 64, DType::f16, Causal::none, false, true, true, false},
+    // Prefill, odd sizes, causal bottom-right with a boolean mask.
+    {"prefill", 1, 4, 4, 37, 53, 40, DType::f32, Causal::bottom_right, true, false, true, false},
+    // The three-stage path, returning P.
+    {"weights", 1, 2, 1, 9, 17, 16, DType::bf16, Causal::top_left, true, true, true, true},
+};
+
+}  // namespace
+
+TEST_SUITE("prepared") {
+  TEST_CASE("a prepared call gives what attention() gives, run after run, on other buffers each time") {
+    Context& ctx = context();
+    for (const Shape& shape : kShapes) {
+      const std::string name = shape.name;
+      CAPTURE(name);
+      if (!device_supports(shape.dtype)) continue;
+      const AttentionSpec spec = spec_of(shape);
+      const PreparedAttention prepared(ctx, spec);
+      if (name == "decode") CHECK_MESSAGE(prepared.plan().splits > 1, "meant to exercise split-KV");
+      CHECK(std::string(prepared.plan().path) == (shape.weights ? "unfused" : "fused"));
+      std::mt19937_64 rng(case_seed(9100));
+      for (int round = 0; round < 3; ++round) {
+        CAPTURE(round);
+        Arguments a(ctx, spec, rng), b(ctx, spec, rng);
+        // b: the same inputs as a, through attention().
+        for (auto [from, to] : {std::pair{&a.q, &b.q}, std::pair{&a.k, &b.k}, std::pair{&a.v, &b.v},
+                                std::pair{&a.mask, &b.mask}, std::pair{&a.kv_lengths, &b.kv_lengths}})
+          if (*from) {
+            std::vector<uint8_t> bytes((*from)->size());
+            (*from)->download(bytes.data(), bytes.size());
+            (*to)->upload(bytes.data(), bytes.size());
+          }
+        a.poison();
+        b.poison();
+        prepared.run(a.buffers());
+        attention(ctx, b.args(spec));
+        const std::vector<uint8_t> got = a.outputs(), want = b.outputs();
+        CHECK_MESSAGE(got == want, "the prepared call's outputs differ from attention()'s");
+        std::vector<float> out(static_cast<std::size_t>(spec.layouts.out.element_count()));
+        std::vector<std::byte> raw(out.size() * dtype_size(shape.dtype));
+        a.out->download(raw.data(), raw.size());
+        decode(shape.dtype, raw.data(), out.data(), out.size());
+        std::size_t not_finite = 0;
+        for (float x : out) not_finite += std::isfinite(x) ? 0 : 1;
+        CHECK_MESSAGE(not_finite == 0, not_finite << " outputs still hold the poison");
+      }
+    }
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("buffers that do not fit the plan are refused, naming them, with the outputs untouched") {
+    Context& ctx = context();
+    const AttentionSpec spec = spec_of(kShapes[1]);  // mask and lse, no key lengths
+    const PreparedAttention prepared(ctx, spec);
+    std::mt19937_64 rng(case_seed(9200));
+    Arguments a(ctx, spec, rng);
+    const auto refused = [&](AttentionBuffers b, const std::string& expected) {
+      a.poison();
+      const std::vector<uint8_t> before = a.outputs();
+      const std::string message = error_message([&] { prepared.run(b); });
+      CHECK_MESSAGE(contains(message, expected), "message: " << message << "; expected: " << expected);
+      CHECK_MESSAGE(a.outputs() == before, "a refused run changed an output");
+    };
+    AttentionBuffers b = a.buffers();
+    b.lse = {};
+    refused(b, "lse: the call was prepared with lse");
+    b = a.buffers();
+    b.mask = nullptr;
+    refused(b, "mask: the call was prepared with mask");
+    b = a.buffers();
+    b.kv_lengths = {&*a.lse, 0};
+    refused(b, "kv_lengths: a buffer is given, but the call was prepared without kv_lengths");
+    Buffer small = Buffer::allocate(ctx, 64);
+    b = a.buffers();
+    b.out = &small;
+    refused(b, "out: needs");
+    b = a.buffers();
+    b.out = &*a.k;
+    refused(b, "out overlaps k");
+    b = a.buffers();
+    b.q = nullptr;
+    refused(b, "q: buffer is null");
+
+    // record(): a command buffer and, when the plan needs one, a workspace.
+    CHECK(contains(error_message([&] { prepared.record(VK_NULL_HANDLE, a.buffers()); }), "command_buffer is VK_NULL_HANDLE"));
+    const PreparedAttention split(ctx, spec_of(kShapes[0]));
+    if (split.workspace_bytes() > 0 && device_supports(kShapes[0].dtype)) {
+      Arguments d(ctx, split.spec(), rng);
+      VkCommandPoolCreateInfo pool_info{};
+      pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+      pool_info.queueFamilyIndex = ctx.queue_family_index();
+      VkCommandPool pool;
+      REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool) == VK_SUCCESS);
+      VkCommandBufferAllocateInfo info{};
+      info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+      info.commandPool = pool;
+      info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      info.commandBufferCount = 1;
+      VkCommandBuffer cmd;
+      REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
+      VkCommandBufferBeginInfo begin{};
+      begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+      REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
+      CHECK(contains(error_message([&] { split.record(cmd, d.buffers()); }), "needs a workspace of"));
+      Buffer too_small = Buffer::allocate(ctx, 16);
+      CHECK(contains(error_message([&] { split.record(cmd, d.buffers(), {&too_small, 0}); }), "workspace: needs"));
+      vkEndCommandBuffer(cmd);
+      vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
+    }
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("a moved-from PreparedAttention: every use is an Error") {
+    Context& ctx = context();
+    PreparedAttention moved(ctx, spec_of(kShapes[1]));
+    const PreparedAttention taker(std::move(moved));
+    CHECK(taker.plan().splits >= 1);
+    CHECK(contains(error_message([&] { (void)moved.plan(); }), "moved-from PreparedAttention"));
+    CHECK(contains(error_message([&] { moved.run({}); }), "moved-from PreparedAttention"));
+  }
+}
