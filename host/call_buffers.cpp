@@ -23,7 +23,7 @@ void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset,
                    uint64_t elements) {
   if (!buffer || !buffer->valid()) throw Error(std::string(name) + ": buffer is null");
   const uint64_t start = buffer->offset() + byte_offset;
-  if (start % element_size != 0)
+  if ((start & (element_size - 1)) != 0)  // element sizes are 1, 2 or 4
     throw Error(std::string(name) + ": byte offset " + str(start) + " is not a multiple of the element size " +
                 str(element_size));
   const uint64_t need = elements * element_size;

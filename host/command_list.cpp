@@ -1,6 +1,10 @@
 #include "command_list.hpp"
 
+#include <bit>
+#include <string>
+
 #include "context_impl.hpp"
+#include "vkattn/error.hpp"
 
 namespace vkattn::detail {
 
@@ -8,6 +12,10 @@ void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_off
   bindings[index] = binding;
   offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 4);
   if (index + 1 > binding_count) binding_count = index + 1;
+}
+
+CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
+  if (!std::has_single_bit(alignment)) throw Error("internal: storage-buffer alignment " + std::to_string(alignment) + " is not a power of two");
 }
 
 void CommandList::dispatch(const Dispatch& dispatch) {
@@ -57,9 +65,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     for (uint32_t i = 0; i < d.binding_count; ++i) {
       const Binding& b = d.bindings[i];
       const SlotBase& slot = b.slot == kPlaceholderSlot ? placeholder : slots[b.slot];
-      const uint64_t byte = slot.base + b.offset, aligned = byte / alignment_ * alignment_;
-      infos[i] = {slot.buffer, aligned, (byte - aligned + b.elements * b.element_size + 3) / 4 * 4};
-      if (d.offset_word[i] != Dispatch::kNoWord) push[d.offset_word[i]] = static_cast<uint32_t>((byte - aligned) / b.element_size);
+      // Powers of two (the alignment by Vulkan's rule, element sizes 1, 2 or 4): masks and shifts,
+      // not divisions, on this path.
+      const uint64_t byte = slot.base + b.offset, aligned = byte & ~(alignment_ - 1);
+      infos[i] = {slot.buffer, aligned, (byte - aligned + b.elements * b.element_size + 3) & ~uint64_t(3)};
+      if (d.offset_word[i] != Dispatch::kNoWord)
+        push[d.offset_word[i]] = static_cast<uint32_t>((byte - aligned) >> std::countr_zero(b.element_size));
       writes[i] = {};
       writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
       writes[i].dstBinding = i;

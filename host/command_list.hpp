@@ -70,8 +70,9 @@ struct Dispatch {
 
 class CommandList {
  public:
-  // `alignment`: the storage-buffer offset alignment every binding's descriptor is aligned down to.
-  explicit CommandList(uint64_t alignment = 16) : alignment_(alignment) {}
+  // `alignment`: the storage-buffer offset alignment every binding's descriptor is aligned down to
+  // (a power of two, as Vulkan requires of minStorageBufferOffsetAlignment).
+  explicit CommandList(uint64_t alignment = 16);
 
   void dispatch(const Dispatch& dispatch);
   // A global memory barrier between compute dispatches: `before` accesses made visible to `after`.
