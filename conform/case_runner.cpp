@@ -10,6 +10,7 @@
 
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "vkattn/testing.hpp"
 
 namespace vkattn::conform {
 namespace {
@@ -250,6 +251,10 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   if (weights_buf) args.weights = {&weights_buf->buffer(), weights_offset};
 
   if (want_weights && !c.unfused_refusal.empty()) {
+    if (options.profile) {
+      result.skip_reason = "a refusal of the local device's own plan, which --profile replaces";
+      return;
+    }
     // The three-stage path binds each KV head whole: it must refuse, naming the path that works.
     std::string message = "<no vkattn::Error thrown>";
     try {
@@ -280,7 +285,16 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   // Reference first: it also rejects a case that is itself malformed.
   const reference::Outputs ref = reference::attention(in, c.reference_rows);
 
-  attention(ctx, args);
+  if (options.profile) {
+    try {
+      testing::prepare_for_profile(ctx, AttentionSpec::of(args), *options.profile).run(AttentionBuffers::of(args));
+    } catch (const testing::PlanDoesNotFit& e) {
+      result.skip_reason = e.what();
+      return;
+    }
+  } else {
+    attention(ctx, args);
+  }
 
   std::string guard;
   const std::vector<float> gpu_out =
@@ -324,7 +338,9 @@ CaseResult run_in_frame(Context& context, DType dtype, const RunOptions& options
   if (options.take_validation_messages)
     for (const std::string& m : options.take_validation_messages()) result.problems.push_back("validation: " + m);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.outcome = result.problems.empty() ? Outcome::passed : Outcome::failed;
+  result.outcome = !result.problems.empty()     ? Outcome::failed
+                   : !result.skip_reason.empty() ? Outcome::skipped
+                                                 : Outcome::passed;
   return result;
 }
 

@@ -20,6 +20,11 @@ struct RunOptions {
   // When set, called after the device work of each case: the validation-layer messages received
   // meanwhile. Any message fails the case.
   std::function<std::vector<std::string>()> take_validation_messages;
+  // When set, attention cases run with the plan vkattn makes for this device description (a device
+  // class that is not here; conform/device_profiles.hpp) instead of the local device's, and are
+  // skipped, saying why, where that plan does not fit the local device. Layer cases are skipped: the
+  // layer plans for the device it runs on.
+  const DeviceInfo* profile = nullptr;
 };
 
 enum class Outcome { passed, failed, skipped };

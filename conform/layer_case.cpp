@@ -155,6 +155,12 @@ std::vector<std::pair<std::string, std::string>> features(const LayerCase& c) {
 }
 
 CaseResult run_layer_case(Context& context, const LayerCase& c, const RunOptions& options) {
+  if (options.profile) {
+    CaseResult result;
+    result.outcome = Outcome::skipped;
+    result.skip_reason = "the layer plans for the device it runs on; --profile applies to attention cases";
+    return result;
+  }
   if (c.fused_only && options.path == AttentionPath::unfused) {
     CaseResult result;
     result.outcome = Outcome::skipped;

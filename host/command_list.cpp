@@ -4,6 +4,7 @@
 #include <string>
 
 #include "context_impl.hpp"
+#include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -43,6 +44,23 @@ std::size_t CommandList::dispatch_count() const {
   std::size_t n = 0;
   for (const Step& s : steps_) n += s.barrier ? 0 : 1;
   return n;
+}
+
+void CommandList::check_fits(const DeviceInfo& device) const {
+  for (const Step& step : steps_) {
+    if (step.barrier) continue;
+    const Dispatch& d = step.dispatch;
+    for (int axis = 0; axis < 3; ++axis)
+      if (d.groups[axis] > device.max_workgroup_count[axis])
+        throw Error("a grid of " + std::to_string(d.groups[axis]) + " workgroups exceeds maxComputeWorkGroupCount[" +
+                    std::to_string(axis) + "] (" + std::to_string(device.max_workgroup_count[axis]) + ") of " + device.name);
+    for (uint32_t i = 0; i < d.binding_count; ++i) {
+      const uint64_t bytes = d.bindings[i].elements * d.bindings[i].element_size + alignment_;  // the worst slack
+      if (d.bindings[i].slot != kPlaceholderSlot && bytes > device.max_storage_buffer_range)
+        throw Error("a binding of " + std::to_string(bytes) + " bytes exceeds maxStorageBufferRange (" +
+                    std::to_string(device.max_storage_buffer_range) + ") of " + device.name);
+    }
+  }
 }
 
 void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<const SlotBase> slots) const {

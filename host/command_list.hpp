@@ -13,6 +13,10 @@
 #include <span>
 #include <vector>
 
+namespace vkattn {
+struct DeviceInfo;
+}
+
 namespace vkattn::detail {
 
 class ContextImpl;
@@ -84,6 +88,9 @@ class CommandList {
   void append(const CommandList& other);
 
   std::size_t dispatch_count() const;
+  // Throws Error when a dispatch's grid or a binding's range (with the worst alignment slack)
+  // exceeds `device`'s limits: for lists planned for another device (plan_fit.hpp).
+  void check_fits(const DeviceInfo& device) const;
   bool empty() const { return steps_.empty(); }
 
   // Records every step into `cmd` (in the recording state). `slots[s]` says where slot s's bytes

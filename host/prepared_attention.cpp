@@ -11,6 +11,8 @@
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "plan_fit.hpp"
+#include "vkattn/testing.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/error.hpp"
 
@@ -179,15 +181,15 @@ struct PreparedAttention::Impl {
     });
   }
 
-  // Plans `spec` on `context`; the command list is emitted apart (emit), so the one-call
-  // conveniences check the buffers before any pipeline is built.
-  static std::unique_ptr<Impl> plan(Context& context, const AttentionSpec& spec) {
+  // Plans `spec` on `context` (as for the device `plan_for` describes when given); the command list
+  // is emitted apart (emit), so the one-call conveniences check the buffers before any pipeline is built.
+  static std::unique_ptr<Impl> plan(Context& context, const AttentionSpec& spec, const DeviceInfo* plan_for = nullptr) {
     detail::ContextImpl& c = context.impl();
     c.check_usable();
     auto impl = std::make_unique<Impl>();
     impl->context = context.shared_impl();
     impl->spec = spec;
-    impl->planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
+    impl->planned = detail::plan_path(plan_for ? *plan_for : c.info, c.kernel, spec.layouts, spec.weights, spec.path);
     impl->report = detail::report_of(impl->planned);
     impl->list = detail::CommandList(impl->planned.alignment());
     return impl;
@@ -198,6 +200,29 @@ struct PreparedAttention::Impl {
 
 PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec) : impl_(Impl::plan(context, spec)) {
   impl_->emit();
+}
+
+PreparedAttention::PreparedAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PreparedAttention testing::prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile) {
+  std::unique_ptr<PreparedAttention::Impl> impl;
+  try {
+    impl = PreparedAttention::Impl::plan(context, spec, &profile);
+  } catch (const Error& e) {
+    // The device the profile describes refuses the call (f16 without 16-bit storage, a limit).
+    throw PlanDoesNotFit(profile.name + " would refuse this call: " + e.what());
+  }
+  const auto fits = [&](const auto& check) {
+    try {
+      check();
+    } catch (const Error& e) {
+      throw PlanDoesNotFit("the plan for " + profile.name + " does not fit " + context.device_info().name + ": " + e.what());
+    }
+  };
+  fits([&] { detail::check_plan_fits(impl->planned, spec.layouts, spec.weights, context.device_info()); });
+  impl->emit();  // only once the pipelines are known to be valid here
+  fits([&] { impl->list.check_fits(context.device_info()); });
+  return PreparedAttention(std::move(impl));
 }
 
 PreparedAttention::PreparedAttention(PreparedAttention&&) noexcept = default;

@@ -17,12 +17,13 @@
 #include <vector>
 
 #include "attention_plan.hpp"
-#include "device_presets.hpp"
+#include "conform/device_profiles.hpp"
 #include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
 
 using namespace vkattn;
-using namespace vkattn::test;
+using vkattn::conform::DeviceProfile;
+using vkattn::conform::device_profiles;
 using detail::LaunchPlan;
 
 namespace {
@@ -75,7 +76,7 @@ uint64_t binding_bytes(TensorLayout l, int64_t nb, int64_t nh, int64_t seq, uint
 }
 
 // Every limit the plan must respect on `d`, and that it covers the whole problem.
-void check_plan(const DevicePreset& preset, const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const LaunchPlan& plan) {
   const DeviceInfo& d = preset.info;
   const AttentionProblem& p = plan.problem;
   const detail::KernelConfig& c = plan.config;
@@ -207,7 +208,7 @@ const char* variant_name(KernelVariant v) { return to_string(v); }
 
 TEST_SUITE("unit") {
   TEST_CASE("planner presets: every plan fits the limits of every device class") {
-    for (const DevicePreset& preset : device_presets()) {
+    for (const DeviceProfile& preset : device_profiles()) {
       for (const Shape& s : shapes()) {
         for (KernelVariant v : {KernelVariant::automatic, KernelVariant::tiled, KernelVariant::rowwise}) {
           INFO("device: " << preset.info.name << ", shape: " << s.name << ", kernel " << variant_name(v));
@@ -235,7 +236,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("planner presets: a GQA group larger than the grid's y dimension is refused by name") {
     const Shape s = shape("one KV head for 70000 query heads", DType::f32, 1, 70000, 1, 1, 64, 8, 8);
-    for (const DevicePreset& preset : device_presets()) {
+    for (const DeviceProfile& preset : device_profiles()) {
       INFO("device: " << preset.info.name);
       if (preset.info.max_workgroup_count[1] >= 70000) continue;
       CHECK_THROWS_WITH_AS(detail::plan_fused(preset.info, KernelVariant::automatic, layouts_of(s)),
@@ -245,7 +246,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("planner presets: a device with too little shared memory for the head dims is refused by name") {
-    DeviceInfo d = device_presets().back().info;  // any preset: only the shared memory matters
+    DeviceInfo d = device_profiles().back().info;  // any preset: only the shared memory matters
     d.max_shared_memory = 1024;
     const Shape s = shape("d256", DType::f32, 1, 1, 1, 64, 64, 256, 256);
     for (KernelVariant v : {KernelVariant::tiled, KernelVariant::rowwise})
@@ -265,7 +266,7 @@ TEST_SUITE("unit") {
     };
     std::cout << "| device | shape | kernel | BR x TPR x BC | workgroup | shared bytes | splits | workspace bytes |\n"
               << "|---|---|---|---|---|---|---|---|\n";
-    for (const DevicePreset& preset : device_presets())
+    for (const DeviceProfile& preset : device_profiles())
       for (Shape s : table) {
         if (!preset.info.storage_16bit) s.dtype = DType::f32, s.name += " (f32)";
         const AttentionLayouts l = layouts_of(s);

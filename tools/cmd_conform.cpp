@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "conform/catalog.hpp"
+#include "conform/device_profiles.hpp"
 #include "conform/layer_case.hpp"
 #include "conform_report.hpp"
 #include "vkattn/context.hpp"
@@ -27,6 +28,7 @@ struct ConformOptions {
   std::string device;
   std::vector<std::string> paths = {"all"};
   std::vector<std::string> filters;
+  std::string profile;  // --profile: a device profile's id; "" for the device's own plans
   uint64_t seed = conform::kDefaultBaseSeed;
   bool quick = false, json = false, list = false, validation = false;
 };
@@ -119,6 +121,7 @@ std::string reproduce_command(const ConformOptions& o, const SelectedCase& c, co
   std::string cmd = "vkattn conform --filter " + c.id + " --path " + path_name + " --seed " + std::to_string(o.seed);
   if (!o.device.empty()) cmd += " --device '" + o.device + "'";
   if (o.validation) cmd += " --validation";
+  if (!o.profile.empty()) cmd += " --profile " + o.profile;
   return cmd;
 }
 
@@ -140,6 +143,7 @@ int run(const ConformOptions& o) {
     return 0;
   }
   const std::vector<PathSpec> paths = selected_paths(o.paths);
+  const conform::DeviceProfile* profile = o.profile.empty() ? nullptr : &conform::find_device_profile(o.profile);
   const bool progress = isatty(fileno(stderr)) != 0;
   const std::size_t total = cases.size() * paths.size();
 
@@ -147,6 +151,7 @@ int run(const ConformOptions& o) {
   setup.seed = o.seed;
   setup.quick = o.quick;
   setup.filters = o.filters;
+  if (profile) setup.profile_id = profile->id, setup.profile_name = profile->info.name;
   std::vector<ConformRun> runs;
   std::optional<DeviceInfo> device;
   for (const PathSpec& path : paths) {
@@ -165,6 +170,7 @@ int run(const ConformOptions& o) {
     device = context.device_info();
     conform::RunOptions run_options;
     run_options.path = path.path;
+    if (profile) run_options.profile = &profile->info;
     if (o.validation) run_options.take_validation_messages = [sink] { return sink->take(); };
     for (const SelectedCase& c : cases) {
       if (progress)
@@ -215,6 +221,9 @@ Command add_conform_command(CLI::App& parent) {
       ->delimiter(',')
       ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "unfused"}));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
+  app->add_option("--profile", o->profile,
+                  "Run the attention cases with the plans made for another device class (h100, rdna3, arc, apple, "
+                  "mali, adreno, vulkan12-min, llvmpipe) on this device; cases whose plan does not fit it are skipped");
   app->add_flag("--validation", o->validation,
                 "Enable the Khronos validation layer; any message it reports fails the case that caused it");
   app->add_flag("--json", o->json, "Print the report as JSON (device, driver, library version, every case run)");

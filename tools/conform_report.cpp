@@ -102,6 +102,10 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
   std::fprintf(out, "%s sweep, seed %llu, paths %s%s%s\n", setup.quick ? "quick" : "full",
                static_cast<unsigned long long>(setup.seed), join(setup.paths, ", ").c_str(),
                setup.filters.empty() ? "" : ", filter ", join(setup.filters, " ").c_str());
+  if (!setup.profile_id.empty())
+    std::fprintf(out, "plans: as for %s (--profile %s), run on this device; a case whose plan does not fit it is "
+                      "skipped, saying why\n",
+                 setup.profile_name.c_str(), setup.profile_id.c_str());
   std::fprintf(out, "runs: a case on one path; worst: the largest error of a run (O, LSE, weights) as a "
                     "fraction of its dtype's tolerance\n");
   const FeatureTable table = tabulate(runs);
@@ -170,6 +174,7 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
               {"quick", setup.quick},
               {"filters", setup.filters},
               {"paths", setup.paths},
+              {"profile", setup.profile_id.empty() ? json(nullptr) : json(setup.profile_id)},
               {"summary", [&] {
                  json summary = stats_json(totals(runs));
                  summary["cases"] = distinct_cases(runs);

@@ -32,6 +32,8 @@ struct ConformSetup {
   bool quick = false;
   std::vector<std::string> filters;
   std::vector<std::string> paths;
+  // --profile: the device profile whose plans ran (conform/device_profiles.hpp); empty for the device's own.
+  std::string profile_id, profile_name;
 };
 
 // The tables, one per feature group (dtype, mask, heads, layout, seq, dim, traps, layer, path, section),

@@ -111,6 +111,9 @@ struct AttentionBuffers {
 };
 
 class PreparedAttention;
+namespace testing {
+PreparedAttention prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile);
+}  // namespace testing
 namespace detail {
 // Records a prepared call with vkattn's scratch buffer as its workspace (time_attention, the layer).
 void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer command_buffer,
@@ -151,9 +154,11 @@ class PreparedAttention {
 
  private:
   friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer);
+  friend PreparedAttention testing::prepare_for_profile(Context&, const AttentionSpec&, const DeviceInfo&);
   friend void attention(Context&, const AttentionArgs&);
   friend void record_attention(Context&, VkCommandBuffer, const AttentionArgs&, BufferSlice);
   struct Impl;
+  explicit PreparedAttention(std::unique_ptr<Impl> impl);
   const Impl& impl() const;  // throws on a moved-from PreparedAttention
   std::unique_ptr<Impl> impl_;
 };

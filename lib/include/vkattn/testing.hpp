@@ -6,6 +6,9 @@
 
 #include <functional>
 
+#include "vkattn/error.hpp"
+
+#include "vkattn/attention.hpp"
 #include "vkattn/context.hpp"
 
 namespace vkattn::testing {
@@ -19,5 +22,18 @@ enum class FaultSite { allocate, submit };
 // removes it. Set it while no other thread uses the context.
 using FaultHook = std::function<VkResult(FaultSite)>;
 void set_fault_hook(Context& context, FaultHook hook);
+
+// Prepares `spec` with the plan vkattn would make on the device `profile` describes (its kind,
+// limits and subgroup size: a device class that is not here, e.g. a GPU's tiles), to run on
+// `context`'s device, so that other devices' configurations are proven on the local one
+// (`vkattn conform --profile`). Throws PlanDoesNotFit, saying what, when the profile's device would
+// refuse the call (e.g. f16 without 16-bit storage) or when its plan's needs exceed the local device
+// (16-bit storage, workgroup size, shared memory, grid, binding range, alignment, lavapipe's loop
+// limit); Error as PreparedAttention's constructor otherwise.
+class PlanDoesNotFit : public Error {
+ public:
+  using Error::Error;
+};
+PreparedAttention prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile);
 
 }  // namespace vkattn::testing

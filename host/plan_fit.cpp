@@ -1,0 +1,47 @@
+#include "plan_fit.hpp"
+
+#include <string>
+
+#include "llvmpipe_limits.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights,
+                     const DeviceInfo& device) {
+  // The layout rules that depend on the device (16-bit storage, the 32-bit index limit).
+  check_attention_layouts(device, layouts);
+  if (planned.alignment() % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 1) != 0)
+    throw Error("the plan aligns bindings to " + str(planned.alignment()) + " bytes; " + device.name + " needs " +
+                str(device.min_storage_buffer_offset_alignment));
+  if (planned.fused) {
+    const LaunchPlan& lp = *planned.fused;
+    const KernelConfig& c = lp.config;
+    const AttentionProblem& p = lp.problem;
+    if (c.workgroup_size() > device.max_workgroup_invocations)
+      throw Error("workgroups of " + str(c.workgroup_size()) + " invocations exceed maxComputeWorkGroupInvocations (" +
+                  str(device.max_workgroup_invocations) + ") of " + device.name);
+    const uint64_t shared = fused_shared_bytes(c, p.dim_qk, p.dim_v);
+    if (shared > device.max_shared_memory)
+      throw Error("the kernel's " + str(shared) + " bytes of shared memory exceed maxComputeSharedMemorySize (" +
+                  str(device.max_shared_memory) + ") of " + device.name);
+    if (device.is_llvmpipe) {
+      const uint64_t tiles = (uint64_t(lp.keys_per_split) + c.keys_per_tile - 1) / c.keys_per_tile;
+      const uint64_t iterations = fused_loop_iterations(c, p.dim_qk, p.dim_v, tiles);
+      if (iterations > kLlvmpipeLoopBudget)
+        throw Error("an invocation would loop about " + str(iterations) + " times over " + str(lp.keys_per_split) +
+                    " keys per split, beyond lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned)");
+    }
+  } else {
+    // The three-stage kernels' tiles do not depend on the device; their limits (lavapipe's loop limit
+    // above all) are those of a plan for this device.
+    make_unfused_plan(device, layouts, weights);
+  }
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,65 @@
+// Other devices' plans, proven on this one: each attention case of `vkattn conform --quick` runs with
+// the plan vkattn makes for a device class that is not here (conform/device_profiles.hpp), checked
+// against the fp64 reference like every case, or is skipped where that plan cannot run here.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "attention_case.hpp"
+#include "conform/case_runner.hpp"
+#include "conform/catalog.hpp"
+#include "conform/device_profiles.hpp"
+#include "support.hpp"
+#include "vkattn/testing.hpp"
+
+using namespace vkattn;
+using namespace vkattn::test;
+
+TEST_SUITE("conformance-profiles") {
+  TEST_CASE("a profile's plan is the one its device would get, not this device's") {
+    Context& ctx = context();
+    // Decode with few workgroups: GPUs split the keys to fill 256 workgroups, CPU devices 16.
+    AttentionSpec spec;
+    spec.layouts.q = TensorLayout::bhsd(DType::f32, 1, 4, 1, 64);
+    spec.layouts.k = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
+    spec.layouts.v = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
+    spec.layouts.out = TensorLayout::bhsd(DType::f32, 1, 4, 1, 64);
+    const AttentionPlan here = PreparedAttention(ctx, spec).plan();
+    const AttentionPlan h100 =
+        testing::prepare_for_profile(ctx, spec, conform::find_device_profile("h100").info).plan();
+    INFO("splits here " << here.splits << ", as for an H100 " << h100.splits);
+    if (ctx.device_info().is_llvmpipe) CHECK(h100.splits > here.splits);
+    CHECK(h100.splits * 4 >= 256);  // 4 workgroups before splitting, 256 wanted on a GPU
+
+    // A profile's device that refuses the call makes it a skip, not a failure.
+    spec.layouts.q.dtype = spec.layouts.k.dtype = spec.layouts.v.dtype = spec.layouts.out.dtype = DType::f16;
+    const std::string refused = error_message(
+        [&] { (void)testing::prepare_for_profile(ctx, spec, conform::find_device_profile("vulkan12-min").info); });
+    CHECK(contains(refused, "would refuse this call"));
+    CHECK(contains(refused, "storageBuffer16BitAccess"));
+    CHECK(contains(error_message([] { (void)conform::find_device_profile("h200"); }), "profiles: h100, rdna3"));
+  }
+
+  TEST_CASE("the quick attention cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
+    Context& ctx = context();
+    for (const char* id : {"h100", "adreno", "vulkan12-min"}) {
+      const conform::DeviceProfile& profile = conform::find_device_profile(id);
+      conform::RunOptions options;
+      options.profile = &profile.info;
+      options.path = attention_path();
+      options.take_validation_messages = [] { return take_validation_messages(); };
+      int passed = 0;
+      for (const conform::CaseSection& section : conform::catalog(base_seed()))
+        for (const std::size_t i : section.quick) {
+          if (i >= section.cases.size()) continue;  // layer cases: the layer plans for its own device
+          const conform::AttentionCase& c = section.cases[i];
+          const conform::CaseResult r = conform::run_case(ctx, c, options);
+          INFO("profile " << std::string(id) << ", case " << section.name << "/" << i << ": " << describe(c));
+          for (const std::string& p : r.problems) FAIL_CHECK(p);
+          if (r.outcome == conform::Outcome::passed) ++passed;
+        }
+      MESSAGE("profile " << std::string(id) << ": " << passed << " quick cases passed with its plans");
+      CHECK(passed > 0);
+    }
+  }
+}
