@@ -17,6 +17,9 @@ void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_off
 
 CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
   if (!std::has_single_bit(alignment)) throw Error("internal: storage-buffer alignment " + std::to_string(alignment) + " is not a power of two");
+  // Room for a typical call (a split dispatch, a combine and their barriers; a few query ranges) at
+  // once: growing step by step would copy the steps over and over when a call is planned per record.
+  steps_.reserve(24);
 }
 
 void CommandList::dispatch(const Dispatch& dispatch) {
