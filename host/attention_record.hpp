@@ -32,6 +32,9 @@ struct PlannedAttention {
   uint64_t alignment() const { return fused ? fused->alignment : unfused->alignment; }
 };
 
+// How a planned call runs, as plan_attention and PreparedAttention::plan report it.
+AttentionPlan report_of(const PlannedAttention& planned);
+
 // Checks `path` is one of the enum's values; throws Error naming it.
 void check_path(AttentionPath path);
 

@@ -17,8 +17,8 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// `elements` elements of `element_size` bytes from `byte_offset` of `buffer` must exist, start
-// element-aligned and be indexable with 32 bits.
+}  // namespace
+
 void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
                    uint64_t elements) {
   if (!buffer || !buffer->valid()) throw Error(std::string(name) + ": buffer is null");
@@ -35,6 +35,26 @@ void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset,
                 str(kMaxIndex) + ")");
 }
 
+void check_extents(const ContextImpl& context, std::span<const BufferExtent> extents) {
+  for (const BufferExtent& e : extents)
+    if (context_of(*e.buffer) != &context)
+      throw Error(std::string(e.name) + ": the Buffer belongs to another Context than the one the call is made with");
+  // Inputs may share bytes (q, k and v in one buffer for self-attention); an output may not share
+  // any with another argument, input or output.
+  for (std::size_t i = 0; i < extents.size(); ++i)
+    for (std::size_t j = i + 1; j < extents.size(); ++j) {
+      const BufferExtent &x = extents[i], &y = extents[j];
+      if (!x.output && !y.output) continue;
+      if (x.buffer->handle() != y.buffer->handle() || x.end <= y.begin || y.end <= x.begin) continue;
+      const BufferExtent& out = x.output ? x : y;
+      const BufferExtent& other = x.output ? y : x;
+      throw Error(std::string(out.name) + " overlaps " + other.name + ": bytes [" + str(out.begin) + ", " +
+                  str(out.end) + ") and [" + str(other.begin) + ", " + str(other.end) + ") of the same VkBuffer");
+    }
+}
+
+namespace {
+
 // An optional argument is given exactly when the call was prepared with it.
 void check_given(const char* name, bool given, bool planned) {
   if (given && !planned)
@@ -44,24 +64,16 @@ void check_given(const char* name, bool given, bool planned) {
     throw Error(std::string(name) + ": the call was prepared with " + name + " (AttentionSpec), but no buffer is given");
 }
 
-// Bytes [begin, end) of `handle` that an argument may touch. Strided layouts get their whole span,
-// first to last element: conservative (gaps between rows count too), and what the bounds check
-// already requires the buffer to hold.
-struct Extent {
-  const char* name = nullptr;
-  const Buffer* buffer = nullptr;
-  uint64_t begin = 0, end = 0;
-  bool output = false;
-};
-
-// Each bound is within the buffer (checked above) and a Buffer's offset + size does not wrap.
-Extent tensor_extent(const char* name, const Buffer* buffer, int64_t first, int64_t end, uint64_t element_size,
+// Strided layouts get their whole span, first to last element: conservative (gaps between rows count
+// too), and what the bounds check already requires the buffer to hold. Each bound is within the
+// buffer (checked first) and a Buffer's offset + size does not wrap.
+BufferExtent tensor_extent(const char* name, const Buffer* buffer, int64_t first, int64_t end, uint64_t element_size,
                      bool output) {
   return {name, buffer, buffer->offset() + uint64_t(first) * element_size, buffer->offset() + uint64_t(end) * element_size,
           output};
 }
 
-Extent slice_extent(const char* name, const BufferSlice& slice, uint64_t bytes, bool output) {
+BufferExtent slice_extent(const char* name, const BufferSlice& slice, uint64_t bytes, bool output) {
   const uint64_t begin = slice.buffer->offset() + slice.offset;
   return {name, slice.buffer, begin, begin + bytes, output};
 }
@@ -104,7 +116,7 @@ void check_call_buffers(const ContextImpl& context, const AttentionProblem& p, c
                   str(workspace->buffer->size() - std::min(workspace->offset, workspace->buffer->size())));
   }
 
-  std::array<Extent, 9> extents;
+  std::array<BufferExtent, 9> extents;
   std::size_t count = 0;
   extents[count++] = tensor_extent("q", b.q, l.q.offset, l.q.required_elements(), esize, false);
   extents[count++] = tensor_extent("k", b.k, l.k.offset, l.k.required_elements(), esize, false);
@@ -118,23 +130,7 @@ void check_call_buffers(const ContextImpl& context, const AttentionProblem& p, c
   if (spec.weights) extents[count++] = slice_extent("weights", b.weights, rows * uint64_t(p.seq_k) * 4, true);
   if (workspace && workspace_bytes > 0) extents[count++] = slice_extent("workspace", *workspace, workspace_bytes, true);
 
-  for (std::size_t i = 0; i < count; ++i)
-    if (context_of(*extents[i].buffer) != &context)
-      throw Error(std::string(extents[i].name) +
-                  ": the Buffer belongs to another Context than the one the call is made with");
-
-  // Inputs may share bytes (q, k and v in one buffer for self-attention); an output may not share
-  // any with another argument, input or output.
-  for (std::size_t i = 0; i < count; ++i)
-    for (std::size_t j = i + 1; j < count; ++j) {
-      const Extent &x = extents[i], &y = extents[j];
-      if (!x.output && !y.output) continue;
-      if (x.buffer->handle() != y.buffer->handle() || x.end <= y.begin || y.end <= x.begin) continue;
-      const Extent& out = x.output ? x : y;
-      const Extent& other = x.output ? y : x;
-      throw Error(std::string(out.name) + " overlaps " + other.name + ": bytes [" + str(out.begin) + ", " +
-                  str(out.end) + ") and [" + str(other.begin) + ", " + str(other.end) + ") of the same VkBuffer");
-    }
+  check_extents(context, std::span(extents.data(), count));
 }
 
 }  // namespace vkattn::detail

@@ -4,11 +4,31 @@
 // Error is thrown): it runs on every record of a prepared call.
 #pragma once
 
+#include <span>
+
 #include "context_impl.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/problem.hpp"
 
 namespace vkattn::detail {
+
+// `elements` elements of `element_size` bytes (1, 2 or 4) from byte `byte_offset` of `buffer`: throws
+// Error naming `name` unless the buffer is valid, holds them, starts them element-aligned, and they
+// are indexable with 32 bits.
+void check_binding(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
+                   uint64_t elements);
+
+// Bytes [begin, end) of `buffer`'s VkBuffer that an argument may touch (absolute offsets).
+struct BufferExtent {
+  const char* name = nullptr;
+  const Buffer* buffer = nullptr;
+  uint64_t begin = 0, end = 0;
+  bool output = false;
+};
+
+// Throws Error naming the argument whose Buffer belongs to another Context than `context`, or the
+// output that shares a byte with another argument (inputs may share bytes), with both byte ranges.
+void check_extents(const ContextImpl& context, std::span<const BufferExtent> extents);
 
 // Throws Error naming the argument: missing or unexpected, too small, misaligned, of another
 // Context, or overlapping another (with both byte ranges). `p` is the spec's checked problem;

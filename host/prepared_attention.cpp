@@ -22,7 +22,8 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// How a planned call runs, as plan_attention and PreparedAttention::plan report it.
+}  // namespace
+
 AttentionPlan report_of(const PlannedAttention& planned) {
   AttentionPlan plan;
   plan.workspace_bytes = planned.workspace_bytes();
@@ -47,6 +48,8 @@ AttentionPlan report_of(const PlannedAttention& planned) {
                          ceil_div(lp.splits, lp.splits_per_dispatch));
   return plan;
 }
+
+namespace {
 
 // Where each slot of the call's command list is: the arguments' buffers, and the workspace aligned
 // up to the list's alignment (the plan's workspace_bytes has room for that).

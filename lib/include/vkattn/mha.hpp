@@ -8,8 +8,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "vkattn/attention.hpp"
+#include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/mha_types.hpp"
 #include "vkattn/types.hpp"
@@ -21,6 +24,67 @@ struct MhaResult {
   // Empty unless MhaInputs::need_weights: (batch, seq_q, seq_k) averaged over heads when
   // average_weights, else (batch, H, seq_q, seq_k). Masked keys weigh exactly 0.
   std::vector<float> weights;
+};
+
+// A forward pass of the layer on device buffers, described without them: the layer prepares one
+// per input shape (MultiHeadAttention::prepare).
+struct MhaSpec {
+  int64_t batch = 1, seq_q = 1, seq_k = 1;
+  // Key and value are the query buffer (seq_k == seq_q; the layer's kdim and vdim equal E).
+  bool self_attention = false;
+  Causal causal = Causal::none;
+  // An explicit mask as attention() takes it, over (batch, num_heads, seq_q, seq_k) with size-1
+  // batch or head broadcast: boolean (nonzero = attend) or additive f32/f16.
+  std::optional<MaskLayout> mask;
+  bool weights = false;  // return the weights P per head, f32 (batch, num_heads, seq_q, seq_k)
+  AttentionPath path = AttentionPath::automatic;
+};
+
+// The buffers of one forward pass, in the layer's dtype, dense and batch-first.
+struct MhaBuffers {
+  const Buffer* query = nullptr;  // (batch, seq_q, E)
+  const Buffer* key = nullptr;    // (batch, seq_k, kdim); not given for self-attention
+  const Buffer* value = nullptr;  // (batch, seq_k, vdim); not given for self-attention
+  const Buffer* out = nullptr;    // (batch, seq_q, E)
+  const Buffer* mask = nullptr;   // with MhaSpec::mask, at its layout
+  BufferSlice weights;            // with MhaSpec::weights
+};
+
+class MultiHeadAttention;
+
+// The layer planned for one input shape: every check made, the pipelines built, the projections,
+// attention and the output projection precomputed as one list of dispatches. record() and run()
+// check the buffers against the plan and record it, as PreparedAttention does. Keeps the layer's
+// weights and the Context's device alive while it lives.
+class PreparedMha {
+ public:
+  PreparedMha(PreparedMha&&) noexcept;
+  PreparedMha& operator=(PreparedMha&&) noexcept;
+  PreparedMha(const PreparedMha&) = delete;
+  PreparedMha& operator=(const PreparedMha&) = delete;
+  ~PreparedMha();
+
+  const MhaSpec& spec() const;
+  const AttentionPlan& attention_plan() const;  // how its attention runs
+  // Device scratch one record needs: the projected queries, keys and values and attention's output
+  // (in the layer's dtype), and attention's own workspace.
+  uint64_t workspace_bytes() const;
+
+  // Records the pass into the caller's command buffer, with no submit: the caller orders the writes
+  // of the inputs before it and the reads of `out` (and the weights) after it with its own barriers
+  // (shader-write / shader-read, compute stage). `workspace` must hold workspace_bytes() and must not
+  // be used by other work until the command buffer has completed. Throws Error (records nothing)
+  // when a buffer does not fit the plan.
+  void record(VkCommandBuffer command_buffer, const MhaBuffers& buffers, BufferSlice workspace) const;
+  // Runs the pass and waits, with the Context's own scratch as the workspace.
+  void run(const MhaBuffers& buffers) const;
+
+ private:
+  friend class MultiHeadAttention;
+  struct Impl;
+  explicit PreparedMha(std::unique_ptr<Impl> impl);
+  const Impl& impl() const;  // throws on a moved-from PreparedMha
+  std::unique_ptr<Impl> impl_;
 };
 
 class MultiHeadAttention {
@@ -44,13 +108,19 @@ class MultiHeadAttention {
 
   // Runs the layer on host arrays (f32 values, rounded to the layer's dtype on upload) and waits.
   // Checks every input size first (throws Error; nothing is dispatched). `path` picks the attention
-  // kernels (automatic: the three-stage path only when weights are requested).
+  // kernels (automatic: the three-stage path only when weights are requested). Uploads the inputs and
+  // the merged mask, then runs prepare(...) on them.
   MhaResult forward(const MhaInputs& inputs, AttentionPath path = AttentionPath::automatic);
 
+  // Plans a forward pass on device buffers for one input shape (throws Error as forward() would for
+  // that shape; nothing is dispatched). Keep it and record it every step.
+  PreparedMha prepare(const MhaSpec& spec) const;
+
  private:
+  friend class PreparedMha;  // keeps the weights alive
   struct Impl;
   Impl& impl() const;  // throws on a moved-from layer
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the PreparedMha made from it (the weights)
 };
 
 }  // namespace vkattn
