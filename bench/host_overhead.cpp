@@ -10,6 +10,8 @@
 //   vkattn_host_overhead [--device NAME]
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -121,6 +123,73 @@ void measure(Context& context, const Shape& s) {
   }
 }
 
+// The layer at the decode shape: forward() on host arrays (uploads, a plan and a submit per call; timed
+// with the driver's recording switched off, so the device computes nothing and what remains is the
+// host's part), and a pass prepared once, recorded.
+void measure_layer(Context& context) {
+  const int64_t E = 4096, H = 32, G = 8, Sk = 4096;
+  const DType dtype = context.device_info().supports_f16() ? DType::f16 : DType::f32;
+  MhaWeights w;
+  w.embed_dim = E, w.num_heads = H, w.kv_heads = G;
+  const int64_t kvd = G * (E / H);
+  w.q_proj_weight.assign(std::size_t(E * E), 0.01f);
+  w.k_proj_weight.assign(std::size_t(kvd * E), 0.01f);
+  w.v_proj_weight.assign(std::size_t(kvd * E), 0.01f);
+  w.in_proj_bias.assign(std::size_t(E + 2 * kvd), 0.0f);
+  w.out_proj_weight.assign(std::size_t(E * E), 0.01f);
+  w.out_proj_bias.assign(std::size_t(E), 0.0f);
+  MultiHeadAttention layer(context, w, dtype);
+  const std::vector<float> x(std::size_t(E), 0.5f), kv(std::size_t(Sk * E), 0.25f);
+  MhaInputs in;
+  in.batch = 1, in.seq_q = 1, in.seq_k = Sk, in.query = x, in.key = kv, in.value = kv;
+  std::printf("layer: E %lld, heads %lld/%lld, seq_q 1, seq_k %lld, %s\n", static_cast<long long>(E),
+              static_cast<long long>(H), static_cast<long long>(G), static_cast<long long>(Sk), to_string(dtype));
+
+  detail::ContextImpl& c = context.impl();
+  const PFN_vkCmdPushDescriptorSetKHR real_push = c.push_descriptor_set;
+  g_null_driver = true;
+  c.push_descriptor_set = no_push_descriptors;
+  std::vector<double> forward_us;
+  for (int i = 0; i < 4; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    layer.forward(in);
+    forward_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  g_null_driver = false;
+  c.push_descriptor_set = real_push;
+  forward_us.erase(forward_us.begin());  // the first builds the pipelines
+  std::sort(forward_us.begin(), forward_us.end());
+  std::printf("  %-46s %8.1f us median %8.1f us min  (%zu calls)\n", "forward() on host arrays, host part",
+              forward_us[forward_us.size() / 2], forward_us.front(), forward_us.size());
+#ifndef VKATTN_HOST_OVERHEAD_BEFORE
+  MhaSpec spec;
+  spec.batch = 1, spec.seq_q = 1, spec.seq_k = Sk;
+  const PreparedMha pass = layer.prepare(spec);
+  const uint64_t es = dtype_size(dtype);
+  Buffer query = Buffer::allocate(context, uint64_t(E) * es), keys = Buffer::allocate(context, uint64_t(Sk * E) * es),
+         out = Buffer::allocate(context, uint64_t(E) * es), workspace = Buffer::allocate(context, pass.workspace_bytes());
+  MhaBuffers b;
+  b.query = &query, b.key = &keys, b.value = &keys, b.out = &out;
+  const BufferSlice slice{&workspace, 0};
+  std::vector<cli::HostTime> times[2];
+  for (int round = 0; round < 15; ++round)
+    for (int null_driver = 0; null_driver < 2; ++null_driver) {
+      g_null_driver = null_driver != 0;
+      c.push_descriptor_set = g_null_driver ? no_push_descriptors : real_push;
+      times[null_driver].push_back(
+          cli::time_recording(context, [&](VkCommandBuffer cmd) { pass.record(cmd, b, slice); }, 1, 200));
+    }
+  g_null_driver = false;
+  c.push_descriptor_set = real_push;
+  const char* labels[2] = {"PreparedMha::record, with the driver", "PreparedMha::record, vkattn's own work"};
+  for (int i = 0; i < 2; ++i) {
+    const cli::HostTime t = cli::merge_rounds(times[i]);
+    std::printf("  %-46s %8.3f us median %8.3f us min  (%d rounds x %d calls)\n", labels[i], t.us_median, t.us_min,
+                t.rounds, t.calls_per_round);
+  }
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +206,7 @@ int main(int argc, char** argv) {
     const DType half = context.device_info().supports_f16() ? DType::f16 : DType::f32;
     measure(context, {"decode", 32, 8, 1, 4096, 128, half});
     measure(context, {"prefill", 8, 8, 1024, 1024, 64, DType::f32});
+    measure_layer(context);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vkattn_host_overhead: %s\n", e.what());
     return 1;
