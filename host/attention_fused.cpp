@@ -31,7 +31,6 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   p.kv_heads = l.k.heads;
   const KernelConfig& cfg = plan.config;
   const uint64_t esize = dtype_size(p.dtype), align = plan.alignment;
-  const std::string dtype = to_string(p.dtype);
   const bool split = plan.splits > 1;
 
   // A tensor's binding starts at its first element (its layout offset), so chunks bind only their part.
@@ -73,14 +72,13 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
 
   const VkPipelineLayout layout = c.pipelines->layout(KernelKind::attention).pipeline_layout;
-  const VkPipeline fused = c.pipelines->get(
-      KernelKind::attention, std::string(cfg.rowwise ? "attention_rowwise_" : "attention_fused_") + dtype,
-      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()});
+  const VkPipeline fused = c.pipelines->get(attention_pipeline(
+      p.dtype, cfg.rowwise,
+      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()}));
   Dispatch combine;
   if (split) {
     combine.layout = c.pipelines->layout(KernelKind::combine).pipeline_layout;
-    combine.pipeline =
-        c.pipelines->get(KernelKind::combine, "attention_combine_" + dtype, {u32(p.dim_v), plan.combine_workgroup});
+    combine.pipeline = c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), plan.combine_workgroup));
     combine.bind(0, partial_o);
     combine.bind(1, partial_lse);
     combine.bind(2, o, offsetof(CombinePush, o_off));

@@ -100,7 +100,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
 
   Dispatch softmax;
   softmax.layout = c.pipelines->layout(KernelKind::softmax).pipeline_layout;
-  softmax.pipeline = c.pipelines->get(KernelKind::softmax, "attention_softmax", {plan.softmax_workgroup});
+  softmax.pipeline = c.pipelines->get(softmax_pipeline(plan.softmax_workgroup));
   softmax.bind(0, p_binding, offsetof(SoftmaxPush, p_off));
   softmax.bind(1, lse, offsetof(SoftmaxPush, lse_off));
   softmax.bind(2, mask, offsetof(SoftmaxPush, m_off));

@@ -93,10 +93,9 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
   d.set_push(push);
 
   const GemmTile tile = choose_tile(call.m);
-  const std::string module = std::string("gemm_") + to_string(call.a.dtype) + "_" + to_string(call.b.dtype) + "_" +
-                             to_string(call.c.dtype);
   d.layout = c.pipelines->layout(KernelKind::gemm).pipeline_layout;
-  d.pipeline = c.pipelines->get(KernelKind::gemm, module, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()});
+  d.pipeline = c.pipelines->get(
+      gemm_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()}));
   d.groups = {u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads)};
   list.dispatch(d);
 }

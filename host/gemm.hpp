@@ -9,23 +9,13 @@
 
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "shader_abi.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
 
-// C++ mirror of the push-constant block in shaders/gemm_push.glsl; same member order.
-struct GemmPush {
-  uint32_t m, n, k, heads, group, head_base, flags;
-  float alpha;
-  uint32_t a_off, a_sb, a_sh, a_sr, a_sc, a_cblk, a_sblk;
-  uint32_t b_off, b_sb, b_sh, b_sr, b_sc, b_cblk, b_sblk;
-  uint32_t c_off, c_sb, c_sh, c_sr, c_sc, c_cblk, c_sblk;
-  uint32_t bias_off;
-};
-static_assert(sizeof(GemmPush) <= 128, "push constants beyond the guaranteed 128 bytes");
-static_assert(sizeof(GemmPush) == 30 * 4);
-
-enum GemmFlags : uint32_t { kGemmBias = 1u, kGemmSkipZeroA = 2u };
+// Flag bits of GemmPush::flags (shaders/shader_abi.h).
+enum GemmFlags : uint32_t { kGemmBias = GEMM_FLAG_BIAS, kGemmSkipZeroA = GEMM_FLAG_SKIP_ZERO_A };
 
 // One matrix operand, per batch index (b, h): element (r, c) is at element index
 //   offset + b*stride_batch + h'*stride_head + r*stride_row + (c / col_block)*stride_block + (c % col_block)*stride_col

@@ -3,9 +3,8 @@
 #include <span>
 #include <string_view>
 
-#include "attention_push.hpp"
-#include "gemm.hpp"
 #include "pipeline_cache.hpp"
+#include "shader_abi.hpp"
 #include "vk_check.hpp"
 #include "vkattn/error.hpp"
 
@@ -43,6 +42,75 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
 }
 
 }  // namespace
+
+PipelineKey attention_pipeline(DType dtype, bool rowwise, const AttentionConstants& c) {
+  PipelineKey key;
+  key.shader = rowwise ? Shader::attention_rowwise : Shader::attention_fused;
+  key.types[0] = dtype;
+  key.spec_count = SPEC_ATTENTION_COUNT;
+  key.spec[SPEC_ATTENTION_BR] = c.rows;
+  key.spec[SPEC_ATTENTION_TPR] = c.threads_per_row;
+  key.spec[SPEC_ATTENTION_BC] = c.keys_per_tile;
+  key.spec[SPEC_ATTENTION_DQK] = c.dim_qk;
+  key.spec[SPEC_ATTENTION_DV] = c.dim_v;
+  key.spec[SPEC_ATTENTION_WORKGROUP] = c.workgroup;
+  return key;
+}
+
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup) {
+  PipelineKey key;
+  key.shader = Shader::attention_combine;
+  key.types[0] = dtype;
+  key.spec_count = SPEC_COMBINE_COUNT;
+  key.spec[SPEC_COMBINE_DV] = dim_v;
+  key.spec[SPEC_COMBINE_WORKGROUP] = workgroup;
+  return key;
+}
+
+PipelineKey softmax_pipeline(uint32_t workgroup) {
+  PipelineKey key;
+  key.shader = Shader::attention_softmax;
+  key.spec_count = SPEC_SOFTMAX_COUNT;
+  key.spec[SPEC_SOFTMAX_WORKGROUP] = workgroup;
+  return key;
+}
+
+PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {
+  PipelineKey key;
+  key.shader = Shader::gemm;
+  key.types = {a, b, c};
+  key.spec_count = SPEC_GEMM_COUNT;
+  key.spec[SPEC_GEMM_BM] = g.bm;
+  key.spec[SPEC_GEMM_BN] = g.bn;
+  key.spec[SPEC_GEMM_BK] = g.bk;
+  key.spec[SPEC_GEMM_TM] = g.tm;
+  key.spec[SPEC_GEMM_TN] = g.tn;
+  key.spec[SPEC_GEMM_WORKGROUP] = g.workgroup;
+  return key;
+}
+
+std::string module_name(const PipelineKey& key) {
+  const std::string t0 = to_string(key.types[0]);
+  switch (key.shader) {
+    case Shader::attention_fused: return "attention_fused_" + t0;
+    case Shader::attention_rowwise: return "attention_rowwise_" + t0;
+    case Shader::attention_combine: return "attention_combine_" + t0;
+    case Shader::attention_softmax: return "attention_softmax";
+    case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
+  }
+  throw Error("internal: unknown shader " + std::to_string(static_cast<int>(key.shader)));
+}
+
+KernelKind kernel_kind(Shader shader) {
+  switch (shader) {
+    case Shader::attention_fused:
+    case Shader::attention_rowwise: return KernelKind::attention;
+    case Shader::attention_combine: return KernelKind::combine;
+    case Shader::attention_softmax: return KernelKind::softmax;
+    case Shader::gemm: return KernelKind::gemm;
+  }
+  throw Error("internal: unknown shader " + std::to_string(static_cast<int>(shader)));
+}
 
 PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file)
     : device_(device) {
@@ -107,25 +175,25 @@ VkShaderModule PipelineRegistry::shader_module(const std::string& name) {
   return module;
 }
 
-VkPipeline PipelineRegistry::get(KernelKind kind, const std::string& module, const std::vector<uint32_t>& spec) {
+VkPipeline PipelineRegistry::get(const PipelineKey& key) {
   std::lock_guard lock(mutex_);
-  auto key = std::make_pair(module, spec);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return it->second;
 
-  std::vector<VkSpecializationMapEntry> entries(spec.size());
-  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4u};
-  VkSpecializationInfo spec_info{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4u, spec.data()};
+  // Constant i (its id in shaders/shader_abi.h) is the i-th 32-bit word of key.spec.
+  std::array<VkSpecializationMapEntry, kMaxSpecConstants> entries;
+  for (uint32_t i = 0; i < key.spec_count; ++i) entries[i] = {i, i * 4u, 4u};
+  const VkSpecializationInfo spec_info{key.spec_count, entries.data(), key.spec_count * 4u, key.spec.data()};
   VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  info.stage.module = shader_module(module);
+  info.stage.module = shader_module(module_name(key));
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &spec_info;
-  info.layout = layout(kind).pipeline_layout;
+  info.layout = layout(kernel_kind(key.shader)).pipeline_layout;
   VkPipeline pipeline;
   VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));
-  pipelines_.emplace(std::move(key), pipeline);
+  pipelines_.emplace(key, pipeline);
   return pipeline;
 }
 

@@ -1,10 +1,14 @@
 // The pipeline registry: descriptor-set and pipeline layouts per kernel kind, and compute pipelines
-// built lazily, keyed by (SPIR-V module, specialization constants), through one VkPipelineCache —
-// which starts from the application's cache file when it names one (pipeline_cache.hpp).
+// built lazily, keyed by a typed PipelineKey (shader, storage types, specialization constants by
+// name), through one VkPipelineCache — which starts from the application's cache file when it names
+// one (pipeline_cache.hpp). Shared by every plan of a Context; used when a call is planned, never
+// when it is recorded.
 #pragma once
 
 #include <vulkan/vulkan.h>
 
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -12,9 +16,45 @@
 #include <utility>
 #include <vector>
 
+#include "vkattn/types.hpp"
+
 namespace vkattn::detail {
 
 enum class KernelKind { attention, combine, gemm, softmax };
+
+// The shader a pipeline runs (one SPIR-V module per shader and storage types).
+enum class Shader : uint8_t { attention_fused, attention_rowwise, attention_combine, attention_softmax, gemm };
+
+inline constexpr std::size_t kMaxSpecConstants = 8;
+
+// A compute pipeline: its shader, the storage types its module is compiled for (the attention
+// kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
+// constants, indexed by the ids of shaders/shader_abi.h. Made by the named constructors below.
+struct PipelineKey {
+  Shader shader = Shader::attention_fused;
+  std::array<DType, 3> types{};
+  std::array<uint32_t, kMaxSpecConstants> spec{};
+  uint32_t spec_count = 0;
+  auto operator<=>(const PipelineKey&) const = default;
+};
+
+// The constants of the fused kernels by name (SPEC_ATTENTION_*).
+struct AttentionConstants {
+  uint32_t rows = 0, threads_per_row = 0, keys_per_tile = 0, dim_qk = 0, dim_v = 0, workgroup = 0;
+};
+// The GEMM's (SPEC_GEMM_*).
+struct GemmConstants {
+  uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0, workgroup = 0;
+};
+
+PipelineKey attention_pipeline(DType dtype, bool rowwise, const AttentionConstants& constants);
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup);
+PipelineKey softmax_pipeline(uint32_t workgroup);
+PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
+
+// The embedded SPIR-V module `key` runs, e.g. "attention_fused_f16", "gemm_f16_f16_f32".
+std::string module_name(const PipelineKey& key);
+KernelKind kernel_kind(Shader shader);
 
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
@@ -32,9 +72,8 @@ class PipelineRegistry {
   ~PipelineRegistry();
 
   const KernelLayout& layout(KernelKind kind) const { return layouts_[static_cast<int>(kind)]; }
-  // The pipeline of SPIR-V module `module` (an embedded shader name) with `spec` as constant_id
-  // 0, 1, 2, ... Built on first use; thread-safe.
-  VkPipeline get(KernelKind kind, const std::string& module, const std::vector<uint32_t>& spec);
+  // The pipeline of `key`, built on first use; thread-safe.
+  VkPipeline get(const PipelineKey& key);
 
   // The VkPipelineCache's contents (vkGetPipelineCacheData), for saving; thread-safe.
   std::vector<uint8_t> cache_data();
@@ -55,7 +94,7 @@ class PipelineRegistry {
   KernelLayout layouts_[4];
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
-  std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
+  std::map<PipelineKey, VkPipeline> pipelines_;
 };
 
 }  // namespace vkattn::detail

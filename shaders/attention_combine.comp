@@ -14,8 +14,8 @@
 #include "storage_types.glsl"
 #include "combine_push.glsl"
 
-layout(constant_id = 0) const uint DV = 64;
-layout(local_size_x_id = 1) in;
+layout(constant_id = SPEC_COMBINE_DV) const uint DV = 64;
+layout(local_size_x_id = SPEC_COMBINE_WORKGROUP) in;
 
 layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };

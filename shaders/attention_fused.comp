@@ -20,12 +20,12 @@
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 
-layout(constant_id = 0) const uint BR = 16;    // query rows per workgroup
-layout(constant_id = 1) const uint TPR = 8;    // invocations per query row
-layout(constant_id = 2) const uint BC = 32;    // keys per tile
-layout(constant_id = 3) const uint DQK = 64;   // head dim of Q and K
-layout(constant_id = 4) const uint DV = 64;    // head dim of V and O
-layout(local_size_x_id = 5) in;                // BR * TPR (set by the host)
+layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 16;    // query rows per workgroup
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;    // invocations per query row
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 32;    // keys per tile
+layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 64;   // head dim of Q and K
+layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;    // head dim of V and O
+layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // BR * TPR (set by the host)
 
 const uint WG = BR * TPR;
 const uint DQK4 = (DQK + 3u) / 4u;             // vec4s per Q/K row

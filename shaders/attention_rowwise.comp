@@ -14,12 +14,12 @@
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 
-layout(constant_id = 0) const uint BR = 32;    // query rows per workgroup (= 4 x invocations)
-layout(constant_id = 1) const uint TPR = 1;    // always 1 here; kept so both variants share ids
-layout(constant_id = 2) const uint BC = 32;    // keys per tile
-layout(constant_id = 3) const uint DQK = 64;
-layout(constant_id = 4) const uint DV = 64;
-layout(local_size_x_id = 5) in;                // BR / 4
+layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 32;    // query rows per workgroup (= 4 x invocations)
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 1;    // always 1 here; kept so both variants share ids
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 32;    // keys per tile
+layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 64;
+layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;
+layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // BR / 4
 
 const uint LANES = BR / 4u;
 

@@ -14,7 +14,7 @@
 
 #include "softmax_push.glsl"
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = SPEC_SOFTMAX_WORKGROUP) in;
 
 layout(binding = 0) buffer ScoresBuf { float p[]; };
 layout(binding = 1) writeonly buffer LseBuf { float lse[]; };

@@ -1,12 +1,9 @@
-// Push constants of attention_combine.comp. Mirrored by host/attention_push.hpp (CombinePush).
+// Push constants of attention_combine.comp, defined once in shader_abi.h with the host's struct.
 #ifndef VKATTN_COMBINE_PUSH_GLSL
 #define VKATTN_COMBINE_PUSH_GLSL
 
-layout(push_constant) uniform CombinePush {
-  uint splits, rows, heads, seq_q;      // rows = batch * heads * range_rows: the range's partial rows
-  uint o_sb, o_sh, o_ss, o_off;
-  uint lse_off, write_lse;
-  uint row_base, range_rows;            // the range's first query row; its query rows per (batch, head)
-} pc;
+#include "shader_abi.h"
+
+layout(push_constant) uniform CombinePush { COMBINE_PUSH_MEMBERS } pc;
 
 #endif

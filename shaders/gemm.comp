@@ -21,12 +21,12 @@
 #include "gemm_push.glsl"
 #include "score.glsl"
 
-layout(constant_id = 0) const uint BM = 32;
-layout(constant_id = 1) const uint BN = 32;
-layout(constant_id = 2) const uint BK = 8;
-layout(constant_id = 3) const uint TM = 4;
-layout(constant_id = 4) const uint TN = 4;
-layout(local_size_x_id = 5) in;  // (BM / TM) * (BN / TN)
+layout(constant_id = SPEC_GEMM_BM) const uint BM = 32;
+layout(constant_id = SPEC_GEMM_BN) const uint BN = 32;
+layout(constant_id = SPEC_GEMM_BK) const uint BK = 8;
+layout(constant_id = SPEC_GEMM_TM) const uint TM = 4;
+layout(constant_id = SPEC_GEMM_TN) const uint TN = 4;
+layout(local_size_x_id = SPEC_GEMM_WORKGROUP) in;  // (BM / TM) * (BN / TN)
 
 layout(binding = 0) readonly buffer ABuf { A_T a[]; };
 layout(binding = 1) readonly buffer BBuf { B_T b[]; };

@@ -1,0 +1,35 @@
+// The shaders' ABI on the host: the push-constant structs, flag bits and specialization-constant ids
+// come from the same file the shaders include (shaders/shader_abi.h), so the two cannot drift apart.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shader_abi.h"
+
+namespace vkattn::detail {
+
+using uint = uint32_t;  // GLSL's name, for the member lists
+
+struct AttentionPush {
+  ATTENTION_PUSH_MEMBERS
+};
+struct CombinePush {
+  COMBINE_PUSH_MEMBERS
+};
+struct SoftmaxPush {
+  SOFTMAX_PUSH_MEMBERS
+};
+struct GemmPush {
+  GEMM_PUSH_MEMBERS
+};
+
+// Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
+static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
+static_assert(sizeof(CombinePush) == 12 * 4);
+static_assert(sizeof(SoftmaxPush) == 17 * 4);
+static_assert(sizeof(GemmPush) == 30 * 4);
+static_assert(sizeof(AttentionPush) <= 128 && sizeof(CombinePush) <= 128 && sizeof(SoftmaxPush) <= 128 &&
+              sizeof(GemmPush) <= 128);
+
+}  // namespace vkattn::detail

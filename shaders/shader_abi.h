@@ -1,0 +1,95 @@
+/* The contract between the shaders and the host runtime, written once: the flag bits, the
+ * specialization-constant ids and the push-constant blocks of every kernel. This file compiles as
+ * GLSL (included by the shaders through glslc) and as C++ (host/shader_abi.hpp), so neither side
+ * keeps a copy of the other's layout. Push-constant members are all 32-bit, so std430 adds no
+ * padding and the C++ structs match byte for byte (host/shader_abi.hpp checks the sizes).
+ * Comments inside the macros are block comments: a line comment would swallow the continuation. */
+#ifndef VKATTN_SHADER_ABI_H
+#define VKATTN_SHADER_ABI_H
+
+/* ---- Flag bits of the fused kernels' and the row softmax's `flags` ---- */
+#define CAUSAL_MASK 3u          /* bits 0-1: 0 none, 1 top-left, 2 bottom-right */
+#define CAUSAL_TOP_LEFT 1u
+#define CAUSAL_BOTTOM_RIGHT 2u
+#define MASK_KIND_SHIFT 2u      /* bits 2-3: 0 none, 1 boolean (bytes), 2 f32, 3 f16 */
+#define MASK_NONE 0u
+#define MASK_BOOL 1u
+#define MASK_F32 2u
+#define MASK_F16 3u
+#define FLAG_KV_LENGTHS 16u
+#define FLAG_WRITE_LSE 32u
+#define FLAG_PARTIAL 64u        /* write per-split partial (O, LSE) to the workspace for the combine pass */
+
+/* ---- Flag bits of the GEMM's `flags` ---- */
+#define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
+#define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
+
+/* ---- Specialization-constant ids ---- */
+/* attention_fused.comp and attention_rowwise.comp (the same ids, so one plan serves both) */
+#define SPEC_ATTENTION_BR 0         /* query rows per workgroup */
+#define SPEC_ATTENTION_TPR 1        /* invocations per query row (rowwise: 1) */
+#define SPEC_ATTENTION_BC 2         /* keys per tile */
+#define SPEC_ATTENTION_DQK 3        /* head dim of Q and K */
+#define SPEC_ATTENTION_DV 4         /* head dim of V and O */
+#define SPEC_ATTENTION_WORKGROUP 5  /* local_size_x: BR * TPR (fused), BR / 4 (rowwise) */
+#define SPEC_ATTENTION_COUNT 6
+/* attention_combine.comp */
+#define SPEC_COMBINE_DV 0
+#define SPEC_COMBINE_WORKGROUP 1
+#define SPEC_COMBINE_COUNT 2
+/* attention_softmax.comp */
+#define SPEC_SOFTMAX_WORKGROUP 0
+#define SPEC_SOFTMAX_COUNT 1
+/* gemm.comp: a BM x BN tile of C per workgroup, TM x TN per invocation, k in steps of BK */
+#define SPEC_GEMM_BM 0
+#define SPEC_GEMM_BN 1
+#define SPEC_GEMM_BK 2
+#define SPEC_GEMM_TM 3
+#define SPEC_GEMM_TN 4
+#define SPEC_GEMM_WORKGROUP 5       /* (BM / TM) * (BN / TN) */
+#define SPEC_GEMM_COUNT 6
+
+/* ---- Push-constant blocks (strides and offsets in elements of their buffer) ---- */
+/* The fused kernels (attention_fused.comp, attention_rowwise.comp). */
+#define ATTENTION_PUSH_MEMBERS                                                               \
+  uint seq_q, seq_k, heads, group;  /* group = heads / kv_heads */                           \
+  uint splits, keys_per_split, flags; /* splits: of this dispatch (see split_base) */        \
+  float scale;                                                                               \
+  uint q_sb, q_sh, q_ss, q_off;                                                              \
+  uint k_sb, k_sh, k_ss, k_off;                                                              \
+  uint v_sb, v_sh, v_ss, v_off;                                                              \
+  uint o_sb, o_sh, o_ss, o_off;                                                              \
+  uint m_sb, m_sh, m_ss, m_off;                                                              \
+  uint lse_off, kv_len_off;                                                                  \
+  uint split_base; /* global index of this dispatch's first split */                        \
+  uint tile_base;  /* global index of this dispatch's first query tile (one range of tiles) */
+
+/* The split-KV combine (attention_combine.comp). */
+#define COMBINE_PUSH_MEMBERS                                                                 \
+  uint splits, rows, heads, seq_q; /* rows = batch * heads * range_rows: the range's rows */ \
+  uint o_sb, o_sh, o_ss, o_off;                                                              \
+  uint lse_off, write_lse;                                                                   \
+  uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */
+
+/* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
+ * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are
+ * indexed with the global (b, h, i). */
+#define SOFTMAX_PUSH_MEMBERS                                                                 \
+  uint seq_q, seq_k, heads, flags;                                                           \
+  uint rows, chunk_heads, chunk_rows; /* rows = chunk_batches * chunk_heads * chunk_rows */   \
+  uint b0, h0, i0;                                                                           \
+  uint p_off, lse_off, kv_len_off;                                                           \
+  uint m_sb, m_sh, m_ss, m_off;
+
+/* The GEMM (gemm.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of
+ * operand X is at X_off + b*X_sb + h'*X_sh + r*X_sr + (c / X_cblk)*X_sblk + (c % X_cblk)*X_sc, with
+ * h' = h for A and C and h' = (head_base + h) / group for B (the KV head of a GQA group). */
+#define GEMM_PUSH_MEMBERS                                                                    \
+  uint m, n, k, heads, group, head_base, flags;                                              \
+  float alpha;                                                                               \
+  uint a_off, a_sb, a_sh, a_sr, a_sc, a_cblk, a_sblk;                                        \
+  uint b_off, b_sb, b_sh, b_sr, b_sc, b_cblk, b_sblk;                                        \
+  uint c_off, c_sb, c_sh, c_sr, c_sc, c_cblk, c_sblk;                                        \
+  uint bias_off;
+
+#endif
