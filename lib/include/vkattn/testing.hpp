@@ -1,5 +1,6 @@
-// Test-only hooks: fault injection, so that tests can prove what a caller sees when Vulkan fails
-// (out of memory, device lost) without a device that fails on demand. Not for production use.
+// Internal, for vkattn's own tests and tools; not installed. Fault injection, so that tests can prove
+// what a caller sees when Vulkan fails (out of memory, device lost) without a device that fails on
+// demand, and plans made for another device class (`vkattn conform --profile`).
 #pragma once
 
 #include <vulkan/vulkan.h>
