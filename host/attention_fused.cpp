@@ -4,6 +4,7 @@
 #include <string>
 
 #include "attention_plan.hpp"
+#include "int_math.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
 #include "command_list.hpp"
@@ -15,7 +16,6 @@ namespace detail {
 namespace {
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "attention_plan.hpp"
+#include "int_math.hpp"
 
 #include <algorithm>
 #include <string>
@@ -9,8 +10,6 @@
 namespace vkattn::detail {
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-uint64_t align_up(uint64_t v, uint64_t a) { return ceil_div(v, a) * a; }
 
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
@@ -61,8 +60,8 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
     c.keys_per_tile = bc;
     if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget) return c;
   }
-  throw Error("device: " + device.name + " has " + str(device.max_shared_memory) +
-              " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
+  throw unsupported("device: " + device.name + " has " + str(device.max_shared_memory) +
+                    " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
 }
 
 KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p) {
@@ -80,8 +79,8 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
   }
   while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows > 1) c.rows /= 2;
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget)
-    throw Error("device: " + device.name + " has " + str(device.max_shared_memory) +
-                " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
+    throw unsupported("device: " + device.name + " has " + str(device.max_shared_memory) +
+                      " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
   if (c.workgroup_size() > device.max_workgroup_invocations) c.threads_per_row = 8;
   return c;
 }
@@ -136,8 +135,8 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
 AttentionProblem check_attention_layouts(const DeviceInfo& device, const AttentionLayouts& layouts) {
   const AttentionProblem p = check_attention(layouts);
   if (p.dtype != DType::f32 && !device.storage_16bit)
-    throw Error(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " + device.name +
-                " does not offer (or it was not enabled on the adopted device)");
+    throw unsupported(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " +
+                      device.name + " does not offer (or it was not enabled on the adopted device)");
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
     if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
   return p;
@@ -158,8 +157,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                  max_z = device.max_workgroup_count[2];
   const int64_t group = p.group_size();
   if (uint64_t(group) > max_y)
-    throw Error("grid: a GQA group of " + str(group) + " query heads exceeds maxComputeWorkGroupCount[1] (" + str(max_y) +
-                ") of " + device.name);
+    throw unsupported("grid: a GQA group of " + str(group) + " query heads exceeds maxComputeWorkGroupCount[1] (" +
+                      str(max_y) + ") of " + device.name);
   const int64_t max_heads = std::min<int64_t>(p.heads, int64_t(max_y) / group * group);
   plan.batch_chunk = std::min<int64_t>(p.batch, int64_t(max_z));
   plan.head_chunk = max_heads;
@@ -172,9 +171,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range)) {
       key_ranges = true;
       if (!chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, group), plan.alignment, max_range, false))
-        throw Error("binding: the queries, output, mask or LSE of one batch x one GQA group span more than "
-                    "maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name + " (q " +
-                    layouts.q.describe() + ")");
+        throw unsupported("binding: the queries, output, mask or LSE of one batch x one GQA group span more than "
+                          "maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name + " (q " +
+                          layouts.q.describe() + ")");
     }
   }
 
@@ -182,7 +181,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
   const bool rowwise = variant == KernelVariant::rowwise ||
-                       (variant == KernelVariant::automatic && device.type == "cpu" && p.seq_q >= 16);
+                       (variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16);
   plan.config = rowwise ? choose_rowwise_config(device, p) : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
@@ -206,11 +205,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       keys_per_binding = std::min(keys_per_binding, elements < dim ? 0 : (elements - dim) / stride + 1);
     }
     if (keys_per_binding < c.keys_per_tile)
-      throw Error("binding: one tile of " + str(c.keys_per_tile) + " keys of k " + layouts.k.describe() +
-                  " spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name);
+      throw unsupported("binding: one tile of " + str(c.keys_per_tile) + " keys of k " + layouts.k.describe() +
+                        " spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name);
     max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
-  const uint64_t target = device.type == "cpu" ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
+  const uint64_t target = device.is_cpu() ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
   // The splits count from all query tiles of a chunk, not one range's: ranges are cut only when the
   // partials of all tiles exceed the workspace budget, and then one range's split dispatches still
   // hold about budget / (BR * (dim_v + 2) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
@@ -276,12 +275,14 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   if (plan.splits > 1) {
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
       if (bytes > device.max_storage_buffer_range || bytes / 4 > kMaxIndex)
-        throw Error(std::string("workspace: split-KV ") + name + " of one query tile of one GQA group (" +
-                    str(plan.splits) + " splits) needs " + str(bytes) + " bytes, more than one binding can hold on " +
-                    device.name + " (" + str(device.max_storage_buffer_range) + ")");
+        throw unsupported(std::string("workspace: split-KV ") + name + " of one query tile of one GQA group (" +
+                          str(plan.splits) + " splits) needs " + str(bytes) +
+                          " bytes, more than one binding can hold on " + device.name + " (" +
+                          str(device.max_storage_buffer_range) + ")");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
     if (ceil_div(chunk_range_rows, max_x) > max_y)
-      throw Error("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " + device.name);
+      throw unsupported("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " +
+                        device.name);
   }
   return plan;
 }

@@ -1,4 +1,5 @@
 #include "attention_unfused.hpp"
+#include "int_math.hpp"
 
 #include <algorithm>
 #include <string>
@@ -13,7 +14,6 @@
 namespace vkattn::detail {
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 std::string str(uint64_t v) { return std::to_string(v); }
 
@@ -169,7 +169,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
     while (plan.row_chunk > 1 && !fits(1, plan.head_chunk, plan.row_chunk))
       plan.row_chunk = std::min<int64_t>(plan.row_chunk / 2, int64_t(max_range / row_bytes));
     if (!fits(1, plan.head_chunk, plan.row_chunk))
-      throw Error("unfused path: one query row of one head (its scores over seq_k " + str(p.seq_k) +
+      throw unsupported("unfused path: one query row of one head (its scores over seq_k " + str(p.seq_k) +
                   " keys, its K and V) spans more than maxStorageBufferRange (" + str(device.max_storage_buffer_range) +
                   " bytes) of " + device.name + "; use the fused path");
   }
@@ -181,7 +181,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
   if (!weights && rows > 0) {
     plan.workspace_bytes = plan.chunk_scores_bytes + plan.alignment;
     if (plan.workspace_bytes > device.device_memory_bytes / 2)
-      throw Error("unfused path: the scores of one chunk need " + str(plan.workspace_bytes) + " bytes, more than half of the " +
+      throw unsupported("unfused path: the scores of one chunk need " + str(plan.workspace_bytes) + " bytes, more than half of the " +
                   str(device.device_memory_bytes) + " bytes of device memory of " + device.name +
                   "; use the fused path, which never stores the (seq_q, seq_k) scores");
   }
@@ -192,16 +192,16 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
     check_gemm_shape(device, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k);
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
-      throw Error("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);
+      throw unsupported("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);
     // The softmax loops about 3 * seq_k / workgroup times (three passes over the row).
     if (device.is_llvmpipe && 3 * ceil_div(p.seq_k, plan.softmax_workgroup) + 64 > kLlvmpipeLoopBudget)
-      throw Error("unfused path: seq_k " + str(p.seq_k) + " exceeds what the row softmax can cover within lavapipe's loop limit");
+      throw unsupported("unfused path: seq_k " + str(p.seq_k) + " exceeds what the row softmax can cover within lavapipe's loop limit");
     if (layouts.mask && uint64_t(layouts.mask->required_elements() - layouts.mask->offset) *
                                 mask_type_size(layouts.mask->type) > max_range)
-      throw Error("unfused path: the mask spans more than maxStorageBufferRange (" + str(device.max_storage_buffer_range) +
+      throw unsupported("unfused path: the mask spans more than maxStorageBufferRange (" + str(device.max_storage_buffer_range) +
                   " bytes) of " + device.name + "; use the fused path");
     if (layouts.has_lse && uint64_t(rows) * 4 > max_range)
-      throw Error("unfused path: lse spans more than maxStorageBufferRange of " + device.name);
+      throw unsupported("unfused path: lse spans more than maxStorageBufferRange of " + device.name);
   }
   return plan;
 }

@@ -9,9 +9,9 @@ namespace vkattn::detail {
 
 void ContextImpl::check_usable() const {
   if (device_lost)
-    throw Error("context: the device was lost (VK_ERROR_DEVICE_LOST) in an earlier call; this Context can no longer "
-                "run work: create a new one",
-                "VK_ERROR_DEVICE_LOST");
+    throw vk_error("context: the device was lost (VK_ERROR_DEVICE_LOST) in an earlier call; this Context can no "
+                   "longer run work: create a new one",
+                   VK_ERROR_DEVICE_LOST);
 }
 
 void ContextImpl::check_result(const char* call, VkResult result) {

@@ -27,8 +27,11 @@ void ContextImpl::initialise(uint32_t device_index) {
   info = query_device_info(physical_device, device_index);
   vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
   push_descriptor_set = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR"));
-  if (!push_descriptor_set)
+  if (!push_descriptor_set) {
+    if (!info.push_descriptor)  // the device does not offer it at all
+      throw unsupported("device: " + info.name + " does not offer VK_KHR_push_descriptor, which vkattn needs");
     throw Error("device: VK_KHR_push_descriptor is not enabled on the device (Context::required_device_extensions())");
+  }
   if (!storage_16bit_enabled) info.storage_16bit = false;  // not usable unless enabled on the device
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -76,7 +79,7 @@ uint32_t find_compute_queue_family(VkPhysicalDevice device) {
   vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
   for (uint32_t i = 0; i < count; ++i)
     if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
-  throw Error("device: no queue family supports compute");
+  throw detail::unsupported("device: no queue family supports compute");
 }
 
 }  // namespace
@@ -123,19 +126,30 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
 
 Context::Context(std::shared_ptr<detail::ContextImpl> impl) : impl_(std::move(impl)) {}
 
-Context Context::adopt(const AdoptedDevice& device, KernelVariant kernel) {
+Context Context::adopt(const AdoptedDevice& device, const ContextOptions& options) {
   if (!device.instance || !device.physical_device || !device.device || !device.queue)
     throw Error("adopt: instance, physical_device, device and queue must all be valid handles");
-  check_kernel_variant(kernel);
+  // What sets up a device and instance of vkattn's own: refused rather than silently ignored.
+  const auto not_for_adopted = [](const char* field, const char* instead) {
+    throw Error(std::string("adopt: ContextOptions::") + field + " does not apply to an adopted device (" + instead +
+                "); leave it unset");
+  };
+  if (!options.device.empty()) not_for_adopted("device", "the application chose the device");
+  if (options.validation) not_for_adopted("validation", "enable the validation layer on the application's instance");
+  if (options.synchronization_validation)
+    not_for_adopted("synchronization_validation", "enable it on the application's instance");
+  if (options.on_validation_message)
+    not_for_adopted("on_validation_message", "the application's instance reports to its own messenger");
+  check_kernel_variant(options.kernel);
   auto impl = std::make_shared<detail::ContextImpl>();
   impl->physical_device = device.physical_device;
   impl->device = device.device;
   impl->queue = device.queue;
   impl->queue_family = device.queue_family_index;
   impl->owns_device = false;
-  impl->kernel = kernel;
+  impl->kernel = options.kernel;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
-  impl->pipeline_cache_file = device.pipeline_cache_file;
+  impl->pipeline_cache_file = options.pipeline_cache_file;
   uint32_t index = 0;
   const auto physical = detail::enumerate_physical_devices(device.instance);
   for (uint32_t i = 0; i < physical.size(); ++i)

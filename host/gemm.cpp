@@ -1,4 +1,5 @@
 #include "gemm.hpp"
+#include "int_math.hpp"
 
 #include <cstddef>
 #include <limits>
@@ -27,7 +28,6 @@ GemmTile choose_tile(int64_t m) {
   return {16, 64, 2, 8};                 // 64 invocations
 }
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // The column-block fields: no blocks is one block wider than any column index.
@@ -42,11 +42,11 @@ void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t
   const GemmTile tile = choose_tile(m);
   const uint64_t gx = ceil_div(n, tile.bn), gy = ceil_div(m, tile.bm);
   if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1])
-    throw Error(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product needs a grid of (" +
+    throw unsupported(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product needs a grid of (" +
                 std::to_string(gx) + ", " + std::to_string(gy) + ") workgroups per matrix, beyond " + device.name);
   // An invocation loops about k / kTileK times (the BK step is unrolled).
   if (device.is_llvmpipe && ceil_div(k, kTileK) + 16 > kLlvmpipeLoopBudget)
-    throw Error(what + ": a reduction over " + std::to_string(k) +
+    throw unsupported(what + ": a reduction over " + std::to_string(k) +
                 " elements exceeds lavapipe's per-invocation loop limit (at most " +
                 std::to_string((kLlvmpipeLoopBudget - 16) * kTileK) + ")");
 }
@@ -56,7 +56,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
   const uint64_t max_z = c.info.max_workgroup_count[2];
   if (uint64_t(call.batch * call.heads) > max_z) {
     if (uint64_t(call.heads) > max_z)
-      throw Error("gemm: " + std::to_string(call.heads) + " heads exceed maxComputeWorkGroupCount[2] of " + c.info.name);
+      throw unsupported("gemm: " + std::to_string(call.heads) + " heads exceed maxComputeWorkGroupCount[2] of " + c.info.name);
     const int64_t per_dispatch = int64_t(max_z) / call.heads;
     for (int64_t b0 = 0; b0 < call.batch; b0 += per_dispatch) {
       GemmCall part = call;

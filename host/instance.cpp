@@ -58,12 +58,14 @@ std::string lower(std::string s) {
   return s;
 }
 
-int type_rank(const std::string& type) {
-  if (type == "discrete") return 4;
-  if (type == "integrated") return 3;
-  if (type == "virtual") return 2;
-  if (type == "cpu") return 1;
-  return 0;
+int type_rank(DeviceType type) {
+  switch (type) {
+    case DeviceType::discrete: return 4;
+    case DeviceType::integrated: return 3;
+    case DeviceType::virtual_gpu: return 2;
+    case DeviceType::cpu: return 1;
+    default: return 0;
+  }
 }
 
 }  // namespace
@@ -78,7 +80,8 @@ InstanceHandles create_instance(bool validation, bool synchronization_validation
   std::vector<const char*> layers, extensions;
   if (validation) {
     if (!has_instance_layer(kValidationLayer))
-      throw Error("validation: the layer VK_LAYER_KHRONOS_validation is not installed (Debian package vulkan-validationlayers)");
+      throw unsupported("validation: the layer VK_LAYER_KHRONOS_validation is not installed (Debian package "
+                        "vulkan-validationlayers)");
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   }
@@ -113,9 +116,14 @@ InstanceHandles create_instance(bool validation, bool synchronization_validation
   if (validation) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(handles.instance, "vkCreateDebugUtilsMessengerEXT"));
-    if (!create || create(handles.instance, &messenger_info, nullptr, &handles.messenger) != VK_SUCCESS) {
+    if (!create) {
       vkDestroyInstance(handles.instance, nullptr);
-      throw Error("validation: could not create the debug messenger (VK_EXT_debug_utils)");
+      throw unsupported("validation: the instance offers no vkCreateDebugUtilsMessengerEXT (VK_EXT_debug_utils)");
+    }
+    const VkResult result = create(handles.instance, &messenger_info, nullptr, &handles.messenger);
+    if (result != VK_SUCCESS) {
+      vkDestroyInstance(handles.instance, nullptr);
+      throw_vk_error("vkCreateDebugUtilsMessengerEXT", result);
     }
   }
   return handles;
@@ -168,11 +176,11 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.index = index;
   info.name = props.properties.deviceName;
   switch (props.properties.deviceType) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: info.type = "discrete"; break;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: info.type = "integrated"; break;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: info.type = "virtual"; break;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: info.type = "cpu"; break;
-    default: info.type = "other"; break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: info.type = DeviceType::discrete; break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: info.type = DeviceType::integrated; break;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: info.type = DeviceType::virtual_gpu; break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: info.type = DeviceType::cpu; break;
+    default: info.type = DeviceType::other; break;
   }
   info.driver_name = driver.driverName;
   info.driver_info = driver.driverInfo;
@@ -217,7 +225,8 @@ uint32_t select_device(const std::vector<DeviceInfo>& devices, const std::string
     for (const auto& d : devices) s += (s.empty() ? "" : ", ") + std::to_string(d.index) + ": " + d.name;
     return s.empty() ? std::string("none") : s;
   };
-  if (devices.empty()) throw Error("device: no Vulkan device found (is a Vulkan driver installed? Debian: mesa-vulkan-drivers)");
+  if (devices.empty())
+    throw unsupported("device: no Vulkan device found (is a Vulkan driver installed? Debian: mesa-vulkan-drivers)");
 
   if (!selector.empty()) {
     const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
@@ -226,7 +235,7 @@ uint32_t select_device(const std::vector<DeviceInfo>& devices, const std::string
                                  : lower(d.name).find(lower(selector)) != std::string::npos;
       if (!match) continue;
       if (!usable(d))
-        throw Error("device: '" + d.name + "' lacks Vulkan 1.2 or VK_KHR_push_descriptor, which vkattn needs");
+        throw unsupported("device: '" + d.name + "' lacks Vulkan 1.2 or VK_KHR_push_descriptor, which vkattn needs");
       return d.index;
     }
     throw Error("device: no Vulkan device matches '" + selector + "' (available: " + listing() + ")");
@@ -234,13 +243,24 @@ uint32_t select_device(const std::vector<DeviceInfo>& devices, const std::string
   int best = -1;
   for (const auto& d : devices)
     if (usable(d) && (best < 0 || type_rank(d.type) > type_rank(devices[best].type))) best = static_cast<int>(d.index);
-  if (best < 0) throw Error("device: no Vulkan device has Vulkan 1.2 and VK_KHR_push_descriptor (available: " + listing() + ")");
+  if (best < 0)
+    throw unsupported("device: no Vulkan device has Vulkan 1.2 and VK_KHR_push_descriptor (available: " + listing() + ")");
   return static_cast<uint32_t>(best);
 }
 
 }  // namespace vkattn::detail
 
 namespace vkattn {
+
+const char* to_string(DeviceType type) {
+  switch (type) {
+    case DeviceType::discrete: return "discrete";
+    case DeviceType::integrated: return "integrated";
+    case DeviceType::virtual_gpu: return "virtual";
+    case DeviceType::cpu: return "cpu";
+    default: return "other";
+  }
+}
 
 std::string DeviceInfo::api_version_string() const {
   return std::to_string(VK_API_VERSION_MAJOR(api_version)) + "." + std::to_string(VK_API_VERSION_MINOR(api_version)) +

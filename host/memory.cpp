@@ -73,8 +73,8 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
                                     std::pair{device.max_allocation_size, "maxMemoryAllocationSize"},
                                     std::pair{device.device_memory_bytes, "the largest device-local heap"}})
     if (limit > 0 && size > limit)
-      throw Error("buffer: " + std::to_string(bytes) + " bytes exceed " + name + " (" + std::to_string(limit) +
-                  " bytes) of " + device.name);
+      throw unsupported("buffer: " + std::to_string(bytes) + " bytes exceed " + name + " (" + std::to_string(limit) +
+                        " bytes) of " + device.name);
   auto alloc = std::make_unique<Allocation>();
   alloc->device = context.device;
   alloc->size = size;
@@ -95,7 +95,7 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
                        : find_memory_type(context.memory_properties, req.memoryTypeBits, host,
                                           host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
   if (type < 0)
-    throw Error("buffer: no suitable memory type for " + std::to_string(bytes) + " bytes", "VK_ERROR_OUT_OF_DEVICE_MEMORY");
+    throw vk_error("buffer: no suitable memory type for " + std::to_string(bytes) + " bytes", VK_ERROR_OUT_OF_DEVICE_MEMORY);
 
   VkMemoryAllocateInfo mem{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   mem.allocationSize = req.size;

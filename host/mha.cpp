@@ -37,8 +37,8 @@ MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weigh
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
     throw Error("dtype: invalid value " + std::to_string(static_cast<int>(dtype)));
   if (dtype != DType::f32 && !context.device_info().storage_16bit)
-    throw Error(std::string("dtype: ") + to_string(dtype) + " needs storageBuffer16BitAccess, which " +
-                context.device_info().name + " does not offer");
+    throw detail::unsupported(std::string("dtype: ") + to_string(dtype) + " needs storageBuffer16BitAccess, which " +
+                              context.device_info().name + " does not offer");
   impl_->context = &context;
   impl_->dtype = dtype;
   impl_->wq.emplace(upload(context, dtype, weights.q_proj_weight));

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "attention_record.hpp"
+#include "int_math.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
@@ -19,8 +20,9 @@
 namespace vkattn {
 namespace {
 
+using detail::align_up;
+
 std::string str(int64_t v) { return std::to_string(v); }
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // The slots of the layer's command list: its inputs, intermediates, outputs and weights.
 enum LayerSlot : uint32_t {
@@ -205,7 +207,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
     return PreparedMha(std::move(p));
   }
   if (p->weights_bytes > device.device_memory_bytes / 2)
-    throw Error("need_weights: the weights (" + str(B) + ", " + str(H) + ", " + str(Sq) + ", " + str(Sk) + ") f32 need " +
+    throw detail::unsupported("need_weights: the weights (" + str(B) + ", " + str(H) + ", " + str(Sq) + ", " + str(Sk) + ") f32 need " +
                 std::to_string(p->weights_bytes) + " bytes, more than half of the device memory of " + device.name +
                 "; without need_weights the layer runs the fused path, which never stores the scores");
   for (const auto& [what, m, n, k] : {std::tuple{"q projection", Sq, E, E}, std::tuple{"k projection", Sk, KVD, d.kdim},

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention_plan.hpp"
+#include "int_math.hpp"
 #include "attention_record.hpp"
 #include "attention_unfused.hpp"
 #include "call_buffers.hpp"
@@ -18,12 +19,6 @@
 
 namespace vkattn {
 namespace detail {
-namespace {
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
-
 AttentionPlan report_of(const PlannedAttention& planned) {
   AttentionPlan plan;
   plan.workspace_bytes = planned.workspace_bytes();
@@ -69,7 +64,7 @@ std::array<SlotBase, kAttentionSlotCount> slots_of(const AttentionBuffers& b, Vk
   slots[s.lse] = slice(b.lse);
   slots[s.kv_lengths] = slice(b.kv_lengths);
   slots[s.weights] = slice(b.weights);
-  slots[s.workspace] = {workspace, (workspace_offset + alignment - 1) / alignment * alignment};
+  slots[s.workspace] = {workspace, align_up(workspace_offset, alignment)};
   return slots;
 }
 

@@ -16,7 +16,8 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
     throw Error("time_attention: warmup (" + std::to_string(warmup) + ") must be >= 0 and iterations (" +
                 std::to_string(iterations) + ") >= 1");
   detail::ContextImpl& c = context.impl();
-  if (!c.info.timestamps) throw Error("time_attention: " + c.info.name + " has no compute timestamp queries");
+  if (!c.info.timestamps)
+    throw detail::unsupported("time_attention: " + c.info.name + " has no compute timestamp queries");
   // One prepared call per rotation: their layouts may differ (they usually don't).
   std::vector<PreparedAttention> calls;
   std::vector<AttentionBuffers> buffers;

@@ -39,9 +39,24 @@ const char* vk_result_name(VkResult result) {
   }
 }
 
+ErrorCode error_code(VkResult result) {
+  switch (result) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return ErrorCode::out_of_memory;
+    case VK_ERROR_DEVICE_LOST:
+      return ErrorCode::device_lost;
+    default:
+      return ErrorCode::vulkan_error;
+  }
+}
+
+Error vk_error(const std::string& message, VkResult result) {
+  return Error(error_code(result), message, static_cast<int32_t>(result), vk_result_name(result));
+}
+
 void throw_vk_error(const char* call, VkResult result) {
-  const std::string name = vk_result_name(result);
-  throw Error(std::string("Vulkan call failed: ") + call + " returned " + name, name);
+  throw vk_error(std::string("Vulkan call failed: ") + call + " returned " + vk_result_name(result), result);
 }
 
 }  // namespace vkattn::detail

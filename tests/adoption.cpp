@@ -4,13 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compare.hpp"
 #include "support.hpp"
+#include "temp_dir.hpp"
 #include "vulkan_app.hpp"
 
 using namespace vkattn;
@@ -35,6 +38,13 @@ std::vector<float> random_values(std::mt19937_64& rng, int64_t n, DType dtype) {
 // Copies `values` into the application's mapped buffer in `dtype` storage.
 void write(const AppBuffer& b, const std::vector<float>& values, DType dtype) {
   encode(dtype, values.data(), b.mapped, values.size());
+}
+
+// The options of the adopted Contexts of these tests: the run's kernel variant (--kernel).
+ContextOptions adopt_options() {
+  ContextOptions options;
+  options.kernel = kernel_variant();
+  return options;
 }
 
 void run_adopted(VulkanApp& app, const AdoptCase& c, bool expect_split) {
@@ -75,7 +85,7 @@ void run_adopted(VulkanApp& app, const AdoptCase& c, bool expect_split) {
 
   {
     // vkattn's objects go before the application's: they hold pipelines and views of its buffers.
-    Context ctx = Context::adopt(app.adopted(), kernel_variant());
+    Context ctx = Context::adopt(app.adopted(), adopt_options());
     Buffer q_buf = Buffer::wrap(ctx, q_app.buffer, 0, q_app.size);
     Buffer k_buf = Buffer::wrap(ctx, k_app.buffer, 0, k_app.size);
     Buffer v_buf = Buffer::wrap(ctx, v_app.buffer, 0, v_app.size);
@@ -196,7 +206,7 @@ TEST_SUITE("adoption") {
     VulkanApp app;
     AdoptedDevice lent = app.adopted();
     lent.storage_16bit_enabled = false;  // vkattn must use only what the application says it enabled
-    Context ctx = Context::adopt(lent, kernel_variant());
+    Context ctx = Context::adopt(lent, adopt_options());
     CHECK_FALSE(ctx.device_info().supports_f16());
     Buffer buffer = Buffer::allocate(ctx, 4096);
     AttentionArgs args;
@@ -205,9 +215,16 @@ TEST_SUITE("adoption") {
     args.v = {&buffer, TensorLayout::bhsd(DType::f16, 1, 1, 4, 16)};
     Buffer out = Buffer::allocate(ctx, 4096);
     args.out = {&out, TensorLayout::bhsd(DType::f16, 1, 1, 4, 16)};
-    const std::string message = error_message([&] { attention(ctx, args); });
-    CHECK(contains(message, "dtype"));
-    CHECK(contains(message, "f16"));
+    // Refused for what the device (as the application set it up) offers, not for the arguments.
+    const ThrownError e = thrown_error([&] { attention(ctx, args); });
+    INFO("message: " << e.message);
+    CHECK(contains(e.message, "dtype"));
+    CHECK(contains(e.message, "f16"));
+    CHECK(e.code == code_name(ErrorCode::unsupported));
+    const ThrownError layer = thrown_error([&] { MultiHeadAttention l(ctx, constant_mha_weights(), DType::f16); });
+    INFO("layer: " << layer.message);
+    CHECK(contains(layer.message, "storageBuffer16BitAccess"));
+    CHECK(layer.code == code_name(ErrorCode::unsupported));
 
     for (TensorRef* t : {&args.q, &args.k, &args.v, &args.out}) t->layout.dtype = DType::f32;
     buffer.fill(0);
@@ -215,6 +232,40 @@ TEST_SUITE("adoption") {
     std::vector<float> result(64);
     out.download(result.data(), result.size() * 4);
     for (const float x : result) CHECK(x == 0.0f);  // V is all zero
+    app.expect_no_messages();
+  }
+
+  TEST_CASE("adopted device: options for a device of vkattn's own are refused by name; kernel and cache file apply") {
+    VulkanApp app;
+    const std::vector<std::pair<std::string, std::function<void(ContextOptions&)>>> not_for_adopted = {
+        {"ContextOptions::device", [](ContextOptions& o) { o.device.push_back('0'); }},
+        {"ContextOptions::validation", [](ContextOptions& o) { o.validation = true; }},
+        {"ContextOptions::synchronization_validation", [](ContextOptions& o) { o.synchronization_validation = true; }},
+        {"ContextOptions::on_validation_message",
+         [](ContextOptions& o) { o.on_validation_message = [](const std::string&) {}; }}};
+    for (const auto& [field, set] : not_for_adopted) {
+      ContextOptions options = adopt_options();
+      set(options);
+      const ThrownError e = thrown_error([&] { Context ctx = Context::adopt(app.adopted(), options); });
+      INFO(field << ": " << e.message);
+      CHECK(contains(e.message, field));
+      CHECK(e.code == code_name(ErrorCode::invalid_argument));
+    }
+
+    TempDir dir;
+    ContextOptions options;
+    options.kernel = kernel_variant() == KernelVariant::tiled ? KernelVariant::rowwise : KernelVariant::tiled;
+    options.pipeline_cache_file = dir.file("adopted.cache");
+    {
+      Context ctx = Context::adopt(app.adopted(), options);
+      CHECK(ctx.kernel_variant() == options.kernel);
+      CHECK_FALSE(ctx.pipeline_cache_loaded());
+      CHECK(contains(ctx.pipeline_cache_note(), "no pipeline cache file"));
+      ctx.save_pipeline_cache(options.pipeline_cache_file);
+    }
+    Context again = Context::adopt(app.adopted(), options);
+    CHECK_MESSAGE(again.pipeline_cache_loaded(), again.pipeline_cache_note());
+    CHECK(contains(again.pipeline_cache_note(), "loaded"));
     app.expect_no_messages();
   }
 }

@@ -6,10 +6,13 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "compare.hpp"
 #include "guarded_buffer.hpp"
+#include "instance.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -77,7 +80,9 @@ struct Fixture {
       message = "<no error>";
     } catch (const Error& e) {
       message = e.what();
+      CHECK_MESSAGE(e.code() == ErrorCode::invalid_argument, "an argument error, got code " << to_string(e.code()));
       CHECK_MESSAGE(e.vk_result().empty(), "an argument error carries no VkResult, got " << e.vk_result());
+      CHECK(e.vk_result_code() == 0);
     }
     INFO("message: " << message);
     for (const std::string& part : expected) CHECK_MESSAGE(contains(message, part), "expected '" << part << "'");
@@ -254,14 +259,55 @@ TEST_SUITE("errors") {
     expect_no_validation_messages();
   }
 
-  TEST_CASE("a buffer beyond the device's limits is refused naming the size and the limit") {
+  TEST_CASE("a buffer beyond the device's limits is refused as unsupported, naming the size and the limit") {
     Fixture f;
-    const std::string message = error_message([&] { Buffer huge = Buffer::allocate(f.ctx, uint64_t{1} << 50); });
+    const ThrownError e = thrown_error([&] { Buffer huge = Buffer::allocate(f.ctx, uint64_t{1} << 50); });
+    const std::string& message = e.message;
     INFO("message: " << message);
+    CHECK(e.code == code_name(ErrorCode::unsupported));
+    CHECK(e.vk_result.empty());
+    CHECK(e.vk_result_code == 0);
     CHECK(contains(message, "1125899906842624 bytes exceed"));
     CHECK((contains(message, "maxBufferSize") || contains(message, "maxMemoryAllocationSize") ||
            contains(message, "heap")));
     expect_no_validation_messages();
     f.expect_error([](AttentionArgs& a) { a.v.layout.seq = 11; }, {"v.seq (11)"});  // then a valid call
+  }
+
+  TEST_CASE("device selection: no usable device is unsupported, a selector that matches none is an argument error") {
+    // As enumerated: DeviceInfo::index is the position in the list.
+    const auto device = [](std::string name, DeviceType type, bool usable) {
+      DeviceInfo d;
+      d.name = std::move(name);
+      d.type = type;
+      d.push_descriptor = usable;
+      d.api_version = usable ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
+      return d;
+    };
+    const auto listed = [](std::vector<DeviceInfo> devices) {
+      for (uint32_t i = 0; i < devices.size(); ++i) devices[i].index = i;
+      return devices;
+    };
+    const DeviceInfo old = device("Old GPU", DeviceType::discrete, false), other = device("Other", DeviceType::other, true),
+                     cpu = device("CPU", DeviceType::cpu, true), gpu = device("GPU", DeviceType::integrated, true);
+    for (const auto& [devices, selector, code, part] :
+         std::vector<std::tuple<std::vector<DeviceInfo>, std::string, ErrorCode, std::string>>{
+             {{}, "", ErrorCode::unsupported, "no Vulkan device found"},
+             {{old}, "", ErrorCode::unsupported, "no Vulkan device has Vulkan 1.2"},
+             {{gpu, old}, "old", ErrorCode::unsupported, "'Old GPU' lacks Vulkan 1.2"},
+             {{gpu, old}, "1", ErrorCode::unsupported, "'Old GPU' lacks Vulkan 1.2"},
+             {{gpu, old}, "7", ErrorCode::invalid_argument, "no Vulkan device matches '7'"}}) {
+      const ThrownError e = thrown_error([&] { detail::select_device(listed(devices), selector); });
+      INFO("selector '" << selector << "': " << e.message);
+      CHECK(contains(e.message, part));
+      CHECK(e.code == code_name(code));
+    }
+    // Without a selector the best usable type wins: discrete, integrated, virtual, CPU, then any other.
+    CHECK(detail::select_device(listed({old, other, cpu, gpu}), "") == 3);
+    CHECK(detail::select_device(listed({old, other, cpu}), "") == 2);
+    CHECK(detail::select_device(listed({old, other}), "") == 1);
+    CHECK(detail::select_device(listed({gpu, cpu}), "cpu") == 1);
+    CHECK(cpu.is_cpu());
+    CHECK_FALSE(gpu.is_cpu());
   }
 }

@@ -17,8 +17,9 @@ namespace {
 
 template <typename F>
 void expect_moved_from(const char* what, const char* call, F&& f) {
-  const std::string m = error_message(f);
-  CHECK_MESSAGE(contains(m, what), call << ": " << m);
+  const ThrownError e = thrown_error(f);
+  CHECK_MESSAGE(contains(e.message, what), call << ": " << e.message);
+  CHECK_MESSAGE(e.code == code_name(ErrorCode::invalid_argument), call << ": code " << e.code);
 }
 
 }  // namespace

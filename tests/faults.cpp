@@ -12,6 +12,7 @@
 
 #include "compare.hpp"
 #include "support.hpp"
+#include "vk_check.hpp"
 
 using namespace vkattn;
 using namespace vkattn::test;
@@ -85,15 +86,15 @@ struct Problem {
   }
 };
 
-// The Error `f` throws: message and VkResult name.
+// The Error `f` throws is a Vulkan failure of kind `code` carrying `result`, its name and its value.
 template <typename F>
-std::pair<std::string, std::string> thrown(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.what(), e.vk_result()};
-  }
-  return {"<no vkattn::Error thrown>", ""};
+std::string expect_vk_error(F&& f, ErrorCode code, VkResult result, const char* result_name) {
+  const ThrownError e = thrown_error(f);
+  INFO("message: " << e.message);
+  CHECK(e.code == code_name(code));
+  CHECK(e.vk_result == result_name);
+  CHECK(e.vk_result_code == static_cast<int32_t>(result));
+  return e.message;
 }
 
 ContextOptions own_context_options() {
@@ -109,27 +110,42 @@ ContextOptions own_context_options() {
 }  // namespace
 
 TEST_SUITE("faults") {
-  TEST_CASE("allocation failure: an Error with the VkResult, nothing written, the next call is right") {
+  TEST_CASE("error codes: out_of_memory and device_lost for their VkResults, vulkan_error for any other") {
+    const std::vector<std::pair<VkResult, ErrorCode>> expected = {
+        {VK_ERROR_OUT_OF_HOST_MEMORY, ErrorCode::out_of_memory},  {VK_ERROR_OUT_OF_DEVICE_MEMORY, ErrorCode::out_of_memory},
+        {VK_ERROR_DEVICE_LOST, ErrorCode::device_lost},           {VK_ERROR_INITIALIZATION_FAILED, ErrorCode::vulkan_error},
+        {VK_ERROR_EXTENSION_NOT_PRESENT, ErrorCode::vulkan_error}, {VK_ERROR_UNKNOWN, ErrorCode::vulkan_error},
+        {VK_TIMEOUT, ErrorCode::vulkan_error},                    {static_cast<VkResult>(-12345), ErrorCode::vulkan_error}};
+    for (const auto& [result, code] : expected) {
+      const std::string name = detail::vk_result_name(result);
+      INFO(name << " (" << int(result) << ")");
+      const ThrownError e = thrown_error([result = result] { detail::throw_vk_error("vkSomething", result); });
+      CHECK(e.code == code_name(code));
+      CHECK(e.vk_result_code == static_cast<int32_t>(result));
+      CHECK(e.vk_result == name);
+      CHECK(contains(e.message, "vkSomething returned " + name));
+    }
+  }
+
+  TEST_CASE("allocation failure: an out_of_memory Error with the VkResult, nothing written, the next call is right") {
     Context ctx(own_context_options());
     Problem p(ctx, case_seed(9100), 2, 3, 3000, 32);  // decode-like: the key range is split (scratch)
     REQUIRE(plan_attention(ctx, p.args).workspace_bytes > 0);
     testing::set_fault_hook(ctx, [](testing::FaultSite site) {
       return site == testing::FaultSite::allocate ? VK_ERROR_OUT_OF_DEVICE_MEMORY : VK_SUCCESS;
     });
-    const auto [message, result] = thrown([&] { Buffer b = Buffer::allocate(ctx, 1024); });
-    INFO("Buffer::allocate: " << message);
-    CHECK(result == "VK_ERROR_OUT_OF_DEVICE_MEMORY");
+    const std::string message = expect_vk_error([&] { Buffer b = Buffer::allocate(ctx, 1024); }, ErrorCode::out_of_memory,
+                                                VK_ERROR_OUT_OF_DEVICE_MEMORY, "VK_ERROR_OUT_OF_DEVICE_MEMORY");
     CHECK(contains(message, "vkAllocateMemory"));
     p.poison();
-    const auto [call_message, call_result] = thrown([&] { attention(ctx, p.args); });  // the scratch fails
-    INFO("attention: " << call_message);
-    CHECK(call_result == "VK_ERROR_OUT_OF_DEVICE_MEMORY");
+    expect_vk_error([&] { attention(ctx, p.args); }, ErrorCode::out_of_memory,  // the scratch fails
+                    VK_ERROR_OUT_OF_DEVICE_MEMORY, "VK_ERROR_OUT_OF_DEVICE_MEMORY");
     testing::set_fault_hook(ctx, {});
     p.check_untouched();
     p.run_and_check();
   }
 
-  TEST_CASE("submit failure (out of memory): an Error with the VkResult, the next call is right") {
+  TEST_CASE("submit failure (out of memory): an out_of_memory Error with the VkResult, the next call is right") {
     Context ctx(own_context_options());
     Problem p(ctx, case_seed(9110), 2, 17, 40, 16);
     p.poison();
@@ -137,33 +153,45 @@ TEST_SUITE("faults") {
     testing::set_fault_hook(ctx, [&](testing::FaultSite site) {
       return site == testing::FaultSite::submit && submits++ == 0 ? VK_ERROR_OUT_OF_HOST_MEMORY : VK_SUCCESS;
     });
-    const auto [message, result] = thrown([&] { attention(ctx, p.args); });
-    INFO("attention: " << message);
-    CHECK(result == "VK_ERROR_OUT_OF_HOST_MEMORY");
+    const std::string message = expect_vk_error([&] { attention(ctx, p.args); }, ErrorCode::out_of_memory,
+                                                VK_ERROR_OUT_OF_HOST_MEMORY, "VK_ERROR_OUT_OF_HOST_MEMORY");
     CHECK(contains(message, "vkQueueSubmit"));
     testing::set_fault_hook(ctx, {});
     p.check_untouched();
     p.run_and_check();
   }
 
-  TEST_CASE("device lost: an Error, then every later call on the Context fails fast") {
+  TEST_CASE("submit failure (any other VkResult): a vulkan_error Error with the VkResult, the next call is right") {
+    Context ctx(own_context_options());
+    Problem p(ctx, case_seed(9115), 2, 17, 40, 16);
+    p.poison();
+    int submits = 0;
+    testing::set_fault_hook(ctx, [&](testing::FaultSite site) {
+      return site == testing::FaultSite::submit && submits++ == 0 ? VK_ERROR_UNKNOWN : VK_SUCCESS;
+    });
+    const std::string message = expect_vk_error([&] { attention(ctx, p.args); }, ErrorCode::vulkan_error,
+                                                VK_ERROR_UNKNOWN, "VK_ERROR_UNKNOWN");
+    CHECK(contains(message, "vkQueueSubmit"));
+    testing::set_fault_hook(ctx, {});
+    p.check_untouched();
+    p.run_and_check();
+  }
+
+  TEST_CASE("device lost: a device_lost Error, then every later call on the Context fails fast with it") {
     Context ctx(own_context_options());
     Problem p(ctx, case_seed(9120), 2, 17, 40, 16);
     testing::set_fault_hook(ctx, [](testing::FaultSite site) {
       return site == testing::FaultSite::submit ? VK_ERROR_DEVICE_LOST : VK_SUCCESS;
     });
-    const auto [message, result] = thrown([&] { attention(ctx, p.args); });
-    INFO("attention: " << message);
-    CHECK(result == "VK_ERROR_DEVICE_LOST");
+    expect_vk_error([&] { attention(ctx, p.args); }, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, "VK_ERROR_DEVICE_LOST");
     testing::set_fault_hook(ctx, {});  // the device stays lost for this Context
     for (const auto& [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
              {"attention", [&] { attention(ctx, p.args); }},
              {"Buffer::allocate", [&] { Buffer b = Buffer::allocate(ctx, 64); }},
              {"Buffer::download", [&] { p.output(); }},
              {"record_attention", [&] { record_attention(ctx, reinterpret_cast<VkCommandBuffer>(1), p.args); }}}) {
-      const auto [later, later_result] = thrown(call);
-      INFO(what << ": " << later);
-      CHECK(later_result == "VK_ERROR_DEVICE_LOST");
+      INFO("call: " << what);
+      const std::string later = expect_vk_error(call, ErrorCode::device_lost, VK_ERROR_DEVICE_LOST, "VK_ERROR_DEVICE_LOST");
       CHECK(contains(later, "device was lost"));
     }
     // A new Context works.

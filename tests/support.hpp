@@ -79,4 +79,24 @@ std::string error_message(F&& f) {
   return "<no vkattn::Error thrown>";
 }
 
+// An ErrorCode's name as a std::string, so that a failing CHECK(e.code == code_name(...)) prints both.
+inline std::string code_name(ErrorCode code) { return to_string(code); }
+
+// What the vkattn::Error that `f` throws carries; `code` is its code's name, "" when none was thrown.
+struct ThrownError {
+  std::string message = "<no vkattn::Error thrown>";
+  std::string code;
+  std::string vk_result;
+  int32_t vk_result_code = 0;
+};
+template <typename F>
+ThrownError thrown_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return {e.what(), to_string(e.code()), e.vk_result(), e.vk_result_code()};
+  }
+  return {};
+}
+
 }  // namespace vkattn::test

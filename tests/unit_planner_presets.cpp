@@ -19,9 +19,11 @@
 #include "attention_plan.hpp"
 #include "conform/device_profiles.hpp"
 #include "llvmpipe_limits.hpp"
+#include "support.hpp"
 #include "vkattn/error.hpp"
 
 using namespace vkattn;
+using namespace vkattn::test;
 using vkattn::conform::DeviceProfile;
 using vkattn::conform::device_profiles;
 using detail::LaunchPlan;
@@ -96,7 +98,7 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   // tiles (BR 1 x TPR 32) are not checked against the subgroup: on 64-wide waves (RDNA3 in wave64,
   // Adreno) they fill half of one; the planner reads no subgroup size (yet).
   CHECK(std::has_single_bit(wg));
-  if (d.type != "cpu" && !c.rowwise && c.rows == 16) CHECK(wg % preset.max_subgroup_size == 0);
+  if (!d.is_cpu() && !c.rowwise && c.rows == 16) CHECK(wg % preset.max_subgroup_size == 0);
 
   // The whole problem is covered: query tiles and their ranges, splits of whole key tiles.
   CHECK(uint64_t(plan.query_tiles) * c.rows >= uint64_t(p.seq_q));
@@ -204,6 +206,15 @@ std::vector<Shape> shapes() {
 
 const char* variant_name(KernelVariant v) { return to_string(v); }
 
+// plan_fused refuses `l` on `device` as beyond what the device can do (ErrorCode::unsupported), with
+// a message containing `part`.
+void expect_unsupported(const DeviceInfo& device, KernelVariant v, const AttentionLayouts& l, const std::string& part) {
+  const ThrownError e = thrown_error([&] { detail::plan_fused(device, v, l); });
+  INFO("message: " << e.message);
+  CHECK_MESSAGE(contains(e.message, part), "expected '" << part << "'");
+  CHECK(e.code == code_name(ErrorCode::unsupported));
+}
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -215,19 +226,17 @@ TEST_SUITE("unit") {
           const AttentionLayouts l = layouts_of(s);
           if (s.dtype != DType::f32 && !preset.info.storage_16bit) {
             // No 16-bit storage (the Vulkan 1.2 minimums): refused by name, before any planning.
-            CHECK_THROWS_WITH_AS(detail::plan_fused(preset.info, v, l), doctest::Contains("storageBuffer16BitAccess"),
-                                 Error);
+            expect_unsupported(preset.info, v, l, "storageBuffer16BitAccess");
             continue;
           }
           if (uint64_t(s.heads / s.kv_heads) > preset.info.max_workgroup_count[1]) {
-            CHECK_THROWS_WITH_AS(detail::plan_fused(preset.info, v, l), doctest::Contains("maxComputeWorkGroupCount[1]"),
-                                 Error);
+            expect_unsupported(preset.info, v, l, "maxComputeWorkGroupCount[1]");
             continue;
           }
           LaunchPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
           CHECK(plan.config.rowwise == (v == KernelVariant::rowwise ||
-                                        (v == KernelVariant::automatic && preset.info.type == "cpu" && s.seq_q >= 16)));
+                                        (v == KernelVariant::automatic && preset.info.is_cpu() && s.seq_q >= 16)));
           check_plan(preset, l, plan);
         }
       }
@@ -239,9 +248,8 @@ TEST_SUITE("unit") {
     for (const DeviceProfile& preset : device_profiles()) {
       INFO("device: " << preset.info.name);
       if (preset.info.max_workgroup_count[1] >= 70000) continue;
-      CHECK_THROWS_WITH_AS(detail::plan_fused(preset.info, KernelVariant::automatic, layouts_of(s)),
-                           doctest::Contains("a GQA group of 70000 query heads exceeds maxComputeWorkGroupCount[1]"),
-                           Error);
+      expect_unsupported(preset.info, KernelVariant::automatic, layouts_of(s),
+                         "a GQA group of 70000 query heads exceeds maxComputeWorkGroupCount[1]");
     }
   }
 
@@ -250,9 +258,7 @@ TEST_SUITE("unit") {
     d.max_shared_memory = 1024;
     const Shape s = shape("d256", DType::f32, 1, 1, 1, 64, 64, 256, 256);
     for (KernelVariant v : {KernelVariant::tiled, KernelVariant::rowwise})
-      CHECK_THROWS_WITH_AS(detail::plan_fused(d, v, layouts_of(s)),
-                           doctest::Contains("1024 bytes of shared memory, too little for dim_qk 256 and dim_v 256"),
-                           Error);
+      expect_unsupported(d, v, layouts_of(s), "1024 bytes of shared memory, too little for dim_qk 256 and dim_v 256");
   }
 
   // The table of issue 11: three reference shapes on every preset. Skipped by default (it only

@@ -132,4 +132,34 @@ TEST_SUITE("unit") {
     CHECK(VKATTN_VERSION == VKATTN_VERSION_MAJOR * 10000 + VKATTN_VERSION_MINOR * 100 + VKATTN_VERSION_PATCH);
     CHECK(std::string(vkattn::version()) == VKATTN_PROJECT_VERSION);  // tests/CMakeLists.txt passes PROJECT_VERSION
   }
+
+  TEST_CASE("Error: an argument error by default, its code's name, the VkResult only for Vulkan failures") {
+    const Error argument("q.dim (0) must be at least 1");
+    CHECK(argument.code() == ErrorCode::invalid_argument);
+    CHECK(argument.vk_result().empty());
+    CHECK(argument.vk_result_code() == 0);
+    CHECK(std::string(argument.what()) == "q.dim (0) must be at least 1");
+    const Error device = detail::unsupported("device: too little shared memory");
+    CHECK(device.code() == ErrorCode::unsupported);
+    CHECK(device.vk_result_code() == 0);
+    const Error vulkan(ErrorCode::device_lost, "lost", -4, "VK_ERROR_DEVICE_LOST");
+    CHECK(vulkan.code() == ErrorCode::device_lost);
+    CHECK(vulkan.vk_result_code() == -4);
+    CHECK(vulkan.vk_result() == "VK_ERROR_DEVICE_LOST");
+    CHECK(std::string(to_string(ErrorCode::invalid_argument)) == "invalid_argument");
+    CHECK(std::string(to_string(ErrorCode::unsupported)) == "unsupported");
+    CHECK(std::string(to_string(ErrorCode::out_of_memory)) == "out_of_memory");
+    CHECK(std::string(to_string(ErrorCode::device_lost)) == "device_lost");
+    CHECK(std::string(to_string(ErrorCode::vulkan_error)) == "vulkan_error");
+    CHECK(std::string(to_string(static_cast<ErrorCode>(9))) == "invalid");
+  }
+
+  TEST_CASE("device types: the names `vkattn devices` prints") {
+    CHECK(std::string(to_string(DeviceType::discrete)) == "discrete");
+    CHECK(std::string(to_string(DeviceType::integrated)) == "integrated");
+    CHECK(std::string(to_string(DeviceType::virtual_gpu)) == "virtual");
+    CHECK(std::string(to_string(DeviceType::cpu)) == "cpu");
+    CHECK(std::string(to_string(DeviceType::other)) == "other");
+    CHECK(DeviceInfo{}.type == DeviceType::other);
+  }
 }

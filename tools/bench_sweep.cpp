@@ -73,7 +73,7 @@ Sweep parse_sweep(const std::string& name) {
   throw Error("--sweep: unknown preset '" + name + "' (expected prefill, decode or scaling)");
 }
 
-bool is_cpu_device(const DeviceInfo& device) { return device.is_llvmpipe || device.type == "cpu"; }
+bool is_cpu_device(const DeviceInfo& device) { return device.is_llvmpipe || device.is_cpu(); }
 
 SweepGrid sweep_grid(Sweep sweep, bool cpu_device, int64_t max_seq) {
   SweepGrid grid;

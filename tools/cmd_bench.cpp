@@ -287,9 +287,7 @@ BenchResult skipped(const BenchShape& shape, DType dtype, const std::string& rea
   return r;
 }
 
-bool out_of_memory(const Error& e) {
-  return e.vk_result() == "VK_ERROR_OUT_OF_DEVICE_MEMORY" || e.vk_result() == "VK_ERROR_OUT_OF_HOST_MEMORY";
-}
+bool out_of_memory(const Error& e) { return e.code() == ErrorCode::out_of_memory; }
 
 // Mistakes in the options, before any device is opened.
 void check_usage(const BenchOptions& o) {
@@ -352,7 +350,7 @@ int run(const BenchOptions& o) {
       // Out of memory is the shape's fault; anything else before a single shape has run is most
       // likely the options' (a dtype the device lacks, a bad --kernel for it): fail, don't skip
       // every shape. A lost device fails every later shape too.
-      if (!sweep || e.vk_result() == "VK_ERROR_DEVICE_LOST" || (!any_ran && !out_of_memory(e))) throw;
+      if (!sweep || e.code() == ErrorCode::device_lost || (!any_ran && !out_of_memory(e))) throw;
       report.results.push_back(skipped(shape, dtype, e.what()));
     } catch (const std::bad_alloc&) {
       if (!sweep) throw;

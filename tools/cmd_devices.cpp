@@ -27,7 +27,7 @@ nlohmann::ordered_json to_json(const DeviceInfo& d) {
   return {
       {"index", d.index},
       {"name", d.name},
-      {"type", d.type},
+      {"type", to_string(d.type)},
       {"vendor_id", vendor},
       {"driver_name", d.driver_name},
       {"driver_info", d.driver_info},
@@ -51,7 +51,7 @@ nlohmann::ordered_json to_json(const DeviceInfo& d) {
 }
 
 void print_text(const DeviceInfo& d) {
-  std::cout << "[" << d.index << "] " << d.name << " (" << d.type << ")\n"
+  std::cout << "[" << d.index << "] " << d.name << " (" << to_string(d.type) << ")\n"
             << "    driver              " << d.driver_name << (d.driver_info.empty() ? "" : " " + d.driver_info) << "\n"
             << "    Vulkan API          " << d.api_version_string() << "\n"
             << "    subgroup size       " << d.subgroup_size << "\n"

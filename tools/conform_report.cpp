@@ -167,7 +167,7 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
   }
   return json{{"vkattn", version()},
               {"device", device.name},
-              {"device_type", device.type},
+              {"device_type", to_string(device.type)},
               {"driver", driver_string(device)},
               {"vulkan", device.api_version_string()},
               {"seed", setup.seed},

@@ -18,11 +18,16 @@ namespace detail {
 class ContextImpl;
 }
 
+// The kind of a physical device (VkPhysicalDeviceType).
+enum class DeviceType { discrete, integrated, virtual_gpu, cpu, other };
+// "discrete" | "integrated" | "virtual" | "cpu" | "other" (as `vkattn devices` prints it).
+const char* to_string(DeviceType type);
+
 // What vkattn knows about a physical device (`vkattn devices` prints these).
 struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
-  std::string type;  // "discrete" | "integrated" | "virtual" | "cpu" | "other"
+  DeviceType type = DeviceType::other;
   std::string driver_name, driver_info;
   uint32_t api_version = 0, driver_version = 0;
   uint32_t vendor_id = 0;
@@ -44,6 +49,9 @@ struct DeviceInfo {
   bool timestamps = false;
   double timestamp_period_ns = 0.0;
 
+  // A CPU implementation (lavapipe/llvmpipe, SwiftShader): the planner targets fewer workgroups and
+  // picks the rowwise kernel for prefill.
+  bool is_cpu() const { return type == DeviceType::cpu; }
   bool supports_f16() const { return storage_16bit; }
   bool supports_bf16() const { return storage_16bit; }  // bf16 is converted in the shader
   std::string api_version_string() const;
@@ -66,11 +74,19 @@ KernelVariant parse_kernel_variant(const std::string& name);
 // Called with each message of the Khronos validation layer (when enabled).
 using ValidationCallback = std::function<void(const std::string& message)>;
 
+// How a Context is set up: the same struct for a device vkattn creates (Context(options)) and for an
+// application's device (Context::adopt(device, options)). `device`, `validation`,
+// `synchronization_validation` and `on_validation_message` choose and set up the device and instance
+// vkattn creates; they do not apply to an adopted device (the application chose the device and set
+// up its own instance), and Context::adopt throws Error naming the field when one is set. `kernel`
+// and `pipeline_cache_file` apply to both.
 struct ContextOptions {
   // Index ("0") or case-insensitive name substring ("llvmpipe"). Empty: the VKATTN_DEVICE
   // environment variable, else the first discrete GPU, then integrated, then any, then CPU.
+  // Not for an adopted device.
   std::string device;
   // Enable VK_LAYER_KHRONOS_validation and route its messages to `on_validation_message` (or stderr).
+  // Not for an adopted device (enable the layer on the application's instance instead).
   bool validation = false;
   bool synchronization_validation = false;  // adds synchronization validation (implies validation)
   ValidationCallback on_validation_message;
@@ -108,8 +124,6 @@ struct AdoptedDevice {
   uint32_t queue_family_index = 0;
   // Set to the features the application enabled; vkattn only uses what is marked here.
   bool storage_16bit_enabled = false;
-  // As ContextOptions::pipeline_cache_file.
-  std::string pipeline_cache_file;
 };
 
 // A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several
@@ -119,8 +133,11 @@ struct AdoptedDevice {
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
-  // Uses the application's device without owning it.
-  static Context adopt(const AdoptedDevice& device, KernelVariant kernel = KernelVariant::automatic);
+  // Uses the application's device without owning it, with `options.kernel` and
+  // `options.pipeline_cache_file`; throws Error naming the field when `options` sets one that does
+  // not apply to an adopted device (device, validation, synchronization_validation,
+  // on_validation_message: see ContextOptions).
+  static Context adopt(const AdoptedDevice& device, const ContextOptions& options = {});
 
   // Device extensions vkattn needs on an adopted device.
   static std::vector<const char*> required_device_extensions();
