@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the .npy inputs of one attention case, and its fp64 reference (sdpa_reference.py).
 
-    python3 tools/gen_case.py --list
-    python3 tools/gen_case.py --case causal_bottom_right_sq_gt_sk --out-dir /tmp/case
+    python3 tests/cli/gen_case.py --list
+    python3 tests/cli/gen_case.py --case causal_bottom_right_sq_gt_sk --out-dir /tmp/case
         -> q.npy k.npy v.npy [mask.npy] [kv_lens.npy] ref_out.npy ref_lse.npy ref_p.npy, and the
            `vkattn run` arguments on stdout
 

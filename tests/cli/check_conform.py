@@ -5,7 +5,7 @@ they say, and bad input gives one error line and a non-zero exit.
 The kernels' correctness itself is the conformance suites' business (the same catalog and runner);
 this checks the command around them.
 
-    /usr/bin/python3 tools/check_conform.py --vkattn build/release/tools/vkattn
+    /usr/bin/python3 tests/cli/check_conform.py --vkattn build/release/tools/vkattn
 """
 import argparse
 import json

@@ -5,7 +5,7 @@ followed and stays a link, a read-only file and an input (also through a hard li
 unchanged, and a two-output command whose second output cannot be committed leaves the first
 output's old file unchanged. Also: strict numbers and non-empty values on the command line.
 
-    python3 tools/check_output_files.py --vkattn build/release/tools/vkattn
+    python3 tests/cli/check_output_files.py --vkattn build/release/tools/vkattn
 
 Runs every check as the current user and, when that is root, again as an unprivileged user
 (setpriv --reuid=65534); checks that need root (mknod, another user's file) are skipped otherwise,

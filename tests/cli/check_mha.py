@@ -4,9 +4,9 @@
 on stderr, a non-zero exit, no output file, and before a device is opened (every error case runs
 with --device naming no device, so a check made after opening it would report the device instead).
 
-    python3 tools/check_mha.py                        # every case, the build's vkattn
-    python3 tools/check_mha.py --case gqa_self --vkattn build/release/tools/vkattn
-    python3 tools/check_mha.py --list | --errors-only
+    python3 tests/cli/check_mha.py                        # every case, the build's vkattn
+    python3 tests/cli/check_mha.py --case gqa_self --vkattn build/release/tools/vkattn
+    python3 tests/cli/check_mha.py --list | --errors-only
 
 The layer output is compared relative to max|out| of the reference, the attention weights absolutely
 (they are probabilities), both against the tolerance (README.md, "Precision") of the compute dtype; the reference
@@ -33,7 +33,7 @@ import mha_reference  # noqa: E402
 from sdpa_reference import round_to  # noqa: E402
 
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # README.md, "Precision"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTPUTS = ("out.npy", "p.npy", "heads.png")
 
 

@@ -2,9 +2,9 @@
 """Checks `vkattn run` against an independent fp64 NumPy reference on the cases of gen_case.py, and
 checks that bad inputs fail cleanly (one stderr line, non-zero exit, no output file).
 
-    python3 tools/check_run.py                       # every case, the build's vkattn
-    python3 tools/check_run.py --case dim_203 --case bf16_from_f32 --vkattn build/release/tools/vkattn
-    python3 tools/check_run.py --list
+    python3 tests/cli/check_run.py                       # every case, the build's vkattn
+    python3 tests/cli/check_run.py --case dim_203 --case bf16_from_f32 --vkattn build/release/tools/vkattn
+    python3 tests/cli/check_run.py --list
 
 One line per case: PASS/FAIL, the max error of O normalised by max|V| against the README's
 ("Precision") tolerance of the compute dtype, the LSE error, and for the cases that ask for them (--weights) the max
@@ -30,7 +30,7 @@ import gen_case  # noqa: E402
 
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # README.md, "Precision", normalised by max|V|
 LSE_TOLERANCE = 1e-4  # |LSE - ref| <= tol * (1 + |ref|): f32 arithmetic on the same rounded inputs
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def compare(got, want, scale):

@@ -9,7 +9,7 @@ Two problems issue 4 names, each past a limit of lavapipe (docs/devices.md):
 Both paths run on the second; the first on the fused path (the three-stage path refuses it, naming
 the fused path, which is checked too).
 
-    /usr/bin/python3 tools/check_limits.py --vkattn build/release/tools/vkattn
+    /usr/bin/python3 tests/cli/check_limits.py --vkattn build/release/tools/vkattn
 """
 import argparse
 import os

@@ -4,7 +4,7 @@ schema bench/compare_torch.py reads, the shapes of each preset, CSV that parses 
 JSON, the scaling fits of both paths, --check, skipped shapes with their reason, usage errors (one
 stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only.
 
-    /usr/bin/python3 tools/check_bench.py --vkattn build/release/tools/vkattn
+    /usr/bin/python3 tests/cli/check_bench.py --vkattn build/release/tools/vkattn
 
 One line per check: PASS/FAIL and what was seen. Exits 1 when any check fails. Every bench run uses
 --warmup 0 --iters 1: the figures are not the point, the output is.
@@ -19,7 +19,7 @@ import pty
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = ["--warmup", "0", "--iters", "1"]
 TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"]
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
