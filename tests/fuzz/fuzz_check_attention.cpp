@@ -135,7 +135,10 @@ void check_accepted(const vkattn::AttentionLayouts& l, const vkattn::AttentionPr
     if (m.required_elements() < m.seq_k) violated("mask required_elements below seq_k");
   }
   const TensorLayout& o = l.out;
-  if (static_cast<double>(o.batch) * o.heads * o.seq * o.dim <= 4096 && !indices_distinct(o))
+  // In double: the product of checked sizes may exceed int64 (the check bounds each, not all).
+  const double elements = static_cast<double>(o.batch) * static_cast<double>(o.heads) * static_cast<double>(o.seq) *
+                          static_cast<double>(o.dim);
+  if (elements <= 4096 && !indices_distinct(o))
     violated("an output whose distinct elements share an index");
 }
 
