@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "allocation_counter.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -228,6 +229,51 @@ TEST_SUITE("prepared") {
       vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
     }
     expect_no_validation_messages();
+  }
+
+  TEST_CASE("recording a prepared call allocates nothing; record_attention, which plans, does") {
+    // A Context without the validation layer, whose own bookkeeping allocates on every command.
+    ContextOptions options;
+    options.device = std::to_string(context().device_info().index);
+    options.kernel = kernel_variant();
+    Context ctx(options);
+    const AttentionSpec spec = spec_of(kShapes[1]);
+    const PreparedAttention prepared(ctx, spec);
+    std::mt19937_64 rng(case_seed(9500));
+    Arguments a(ctx, spec, rng);
+    const AttentionBuffers buffers = a.buffers();
+    const AttentionArgs args = a.args(spec);
+    VkCommandPoolCreateInfo pool_info{};
+    pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pool_info.queueFamilyIndex = ctx.queue_family_index();
+    VkCommandPool pool;
+    REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool) == VK_SUCCESS);
+    VkCommandBufferAllocateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    info.commandPool = pool;
+    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    info.commandBufferCount = 1;
+    VkCommandBuffer cmd;
+    REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
+    VkCommandBufferBeginInfo begin{};
+    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
+    record_attention(ctx, cmd, args);  // every pipeline exists from here
+    std::size_t prepared_allocations = 0, planned_allocations = 0;
+    {
+      const ScopedAllocationCount count;
+      for (int i = 0; i < 10; ++i) prepared.record(cmd, buffers);
+      prepared_allocations = count.count();
+    }
+    {
+      const ScopedAllocationCount count;
+      record_attention(ctx, cmd, args);
+      planned_allocations = count.count();
+    }
+    CHECK(prepared_allocations == 0);
+    CHECK_MESSAGE(planned_allocations > 0, "the counter must see record_attention's plan being built");
+    vkEndCommandBuffer(cmd);
+    vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
   }
 
   TEST_CASE("a moved-from PreparedAttention: every use is an Error") {
