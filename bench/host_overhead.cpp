@@ -93,7 +93,7 @@ void measure(Context& context, const Shape& s) {
   const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
   const AttentionBuffers buffers = AttentionBuffers::of(args);
 
-  detail::ContextImpl& c = context.impl();
+  detail::ContextImpl& c = detail::impl_of(context);
   const PFN_vkCmdPushDescriptorSetKHR real_push = c.push_descriptor_set;
   constexpr int kRounds = 15, kCalls = 200;
   std::vector<cli::HostTime> times[4];
@@ -145,7 +145,7 @@ void measure_layer(Context& context) {
   std::printf("layer: E %lld, heads %lld/%lld, seq_q 1, seq_k %lld, %s\n", static_cast<long long>(E),
               static_cast<long long>(H), static_cast<long long>(G), static_cast<long long>(Sk), to_string(dtype));
 
-  detail::ContextImpl& c = context.impl();
+  detail::ContextImpl& c = detail::impl_of(context);
   const PFN_vkCmdPushDescriptorSetKHR real_push = c.push_descriptor_set;
   g_null_driver = true;
   c.push_descriptor_set = no_push_descriptors;

@@ -44,8 +44,8 @@ void host_barrier(VkCommandBuffer cmd, VkAccessFlags dst_access) {
 
 Buffer Buffer::allocate(Context& context, uint64_t bytes) {
   Buffer b;
-  b.context_ = context.shared_impl();
-  b.owned_ = detail::allocate_buffer(context.impl(), bytes, detail::MemoryUse::device);
+  b.context_ = detail::shared_impl_of(context);
+  b.owned_ = detail::allocate_buffer(detail::impl_of(context), bytes, detail::MemoryUse::device);
   b.buffer_ = b.owned_->buffer;
   b.offset_ = 0;
   b.size_ = bytes;
@@ -53,7 +53,7 @@ Buffer Buffer::allocate(Context& context, uint64_t bytes) {
 }
 
 Buffer Buffer::wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t size) {
-  const detail::ContextImpl& c = context.impl();
+  const detail::ContextImpl& c = detail::impl_of(context);
   if (buffer == VK_NULL_HANDLE) throw Error("buffer.wrap: buffer is VK_NULL_HANDLE");
   if (size == 0) throw Error("buffer.wrap: size must be > 0");
   // Every later byte address is offset() + something below size(): that sum must not wrap.
@@ -69,7 +69,7 @@ Buffer Buffer::wrap(Context& context, VkBuffer buffer, uint64_t offset, uint64_t
                 ") exceeds the VkBuffer, whose memory requirements (an upper bound of its size) are " +
                 std::to_string(req.size) + " bytes");
   Buffer b;
-  b.context_ = context.shared_impl();
+  b.context_ = detail::shared_impl_of(context);
   b.buffer_ = buffer;
   b.offset_ = offset;
   b.size_ = size;

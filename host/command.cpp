@@ -62,6 +62,6 @@ void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
 
 namespace vkattn::testing {
 
-void set_fault_hook(Context& context, FaultHook hook) { context.impl().fault_hook = std::move(hook); }
+void set_fault_hook(Context& context, FaultHook hook) { detail::impl_of(context).fault_hook = std::move(hook); }
 
 }  // namespace vkattn::testing

@@ -162,6 +162,11 @@ std::vector<const char*> Context::required_device_extensions() { return {VK_KHR_
 
 detail::ContextImpl& Context::impl() const { return *shared_impl(); }
 
+detail::ContextImpl& detail::impl_of(const Context& context) { return context.impl(); }
+const std::shared_ptr<detail::ContextImpl>& detail::shared_impl_of(const Context& context) {
+  return context.shared_impl();
+}
+
 const std::shared_ptr<detail::ContextImpl>& Context::shared_impl() const {
   if (!impl_) throw Error("context: used after being moved from (a moved-from Context holds no device)");
   return impl_;

@@ -185,7 +185,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   const MhaDims& d = layer.dims;
   check_spec(d, spec);
   Context& context = *layer.context;
-  detail::ContextImpl& c = context.impl();
+  detail::ContextImpl& c = detail::impl_of(context);
   c.check_usable();
   const DeviceInfo& device = c.info;
   const DType dt = layer.dtype;
@@ -194,7 +194,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   const int64_t G = d.kv_heads, D = d.head_dim(), KVD = d.kv_dim();
 
   auto p = std::make_unique<PreparedMha::Impl>();
-  p->context = context.shared_impl();
+  p->context = detail::shared_impl_of(context);
   p->layer = impl_;
   p->spec = spec;
   p->query_bytes = uint64_t(B * Sq * E) * es;

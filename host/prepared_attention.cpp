@@ -182,10 +182,10 @@ struct PreparedAttention::Impl {
   // Plans `spec` on `context` (as for the device `plan_for` describes when given); the command list
   // is emitted apart (emit), so the one-call conveniences check the buffers before any pipeline is built.
   static std::unique_ptr<Impl> plan(Context& context, const AttentionSpec& spec, const DeviceInfo* plan_for = nullptr) {
-    detail::ContextImpl& c = context.impl();
+    detail::ContextImpl& c = detail::impl_of(context);
     c.check_usable();
     auto impl = std::make_unique<Impl>();
-    impl->context = context.shared_impl();
+    impl->context = detail::shared_impl_of(context);
     impl->spec = spec;
     impl->planned = detail::plan_path(plan_for ? *plan_for : c.info, c.kernel, spec.layouts, spec.weights, spec.path);
     impl->report = detail::report_of(impl->planned);
@@ -259,7 +259,7 @@ void detail::record_with_scratch(const PreparedAttention& prepared, VkCommandBuf
 }
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
-  const detail::ContextImpl& c = context.impl();
+  const detail::ContextImpl& c = detail::impl_of(context);
   const AttentionSpec spec = AttentionSpec::of(args);
   const detail::PlannedAttention planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
   detail::check_call_buffers(c, planned.problem(), spec, AttentionBuffers::of(args), nullptr, planned.workspace_bytes(),
@@ -268,7 +268,7 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
 }
 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
-  context.impl().check_usable();
+  detail::impl_of(context).check_usable();
   if (command_buffer == VK_NULL_HANDLE) throw Error("record_attention: command_buffer is VK_NULL_HANDLE");
   const std::unique_ptr<PreparedAttention::Impl> call = PreparedAttention::Impl::plan(context, AttentionSpec::of(args));
   const AttentionBuffers buffers = AttentionBuffers::of(args);

@@ -15,7 +15,7 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
   if (warmup < 0 || iterations < 1)
     throw Error("time_attention: warmup (" + std::to_string(warmup) + ") must be >= 0 and iterations (" +
                 std::to_string(iterations) + ") >= 1");
-  detail::ContextImpl& c = context.impl();
+  detail::ContextImpl& c = detail::impl_of(context);
   if (!c.info.timestamps)
     throw detail::unsupported("time_attention: " + c.info.name + " has no compute timestamp queries");
   // One prepared call per rotation: their layouts may differ (they usually don't).

@@ -14,9 +14,13 @@
 
 namespace vkattn {
 
+class Context;
 namespace detail {
 class ContextImpl;
-}
+// The state behind a Context, for the runtime (host/); not an API. Throw Error on a moved-from Context.
+ContextImpl& impl_of(const Context& context);
+const std::shared_ptr<ContextImpl>& shared_impl_of(const Context& context);
+}  // namespace detail
 
 // The kind of a physical device (VkPhysicalDeviceType).
 enum class DeviceType { discrete, integrated, virtual_gpu, cpu, other };
@@ -186,12 +190,13 @@ class Context {
   // so a later peak includes that call's whole workspace. Waits for this Context's calls in flight.
   void release_scratch();
 
-  // Internal access for the runtime (not part of the stable API). Throw Error on a moved-from Context,
-  // as every member function and every function taking a Context does.
+ private:
+  friend detail::ContextImpl& detail::impl_of(const Context& context);
+  friend const std::shared_ptr<detail::ContextImpl>& detail::shared_impl_of(const Context& context);
+  // Throw Error on a moved-from Context, as every member function and every function taking a
+  // Context does.
   detail::ContextImpl& impl() const;
   const std::shared_ptr<detail::ContextImpl>& shared_impl() const;
-
- private:
   explicit Context(std::shared_ptr<detail::ContextImpl> impl);
   std::shared_ptr<detail::ContextImpl> impl_;
 };
