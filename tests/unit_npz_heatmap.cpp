@@ -1,6 +1,6 @@
-// The .npz reader (tools/npz.hpp) on archives built here byte by byte (stored entries, with and
+// The .npz reader (io/npz.hpp) on archives built here byte by byte (stored entries, with and
 // without numpy's ZIP64 local extra field) and with zlib's raw deflate, plus corrupted archives; and
-// the heatmap PNG writer (tools/heatmap.hpp), read back with libpng.
+// the heatmap PNG writer (io/heatmap.hpp), read back with libpng.
 #include <doctest/doctest.h>
 
 #include <png.h>
