@@ -3,6 +3,7 @@
 // plan, naming them, before anything is recorded or any output touched.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -258,16 +259,19 @@ TEST_SUITE("prepared") {
     VkCommandBufferBeginInfo begin{};
     begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
     REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
-    record_attention(ctx, cmd, args);  // every pipeline exists from here
+    // The plan may split the keys (it does with the tiled kernel): then it needs a workspace.
+    const Buffer workspace = Buffer::allocate(ctx, std::max<uint64_t>(prepared.workspace_bytes(), 16));
+    const BufferSlice slice = prepared.workspace_bytes() > 0 ? BufferSlice{&workspace, 0} : BufferSlice{};
+    record_attention(ctx, cmd, args, slice);  // every pipeline exists from here
     std::size_t prepared_allocations = 0, planned_allocations = 0;
     {
       const ScopedAllocationCount count;
-      for (int i = 0; i < 10; ++i) prepared.record(cmd, buffers);
+      for (int i = 0; i < 10; ++i) prepared.record(cmd, buffers, slice);
       prepared_allocations = count.count();
     }
     {
       const ScopedAllocationCount count;
-      record_attention(ctx, cmd, args);
+      record_attention(ctx, cmd, args, slice);
       planned_allocations = count.count();
     }
     CHECK(prepared_allocations == 0);
