@@ -5,6 +5,7 @@
 #include <string>
 
 #include "llvmpipe_limits.hpp"
+#include "shader_abi.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -103,11 +104,11 @@ AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, i
 }
 
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
-  const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
-  if (c.rowwise) return static_cast<uint32_t>(16 * c.keys_per_tile * (dqk4 + dv4));
-  const uint64_t vstride = ceil_div(dv4, c.threads_per_row) * c.threads_per_row;
-  return static_cast<uint32_t>(16 * (c.rows * dqk4 + c.keys_per_tile * (dqk4 + 1) + c.keys_per_tile * vstride) +
-                               4 * c.rows * c.keys_per_tile);
+  // The shaders' own declarations (shaders/shader_abi.h): vec4 tiles of 16 bytes, scores of 4.
+  const uint64_t dqk = uint64_t(dim_qk), dv = uint64_t(dim_v), br = c.rows, bc = c.keys_per_tile, tpr = c.threads_per_row;
+  if (c.rowwise) return static_cast<uint32_t>(16 * (ROWWISE_K_TILE(bc, dqk) + ROWWISE_V_TILE(bc, dv)));
+  return static_cast<uint32_t>(16 * (FUSED_Q_TILE(br, dqk) + FUSED_K_TILE(bc, dqk) + FUSED_V_TILE(bc, dv, tpr)) +
+                               4 * FUSED_S_TILE(br, bc));
 }
 
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {

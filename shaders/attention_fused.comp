@@ -28,19 +28,20 @@ layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;    // head dim of V 
 layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // BR * TPR (set by the host)
 
 const uint WG = BR * TPR;
-const uint DQK4 = (DQK + 3u) / 4u;             // vec4s per Q/K row
-const uint KSTRIDE = DQK4 + 1u;                // padded K row: spreads a tile's rows over banks
-const uint DV4 = (DV + 3u) / 4u;               // vec4s per V row
+const uint DQK4 = VEC4S(DQK);                  // vec4s per Q/K row
+const uint KSTRIDE = FUSED_K_STRIDE(DQK);      // padded K row: spreads a tile's rows over banks
+const uint DV4 = VEC4S(DV);                    // vec4s per V row
 const uint DVT = (DV4 + TPR - 1u) / TPR;       // accumulator vec4s per invocation
-const uint VSTRIDE = DVT * TPR;                // V row padded so every invocation's slice exists
+const uint VSTRIDE = FUSED_V_STRIDE(DV, TPR);  // V row padded so every invocation's slice exists
 
 #include "attention_common.glsl"
 #include "score.glsl"
 
-shared vec4 sQ[BR * DQK4];
-shared vec4 sK[BC * KSTRIDE];
-shared vec4 sV[BC * VSTRIDE];
-shared float sS[BR * BC];
+// Sizes from shader_abi.h, which the host's shared-memory check uses too.
+shared vec4 sQ[FUSED_Q_TILE(BR, DQK)];
+shared vec4 sK[FUSED_K_TILE(BC, DQK)];
+shared vec4 sV[FUSED_V_TILE(BC, DV, TPR)];
+shared float sS[FUSED_S_TILE(BR, BC)];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;

@@ -23,14 +23,15 @@ layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // BR / 4
 
 const uint LANES = BR / 4u;
 
-const uint DQK4 = (DQK + 3u) / 4u;
-const uint DV4 = (DV + 3u) / 4u;
+const uint DQK4 = VEC4S(DQK);
+const uint DV4 = VEC4S(DV);
 
 #include "attention_common.glsl"
 #include "score.glsl"
 
-shared vec4 sK[BC * DQK4];
-shared vec4 sV[BC * DV4];
+// Sizes from shader_abi.h, which the host's shared-memory check uses too.
+shared vec4 sK[ROWWISE_K_TILE(BC, DQK)];
+shared vec4 sV[ROWWISE_V_TILE(BC, DV)];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;

@@ -49,6 +49,20 @@
 #define SPEC_GEMM_WORKGROUP 5       /* (BM / TM) * (BN / TN) */
 #define SPEC_GEMM_COUNT 6
 
+/* ---- Shared memory of the fused kernels ---- */
+/* Sizes in elements as functions of the specialization constants: the shaders declare their
+ * shared arrays with these and the host's planner adds up their bytes (fused_shared_bytes), so the
+ * limit check and the declarations cannot disagree. */
+#define VEC4S(d) (((d) + 3u) / 4u)                                      /* vec4s per row of d values */
+#define FUSED_K_STRIDE(DQK) (VEC4S(DQK) + 1u)                           /* K rows padded across banks */
+#define FUSED_V_STRIDE(DV, TPR) ((VEC4S(DV) + (TPR) - 1u) / (TPR) * (TPR)) /* every slice exists */
+#define FUSED_Q_TILE(BR, DQK) ((BR) * VEC4S(DQK))                       /* vec4 */
+#define FUSED_K_TILE(BC, DQK) ((BC) * FUSED_K_STRIDE(DQK))              /* vec4 */
+#define FUSED_V_TILE(BC, DV, TPR) ((BC) * FUSED_V_STRIDE(DV, TPR))      /* vec4 */
+#define FUSED_S_TILE(BR, BC) ((BR) * (BC))                              /* float */
+#define ROWWISE_K_TILE(BC, DQK) ((BC) * VEC4S(DQK))                     /* vec4 */
+#define ROWWISE_V_TILE(BC, DV) ((BC) * VEC4S(DV))                       /* vec4 */
+
 /* ---- Push-constant blocks (strides and offsets in elements of their buffer) ---- */
 /* The fused kernels (attention_fused.comp, attention_rowwise.comp). */
 #define ATTENTION_PUSH_MEMBERS                                                               \

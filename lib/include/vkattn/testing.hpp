@@ -6,6 +6,7 @@
 #include <vulkan/vulkan.h>
 
 #include <functional>
+#include <string>
 
 #include "vkattn/error.hpp"
 
@@ -33,7 +34,7 @@ void set_fault_hook(Context& context, FaultHook hook);
 // limit); Error as PreparedAttention's constructor otherwise.
 class PlanDoesNotFit : public Error {
  public:
-  using Error::Error;
+  explicit PlanDoesNotFit(const std::string& message) : Error(ErrorCode::unsupported, message) {}
 };
 PreparedAttention prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile);
 
