@@ -65,8 +65,7 @@ namespace {
 
 using namespace vkattn;
 
-void no_push_descriptors(VkCommandBuffer, VkPipelineBindPoint, VkPipelineLayout, uint32_t, uint32_t,
-                         const VkWriteDescriptorSet*) {}
+void no_push_descriptors(VkCommandBuffer, VkDescriptorUpdateTemplate, VkPipelineLayout, uint32_t, const void*) {}
 
 struct Shape {
   const char* name;
@@ -94,20 +93,20 @@ void measure(Context& context, const Shape& s) {
   const AttentionBuffers buffers = AttentionBuffers::of(args);
 
   detail::ContextImpl& c = detail::impl_of(context);
-  const PFN_vkCmdPushDescriptorSetKHR real_push = c.push_descriptor_set;
+  const PFN_vkCmdPushDescriptorSetWithTemplateKHR real_push = c.push_descriptors;
   constexpr int kRounds = 15, kCalls = 200;
   std::vector<cli::HostTime> times[4];
   for (int round = 0; round < kRounds; ++round)
     for (int null_driver = 0; null_driver < 2; ++null_driver) {
       g_null_driver = null_driver != 0;
-      c.push_descriptor_set = g_null_driver ? no_push_descriptors : real_push;
+      c.push_descriptors = g_null_driver ? no_push_descriptors : real_push;
       times[2 * null_driver].push_back(cli::time_recording(
           context, [&](VkCommandBuffer cmd) { record_attention(context, cmd, args, slice); }, 1, kCalls));
       times[2 * null_driver + 1].push_back(
           cli::time_recording(context, [&](VkCommandBuffer cmd) { prepared.record(cmd, buffers, slice); }, 1, kCalls));
     }
   g_null_driver = false;
-  c.push_descriptor_set = real_push;
+  c.push_descriptors = real_push;
 
   const char* labels[4] = {"record_attention, with the driver", "PreparedAttention::record, with the driver",
                            "record_attention, vkattn's own work", "PreparedAttention::record, vkattn's own work"};
@@ -146,9 +145,9 @@ void measure_layer(Context& context) {
               static_cast<long long>(H), static_cast<long long>(G), static_cast<long long>(Sk), to_string(dtype));
 
   detail::ContextImpl& c = detail::impl_of(context);
-  const PFN_vkCmdPushDescriptorSetKHR real_push = c.push_descriptor_set;
+  const PFN_vkCmdPushDescriptorSetWithTemplateKHR real_push = c.push_descriptors;
   g_null_driver = true;
-  c.push_descriptor_set = no_push_descriptors;
+  c.push_descriptors = no_push_descriptors;
   std::vector<double> forward_us;
   for (int i = 0; i < 4; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -156,7 +155,7 @@ void measure_layer(Context& context) {
     forward_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }
   g_null_driver = false;
-  c.push_descriptor_set = real_push;
+  c.push_descriptors = real_push;
   forward_us.erase(forward_us.begin());  // the first builds the pipelines
   std::sort(forward_us.begin(), forward_us.end());
   std::printf("  %-46s %8.1f us median %8.1f us min  (%zu calls)\n", "forward() on host arrays, host part",
@@ -175,12 +174,12 @@ void measure_layer(Context& context) {
   for (int round = 0; round < 15; ++round)
     for (int null_driver = 0; null_driver < 2; ++null_driver) {
       g_null_driver = null_driver != 0;
-      c.push_descriptor_set = g_null_driver ? no_push_descriptors : real_push;
+      c.push_descriptors = g_null_driver ? no_push_descriptors : real_push;
       times[null_driver].push_back(
           cli::time_recording(context, [&](VkCommandBuffer cmd) { pass.record(cmd, b, slice); }, 1, 200));
     }
   g_null_driver = false;
-  c.push_descriptor_set = real_push;
+  c.push_descriptors = real_push;
   const char* labels[2] = {"PreparedMha::record, with the driver", "PreparedMha::record, vkattn's own work"};
   for (int i = 0; i < 2; ++i) {
     const cli::HostTime t = cli::merge_rounds(times[i]);

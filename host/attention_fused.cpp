@@ -71,13 +71,13 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
 
-  const VkPipelineLayout layout = c.pipelines->layout(KernelKind::attention).pipeline_layout;
+  const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   const VkPipeline fused = c.pipelines->get(attention_pipeline(
       p.dtype, cfg.rowwise,
       {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()}));
   Dispatch combine;
   if (split) {
-    combine.layout = c.pipelines->layout(KernelKind::combine).pipeline_layout;
+    combine.use(c.pipelines->layout(KernelKind::combine));
     combine.pipeline = c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), plan.combine_workgroup));
     combine.bind(0, partial_o);
     combine.bind(1, partial_lse);
@@ -127,7 +127,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       push.split_base = s0;
       Dispatch d;
       d.pipeline = fused;
-      d.layout = layout;
+      d.use(layout);
       d.bind(0, q, offsetof(AttentionPush, q_off));
       d.bind(1, tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
       d.bind(2, tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));

@@ -99,7 +99,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   push.b0 = u32(ch.b0), push.h0 = u32(ch.h0), push.i0 = u32(ch.i0);
 
   Dispatch softmax;
-  softmax.layout = c.pipelines->layout(KernelKind::softmax).pipeline_layout;
+  softmax.use(c.pipelines->layout(KernelKind::softmax));
   softmax.pipeline = c.pipelines->get(softmax_pipeline(plan.softmax_workgroup));
   softmax.bind(0, p_binding, offsetof(SoftmaxPush, p_off));
   softmax.bind(1, lse, offsetof(SoftmaxPush, lse_off));

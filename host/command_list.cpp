@@ -4,15 +4,24 @@
 #include <string>
 
 #include "context_impl.hpp"
+#include "pipelines.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
 
+void Dispatch::use(const KernelLayout& kernel_layout) {
+  layout = kernel_layout.pipeline_layout;
+  descriptors = kernel_layout.push_template;
+  binding_count = kernel_layout.bindings;
+  bindings.fill(kPlaceholder);
+  offset_word.fill(kNoWord);
+}
+
 void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_offset) {
+  if (index >= binding_count) throw Error("internal: binding " + std::to_string(index) + " past the layout's " + std::to_string(binding_count));
   bindings[index] = binding;
   offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 4);
-  if (index + 1 > binding_count) binding_count = index + 1;
 }
 
 CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
@@ -81,8 +90,8 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     }
     const Dispatch& d = step.dispatch;
     std::array<uint32_t, kMaxPushWords> push = d.push;
+    // Binding i at index i, as the layout's push template reads them.
     std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
-    std::array<VkWriteDescriptorSet, kMaxBindings> writes;
     for (uint32_t i = 0; i < d.binding_count; ++i) {
       const Binding& b = d.bindings[i];
       const SlotBase& slot = b.slot == kPlaceholderSlot ? placeholder : slots[b.slot];
@@ -92,18 +101,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       infos[i] = {slot.buffer, aligned, (byte - aligned + b.elements * b.element_size + 3) & ~uint64_t(3)};
       if (d.offset_word[i] != Dispatch::kNoWord)
         push[d.offset_word[i]] = static_cast<uint32_t>((byte - aligned) >> std::countr_zero(b.element_size));
-      writes[i] = {};
-      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
     }
     if (d.pipeline != bound) {
       vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);
       bound = d.pipeline;
     }
-    c.push_descriptor_set(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.layout, 0, d.binding_count, writes.data());
+    c.push_descriptors(cmd, d.descriptors, d.layout, 0, infos.data());
     vkCmdPushConstants(cmd, d.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
     vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
   }

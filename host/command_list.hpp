@@ -20,6 +20,7 @@ struct DeviceInfo;
 namespace vkattn::detail {
 
 class ContextImpl;
+struct KernelLayout;
 
 // Where slot s's bytes start when a list is replayed: binding offsets count from byte `base` of `buffer`.
 struct SlotBase {
@@ -51,6 +52,7 @@ inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushCo
 struct Dispatch {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorUpdateTemplate descriptors = VK_NULL_HANDLE;  // the layout's push template
   uint32_t binding_count = 0;
   std::array<Binding, kMaxBindings> bindings{};
   // The push-constant word that receives binding i's element offset at replay; kNoWord for none.
@@ -60,6 +62,9 @@ struct Dispatch {
   std::array<uint32_t, kMaxPushWords> push{};
   std::array<uint32_t, 3> groups{1, 1, 1};
 
+  // The kernel's pipeline layout and descriptor template; every binding of the layout starts as the
+  // placeholder, so the template (which reads them all) never sees an unset one.
+  void use(const KernelLayout& kernel_layout);
   // Binding `index` (== descriptor binding); the shader reads its element offset at byte
   // `push_offset` of the push block (offsetof of the block's `*_off` member), when given.
   void bind(uint32_t index, const Binding& binding, std::size_t push_offset = SIZE_MAX);

@@ -26,8 +26,9 @@ ContextImpl::~ContextImpl() {
 void ContextImpl::initialise(uint32_t device_index) {
   info = query_device_info(physical_device, device_index);
   vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
-  push_descriptor_set = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetKHR"));
-  if (!push_descriptor_set) {
+  push_descriptors = reinterpret_cast<PFN_vkCmdPushDescriptorSetWithTemplateKHR>(
+      vkGetDeviceProcAddr(device, "vkCmdPushDescriptorSetWithTemplateKHR"));
+  if (!push_descriptors) {
     if (!info.push_descriptor)  // the device does not offer it at all
       throw unsupported("device: " + info.name + " does not offer VK_KHR_push_descriptor, which vkattn needs");
     throw Error("device: VK_KHR_push_descriptor is not enabled on the device (Context::required_device_extensions())");

@@ -66,7 +66,8 @@ class ContextImpl {
   std::string pipeline_cache_file;  // the application's, read by initialise(); "" for none
   DeviceInfo info;
   VkPhysicalDeviceMemoryProperties memory_properties{};
-  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
+  // vkCmdPushDescriptorSetWithTemplateKHR (VK_KHR_push_descriptor), loaded from the device.
+  PFN_vkCmdPushDescriptorSetWithTemplateKHR push_descriptors = nullptr;
   std::unique_ptr<PipelineRegistry> pipelines;
   std::recursive_mutex queue_mutex;
   // Every device allocation of this Context counts here (Context::memory_stats).

@@ -71,6 +71,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
     return Binding{o.slot, o.base + uint64_t(o.offset) * esize, esize, uint64_t(o.end - o.offset)};
   };
   Dispatch d;
+  d.use(c.pipelines->layout(KernelKind::gemm));
   d.bind(0, bind_operand(call.a), offsetof(GemmPush, a_off));
   d.bind(1, bind_operand(call.b), offsetof(GemmPush, b_off));
   d.bind(2, bind_operand(call.c), offsetof(GemmPush, c_off));
@@ -93,7 +94,6 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
   d.set_push(push);
 
   const GemmTile tile = choose_tile(call.m);
-  d.layout = c.pipelines->layout(KernelKind::gemm).pipeline_layout;
   d.pipeline = c.pipelines->get(
       gemm_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()}));
   d.groups = {u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads)};

@@ -33,10 +33,28 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   info.pSetLayouts = &layout.set_layout;
   info.pushConstantRangeCount = 1;
   info.pPushConstantRanges = &range;
-  const VkResult r = vkCreatePipelineLayout(device, &info, nullptr, &layout.pipeline_layout);
+  VkResult r = vkCreatePipelineLayout(device, &info, nullptr, &layout.pipeline_layout);
   if (r != VK_SUCCESS) {
     vkDestroyDescriptorSetLayout(device, layout.set_layout, nullptr);
     throw_vk_error("vkCreatePipelineLayout", r);
+  }
+  std::vector<VkDescriptorUpdateTemplateEntry> entries(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    entries[i] = {i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, i * sizeof(VkDescriptorBufferInfo),
+                  sizeof(VkDescriptorBufferInfo)};
+  VkDescriptorUpdateTemplateCreateInfo template_info{VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO};
+  template_info.descriptorUpdateEntryCount = bindings;
+  template_info.pDescriptorUpdateEntries = entries.data();
+  template_info.templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
+  template_info.descriptorSetLayout = layout.set_layout;
+  template_info.pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE;
+  template_info.pipelineLayout = layout.pipeline_layout;
+  template_info.set = 0;
+  r = vkCreateDescriptorUpdateTemplate(device, &template_info, nullptr, &layout.push_template);
+  if (r != VK_SUCCESS) {
+    vkDestroyPipelineLayout(device, layout.pipeline_layout, nullptr);
+    vkDestroyDescriptorSetLayout(device, layout.set_layout, nullptr);
+    throw_vk_error("vkCreateDescriptorUpdateTemplate", r);
   }
   return layout;
 }
@@ -153,6 +171,7 @@ void PipelineRegistry::release() {
   for (auto& [name, module] : modules_) vkDestroyShaderModule(device_, module, nullptr);
   modules_.clear();
   for (KernelLayout& l : layouts_) {
+    if (l.push_template) vkDestroyDescriptorUpdateTemplate(device_, l.push_template, nullptr);
     if (l.pipeline_layout) vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);
     if (l.set_layout) vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
     l = {};

@@ -59,6 +59,9 @@ KernelKind kernel_kind(Shader shader);
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
+  // Pushes all `bindings` storage-buffer descriptors of the set from an array of
+  // VkDescriptorBufferInfo (binding i at index i) in one call: what replay records per dispatch.
+  VkDescriptorUpdateTemplate push_template = VK_NULL_HANDLE;
   uint32_t bindings = 0;
 };
 
