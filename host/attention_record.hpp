@@ -8,6 +8,7 @@
 
 #include "attention_plan.hpp"
 #include "attention_unfused.hpp"
+#include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
 
@@ -34,6 +35,8 @@ struct PlannedAttention {
 
 // How a planned call runs, as plan_attention and PreparedAttention::plan report it.
 AttentionPlan report_of(const PlannedAttention& planned);
+// What a planned call's buffers must hold (checked on every record).
+CallNeeds needs_of(const PlannedAttention& planned, const AttentionSpec& spec);
 
 // Checks `path` is one of the enum's values; throws Error naming it.
 void check_path(AttentionPath path);

@@ -64,72 +64,86 @@ void check_given(const char* name, bool given, bool planned) {
     throw Error(std::string(name) + ": the call was prepared with " + name + " (AttentionSpec), but no buffer is given");
 }
 
-// Strided layouts get their whole span, first to last element: conservative (gaps between rows count
-// too), and what the bounds check already requires the buffer to hold. Each bound is within the
-// buffer (checked first) and a Buffer's offset + size does not wrap.
-BufferExtent tensor_extent(const char* name, const Buffer* buffer, int64_t first, int64_t end, uint64_t element_size,
-                     bool output) {
-  return {name, buffer, buffer->offset() + uint64_t(first) * element_size, buffer->offset() + uint64_t(end) * element_size,
-          output};
-}
+constexpr const char* kNames[CallNeeds::count] = {"q",    "k",          "v",    "out",      "lse",
+                                                  "kv_lengths", "mask", "weights", "workspace"};
 
-BufferExtent slice_extent(const char* name, const BufferSlice& slice, uint64_t bytes, bool output) {
-  const uint64_t begin = slice.buffer->offset() + slice.offset;
-  return {name, slice.buffer, begin, begin + bytes, output};
+// Strided layouts get their whole span, first to last element: conservative (gaps between rows count
+// too), and what the bounds check already requires the buffer to hold.
+template <typename Layout>  // TensorLayout or MaskLayout
+CallNeeds::Need tensor_need(const Layout& layout, uint64_t element_size, bool output) {
+  return {true, output, element_size, uint64_t(layout.required_elements()), uint64_t(layout.offset) * element_size};
 }
 
 }  // namespace
 
-void check_call_buffers(const ContextImpl& context, const AttentionProblem& p, const AttentionSpec& spec,
-                        const AttentionBuffers& b, const BufferSlice* workspace, uint64_t workspace_bytes,
-                        const char* workspace_use) {
+CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
+                     const char* workspace_use) {
   const AttentionLayouts& l = spec.layouts;
   const uint64_t esize = dtype_size(p.dtype), rows = uint64_t(p.batch) * p.heads * p.seq_q;
-  check_binding("q", b.q, 0, esize, l.q.required_elements());
-  check_binding("k", b.k, 0, esize, l.k.required_elements());
-  check_binding("v", b.v, 0, esize, l.v.required_elements());
-  check_binding("out", b.out, 0, esize, l.out.required_elements());
-  check_given("lse", b.lse.buffer != nullptr, l.has_lse);
-  if (l.has_lse) check_binding("lse", b.lse.buffer, b.lse.offset, 4, rows);
-  check_given("kv_lengths", b.kv_lengths.buffer != nullptr, l.has_kv_lengths);
-  if (l.has_kv_lengths) check_binding("kv_lengths", b.kv_lengths.buffer, b.kv_lengths.offset, 4, uint64_t(p.batch));
-  check_given("mask", b.mask != nullptr, l.mask.has_value());
-  if (l.mask) check_binding("mask", b.mask, 0, mask_type_size(l.mask->type), l.mask->required_elements());
-  check_given("weights", b.weights.buffer != nullptr, spec.weights);
-  if (spec.weights) {
-    if (!b.weights.buffer->valid()) throw Error("weights: buffer is null");
-    const uint64_t need = rows * uint64_t(p.seq_k) * 4;
-    if ((b.weights.buffer->offset() + b.weights.offset) % 4 != 0)
-      throw Error("weights: byte offset " + str(b.weights.offset) + " is not a multiple of 4 (f32)");
-    if (b.weights.offset > b.weights.buffer->size() || need > b.weights.buffer->size() - b.weights.offset)
-      throw Error("weights: P (" + str(p.batch) + ", " + str(p.heads) + ", " + str(p.seq_q) + ", " + str(p.seq_k) +
-                  ") f32 needs " + str(need) + " bytes from offset " + str(b.weights.offset) +
-                  " but the buffer holds " + str(b.weights.buffer->size()) + " bytes");
+  CallNeeds n;
+  n.need[CallNeeds::q] = tensor_need(l.q, esize, false);
+  n.need[CallNeeds::k] = tensor_need(l.k, esize, false);
+  n.need[CallNeeds::v] = tensor_need(l.v, esize, false);
+  n.need[CallNeeds::out] = tensor_need(l.out, esize, true);
+  if (l.mask) n.need[CallNeeds::mask] = tensor_need(*l.mask, mask_type_size(l.mask->type), false);
+  n.need[CallNeeds::lse] = {l.has_lse, true, 4, rows, 0};
+  n.need[CallNeeds::kv_lengths] = {l.has_kv_lengths, false, 4, uint64_t(p.batch), 0};
+  n.need[CallNeeds::weights] = {spec.weights, true, 4, rows * uint64_t(p.seq_k), 0};
+  n.need[CallNeeds::workspace] = {workspace_bytes > 0, true, 1, workspace_bytes, 0};
+  n.batch = p.batch, n.heads = p.heads, n.seq_q = p.seq_q, n.seq_k = p.seq_k;
+  n.workspace_use = workspace_use;
+  return n;
+}
+
+void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, const AttentionBuffers& b,
+                        const BufferSlice* workspace) {
+  const std::array<BufferSlice, CallNeeds::count> given{
+      BufferSlice{b.q, 0}, BufferSlice{b.k, 0}, BufferSlice{b.v, 0}, BufferSlice{b.out, 0}, b.lse, b.kv_lengths,
+      BufferSlice{b.mask, 0}, b.weights, workspace ? *workspace : BufferSlice{}};
+  // The extents in the order overlaps are looked for (and so which pair an Error names first).
+  constexpr CallNeeds::Argument kOverlapOrder[] = {CallNeeds::q,   CallNeeds::k,          CallNeeds::v,
+                                                   CallNeeds::out, CallNeeds::mask,       CallNeeds::kv_lengths,
+                                                   CallNeeds::lse, CallNeeds::weights,    CallNeeds::workspace};
+  for (int a = 0; a < CallNeeds::count; ++a) {
+    const CallNeeds::Need& n = needs.need[a];
+    const BufferSlice& g = given[a];
+    const char* name = kNames[a];
+    if (a == CallNeeds::workspace) {
+      // vkattn's own scratch (no slice given) or a call that needs none: nothing to check.
+      if (!workspace || !n.planned) continue;
+      if (!g.buffer || !g.buffer->valid())
+        throw Error(std::string("workspace: this call (") + needs.workspace_use + ") needs a workspace of " +
+                    str(n.elements) + " bytes (plan_attention().workspace_bytes)");
+      if (g.offset > g.buffer->size() || g.buffer->size() - g.offset < n.elements)
+        throw Error("workspace: needs " + str(n.elements) + " bytes, the slice holds " +
+                    str(g.buffer->size() - std::min(g.offset, g.buffer->size())));
+      continue;
+    }
+    if (a > CallNeeds::out) check_given(name, g.buffer != nullptr, n.planned);
+    if (!n.planned) continue;
+    if (a == CallNeeds::weights) {
+      if (!g.buffer->valid()) throw Error("weights: buffer is null");
+      const uint64_t need = n.elements * 4;
+      if ((g.buffer->offset() + g.offset) % 4 != 0)
+        throw Error("weights: byte offset " + str(g.offset) + " is not a multiple of 4 (f32)");
+      if (g.offset > g.buffer->size() || need > g.buffer->size() - g.offset)
+        throw Error("weights: P (" + str(uint64_t(needs.batch)) + ", " + str(uint64_t(needs.heads)) + ", " +
+                    str(uint64_t(needs.seq_q)) + ", " + str(uint64_t(needs.seq_k)) + ") f32 needs " + str(need) +
+                    " bytes from offset " + str(g.offset) + " but the buffer holds " + str(g.buffer->size()) + " bytes");
+      continue;
+    }
+    check_binding(name, g.buffer, g.offset, n.element_size, n.elements);
   }
 
-  if (workspace && workspace_bytes > 0) {
-    if (!workspace->buffer || !workspace->buffer->valid())
-      throw Error(std::string("workspace: this call (") + workspace_use + ") needs a workspace of " + str(workspace_bytes) +
-                  " bytes (plan_attention().workspace_bytes)");
-    if (workspace->offset > workspace->buffer->size() || workspace->buffer->size() - workspace->offset < workspace_bytes)
-      throw Error("workspace: needs " + str(workspace_bytes) + " bytes, the slice holds " +
-                  str(workspace->buffer->size() - std::min(workspace->offset, workspace->buffer->size())));
-  }
-
-  std::array<BufferExtent, 9> extents;
+  std::array<BufferExtent, CallNeeds::count> extents;
   std::size_t count = 0;
-  extents[count++] = tensor_extent("q", b.q, l.q.offset, l.q.required_elements(), esize, false);
-  extents[count++] = tensor_extent("k", b.k, l.k.offset, l.k.required_elements(), esize, false);
-  extents[count++] = tensor_extent("v", b.v, l.v.offset, l.v.required_elements(), esize, false);
-  extents[count++] = tensor_extent("out", b.out, l.out.offset, l.out.required_elements(), esize, true);
-  if (l.mask)
-    extents[count++] =
-        tensor_extent("mask", b.mask, l.mask->offset, l.mask->required_elements(), mask_type_size(l.mask->type), false);
-  if (l.has_kv_lengths) extents[count++] = slice_extent("kv_lengths", b.kv_lengths, uint64_t(p.batch) * 4, false);
-  if (l.has_lse) extents[count++] = slice_extent("lse", b.lse, rows * 4, true);
-  if (spec.weights) extents[count++] = slice_extent("weights", b.weights, rows * uint64_t(p.seq_k) * 4, true);
-  if (workspace && workspace_bytes > 0) extents[count++] = slice_extent("workspace", *workspace, workspace_bytes, true);
-
+  for (const CallNeeds::Argument a : kOverlapOrder) {
+    const CallNeeds::Need& n = needs.need[a];
+    const BufferSlice& g = given[a];
+    if (!n.planned || !g.buffer) continue;  // (only the scratch workspace is planned but not given)
+    const uint64_t start = g.buffer->offset() + g.offset;
+    extents[count++] = {kNames[a], g.buffer, start + n.first_byte, start + n.elements * n.element_size, n.output};
+  }
   check_extents(context, std::span(extents.data(), count));
 }
 

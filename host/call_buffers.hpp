@@ -4,6 +4,7 @@
 // Error is thrown): it runs on every record of a prepared call.
 #pragma once
 
+#include <array>
 #include <span>
 
 #include "context_impl.hpp"
@@ -30,12 +31,31 @@ struct BufferExtent {
 // output that shares a byte with another argument (inputs may share bytes), with both byte ranges.
 void check_extents(const ContextImpl& context, std::span<const BufferExtent> extents);
 
+// What the buffers of one planned call must hold, worked out once from its checked problem and
+// spec, so that checking a call's buffers is a few comparisons per argument.
+struct CallNeeds {
+  // The arguments in the order they are checked.
+  enum Argument { q, k, v, out, lse, kv_lengths, mask, weights, workspace, count };
+  struct Need {
+    bool planned = false;       // the spec has this argument (the workspace: the plan needs one)
+    bool output = false;        // written by the call: may share no byte with another argument
+    uint64_t element_size = 4;  // 1, 2 or 4
+    uint64_t elements = 0;      // from the argument's start: the Buffer's offset, plus a slice's
+    uint64_t first_byte = 0;    // the first byte it may touch, from the same start
+  };
+  std::array<Need, count> need{};
+  int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0;  // for the weights' message
+  const char* workspace_use = "";                      // what the workspace holds, for its message
+  uint64_t workspace_bytes() const { return need[workspace].elements; }
+};
+// `workspace_bytes`, needed for `workspace_use` (named in the error), 0 for none.
+CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
+                     const char* workspace_use);
+
 // Throws Error naming the argument: missing or unexpected, too small, misaligned, of another
-// Context, or overlapping another (with both byte ranges). `p` is the spec's checked problem;
-// `workspace` (null: vkattn's own scratch, which no argument can share) must hold `workspace_bytes`,
-// needed for `workspace_use` (named in the error).
-void check_call_buffers(const ContextImpl& context, const AttentionProblem& p, const AttentionSpec& spec,
-                        const AttentionBuffers& buffers, const BufferSlice* workspace, uint64_t workspace_bytes,
-                        const char* workspace_use);
+// Context, or overlapping another (with both byte ranges). `workspace` (null: vkattn's own scratch,
+// which no argument can share) must hold needs.workspace_bytes().
+void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, const AttentionBuffers& buffers,
+                        const BufferSlice* workspace);
 
 }  // namespace vkattn::detail

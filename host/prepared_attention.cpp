@@ -44,6 +44,11 @@ AttentionPlan report_of(const PlannedAttention& planned) {
   return plan;
 }
 
+CallNeeds needs_of(const PlannedAttention& planned, const AttentionSpec& spec) {
+  return call_needs(planned.problem(), spec, planned.workspace_bytes(),
+                    planned.unfused ? "the unfused path's scores" : "split-KV partials");
+}
+
 namespace {
 
 // Where each slot of the call's command list is: the arguments' buffers, and the workspace aligned
@@ -155,12 +160,12 @@ struct PreparedAttention::Impl {
   AttentionSpec spec;
   detail::PlannedAttention planned;
   AttentionPlan report;
+  detail::CallNeeds needs;
   detail::CommandList list;
 
   // The buffer checks of every run (call_buffers.hpp); `workspace` null for vkattn's scratch.
   void check(const AttentionBuffers& buffers, const BufferSlice* workspace) const {
-    detail::check_call_buffers(*context, planned.problem(), spec, buffers, workspace, planned.workspace_bytes(),
-                               planned.unfused ? "the unfused path's scores" : "split-KV partials");
+    detail::check_call_buffers(*context, needs, buffers, workspace);
   }
   void replay(VkCommandBuffer cmd, const AttentionBuffers& buffers, VkBuffer workspace, uint64_t workspace_offset) const {
     list.replay(*context, cmd, detail::slots_of(buffers, workspace, workspace_offset, planned.alignment()));
@@ -189,6 +194,7 @@ struct PreparedAttention::Impl {
     impl->spec = spec;
     impl->planned = detail::plan_path(plan_for ? *plan_for : c.info, c.kernel, spec.layouts, spec.weights, spec.path);
     impl->report = detail::report_of(impl->planned);
+    impl->needs = detail::needs_of(impl->planned, spec);
     impl->list = detail::CommandList(impl->planned.alignment());
     return impl;
   }
@@ -262,8 +268,7 @@ AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) 
   const detail::ContextImpl& c = detail::impl_of(context);
   const AttentionSpec spec = AttentionSpec::of(args);
   const detail::PlannedAttention planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
-  detail::check_call_buffers(c, planned.problem(), spec, AttentionBuffers::of(args), nullptr, planned.workspace_bytes(),
-                             "");
+  detail::check_call_buffers(c, detail::needs_of(planned, spec), AttentionBuffers::of(args), nullptr);
   return detail::report_of(planned);
 }
 
