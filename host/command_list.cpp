@@ -34,6 +34,19 @@ CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
 void CommandList::dispatch(const Dispatch& dispatch) {
   Step step;
   step.dispatch = dispatch;
+  for (uint32_t i = 0; i < dispatch.binding_count; ++i) {
+    const Binding& b = dispatch.bindings[i];
+    const uint8_t word = dispatch.offset_word[i];
+    if (b.slot == kPlaceholderSlot) {
+      // The placeholder is bound whole, from its first byte: element offset 0, whatever the binding says.
+      if (b.offset != 0) throw Error("internal: a placeholder binding with an offset");
+      if (word != Dispatch::kNoWord) step.dispatch.push[word] = 0;
+      continue;
+    }
+    if (!std::has_single_bit(b.element_size)) throw Error("internal: element size " + std::to_string(b.element_size));
+    step.slot_bindings[step.slot_binding_count++] = {i, b.slot, b.offset, b.elements * b.element_size + 3, word,
+                                                     static_cast<uint8_t>(std::countr_zero(b.element_size))};
+  }
   steps_.push_back(step);
 }
 
@@ -77,6 +90,7 @@ void CommandList::check_fits(const DeviceInfo& device) const {
 
 void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<const SlotBase> slots) const {
   const SlotBase placeholder{c.dummy().buffer, 0};
+  constexpr uint64_t kPlaceholderBytes = kPlaceholder.elements * kPlaceholder.element_size;
   VkPipeline bound = VK_NULL_HANDLE;
   for (const Step& step : steps_) {
     if (step.barrier) {
@@ -90,17 +104,18 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     }
     const Dispatch& d = step.dispatch;
     std::array<uint32_t, kMaxPushWords> push = d.push;
-    // Binding i at index i, as the layout's push template reads them.
+    // Binding i at index i, as the layout's push template reads them: the placeholder's, then the
+    // caller's slots over them.
     std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
-    for (uint32_t i = 0; i < d.binding_count; ++i) {
-      const Binding& b = d.bindings[i];
-      const SlotBase& slot = b.slot == kPlaceholderSlot ? placeholder : slots[b.slot];
+    for (uint32_t i = 0; i < d.binding_count; ++i) infos[i] = {placeholder.buffer, 0, kPlaceholderBytes};
+    for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
+      const SlotBinding& b = step.slot_bindings[s];
+      const SlotBase& slot = slots[b.slot];
       // Powers of two (the alignment by Vulkan's rule, element sizes 1, 2 or 4): masks and shifts,
       // not divisions, on this path.
       const uint64_t byte = slot.base + b.offset, aligned = byte & ~(alignment_ - 1);
-      infos[i] = {slot.buffer, aligned, (byte - aligned + b.elements * b.element_size + 3) & ~uint64_t(3)};
-      if (d.offset_word[i] != Dispatch::kNoWord)
-        push[d.offset_word[i]] = static_cast<uint32_t>((byte - aligned) >> std::countr_zero(b.element_size));
+      infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
+      if (b.word != Dispatch::kNoWord) push[b.word] = static_cast<uint32_t>((byte - aligned) >> b.shift);
     }
     if (d.pipeline != bound) {
       vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);

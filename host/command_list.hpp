@@ -103,10 +103,22 @@ class CommandList {
   void replay(const ContextImpl& context, VkCommandBuffer cmd, std::span<const SlotBase> slots) const;
 
  private:
+  // A binding that names one of the caller's slots, with what replay needs of it worked out when
+  // the dispatch is added (the placeholder's bindings are fixed: their push words are already 0).
+  struct SlotBinding {
+    uint32_t index = 0;      // descriptor binding
+    uint32_t slot = 0;
+    uint64_t offset = 0;     // bytes from the slot's base
+    uint64_t bytes = 0;      // elements * element_size, plus 3 (rounded to whole words at replay)
+    uint8_t word = Dispatch::kNoWord;
+    uint8_t shift = 0;       // log2(element_size)
+  };
   struct Step {
     bool barrier = false;
     VkAccessFlags before = 0, after = 0;  // barrier
     Dispatch dispatch;                    // otherwise
+    uint32_t slot_binding_count = 0;
+    std::array<SlotBinding, kMaxBindings> slot_bindings{};
   };
   uint64_t alignment_;
   std::vector<Step> steps_;

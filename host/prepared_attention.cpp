@@ -55,22 +55,20 @@ namespace {
 // up to the list's alignment (the plan's workspace_bytes has room for that).
 std::array<SlotBase, kAttentionSlotCount> slots_of(const AttentionBuffers& b, VkBuffer workspace,
                                                    uint64_t workspace_offset, uint64_t alignment) {
-  const AttentionSlots s;
-  std::array<SlotBase, kAttentionSlotCount> slots{};
-  const auto tensor = [](const Buffer* buffer) { return SlotBase{buffer->handle(), buffer->offset()}; };
+  const auto tensor = [](const Buffer* buffer) {
+    return buffer ? SlotBase{buffer->handle(), buffer->offset()} : SlotBase{};
+  };
   const auto slice = [](const BufferSlice& x) {
     return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
   };
-  slots[s.q] = tensor(b.q);
-  slots[s.k] = tensor(b.k);
-  slots[s.v] = tensor(b.v);
-  slots[s.out] = tensor(b.out);
-  if (b.mask) slots[s.mask] = tensor(b.mask);
-  slots[s.lse] = slice(b.lse);
-  slots[s.kv_lengths] = slice(b.kv_lengths);
-  slots[s.weights] = slice(b.weights);
-  slots[s.workspace] = {workspace, align_up(workspace_offset, alignment)};
-  return slots;
+  // Every element written once, in slot order (no zeroing of the whole array first: it runs on
+  // every record).
+  constexpr AttentionSlots s;
+  static_assert(kAttentionSlotCount == 10 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
+                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9);
+  return {SlotBase{},         tensor(b.q),          tensor(b.k),     tensor(b.v),
+          tensor(b.out),      slice(b.lse),         tensor(b.mask),  slice(b.kv_lengths),
+          slice(b.weights),   SlotBase{workspace, align_up(workspace_offset, alignment)}};
 }
 
 }  // namespace
