@@ -92,14 +92,64 @@ CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint6
   n.need[CallNeeds::workspace] = {workspace_bytes > 0, true, 1, workspace_bytes, 0};
   n.batch = p.batch, n.heads = p.heads, n.seq_q = p.seq_q, n.seq_k = p.seq_k;
   n.workspace_use = workspace_use;
+  for (uint8_t a = 0; a < CallNeeds::count; ++a) {
+    const CallNeeds::Need& x = n.need[a];
+    if (!x.planned) continue;
+    // An argument the 32-bit index limit refuses is left to the full check, which names it.
+    if (x.elements > kMaxIndex && a != CallNeeds::weights && a != CallNeeds::workspace) n.quick = false;
+    for (uint32_t i = 0; i < n.planned_count; ++i) {
+      const CallNeeds::Need& y = n.need[n.planned[i]];
+      if (x.output || y.output) n.pairs[n.pair_count++] = {n.planned[i], a};
+    }
+    n.planned[n.planned_count++] = a;
+  }
   return n;
 }
+
+namespace {
+
+// Whether every planned argument is given, valid, of `context`, big enough, element-aligned and
+// clear of the outputs: the common case, decided with no Error built. Any doubt (a refusal, an
+// argument given that was not planned) answers false, and the full check below finds the reason.
+// `scratch`: the workspace is vkattn's own, which no argument can share.
+bool all_fit(const ContextImpl& context, const CallNeeds& needs, const std::array<BufferSlice, CallNeeds::count>& given,
+             bool scratch) {
+  if (!needs.quick) return false;
+  for (int a = CallNeeds::lse; a <= CallNeeds::weights; ++a)
+    if ((given[a].buffer != nullptr) != needs.need[a].planned) return false;
+  std::array<uint64_t, CallNeeds::count> begin, end;
+  std::array<VkBuffer, CallNeeds::count> handle;
+  for (uint32_t i = 0; i < needs.planned_count; ++i) {
+    const uint8_t a = needs.planned[i];
+    const CallNeeds::Need& n = needs.need[a];
+    const BufferSlice& g = given[a];
+    if (a == CallNeeds::workspace && scratch) continue;
+    if (!g.buffer) return false;
+    const Buffer& b = *g.buffer;
+    const uint64_t start = b.offset() + g.offset, bytes = n.elements * n.element_size;
+    if (!b.valid() || (start & (n.element_size - 1)) != 0 || g.offset > b.size() || bytes > b.size() - g.offset ||
+        context_of(b) != &context)
+      return false;
+    begin[a] = start + n.first_byte;
+    end[a] = start + bytes;
+    handle[a] = b.handle();
+  }
+  for (uint32_t i = 0; i < needs.pair_count; ++i) {
+    const uint8_t x = needs.pairs[i][0], y = needs.pairs[i][1];
+    if (scratch && (x == CallNeeds::workspace || y == CallNeeds::workspace)) continue;
+    if (handle[x] == handle[y] && begin[x] < end[y] && begin[y] < end[x]) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, const AttentionBuffers& b,
                         const BufferSlice* workspace) {
   const std::array<BufferSlice, CallNeeds::count> given{
       BufferSlice{b.q, 0}, BufferSlice{b.k, 0}, BufferSlice{b.v, 0}, BufferSlice{b.out, 0}, b.lse, b.kv_lengths,
       BufferSlice{b.mask, 0}, b.weights, workspace ? *workspace : BufferSlice{}};
+  if (all_fit(context, needs, given, workspace == nullptr)) return;
   // The extents in the order overlaps are looked for (and so which pair an Error names first).
   constexpr CallNeeds::Argument kOverlapOrder[] = {CallNeeds::q,   CallNeeds::k,          CallNeeds::v,
                                                    CallNeeds::out, CallNeeds::mask,       CallNeeds::kv_lengths,
@@ -145,6 +195,7 @@ void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, cons
     extents[count++] = {kNames[a], g.buffer, start + n.first_byte, start + n.elements * n.element_size, n.output};
   }
   check_extents(context, std::span(extents.data(), count));
+  throw Error("internal: the quick check of the call's buffers refused what the full check accepts");
 }
 
 }  // namespace vkattn::detail

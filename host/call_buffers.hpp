@@ -49,6 +49,14 @@ struct CallNeeds {
   int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0;  // for the weights' message
   const char* workspace_use = "";                      // what the workspace holds, for its message
   uint64_t workspace_bytes() const { return need[workspace].elements; }
+
+  // For the quick pass over a call's buffers (all_fit): the planned arguments, and the pairs of
+  // arguments (an output and another) that must not overlap, listed once at plan time.
+  bool quick = true;  // false: an argument is past the 32-bit index limit; the full check names it
+  uint32_t planned_count = 0;
+  std::array<uint8_t, count> planned{};
+  uint32_t pair_count = 0;
+  std::array<std::array<uint8_t, 2>, count * (count - 1) / 2> pairs{};
 };
 // `workspace_bytes`, needed for `workspace_use` (named in the error), 0 for none.
 CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
