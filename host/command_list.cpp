@@ -31,8 +31,10 @@ CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
   steps_.reserve(24);
 }
 
+// Steps are built in place: a Step is several hundred bytes, and the one-call conveniences
+// (record_attention) make a list per call.
 void CommandList::dispatch(const Dispatch& dispatch) {
-  Step step;
+  Step& step = steps_.emplace_back();
   step.dispatch = dispatch;
   for (uint32_t i = 0; i < dispatch.binding_count; ++i) {
     const Binding& b = dispatch.bindings[i];
@@ -43,19 +45,18 @@ void CommandList::dispatch(const Dispatch& dispatch) {
       if (word != Dispatch::kNoWord) step.dispatch.push[word] = 0;
       continue;
     }
-    if (!std::has_single_bit(b.element_size)) throw Error("internal: element size " + std::to_string(b.element_size));
+    if (b.element_size != 1 && b.element_size != 2 && b.element_size != 4)
+      throw Error("internal: element size " + std::to_string(b.element_size));
     step.slot_bindings[step.slot_binding_count++] = {i, b.slot, b.offset, b.elements * b.element_size + 3, word,
-                                                     static_cast<uint8_t>(std::countr_zero(b.element_size))};
+                                                     static_cast<uint8_t>(b.element_size / 2)};  // log2 of 1, 2, 4
   }
-  steps_.push_back(step);
 }
 
 void CommandList::compute_barrier(VkAccessFlags before, VkAccessFlags after) {
-  Step step;
+  Step& step = steps_.emplace_back();
   step.barrier = true;
   step.before = before;
   step.after = after;
-  steps_.push_back(step);
 }
 
 void CommandList::barrier_between_dispatches() {
