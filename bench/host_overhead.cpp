@@ -8,6 +8,11 @@
 // swap: it measures, it is not an example.
 //
 //   vkattn_host_overhead [--device NAME]
+//
+// Built with -DVKATTN_HOST_OVERHEAD_BEFORE against commit 5de1111 (the library before plans were
+// executable: record_attention planned every call, looked pipelines up by module-name string and
+// pushed descriptors with vkCmdPushDescriptorSetKHR), it measures record_attention and forward() as
+// they were, for the before/after figures in bench/results/README.md.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -65,7 +70,18 @@ namespace {
 
 using namespace vkattn;
 
+#ifdef VKATTN_HOST_OVERHEAD_BEFORE
+using PushDescriptors = PFN_vkCmdPushDescriptorSetKHR;
+void no_push_descriptors(VkCommandBuffer, VkPipelineBindPoint, VkPipelineLayout, uint32_t, uint32_t,
+                         const VkWriteDescriptorSet*) {}
+detail::ContextImpl& runtime_of(Context& context) { return context.impl(); }
+PushDescriptors& push_entry(detail::ContextImpl& c) { return c.push_descriptor_set; }
+#else
+using PushDescriptors = PFN_vkCmdPushDescriptorSetWithTemplateKHR;
 void no_push_descriptors(VkCommandBuffer, VkDescriptorUpdateTemplate, VkPipelineLayout, uint32_t, const void*) {}
+detail::ContextImpl& runtime_of(Context& context) { return detail::impl_of(context); }
+PushDescriptors& push_entry(detail::ContextImpl& c) { return c.push_descriptors; }
+#endif
 
 struct Shape {
   const char* name;
@@ -85,37 +101,42 @@ void measure(Context& context, const Shape& s) {
   for (Buffer* b : {&q, &k, &v}) b->fill(0);
   AttentionArgs args;
   args.q = {&q, l.q}, args.k = {&k, l.k}, args.v = {&v, l.v}, args.out = {&out, l.out};
-  const PreparedAttention prepared(context, AttentionSpec::of(args));
-  prepared.run(AttentionBuffers::of(args));  // every pipeline exists from here
+  attention(context, args);  // every pipeline exists from here
+  const AttentionPlan plan = plan_attention(context, args);
   std::optional<Buffer> workspace;
-  if (prepared.workspace_bytes() > 0) workspace.emplace(Buffer::allocate(context, prepared.workspace_bytes()));
+  if (plan.workspace_bytes > 0) workspace.emplace(Buffer::allocate(context, plan.workspace_bytes));
   const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
+#ifndef VKATTN_HOST_OVERHEAD_BEFORE
+  const PreparedAttention prepared(context, AttentionSpec::of(args));
   const AttentionBuffers buffers = AttentionBuffers::of(args);
+#endif
 
-  detail::ContextImpl& c = detail::impl_of(context);
-  const PFN_vkCmdPushDescriptorSetWithTemplateKHR real_push = c.push_descriptors;
+  detail::ContextImpl& c = runtime_of(context);
+  const PushDescriptors real_push = push_entry(c);
   constexpr int kRounds = 15, kCalls = 200;
   std::vector<cli::HostTime> times[4];
   for (int round = 0; round < kRounds; ++round)
     for (int null_driver = 0; null_driver < 2; ++null_driver) {
       g_null_driver = null_driver != 0;
-      c.push_descriptors = g_null_driver ? no_push_descriptors : real_push;
+      push_entry(c) = g_null_driver ? no_push_descriptors : real_push;
       times[2 * null_driver].push_back(cli::time_recording(
           context, [&](VkCommandBuffer cmd) { record_attention(context, cmd, args, slice); }, 1, kCalls));
+#ifndef VKATTN_HOST_OVERHEAD_BEFORE
       times[2 * null_driver + 1].push_back(
           cli::time_recording(context, [&](VkCommandBuffer cmd) { prepared.record(cmd, buffers, slice); }, 1, kCalls));
+#endif
     }
   g_null_driver = false;
-  c.push_descriptors = real_push;
+  push_entry(c) = real_push;
 
   const char* labels[4] = {"record_attention, with the driver", "PreparedAttention::record, with the driver",
                            "record_attention, vkattn's own work", "PreparedAttention::record, vkattn's own work"};
-  const AttentionPlan& plan = prepared.plan();
   std::printf("%s: heads %lld/%lld seq_q %lld seq_k %lld dim %lld %s; plan %s/%s, %u splits\n", s.name,
               static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.seq_q),
               static_cast<long long>(s.seq_k), static_cast<long long>(s.dim), to_string(s.dtype), plan.path, plan.kernel,
               plan.splits);
   for (int i = 0; i < 4; ++i) {
+    if (times[i].empty()) continue;  // PreparedAttention, built against the library before it existed
     const cli::HostTime t = cli::merge_rounds(times[i]);
     std::printf("  %-46s %8.3f us median %8.3f us min  (%d rounds x %d calls)\n", labels[i], t.us_median, t.us_min,
                 t.rounds, t.calls_per_round);
@@ -144,10 +165,10 @@ void measure_layer(Context& context) {
   std::printf("layer: E %lld, heads %lld/%lld, seq_q 1, seq_k %lld, %s\n", static_cast<long long>(E),
               static_cast<long long>(H), static_cast<long long>(G), static_cast<long long>(Sk), to_string(dtype));
 
-  detail::ContextImpl& c = detail::impl_of(context);
-  const PFN_vkCmdPushDescriptorSetWithTemplateKHR real_push = c.push_descriptors;
+  detail::ContextImpl& c = runtime_of(context);
+  const PushDescriptors real_push = push_entry(c);
   g_null_driver = true;
-  c.push_descriptors = no_push_descriptors;
+  push_entry(c) = no_push_descriptors;
   std::vector<double> forward_us;
   for (int i = 0; i < 4; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -155,7 +176,7 @@ void measure_layer(Context& context) {
     forward_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }
   g_null_driver = false;
-  c.push_descriptors = real_push;
+  push_entry(c) = real_push;
   forward_us.erase(forward_us.begin());  // the first builds the pipelines
   std::sort(forward_us.begin(), forward_us.end());
   std::printf("  %-46s %8.1f us median %8.1f us min  (%zu calls)\n", "forward() on host arrays, host part",
@@ -174,12 +195,12 @@ void measure_layer(Context& context) {
   for (int round = 0; round < 15; ++round)
     for (int null_driver = 0; null_driver < 2; ++null_driver) {
       g_null_driver = null_driver != 0;
-      c.push_descriptors = g_null_driver ? no_push_descriptors : real_push;
+      push_entry(c) = g_null_driver ? no_push_descriptors : real_push;
       times[null_driver].push_back(
           cli::time_recording(context, [&](VkCommandBuffer cmd) { pass.record(cmd, b, slice); }, 1, 200));
     }
   g_null_driver = false;
-  c.push_descriptors = real_push;
+  push_entry(c) = real_push;
   const char* labels[2] = {"PreparedMha::record, with the driver", "PreparedMha::record, vkattn's own work"};
   for (int i = 0; i < 2; ++i) {
     const cli::HostTime t = cli::merge_rounds(times[i]);
