@@ -28,6 +28,7 @@ DeviceProfile preset(const char* id, const char* name, DeviceType type, uint32_t
   i.vendor_id = vendor;
   i.api_version = (1u << 22) | (3u << 12);  // VK_API_VERSION_1_3 (1.2 for the minimums, below)
   i.subgroup_size = subgroup;
+  i.subgroup_shuffle = true;  // every device named here (not the Vulkan minimums, below)
   i.max_shared_memory = shared;
   i.max_workgroup_invocations = invocations;
   i.max_workgroup_count[0] = gx;
@@ -78,6 +79,7 @@ std::vector<DeviceProfile> make_profiles() {
     DeviceProfile d = preset("vulkan12-min", "Vulkan 1.2 required minimums (profile)", DeviceType::other, 0, 1, 1, 1, 16384, 128, 65535, 65535, 65535,
                             uint64_t(1) << 27, 256, 128, false, kGiB);
     d.info.api_version = (1u << 22) | (2u << 12);
+    d.info.subgroup_shuffle = false;  // only VK_SUBGROUP_FEATURE_BASIC_BIT is required
     p.push_back(d);
   }
   // llvmpipe (lavapipe, Mesa 22.3 with LLVM 15 on AVX2): 8 lanes of 32 bits per 256-bit vector,

@@ -1,4 +1,4 @@
-// The fused path's command list (attention_fused.comp or attention_rowwise.comp, then the split-KV
+// The fused path's command list (attention_fused.comp, attention_rowwise.comp or attention_subgroup.comp, then the split-KV
 // combine pass), and the barriers vkattn's synchronous calls put around recorded work.
 #include <algorithm>
 #include <string>
@@ -73,7 +73,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
 
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   const VkPipeline fused = c.pipelines->get(attention_pipeline(
-      p.dtype, cfg.rowwise,
+      p.dtype, cfg.shader(),
       {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()}));
   Dispatch combine;
   if (split) {

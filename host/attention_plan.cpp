@@ -12,6 +12,8 @@ namespace vkattn::detail {
 namespace {
 
 
+// Query rows each invocation of the subgroup kernel keeps in registers.
+constexpr uint32_t kSubgroupRowsPerInvocation = 4;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
@@ -65,6 +67,28 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
                     " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
 }
 
+// One workgroup = one subgroup of the device's size (the shader shuffles K and V across it); four
+// query rows per invocation; keys per iteration so that one iteration's unrolled body stays about
+// 256 dims x 4 rows x keys (lavapipe's JIT time grows with it: DESIGN.md §5).
+KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionProblem& p) {
+  if (!device.subgroup_shuffle)
+    throw unsupported("kernel: subgroup needs subgroup shuffles in compute shaders, which " + device.name +
+                      " does not offer");
+  const uint32_t lanes = device.subgroup_size;
+  if (lanes < 1 || lanes > 128 || lanes > device.max_workgroup_invocations)
+    throw unsupported("kernel: subgroup does not run with the subgroup size " + str(lanes) + " of " + device.name);
+  KernelConfig c;
+  c.subgroup = true;
+  c.threads_per_row = 1;
+  c.lanes = lanes;
+  c.rows = kSubgroupRowsPerInvocation * lanes;
+  const uint64_t padded = ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes;
+  c.keys_per_tile = static_cast<uint32_t>(std::clamp<uint64_t>(256 / padded, 1, 8));
+  if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
+    throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");
+  return c;
+}
+
 KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
   c.rows = 16;
@@ -106,6 +130,7 @@ AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, i
 uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v) {
   // The shaders' own declarations (shaders/shader_abi.h): vec4 tiles of 16 bytes, scores of 4.
   const uint64_t dqk = uint64_t(dim_qk), dv = uint64_t(dim_v), br = c.rows, bc = c.keys_per_tile, tpr = c.threads_per_row;
+  if (c.subgroup) return static_cast<uint32_t>(SUBGROUP_SHARED_BYTES(br, bc, dqk, dv));
   if (c.rowwise) return static_cast<uint32_t>(16 * (ROWWISE_K_TILE(bc, dqk) + ROWWISE_V_TILE(bc, dv)));
   return static_cast<uint32_t>(16 * (FUSED_Q_TILE(br, dqk) + FUSED_K_TILE(bc, dqk) + FUSED_V_TILE(bc, dv, tpr)) +
                                4 * FUSED_S_TILE(br, bc));
@@ -114,6 +139,13 @@ uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
   const uint64_t wg = c.workgroup_size(), bc = c.keys_per_tile, tpr = c.threads_per_row;
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4), dvt = ceil_div(dv4, tpr);
+  if (c.subgroup) {
+    // attention_subgroup.comp: the Q-load and output loops (a chunk of `lanes` dims per iteration);
+    // per tile of BC keys one iteration of the fast loop and, at worst, BC of the careful loop (one
+    // key each). Every loop also runs once more than its count (lavapipe enters loops at least once).
+    const uint64_t lanes = c.lanes;
+    return ceil_div(dim_qk, lanes) + ceil_div(dim_v, lanes) + 2 + 64 + tiles * (1 + bc);
+  }
   if (c.rowwise) {
     const uint64_t per_tile = 1 + ceil_div(bc * dqk4, wg) + ceil_div(bc * dv4, wg)  // tile loop, K and V loads
                               + bc * (1 + 2 * dqk4)  // scores, each maybe twice (score.glsl: overflow)
@@ -181,9 +213,14 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // On CPU devices rowwise wins once its 32-row workgroups have rows to work on; below that (decode,
   // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
-  const bool rowwise = variant == KernelVariant::rowwise ||
-                       (variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16);
-  plan.config = rowwise ? choose_rowwise_config(device, p) : choose_tiled_config(device, p);
+  // The subgroup kernel (where the device has subgroup shuffles) is faster than rowwise on lavapipe
+  // for prefill: bench/results/README.md.
+  const bool cpu_prefill = variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16;
+  const bool subgroup = variant == KernelVariant::subgroup || (cpu_prefill && device.subgroup_shuffle);
+  const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
+  plan.config = subgroup  ? choose_subgroup_config(device, p)
+                : rowwise ? choose_rowwise_config(device, p)
+                          : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "pipelines.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/problem.hpp"
 
@@ -12,11 +13,17 @@ namespace vkattn::detail {
 
 struct KernelConfig {
   bool rowwise = false;           // attention_rowwise.comp instead of attention_fused.comp
+  bool subgroup = false;          // attention_subgroup.comp (then rowwise is false)
   uint32_t rows = 16;             // BR: query rows per workgroup
   uint32_t threads_per_row = 8;   // TPR
-  uint32_t keys_per_tile = 32;    // BC
-  // rowwise: four query rows per invocation (the components of a vec4)
-  uint32_t workgroup_size() const { return rowwise ? rows / 4 : rows * threads_per_row; }
+  uint32_t keys_per_tile = 32;    // BC (subgroup: keys per iteration of its key loop)
+  uint32_t lanes = 0;             // subgroup: the device's subgroup size, one workgroup
+  // rowwise: four query rows per invocation (the components of a vec4); subgroup: rows / lanes
+  uint32_t workgroup_size() const { return subgroup ? lanes : rowwise ? rows / 4 : rows * threads_per_row; }
+  Shader shader() const {
+    return subgroup ? Shader::attention_subgroup : rowwise ? Shader::attention_rowwise : Shader::attention_fused;
+  }
+  const char* name() const { return subgroup ? "subgroup" : rowwise ? "rowwise" : "tiled"; }
 };
 
 struct LaunchPlan {

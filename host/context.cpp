@@ -68,8 +68,10 @@ uint64_t ContextImpl::scratch_bytes() {
 namespace {
 
 void check_kernel_variant(KernelVariant kernel) {
-  if (kernel != KernelVariant::automatic && kernel != KernelVariant::tiled && kernel != KernelVariant::rowwise)
-    throw Error("kernel: invalid value " + std::to_string(static_cast<int>(kernel)) + " (expected automatic, tiled or rowwise)");
+  if (kernel != KernelVariant::automatic && kernel != KernelVariant::tiled && kernel != KernelVariant::rowwise &&
+      kernel != KernelVariant::subgroup)
+    throw Error("kernel: invalid value " + std::to_string(static_cast<int>(kernel)) +
+                " (expected automatic, tiled, rowwise or subgroup)");
 }
 
 // A compute-capable queue family (the first one: usually the universal queue).
@@ -184,6 +186,7 @@ const char* to_string(KernelVariant variant) {
   switch (variant) {
     case KernelVariant::tiled: return "tiled";
     case KernelVariant::rowwise: return "rowwise";
+    case KernelVariant::subgroup: return "subgroup";
     case KernelVariant::automatic: return "auto";
     default: return "invalid";
   }
@@ -193,7 +196,8 @@ KernelVariant parse_kernel_variant(const std::string& name) {
   if (name == "auto") return KernelVariant::automatic;
   if (name == "tiled") return KernelVariant::tiled;
   if (name == "rowwise") return KernelVariant::rowwise;
-  throw Error("kernel: unknown variant '" + name + "' (expected auto, tiled or rowwise)");
+  if (name == "subgroup") return KernelVariant::subgroup;
+  throw Error("kernel: unknown variant '" + name + "' (expected auto, tiled, rowwise or subgroup)");
 }
 VkDevice Context::vk_device() const { return impl().device; }
 VkPhysicalDevice Context::vk_physical_device() const { return impl().physical_device; }

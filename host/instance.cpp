@@ -189,6 +189,8 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.vendor_id = props.properties.vendorID;
   info.is_llvmpipe = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
   info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                          (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   info.max_shared_memory = limits.maxComputeSharedMemorySize;
   info.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
   for (int d = 0; d < 3; ++d) info.max_workgroup_count[d] = limits.maxComputeWorkGroupCount[d];

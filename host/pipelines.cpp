@@ -61,9 +61,9 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
 
 }  // namespace
 
-PipelineKey attention_pipeline(DType dtype, bool rowwise, const AttentionConstants& c) {
+PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& c) {
   PipelineKey key;
-  key.shader = rowwise ? Shader::attention_rowwise : Shader::attention_fused;
+  key.shader = shader;
   key.types[0] = dtype;
   key.spec_count = SPEC_ATTENTION_COUNT;
   key.spec[SPEC_ATTENTION_BR] = c.rows;
@@ -112,6 +112,7 @@ std::string module_name(const PipelineKey& key) {
   switch (key.shader) {
     case Shader::attention_fused: return "attention_fused_" + t0;
     case Shader::attention_rowwise: return "attention_rowwise_" + t0;
+    case Shader::attention_subgroup: return "attention_subgroup_" + t0;
     case Shader::attention_combine: return "attention_combine_" + t0;
     case Shader::attention_softmax: return "attention_softmax";
     case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
@@ -122,7 +123,8 @@ std::string module_name(const PipelineKey& key) {
 KernelKind kernel_kind(Shader shader) {
   switch (shader) {
     case Shader::attention_fused:
-    case Shader::attention_rowwise: return KernelKind::attention;
+    case Shader::attention_rowwise:
+    case Shader::attention_subgroup: return KernelKind::attention;
     case Shader::attention_combine: return KernelKind::combine;
     case Shader::attention_softmax: return KernelKind::softmax;
     case Shader::gemm: return KernelKind::gemm;

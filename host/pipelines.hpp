@@ -23,7 +23,14 @@ namespace vkattn::detail {
 enum class KernelKind { attention, combine, gemm, softmax };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types).
-enum class Shader : uint8_t { attention_fused, attention_rowwise, attention_combine, attention_softmax, gemm };
+enum class Shader : uint8_t {
+  attention_fused,
+  attention_rowwise,
+  attention_combine,
+  attention_softmax,
+  gemm,
+  attention_subgroup
+};
 
 inline constexpr std::size_t kMaxSpecConstants = 8;
 
@@ -47,7 +54,8 @@ struct GemmConstants {
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0, workgroup = 0;
 };
 
-PipelineKey attention_pipeline(DType dtype, bool rowwise, const AttentionConstants& constants);
+// `shader`: attention_fused, attention_rowwise or attention_subgroup.
+PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup);
 PipelineKey softmax_pipeline(uint32_t workgroup);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);

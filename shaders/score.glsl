@@ -38,11 +38,15 @@ float scale_rescaled_dot(float dot_down, float scale) {
   const float mantissa = frexp(scale, e);  // scale = mantissa * 2^e, |mantissa| in [0.5, 1) or 0
   float x = dot_down * mantissa;
   e += DOWN_EXP2;  // in [1, 278]: scale >= 2^-149 (a subnormal) has e >= -148
-  for (int step = 0; step < 3 && e > 0; ++step) {
-    const int n = min(e, 127);
-    x *= pow2(n);
-    e -= n;
-  }
+  // Three steps cover e <= 381; once e is 0 a step multiplies by 2^0 = 1. Straight-line code, not a
+  // loop: lavapipe counts every loop iteration against its per-invocation limit (DESIGN.md §5).
+  int n = min(e, 127);
+  x *= pow2(n);
+  e -= n;
+  n = min(e, 127);
+  x *= pow2(n);
+  e -= n;
+  x *= pow2(min(e, 127));
   return saturate_finite(x);
 }
 

@@ -25,13 +25,13 @@
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
 
 /* ---- Specialization-constant ids ---- */
-/* attention_fused.comp and attention_rowwise.comp (the same ids, so one plan serves both) */
+/* attention_fused.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
 #define SPEC_ATTENTION_BR 0         /* query rows per workgroup */
-#define SPEC_ATTENTION_TPR 1        /* invocations per query row (rowwise: 1) */
-#define SPEC_ATTENTION_BC 2         /* keys per tile */
+#define SPEC_ATTENTION_TPR 1        /* invocations per query row (rowwise, subgroup: 1) */
+#define SPEC_ATTENTION_BC 2         /* keys per tile (subgroup: keys per iteration of the key loop) */
 #define SPEC_ATTENTION_DQK 3        /* head dim of Q and K */
 #define SPEC_ATTENTION_DV 4         /* head dim of V and O */
-#define SPEC_ATTENTION_WORKGROUP 5  /* local_size_x: BR * TPR (fused), BR / 4 (rowwise) */
+#define SPEC_ATTENTION_WORKGROUP 5  /* local_size_x: BR * TPR (fused), BR / 4 (rowwise), the subgroup size (subgroup) */
 #define SPEC_ATTENTION_COUNT 6
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
@@ -62,6 +62,10 @@
 #define FUSED_S_TILE(BR, BC) ((BR) * (BC))                              /* float */
 #define ROWWISE_K_TILE(BC, DQK) ((BC) * VEC4S(DQK))                     /* vec4 */
 #define ROWWISE_V_TILE(BC, DV) ((BC) * VEC4S(DV))                       /* vec4 */
+/* attention_subgroup.comp: K and V go from the storage buffers to the lanes by subgroupShuffle, in
+ * chunks of one element per lane; no shared memory. */
+#define SUBGROUP_CHUNKS(d, lanes) (((d) + (lanes) - 1u) / (lanes))       /* chunks of `lanes` dims per row */
+#define SUBGROUP_SHARED_BYTES(BR, BC, DQK, DV) 0u                        /* bytes */
 
 /* ---- Push-constant blocks (strides and offsets in elements of their buffer) ---- */
 /* The fused kernels (attention_fused.comp, attention_rowwise.comp). */

@@ -4,7 +4,7 @@
 //   --no-validation    run without the validation layer (shared Context and the adoption test's app)
 //   --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)
 //   --verbose          print each attention case with its time
-//   --kernel=V         the fused-kernel variant (auto, tiled, rowwise)
+//   --kernel=V         the fused-kernel variant (auto, tiled, rowwise, subgroup)
 //   --path=P           the attention path (auto, fused, unfused)
 // doctest would reject an option it does not know, so ours are stripped before argv is handed on.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  --no-validation    run without the Vulkan validation layer\n"
     "  --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)\n"
     "  --verbose          print each attention case with its time\n"
-    "  --kernel=V         fused-kernel variant: auto (default), tiled or rowwise\n"
+    "  --kernel=V         fused-kernel variant: auto (default), tiled, rowwise or subgroup\n"
     "  --path=P           attention path: auto (default), fused or unfused (also checks the weights)\n";
 
 // Parses the N of --seed=N: a whole unsigned 64-bit number, nothing else.

@@ -100,6 +100,13 @@ void check_ranged_plan(const AttentionCase& c) {
     MESSAGE("not lavapipe: this case's plan has " << plan.splits << " splits and " << plan.chunks << " dispatches here");
     return;
   }
+  if (std::string(plan.kernel) == "subgroup") {
+    // Its key loop counts about 1.25 iterations per key against lavapipe's limit (the others 10 to
+    // 50), so it splits only every 20,000 to 38,000 keys: these shapes are not ranged under it. The
+    // ranges themselves are the same host code for every variant, checked by the tiled and rowwise runs.
+    MESSAGE("subgroup kernel: this case's plan has " << plan.splits << " splits and " << plan.chunks << " dispatches");
+    return;
+  }
   REQUIRE(largest_tensor_bytes(c) + 256 < context().device_info().max_storage_buffer_range);
   CHECK(plan.splits > 1);
   CHECK(unranged_partial_bytes(c, plan) > workspace_bound());  // without ranges it would not fit

@@ -37,6 +37,7 @@ struct DeviceInfo {
   uint32_t vendor_id = 0;
   bool is_llvmpipe = false;  // Mesa's lavapipe: needs bounded per-invocation loop counts
   uint32_t subgroup_size = 0;
+  bool subgroup_shuffle = false;  // subgroupShuffle in compute shaders (VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_workgroup_count[3] = {0, 0, 0};
@@ -70,9 +71,11 @@ enum class KernelVariant {
   automatic,
   tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
   rowwise,  // one query row per invocation; uniform shared-memory reads (SIMD CPUs such as llvmpipe)
+  subgroup,  // one subgroup per workgroup, several query rows per invocation, K/V shared by
+             // subgroupShuffle (CPU devices: lavapipe); needs subgroup shuffles in compute shaders
 };
 const char* to_string(KernelVariant variant);
-// Parses "auto" | "tiled" | "rowwise"; throws Error otherwise.
+// Parses "auto" | "tiled" | "rowwise" | "subgroup"; throws Error otherwise.
 KernelVariant parse_kernel_variant(const std::string& name);
 
 // Called with each message of the Khronos validation layer (when enabled).

@@ -1,0 +1,284 @@
+#version 450
+// Fused attention for CPU devices (lavapipe/llvmpipe), written to the JIT rules of DESIGN.md §5:
+//   - One workgroup is one subgroup of LANES invocations (LANES = the device's subgroup size, a
+//     specialization constant); each invocation keeps R = BR / LANES query rows in private arrays.
+//   - K and V are read straight from the storage buffers: for each key, lane t loads dims
+//     n*LANES + t and the lanes exchange them with subgroupShuffle at constant lane indices, so one
+//     load by each lane feeds LANES x R multiply-adds in every lane. No shared memory, no barrier.
+//   - Every private array (q, acc, scores) is indexed only inside [[unroll]] loops; the key loop,
+//     KB = BC keys per iteration, is a real loop; the Q load and the output writes are real loops
+//     over vec chunks that place values with unrolled selects.
+//   - llvmpipe runs both sides of every `if` and at least one pass of every loop whatever the
+//     condition, so there is no slow path inside the key loop. The score rule's recomputation of a
+//     non-finite dot (score.glsl) and NaN/Inf in V are handled by a second, one-key-per-iteration loop
+//     that redoes the whole row from scratch, and only for invocations that met such a key
+//     (`careful`): the fast loop sees V with non-finite values replaced by 0 (a masked key must not
+//     touch O, and p = 0 times NaN is NaN) and flags any visible key whose dot or V is non-finite.
+//
+// Semantics, bindings, push constants and the split-KV partial output are those of
+// attention_fused.comp and attention_rowwise.comp. host/attention_plan.cpp counts the loops below
+// against lavapipe's 65535-iteration limit (fused_loop_iterations): keep the two in step.
+
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#extension GL_KHR_shader_subgroup_vote : enable
+#include "storage_types.glsl"
+#include "attention_push.glsl"
+
+layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 32;    // query rows per workgroup (R x LANES)
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 1;    // unused here (1); kept so the variants share ids
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 4;     // keys per iteration of the key loop
+layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 64;
+layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;
+layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // LANES: the device's subgroup size
+
+const uint LANES = gl_WorkGroupSize.x;
+const uint R = BR / LANES;                      // query rows per invocation
+const uint KB = BC;
+const uint NQ = SUBGROUP_CHUNKS(DQK, LANES);    // chunks of LANES dims per Q/K row
+const uint NV = SUBGROUP_CHUNKS(DV, LANES);
+const uint DQKP = NQ * LANES, DVP = NV * LANES;  // padded dims (the padding holds zeros)
+
+#include "attention_common.glsl"
+#include "score.glsl"
+
+bool finite(float x) { return !(isnan(x) || isinf(x)); }
+
+void main() {
+  const uint lane = gl_SubgroupInvocationID;
+  const uint h = gl_WorkGroupID.y;
+  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
+  const uint kvh = h / pc.group;
+  const uint i0 = tile_first_row();
+  const uint causal = pc.flags & CAUSAL_MASK;
+  const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
+
+  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uint key_begin = keys.x, key_end = keys.y;
+
+  // Row r of this invocation is query row i0 + r * LANES + lane.
+  uint row[R], row_key_end[R], mask_row[R];
+  bool row_valid[R];
+  [[unroll]] for (uint r = 0u; r < R; ++r) {
+    row[r] = i0 + r * LANES + lane;
+    row_valid[r] = row[r] < pc.seq_q;
+    row_key_end[r] = row_valid[r] ? min(key_end, causal_key_end(causal, row[r])) : 0u;
+    mask_row[r] = pc.m_off + b * pc.m_sb + h * pc.m_sh + row[r] * pc.m_ss;
+  }
+
+  // Q rows, dims padded with zeros. Rows past seq_q read row seq_q - 1 and are never written.
+  float qr[R * DQKP];
+  [[unroll]] for (uint e = 0u; e < R * DQKP; ++e) qr[e] = 0.0;
+  [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
+    float chunk[R * LANES];
+    [[unroll]] for (uint r = 0u; r < R; ++r) {
+      const uint base = pc.q_off + b * pc.q_sb + h * pc.q_sh + min(row[r], pc.seq_q - 1u) * pc.q_ss;
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const uint d = n * LANES + t;
+        chunk[r * LANES + t] = d < DQK ? to_f32(q[base + min(d, DQK - 1u)]) : 0.0;
+      }
+    }
+    [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
+      [[unroll]] for (uint r = 0u; r < R; ++r)
+        [[unroll]] for (uint t = 0u; t < LANES; ++t)
+          if (nn == n) qr[r * DQKP + nn * LANES + t] = chunk[r * LANES + t];
+  }
+
+  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+  const bool has_mask = mask_kind != MASK_NONE;
+
+  float m[R], l[R];
+  float acc[R * DVP];
+  [[unroll]] for (uint r = 0u; r < R; ++r) m[r] = M_INIT, l[r] = 0.0;
+  [[unroll]] for (uint e = 0u; e < R * DVP; ++e) acc[e] = 0.0;
+  bool careful = false;  // a visible key with a non-finite dot or V: this invocation redoes its rows
+
+  // ---- The fast loop: KB keys per iteration ----
+  [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += KB) {
+    // K and V of the KB keys, one element per lane and chunk; keys past key_end read key_end - 1
+    // (in the binding) and are masked below.
+    float kv[KB * NQ], vv[KB * NV];
+    bool v_bad[KB];
+    [[unroll]] for (uint c = 0u; c < KB; ++c) {
+      const uint jb = binding_key(min(j0 + c, key_end - 1u));
+      const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
+      [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+        const uint d = n * LANES + lane;
+        const float x = to_f32(k[krow + min(d, DQK - 1u)]);
+        kv[c * NQ + n] = d < DQK ? x : 0.0;
+      }
+      bool bad = false;
+      [[unroll]] for (uint n = 0u; n < NV; ++n) {
+        const uint d = n * LANES + lane;
+        const float x = to_f32(v[vrow + min(d, DV - 1u)]);
+        const bool ok = finite(x);
+        bad = bad || !ok;
+        vv[c * NV + n] = (d < DV && ok) ? x : 0.0;
+      }
+      v_bad[c] = subgroupAny(bad);
+    }
+
+    // Dots: per chunk a fresh partial sum over its LANES dims, then added to the total.
+    float dots[R * KB];
+    [[unroll]] for (uint e = 0u; e < R * KB; ++e) dots[e] = 0.0;
+    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      float part[R * KB];
+      [[unroll]] for (uint e = 0u; e < R * KB; ++e) part[e] = 0.0;
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        float kb[KB];
+        [[unroll]] for (uint c = 0u; c < KB; ++c) kb[c] = subgroupShuffle(kv[c * NQ + n], t);
+        [[unroll]] for (uint r = 0u; r < R; ++r) {
+          const float qd = qr[r * DQKP + n * LANES + t];
+          [[unroll]] for (uint c = 0u; c < KB; ++c) part[r * KB + c] = fma(qd, kb[c], part[r * KB + c]);
+        }
+      }
+      [[unroll]] for (uint e = 0u; e < R * KB; ++e) dots[e] += part[e];
+    }
+
+    // Scores with the masks; the online softmax over the KB keys.
+    float p[R * KB];
+    [[unroll]] for (uint r = 0u; r < R; ++r) {
+      float s[KB];
+      bool vis[KB];
+      float tile_max = M_INIT;
+      [[unroll]] for (uint c = 0u; c < KB; ++c) {
+        const uint j = j0 + c;
+        const float dot_qk = dots[r * KB + c];
+        const bool in_range = j < row_key_end[r];
+        float bias = 0.0;
+        if (has_mask) bias = mask_bias(mask_kind, in_range ? mask_row[r] + j : pc.m_off);
+        vis[c] = in_range && bias != NEG_INF;
+        careful = careful || (vis[c] && (!finite(dot_qk) || v_bad[c]));
+        s[c] = vis[c] ? add_bias(scale_dot(dot_qk, pc.scale), bias) : NEG_INF;
+        tile_max = max(tile_max, s[c]);
+      }
+      const float m_new = max(m[r], tile_max);
+      const float alpha = exp(m[r] - m_new);
+      l[r] *= alpha;
+      [[unroll]] for (uint c = 0u; c < KB; ++c) {
+        p[r * KB + c] = vis[c] ? exp(s[c] - m_new) : 0.0;
+        l[r] += p[r * KB + c];
+      }
+      m[r] = m_new;
+      [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= alpha;
+    }
+
+    // O += P V (V's non-finite values are 0 here: such a key, if visible, set `careful`).
+    [[unroll]] for (uint n = 0u; n < NV; ++n) {
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        float vb[KB];
+        [[unroll]] for (uint c = 0u; c < KB; ++c) vb[c] = subgroupShuffle(vv[c * NV + n], t);
+        [[unroll]] for (uint r = 0u; r < R; ++r) {
+          float a = acc[r * DVP + n * LANES + t];
+          [[unroll]] for (uint c = 0u; c < KB; ++c) a = fma(p[r * KB + c], vb[c], a);
+          acc[r * DVP + n * LANES + t] = a;
+        }
+      }
+    }
+  }
+
+  // ---- The careful loop: the whole key range again, one key per iteration, for invocations that
+  // met a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V.
+  // Scores follow score.glsl (recomputed with scaled-down operands when the dot is not finite);
+  // masked keys are dropped with selects, so their K and V never reach O. ----
+  const bool redo = subgroupAny(careful);
+  if (careful) {
+    [[unroll]] for (uint r = 0u; r < R; ++r) m[r] = M_INIT, l[r] = 0.0;
+    [[unroll]] for (uint e = 0u; e < R * DVP; ++e) acc[e] = 0.0;
+  }
+  [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
+    const uint jb = binding_key(j);
+    const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
+    float kx[NQ], vx[NV];
+    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      const uint d = n * LANES + lane;
+      const float x = to_f32(k[krow + min(d, DQK - 1u)]);
+      kx[n] = d < DQK ? x : 0.0;
+    }
+    [[unroll]] for (uint n = 0u; n < NV; ++n) {
+      const uint d = n * LANES + lane;
+      const float x = to_f32(v[vrow + min(d, DV - 1u)]);
+      vx[n] = d < DV ? x : 0.0;
+    }
+    float dot_qk[R], down[R];
+    [[unroll]] for (uint r = 0u; r < R; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
+    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      float part[R], part_down[R];
+      [[unroll]] for (uint r = 0u; r < R; ++r) part[r] = 0.0, part_down[r] = 0.0;
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const float kd = subgroupShuffle(kx[n], t);
+        [[unroll]] for (uint r = 0u; r < R; ++r) {
+          const float qd = qr[r * DQKP + n * LANES + t];
+          part[r] = fma(qd, kd, part[r]);
+          part_down[r] = fma(qd * DOWN, kd * DOWN, part_down[r]);
+        }
+      }
+      [[unroll]] for (uint r = 0u; r < R; ++r) dot_qk[r] += part[r], down[r] += part_down[r];
+    }
+    float p[R];
+    bool vis[R];
+    [[unroll]] for (uint r = 0u; r < R; ++r) {
+      const bool in_range = careful && j < row_key_end[r];
+      float bias = 0.0;
+      if (has_mask) bias = mask_bias(mask_kind, in_range ? mask_row[r] + j : pc.m_off);
+      vis[r] = in_range && bias != NEG_INF;
+      const float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
+      const float s = vis[r] ? add_bias(sc, bias) : NEG_INF;
+      const float m_new = max(m[r], s);
+      const float alpha = exp(m[r] - m_new);
+      p[r] = vis[r] ? exp(s - m_new) : 0.0;
+      if (careful) {  // the other invocations' rows are final
+        l[r] = l[r] * alpha + p[r];
+        m[r] = m_new;
+        [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= alpha;
+      }
+    }
+    [[unroll]] for (uint n = 0u; n < NV; ++n)
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const float vd = subgroupShuffle(vx[n], t);
+        [[unroll]] for (uint r = 0u; r < R; ++r) {
+          const uint e = r * DVP + n * LANES + t;
+          acc[e] = vis[r] ? fma(p[r], vd, acc[e]) : acc[e];
+        }
+      }
+  }
+
+  // ---- Outputs. l == 0 only for rows whose every key was masked: O = 0 and LSE = -inf. ----
+  float inv_l[R];
+  [[unroll]] for (uint r = 0u; r < R; ++r) inv_l[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
+  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  [[dont_unroll]] for (uint n = 0u; n < NV; ++n) {
+    float chunk[R * LANES];
+    [[unroll]] for (uint e = 0u; e < R * LANES; ++e) chunk[e] = 0.0;
+    [[unroll]] for (uint nn = 0u; nn < NV; ++nn)
+      [[unroll]] for (uint r = 0u; r < R; ++r)
+        [[unroll]] for (uint t = 0u; t < LANES; ++t)
+          if (nn == n) chunk[r * LANES + t] = acc[r * DVP + nn * LANES + t];
+    [[unroll]] for (uint r = 0u; r < R; ++r) {
+      if (!row_valid[r]) continue;
+      const uint prow = partial ? partial_row(split, b, h, row[r]) : 0u;
+      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + row[r] * pc.o_ss;
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const uint d = n * LANES + t;
+        if (d >= DV) continue;
+        const float val = chunk[r * LANES + t] * inv_l[r];
+        if (partial) partial_o[prow * DV + d] = val;
+        else o[out_row + d] = from_f32(val);
+      }
+    }
+  }
+  [[unroll]] for (uint r = 0u; r < R; ++r) {
+    if (!row_valid[r]) continue;
+    const bool empty = l[r] == 0.0;
+    if (partial) {
+      const uint prow = partial_row(split, b, h, row[r]);
+      partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
+      partial_lse[2u * prow + 1u] = l[r];
+    } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
+      lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+    }
+  }
+}
