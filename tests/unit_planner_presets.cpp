@@ -60,7 +60,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 std::string describe(const LaunchPlan& p) {
   std::ostringstream s;
-  s << (p.config.rowwise ? "rowwise" : "tiled") << " BR " << p.config.rows << " TPR " << p.config.threads_per_row
+  s << p.config.name() << " BR " << p.config.rows << " TPR " << p.config.threads_per_row
     << " BC " << p.config.keys_per_tile << " wg " << p.config.workgroup_size() << ", " << p.splits << " splits of "
     << p.keys_per_split << " keys (" << p.splits_per_dispatch << " per dispatch), " << p.query_tiles << " query tiles in "
     << p.query_ranges << " ranges of " << p.tiles_per_range << ", chunks " << p.batch_chunk << " x " << p.head_chunk
@@ -91,6 +91,13 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   CHECK(wg <= d.max_workgroup_invocations);
   if (plan.splits > 1) CHECK(plan.combine_workgroup <= d.max_workgroup_invocations);
   if (c.rowwise) CHECK(c.rows % 4 == 0);  // four rows per invocation (a vec4)
+  if (c.subgroup) {
+    // One workgroup is one subgroup of the device's size; whole rows per invocation.
+    CHECK(c.lanes == d.subgroup_size);
+    CHECK(wg == d.subgroup_size);
+    CHECK(c.rows % c.lanes == 0);
+    CHECK(d.subgroup_shuffle);
+  }
   // The kernels use no subgroup operations, so correctness does not depend on the subgroup size;
   // what must hold is that no subgroup is left partly empty by the workgroup's shape: a power of two
   // is a whole number of subgroups of every (power-of-two) size the driver may pick, or lies within
@@ -221,7 +228,8 @@ TEST_SUITE("unit") {
   TEST_CASE("planner presets: every plan fits the limits of every device class") {
     for (const DeviceProfile& preset : device_profiles()) {
       for (const Shape& s : shapes()) {
-        for (KernelVariant v : {KernelVariant::automatic, KernelVariant::tiled, KernelVariant::rowwise}) {
+        for (KernelVariant v :
+             {KernelVariant::automatic, KernelVariant::tiled, KernelVariant::rowwise, KernelVariant::subgroup}) {
           INFO("device: " << preset.info.name << ", shape: " << s.name << ", kernel " << variant_name(v));
           const AttentionLayouts l = layouts_of(s);
           if (s.dtype != DType::f32 && !preset.info.storage_16bit) {
@@ -233,10 +241,16 @@ TEST_SUITE("unit") {
             expect_unsupported(preset.info, v, l, "maxComputeWorkGroupCount[1]");
             continue;
           }
+          if (v == KernelVariant::subgroup && !preset.info.subgroup_shuffle) {
+            expect_unsupported(preset.info, v, l, "subgroup shuffles");
+            continue;
+          }
           LaunchPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
-          CHECK(plan.config.rowwise == (v == KernelVariant::rowwise ||
-                                        (v == KernelVariant::automatic && preset.info.is_cpu() && s.seq_q >= 16)));
+          // automatic: on CPU devices the subgroup kernel for prefill where shuffles exist, else rowwise.
+          const bool cpu_prefill = v == KernelVariant::automatic && preset.info.is_cpu() && s.seq_q >= 16;
+          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_prefill && preset.info.subgroup_shuffle)));
+          CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !preset.info.subgroup_shuffle)));
           check_plan(preset, l, plan);
         }
       }
@@ -279,7 +293,7 @@ TEST_SUITE("unit") {
         const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
         check_plan(preset, l, plan);
         const detail::KernelConfig& c = plan.config;
-        std::cout << "| " << preset.info.name << " | " << s.name << " | " << (c.rowwise ? "rowwise" : "tiled") << " | "
+        std::cout << "| " << preset.info.name << " | " << s.name << " | " << c.name() << " | "
                   << c.rows << " x " << c.threads_per_row << " x " << c.keys_per_tile << " | " << c.workgroup_size()
                   << " | " << detail::fused_shared_bytes(c, s.dim_qk, s.dim_v) << " | " << plan.splits << " | "
                   << plan.workspace_bytes << " |\n";
