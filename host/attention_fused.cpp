@@ -74,7 +74,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   const VkPipeline fused = c.pipelines->get(attention_pipeline(
       p.dtype, cfg.shader(),
-      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size()}));
+      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size(),
+       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u}));
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));

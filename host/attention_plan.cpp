@@ -12,8 +12,6 @@ namespace vkattn::detail {
 namespace {
 
 
-// Query rows each invocation of the subgroup kernel keeps in registers.
-constexpr uint32_t kSubgroupRowsPerInvocation = 4;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
@@ -67,9 +65,9 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
                     " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
 }
 
-// One workgroup = one subgroup of the device's size (the shader shuffles K and V across it); four
-// query rows per invocation; keys per iteration so that one iteration's unrolled body stays about
-// 256 dims x 4 rows x keys (lavapipe's JIT time grows with it: DESIGN.md §5).
+// One workgroup = one subgroup of the device's size (the shader shuffles K and V across it), a few
+// query rows per invocation and keys per iteration; lavapipe's JIT time grows with their product
+// and the head dim (the unrolled body; DESIGN.md §5).
 KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionProblem& p) {
   if (!device.subgroup_shuffle)
     throw unsupported("kernel: subgroup needs subgroup shuffles in compute shaders, which " + device.name +
@@ -81,9 +79,13 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   c.subgroup = true;
   c.threads_per_row = 1;
   c.lanes = lanes;
-  c.rows = kSubgroupRowsPerInvocation * lanes;
+  // Rows per invocation x keys per iteration, by the padded head dim: measured on lavapipe (Mesa
+  // 22.3.6, bench/results/README.md) for speed with a first-dispatch JIT time under 2 s. d64: 4 x 4
+  // (4 x 8 spills, 8 x 2 and 8 x 4 JIT for 2.4-3.4 s); d128: 4 x 1 (4 x 2: 2.6 s); d256: 2 x 1 (4 x 1: 4.7 s).
   const uint64_t padded = ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes;
-  c.keys_per_tile = static_cast<uint32_t>(std::clamp<uint64_t>(256 / padded, 1, 8));
+  const uint32_t rows_per_invocation = padded <= 64 ? 4 : padded <= 128 ? 4 : 2;
+  c.keys_per_tile = padded <= 64 ? 4 : 1;
+  c.rows = rows_per_invocation * lanes;
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
     throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");
   return c;
@@ -213,10 +215,13 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // On CPU devices rowwise wins once its 32-row workgroups have rows to work on; below that (decode,
   // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
-  // The subgroup kernel (where the device has subgroup shuffles) is faster than rowwise on lavapipe
-  // for prefill: bench/results/README.md.
+  // The subgroup kernel (where the device has subgroup shuffles) is about 5x faster than rowwise on
+  // lavapipe for prefill at d64 and d128 (bench/results/README.md). Past 128 dims (padded to the
+  // subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise there.
   const bool cpu_prefill = variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16;
-  const bool subgroup = variant == KernelVariant::subgroup || (cpu_prefill && device.subgroup_shuffle);
+  const bool subgroup_fits = device.subgroup_shuffle && device.subgroup_size >= 1 &&
+                             ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
+  const bool subgroup = variant == KernelVariant::subgroup || (cpu_prefill && subgroup_fits);
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
   plan.config = subgroup  ? choose_subgroup_config(device, p)
                 : rowwise ? choose_rowwise_config(device, p)

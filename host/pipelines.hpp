@@ -48,6 +48,7 @@ struct PipelineKey {
 // The constants of the fused kernels by name (SPEC_ATTENTION_*).
 struct AttentionConstants {
   uint32_t rows = 0, threads_per_row = 0, keys_per_tile = 0, dim_qk = 0, dim_v = 0, workgroup = 0;
+  uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

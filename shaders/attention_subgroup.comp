@@ -32,6 +32,9 @@ layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 4;     // keys per itera
 layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 64;
 layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;
 layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // LANES: the device's subgroup size
+// The mask kind of the call (MASK_*), so that only its reads are in the code: llvmpipe runs every
+// branch of mask_bias, each with a per-lane gather. The push constants' kind bits are not read.
+layout(constant_id = SPEC_ATTENTION_MASK_KIND) const uint MASK_KIND = MASK_NONE;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint R = BR / LANES;                      // query rows per invocation
@@ -53,7 +56,6 @@ void main() {
   const uint kvh = h / pc.group;
   const uint i0 = tile_first_row();
   const uint causal = pc.flags & CAUSAL_MASK;
-  const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
   const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
@@ -88,7 +90,7 @@ void main() {
 
   const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
   const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
-  const bool has_mask = mask_kind != MASK_NONE;
+  const bool has_mask = MASK_KIND != MASK_NONE;
 
   float m[R], l[R];
   float acc[R * DVP];
@@ -149,7 +151,7 @@ void main() {
         const float dot_qk = dots[r * KB + c];
         const bool in_range = j < row_key_end[r];
         float bias = 0.0;
-        if (has_mask) bias = mask_bias(mask_kind, in_range ? mask_row[r] + j : pc.m_off);
+        if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
         vis[c] = in_range && bias != NEG_INF;
         careful = careful || (vis[c] && (!finite(dot_qk) || v_bad[c]));
         s[c] = vis[c] ? add_bias(scale_dot(dot_qk, pc.scale), bias) : NEG_INF;
@@ -223,7 +225,7 @@ void main() {
     [[unroll]] for (uint r = 0u; r < R; ++r) {
       const bool in_range = careful && j < row_key_end[r];
       float bias = 0.0;
-      if (has_mask) bias = mask_bias(mask_kind, in_range ? mask_row[r] + j : pc.m_off);
+      if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
       vis[r] = in_range && bias != NEG_INF;
       const float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
       const float s = vis[r] ? add_bias(sc, bias) : NEG_INF;
