@@ -27,7 +27,7 @@ void set_verbose(bool enabled);
 bool verbose();
 
 // --seed=N: the base seed every case seed derives from (see base_seed()).
-// --kernel=auto|tiled|rowwise: the fused-kernel variant of the shared Context (and adopted ones).
+// --kernel=auto|tiled|rowwise|subgroup: the fused-kernel variant of the shared Context (and adopted ones).
 void set_kernel_variant(KernelVariant kernel);
 KernelVariant kernel_variant();
 void set_base_seed(uint64_t seed);
