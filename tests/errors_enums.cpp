@@ -40,9 +40,9 @@ TEST_SUITE("errors") {
     CHECK(bytes == std::vector<uint8_t>(1024, 0x5A));
 
     ContextOptions options;
-    options.kernel = static_cast<KernelVariant>(3);
-    CHECK(contains(error_message([&] { Context c(options); }), "kernel: invalid value 3"));
-    CHECK(std::string(to_string(static_cast<KernelVariant>(3))) == "invalid");
+    options.kernel = static_cast<KernelVariant>(4);
+    CHECK(contains(error_message([&] { Context c(options); }), "kernel: invalid value 4"));
+    CHECK(std::string(to_string(static_cast<KernelVariant>(4))) == "invalid");
 
     CHECK(contains(error_message([&] { MultiHeadAttention l(ctx, constant_mha_weights(), static_cast<DType>(7)); }),
                    "dtype: invalid value 7"));
