@@ -42,8 +42,8 @@ DeviceProfile preset(const char* id, const char* name, DeviceType type, uint32_t
   i.device_memory_bytes = memory;
   i.max_allocation_size = std::min<uint64_t>(memory, 4 * kGiB);
   i.max_buffer_size = memory;
-  d.min_subgroup_size = min_subgroup;
-  d.max_subgroup_size = max_subgroup;
+  i.min_subgroup_size = min_subgroup;
+  i.max_subgroup_size = max_subgroup;
   return d;
 }
 

@@ -13,11 +13,9 @@ namespace vkattn::conform {
 
 struct DeviceProfile {
   std::string id;   // the --profile name: h100, rdna3, arc, apple, mali, adreno, vulkan12-min, llvmpipe
-  DeviceInfo info;  // info.subgroup_size: the size the driver reports (VkPhysicalDeviceSubgroupProperties)
-  // The sizes a pipeline may run with (VK_EXT_subgroup_size_control's minSubgroupSize and
-  // maxSubgroupSize; both equal subgroup_size where the device has one size). vkattn requests none,
-  // so a driver may pick any of them: a plan must suit all.
-  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
+  // info.subgroup_size: the size the driver reports (VkPhysicalDeviceSubgroupProperties);
+  // info.min/max_subgroup_size: the sizes a pipeline may run with. A plan must suit all.
+  DeviceInfo info;
 };
 
 // NVIDIA H100, AMD RDNA3, Intel Arc, Apple M-series (MoltenVK), ARM Mali (Valhall), Qualcomm Adreno

@@ -75,6 +75,15 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   const uint32_t lanes = device.subgroup_size;
   if (lanes < 1 || lanes > 128 || lanes > device.max_workgroup_invocations)
     throw unsupported("kernel: subgroup does not run with the subgroup size " + str(lanes) + " of " + device.name);
+  // The kernel's workgroup must be exactly one subgroup: a driver free to compile it with smaller
+  // subgroups (Intel's SIMD8/16/32, AMD's wave32/64) would split it, and the shuffles would read
+  // lanes of another subgroup.
+  if (device.min_subgroup_size != lanes || device.max_subgroup_size != lanes)
+    throw unsupported("kernel: subgroup needs every subgroup to have " + device.name + "'s reported size " + str(lanes) +
+                      ", but its pipelines may run with " +
+                      (device.max_subgroup_size == 0 ? std::string("sizes it does not report (no Vulkan 1.3)")
+                                                     : "sizes " + str(device.min_subgroup_size) + " to " +
+                                                           str(device.max_subgroup_size)));
   KernelConfig c;
   c.subgroup = true;
   c.threads_per_row = 1;
@@ -220,6 +229,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise there.
   const bool cpu_prefill = variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16;
   const bool subgroup_fits = device.subgroup_shuffle && device.subgroup_size >= 1 &&
+                             device.min_subgroup_size == device.subgroup_size &&
+                             device.max_subgroup_size == device.subgroup_size &&
                              ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
   const bool subgroup = variant == KernelVariant::subgroup || (cpu_prefill && subgroup_fits);
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);

@@ -158,8 +158,12 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   vkGetPhysicalDeviceProperties(physical_device, &base);
   const bool has_maintenance4 = base.apiVersion >= VK_API_VERSION_1_3;
   if (has_maintenance4) maintenance4.pNext = &maintenance3;
+  // The subgroup size range is Vulkan 1.3 (subgroup size control) too.
+  VkPhysicalDeviceSubgroupSizeControlProperties size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  if (has_maintenance4) size_control.pNext = &maintenance4;
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  subgroup.pNext = has_maintenance4 ? static_cast<void*>(&maintenance4) : static_cast<void*>(&maintenance3);
+  subgroup.pNext = has_maintenance4 ? static_cast<void*>(&size_control) : static_cast<void*>(&maintenance3);
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device, &props);
@@ -189,6 +193,10 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.vendor_id = props.properties.vendorID;
   info.is_llvmpipe = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
   info.subgroup_size = subgroup.subgroupSize;
+  if (has_maintenance4) {
+    info.min_subgroup_size = size_control.minSubgroupSize;
+    info.max_subgroup_size = size_control.maxSubgroupSize;
+  }
   info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                           (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   info.max_shared_memory = limits.maxComputeSharedMemorySize;

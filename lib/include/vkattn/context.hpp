@@ -37,6 +37,10 @@ struct DeviceInfo {
   uint32_t vendor_id = 0;
   bool is_llvmpipe = false;  // Mesa's lavapipe: needs bounded per-invocation loop counts
   uint32_t subgroup_size = 0;
+  // The sizes a pipeline may run with (minSubgroupSize, maxSubgroupSize of Vulkan 1.3's subgroup
+  // size control; both equal subgroup_size on a device with one size). vkattn requests none, so a
+  // driver may pick any of them. 0: not reported (a Vulkan 1.2 device).
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
   bool subgroup_shuffle = false;  // subgroupShuffle in compute shaders (VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
