@@ -196,7 +196,9 @@ def iters_count(args):
     return args.iters or DEFAULT_ITERS
 
 
-def run_vkattn(cmd, preset):
+def run_vkattn(cmd, preset, source=None):
+    """Runs `vkattn bench ... --json` and loads its JSON; preset: the sweep it must hold (None: a
+    single-shape run); source: how errors name the run (default: vkattn bench --sweep <preset>)."""
     print(f"running {' '.join(cmd)}", file=sys.stderr, flush=True)
     try:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # its stderr goes straight to ours
@@ -204,7 +206,7 @@ def run_vkattn(cmd, preset):
         raise Failure(f"cannot run {cmd[0]}: {e.strerror}") from None
     if done.returncode != 0:
         raise Failure(f"`{' '.join(cmd)}` exited with {done.returncode} (its message is above)")
-    return load_vkattn(done.stdout, preset, f"vkattn bench --sweep {preset}")
+    return load_vkattn(done.stdout, preset, source or f"vkattn bench --sweep {preset}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -607,8 +609,9 @@ def plot(results, png_path):
 
 
 class Parser(argparse.ArgumentParser):
+    """Usage errors as one line, "<prog>: error: ...", exit 2 (prog: the script's name)."""
     def error(self, message):
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -693,14 +696,23 @@ def parse_args(argv):
         if not os.path.isfile(path):
             p.error(f"--vkattn-{preset}-json {path}: no such file")
     if args.vkattn is None:
-        args.vkattn = DEFAULT_VKATTN
-        if not os.path.exists(args.vkattn) and os.path.exists(os.path.join(SCRIPT_DIR, "..", DEFAULT_VKATTN)):
-            args.vkattn = os.path.normpath(os.path.join(SCRIPT_DIR, "..", DEFAULT_VKATTN))
+        args.vkattn = default_vkattn()
     needs_binary = any(getattr(args, f"vkattn_{p_}_json") is None for p_ in args.presets)
-    if needs_binary and not args.dry_run and not (os.path.isfile(args.vkattn) and os.access(args.vkattn, os.X_OK)):
+    if needs_binary and not args.dry_run and not is_executable(args.vkattn):
         p.error(f"--vkattn {args.vkattn}: no such executable (build it: cmake --build build/release; or give "
                 "--vkattn-prefill-json/--vkattn-decode-json)")
     return args
+
+
+def default_vkattn():
+    """build/release/tools/vkattn from the current directory, else from the repository of this script."""
+    if not os.path.exists(DEFAULT_VKATTN) and os.path.exists(os.path.join(SCRIPT_DIR, "..", DEFAULT_VKATTN)):
+        return os.path.normpath(os.path.join(SCRIPT_DIR, "..", DEFAULT_VKATTN))
+    return DEFAULT_VKATTN
+
+
+def is_executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def dry_run(args):
