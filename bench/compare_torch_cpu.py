@@ -312,12 +312,23 @@ class TorchCpu:
 # Rounds, merging, the table
 
 
-def run_rounds(args, vk_runs, torch_side, rounds, log=None, run=ct.run_vkattn):
+def load_average():
+    """The 1-minute load average (None where the system has none): a busy machine shows in the results."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def run_rounds(args, vk_runs, torch_side, rounds, log=None, run=ct.run_vkattn, loads=None):
     """rounds x (vkattn on every shape, then torch on every shape). Returns (vkattn meta, shapes,
-    vkattn rows per round, torch records per round); log(text) reports progress."""
+    vkattn rows per round, torch records per round); log(text) reports progress; loads, a list, gets
+    {round, side, load} before each side of each round."""
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    loads = [] if loads is None else loads
     meta, shapes, vk_rounds, torch_rounds = None, None, [], []
     for r in range(rounds):
+        loads.append({"round": r + 1, "side": "vkattn", "load_1min": load_average()})
         log(f"round {r + 1}/{rounds}: vkattn")
         side = run_vkattn_round(vk_runs, run)
         these = [ct.shape_of(row) for row in side["rows"]]
@@ -329,6 +340,7 @@ def run_rounds(args, vk_runs, torch_side, rounds, log=None, run=ct.run_vkattn):
         elif this_meta != meta:
             raise ct.Failure(f"round {r + 1}: vkattn ran on {this_meta['device']}, in round 1 on {meta['device']}")
         vk_rounds.append(side["rows"])
+        loads.append({"round": r + 1, "side": "torch", "load_1min": load_average()})
         log(f"round {r + 1}/{rounds}: torch")
         records = {}
         for i, (shape, row) in enumerate(zip(shapes, side["rows"])):
@@ -567,7 +579,10 @@ def run(args):
                       "warmup": ct.warmup_count(args), "iters": ct.iters_count(args),
                       "budget_s": None if ct.counts_given(args) else args.budget, "seed": args.seed,
                       "order": "per round: vkattn on every shape, then torch on every shape"}
-    meta, shapes, vk_rounds, torch_rounds = run_rounds(args, vk_runs, side, args.rounds)
+    loads = []
+    meta, shapes, vk_rounds, torch_rounds = run_rounds(args, vk_runs, side, args.rounds, loads=loads)
+    loads.append({"round": None, "side": "end", "load_1min": load_average()})
+    info["load_average"] = loads  # this run itself adds about 2 (lavapipe's and torch's threads)
     if not any(word in meta["device"].lower() for word in ("llvmpipe", "cpu", "swiftshader")):
         print(f"{PROG}: warning: vkattn ran on {meta['device']}, not on the CPU: the ratio compares that device with "
               "torch on the CPU", file=sys.stderr)

@@ -303,7 +303,8 @@ class Rounds(unittest.TestCase):
                                    "results": [row]}, preset, source)
 
         side = FakeSide(events, refuse)
-        result = cc.run_rounds(args, cc.vkattn_runs(args), side, rounds, log=lambda text: None, run=run)
+        self.loads = []
+        result = cc.run_rounds(args, cc.vkattn_runs(args), side, rounds, log=lambda text: None, run=run, loads=self.loads)
         return result, events, side
 
     def test_alternates_and_shares_torch_across_dtypes(self):
@@ -314,6 +315,8 @@ class Rounds(unittest.TestCase):
         self.assertEqual(len(vk_rounds), 3)
         self.assertEqual([[r["ms_median"] for r in rows] for rows in vk_rounds], [[2.0] * 3, [1.0] * 3, [3.0] * 3])
         self.assertIs(torch_rounds[0][0], torch_rounds[0][1])  # the f16 row shares the f32 row's measurement
+        self.assertEqual([(x["round"], x["side"]) for x in self.loads], [(1, "vkattn"), (1, "torch"), (2, "vkattn"),
+                                                                         (2, "torch"), (3, "vkattn"), (3, "torch")])
 
     def test_merged_per_shape(self):
         (meta, shapes, vk_rounds, torch_rounds), _, _ = self.rounds()
@@ -391,6 +394,7 @@ class FreshRun(unittest.TestCase):
             self.assertEqual(doc["timing"]["warmup"], 1)
             self.assertEqual(doc["timing"]["budget_s"], None)
             self.assertEqual(len(doc["commands"]), 3)
+            self.assertEqual([x["side"] for x in doc["load_average"]], ["vkattn", "torch"] * 2 + ["end"])
             self.assertEqual(len(doc["entries"]), 7)
             self.assertEqual(doc["vkattn"]["driver"], "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
             for e in doc["entries"]:
