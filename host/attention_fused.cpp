@@ -75,7 +75,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   const VkPipeline fused = c.pipelines->get(attention_pipeline(
       p.dtype, cfg.shader(),
       {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size(),
-       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u}));
+       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u}));
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));
@@ -139,7 +139,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       d.bind(7, partial_o);
       d.bind(8, partial_lse);
       d.set_push(push);
-      d.groups = {tiles, u32(p.heads), u32(p.batch) * n};
+      d.groups = {tiles, u32(p.heads) / cfg.heads_per_workgroup(p.group_size()), u32(p.batch) * n};
       list.dispatch(d);
     }
 

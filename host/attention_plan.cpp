@@ -50,6 +50,10 @@ bool chunk_fits(const AttentionLayouts& a, uint64_t alignment, uint64_t max_rang
                                   alignment) <= max_range;
 }
 
+// Keys per iteration of the subgroup kernel with one query row per invocation (decode), up to 128
+// dims: measured on lavapipe (bench/results/README.md).
+constexpr uint32_t kDecodeKeysPerIteration = 1;
+
 // Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.
 KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
@@ -68,7 +72,7 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
 // One workgroup = one subgroup of the device's size (the shader shuffles K and V across it), a few
 // query rows per invocation and keys per iteration; lavapipe's JIT time grows with their product
 // and the head dim (the unrolled body; DESIGN.md §5).
-KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionProblem& p) {
+KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed) {
   if (!device.subgroup_shuffle)
     throw unsupported("kernel: subgroup needs subgroup shuffles in compute shaders, which " + device.name +
                       " does not offer");
@@ -92,8 +96,16 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   // 22.3.6, bench/results/README.md) for speed with a first-dispatch JIT time under 2 s. d64: 4 x 4
   // (4 x 8 spills, 8 x 2 and 8 x 4 JIT for 2.4-3.4 s); d128: 4 x 1 (4 x 2: 2.6 s); d256: 2 x 1 (4 x 1: 4.7 s).
   const uint64_t padded = ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes;
-  const uint32_t rows_per_invocation = padded <= 64 ? 4 : padded <= 128 ? 4 : 2;
+  uint32_t rows_per_invocation = padded <= 64 ? 4 : padded <= 128 ? 4 : 2;
   c.keys_per_tile = padded <= 64 ? 4 : 1;
+  // Fewer query rows than one tile holds (decode): the query heads of a GQA group become the rows
+  // (one K/V load serves the group), and the rows per invocation shrink to what the rows need
+  // (1, 2 or 4), so that no lane computes rows that do not exist.
+  const uint64_t group = uint64_t(p.group_size());
+  c.pack_group = packing_allowed && group > 1 && uint64_t(p.seq_q) < uint64_t(rows_per_invocation) * lanes;
+  const uint64_t tile_rows = uint64_t(p.seq_q) * (c.pack_group ? group : 1);
+  while (rows_per_invocation > 1 && uint64_t(rows_per_invocation / 2) * lanes >= tile_rows) rows_per_invocation /= 2;
+  if (rows_per_invocation == 1 && padded <= 128) c.keys_per_tile = kDecodeKeysPerIteration;
   c.rows = rows_per_invocation * lanes;
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
     throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");
@@ -186,7 +198,8 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
   return p;
 }
 
-LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts) {
+LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+                      bool packing_allowed) {
   LaunchPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
   const AttentionProblem& p = plan.problem;
@@ -225,20 +238,24 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
   // The subgroup kernel (where the device has subgroup shuffles) is about 5x faster than rowwise on
-  // lavapipe for prefill at d64 and d128 (bench/results/README.md). Past 128 dims (padded to the
-  // subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise there.
-  const bool cpu_prefill = variant == KernelVariant::automatic && device.is_cpu() && p.seq_q >= 16;
+  // lavapipe for prefill at d64 and d128, and for decode (seq_q < 16: a GQA group's heads packed into
+  // its rows, one row per invocation) 4-15x faster than tiled (bench/results/README.md). Past 128
+  // dims (padded to the subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise for
+  // prefill there, tiled for decode.
+  const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
+  const bool cpu_prefill = cpu_auto && p.seq_q >= 16;
   const bool subgroup_fits = device.subgroup_shuffle && device.subgroup_size >= 1 &&
                              device.min_subgroup_size == device.subgroup_size &&
                              device.max_subgroup_size == device.subgroup_size &&
                              ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
-  const bool subgroup = variant == KernelVariant::subgroup || (cpu_prefill && subgroup_fits);
+  const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits);
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
-  plan.config = subgroup  ? choose_subgroup_config(device, p)
+  plan.config = subgroup  ? choose_subgroup_config(device, p, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, p)
                           : choose_tiled_config(device, p);
   const KernelConfig& c = plan.config;
-  plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q, c.rows));
+  // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
+  plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q * int64_t(c.heads_per_workgroup(group)), c.rows));
 
   // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
   // on llvmpipe so that no invocation loops more than its limit allows, and by binding size when K
@@ -269,7 +286,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // hold about budget / (BR * (dim_v + 2) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
   // above the target.
   auto split_chunk = [&]() {
-    const uint64_t base_workgroups = uint64_t(plan.query_tiles) * plan.head_chunk * plan.batch_chunk;
+    const uint64_t base_workgroups =
+        uint64_t(plan.query_tiles) * (plan.head_chunk / c.heads_per_workgroup(group)) * plan.batch_chunk;
     uint64_t splits = ceil_div(tiles, max_tiles);
     if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
@@ -281,7 +299,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // partial LSE + one alignment (record_chunk's base), so two alignments are set aside.
   const auto tile_partial_bytes = [&]() -> uint64_t {
     if (plan.splits <= 1) return 0;
-    return uint64_t(plan.splits) * plan.batch_chunk * plan.head_chunk * c.rows * (uint64_t(p.dim_v) + 2) * 4;
+    return uint64_t(plan.splits) * plan.batch_chunk * (plan.head_chunk / c.heads_per_workgroup(group)) * c.rows *
+           (uint64_t(p.dim_v) + 2) * 4;
   };
   const uint64_t budget = std::min<uint64_t>(fused_workspace_budget, max_range);
   const uint64_t usable = budget > 2 * plan.alignment ? budget - 2 * plan.alignment : 0;
@@ -308,12 +327,17 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // still keeps the device as busy as the unsplit problem wants.
   const uint64_t o_f32_bytes = uint64_t(plan.batch_chunk) * plan.head_chunk * uint64_t(p.seq_q) * uint64_t(p.dim_v) * 4;
   const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 2) * 4;
-  const uint64_t range_budget = std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
+  // Packed tiles (seq_q below one tile) keep one range within the fixed budget: see below.
+  const uint64_t range_budget =
+      c.pack_group ? usable : std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
   if (tile_partial_bytes() > 0)
     tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_partial_bytes()));
   plan.tiles_per_range = static_cast<uint32_t>(tiles_per_range);
   plan.query_ranges = static_cast<uint32_t>(ceil_div(plan.query_tiles, tiles_per_range));
+  // The packed kernel's tiles are not query-row tiles: its partials (partial_row) and the combine
+  // assume one range. Past that (a huge split count), plan without packing.
+  if (c.pack_group && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false);
   // Rows per (batch, head) of the largest (first) range: the last may hold fewer.
   const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
   const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;

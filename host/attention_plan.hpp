@@ -18,12 +18,19 @@ struct KernelConfig {
   uint32_t threads_per_row = 8;   // TPR
   uint32_t keys_per_tile = 32;    // BC (subgroup: keys per iteration of its key loop)
   uint32_t lanes = 0;             // subgroup: the device's subgroup size, one workgroup
+  // subgroup: a workgroup's rows are the query rows of all query heads of one GQA group (head-major),
+  // so each K/V row it loads serves the whole group (decode); the grid's y is then the KV head.
+  bool pack_group = false;
   // rowwise: four query rows per invocation (the components of a vec4); subgroup: rows / lanes
   uint32_t workgroup_size() const { return subgroup ? lanes : rowwise ? rows / 4 : rows * threads_per_row; }
   Shader shader() const {
     return subgroup ? Shader::attention_subgroup : rowwise ? Shader::attention_rowwise : Shader::attention_fused;
   }
-  const char* name() const { return subgroup ? "subgroup" : rowwise ? "rowwise" : "tiled"; }
+  const char* name() const {
+    return subgroup ? (pack_group ? "subgroup-gqa" : "subgroup") : rowwise ? "rowwise" : "tiled";
+  }
+  // Query heads one workgroup covers (the grid's y counts heads / this).
+  uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : 1u; }
 };
 
 struct LaunchPlan {
@@ -58,7 +65,12 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 // Plans the fused path from the tensors' layouts alone (check_attention_layouts and the fused
 // kernels' limits; throws Error): a pure function of the problem and the device description, so it
 // can be tested on any device's limits without that device (tests/unit_planner_presets.cpp).
-LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts);
+// The subgroup kernel packs a GQA group's heads into its rows (KernelConfig::pack_group) when the
+// group has more than one query head and one head's query rows fill less than a workgroup's tile;
+// packing_allowed = false plans without (plan_fused does so itself when packed partials would need
+// more than one range of query tiles, which the packed kernel does not do).
+LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+                      bool packing_allowed = true);
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,

@@ -73,6 +73,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_DV] = c.dim_v;
   key.spec[SPEC_ATTENTION_WORKGROUP] = c.workgroup;
   key.spec[SPEC_ATTENTION_MASK_KIND] = c.mask_kind;
+  key.spec[SPEC_ATTENTION_PACK_GROUP] = c.pack_group;
   return key;
 }
 

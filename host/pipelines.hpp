@@ -49,6 +49,7 @@ struct PipelineKey {
 struct AttentionConstants {
   uint32_t rows = 0, threads_per_row = 0, keys_per_tile = 0, dim_qk = 0, dim_v = 0, workgroup = 0;
   uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
+  uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

@@ -15,6 +15,11 @@
 //     (`careful`): the fast loop sees V with non-finite values replaced by 0 (a masked key must not
 //     touch O, and p = 0 times NaN is NaN) and flags any visible key whose dot or V is non-finite.
 //
+//   - Decode (PACK_GROUP): the rows of a workgroup are the query rows of every query head of one GQA
+//     group, so each K/V element a lane loads feeds all the group's heads: K and V are read once per
+//     group, not once per query head. The host then dispatches one range of tiles (tile_base 0), so
+//     partial_row's range is the whole seq_q.
+//
 // Semantics, bindings, push constants and the split-KV partial output are those of
 // attention_fused.comp and attention_rowwise.comp. host/attention_plan.cpp counts the loops below
 // against lavapipe's 65535-iteration limit (fused_loop_iterations): keep the two in step.
@@ -35,6 +40,12 @@ layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // LANES: 
 // The mask kind of the call (MASK_*), so that only its reads are in the code: llvmpipe runs every
 // branch of mask_bias, each with a per-lane gather. The push constants' kind bits are not read.
 layout(constant_id = SPEC_ATTENTION_MASK_KIND) const uint MASK_KIND = MASK_NONE;
+// GQA packing (decode): 1 = a workgroup's rows are the query rows of all pc.group query heads of
+// one GQA group, packed head-major (row r = head-in-group * seq_q + query row), so that each K/V row
+// a workgroup loads serves the whole group; the grid's y is then the KV head. 0 = one query head per
+// workgroup (y = the query head), rows = its query rows.
+layout(constant_id = SPEC_ATTENTION_PACK_GROUP) const uint PACK_GROUP = 0;
+const bool PACKED = PACK_GROUP != 0u;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint R = BR / LANES;                      // query rows per invocation
@@ -50,24 +61,32 @@ bool finite(float x) { return !(isnan(x) || isinf(x)); }
 
 void main() {
   const uint lane = gl_SubgroupInvocationID;
-  const uint h = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / pc.splits;
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
-  const uint kvh = h / pc.group;
-  const uint i0 = tile_first_row();
+  const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
+  const uint i0 = tile_first_row();  // the first (packed) row of the tile
   const uint causal = pc.flags & CAUSAL_MASK;
+  const uint tile_rows = PACKED ? pc.group * pc.seq_q : pc.seq_q;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  // The key range is cut by the causal limit of the tile's largest query row: with packed heads, the
+  // last row unless the tile spans more than one head (then seq_q - 1).
+  const uint last = min(i0 + BR, tile_rows) - 1u;
+  const uint last_row = !PACKED ? last : (i0 / pc.seq_q != last / pc.seq_q) ? pc.seq_q - 1u : last % pc.seq_q;
+  const uvec2 keys = workgroup_key_range(split, b, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
-  // Row r of this invocation is query row i0 + r * LANES + lane.
-  uint row[R], row_key_end[R], mask_row[R];
+  // Row r of this invocation is (packed) row i0 + r * LANES + lane: query row row[r] of query head
+  // head[r]. Rows past the tile's last read that one and are never written.
+  uint row[R], head[R], row_key_end[R], mask_row[R];
   bool row_valid[R];
   [[unroll]] for (uint r = 0u; r < R; ++r) {
-    row[r] = i0 + r * LANES + lane;
-    row_valid[r] = row[r] < pc.seq_q;
+    const uint packed = i0 + r * LANES + lane;
+    row_valid[r] = packed < tile_rows;
+    const uint pr = min(packed, tile_rows - 1u);
+    head[r] = PACKED ? kvh * pc.group + pr / pc.seq_q : gl_WorkGroupID.y;
+    row[r] = PACKED ? pr % pc.seq_q : pr;
     row_key_end[r] = row_valid[r] ? min(key_end, causal_key_end(causal, row[r])) : 0u;
-    mask_row[r] = pc.m_off + b * pc.m_sb + h * pc.m_sh + row[r] * pc.m_ss;
+    mask_row[r] = pc.m_off + b * pc.m_sb + head[r] * pc.m_sh + row[r] * pc.m_ss;
   }
 
   // Q rows, dims padded with zeros. Rows past seq_q read row seq_q - 1 and are never written.
@@ -76,7 +95,7 @@ void main() {
   [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
     float chunk[R * LANES];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
-      const uint base = pc.q_off + b * pc.q_sb + h * pc.q_sh + min(row[r], pc.seq_q - 1u) * pc.q_ss;
+      const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + row[r] * pc.q_ss;
       [[unroll]] for (uint t = 0u; t < LANES; ++t) {
         const uint d = n * LANES + t;
         chunk[r * LANES + t] = d < DQK ? to_f32(q[base + min(d, DQK - 1u)]) : 0.0;
@@ -261,8 +280,8 @@ void main() {
           if (nn == n) chunk[r * LANES + t] = acc[r * DVP + nn * LANES + t];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
       if (!row_valid[r]) continue;
-      const uint prow = partial ? partial_row(split, b, h, row[r]) : 0u;
-      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + row[r] * pc.o_ss;
+      const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
+      const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + row[r] * pc.o_ss;
       [[unroll]] for (uint t = 0u; t < LANES; ++t) {
         const uint d = n * LANES + t;
         if (d >= DV) continue;
@@ -276,11 +295,11 @@ void main() {
     if (!row_valid[r]) continue;
     const bool empty = l[r] == 0.0;
     if (partial) {
-      const uint prow = partial_row(split, b, h, row[r]);
+      const uint prow = partial_row(split, b, head[r], row[r]);
       partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
-      lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+      lse[pc.lse_off + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
     }
   }
 }

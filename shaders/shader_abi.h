@@ -33,7 +33,8 @@
 #define SPEC_ATTENTION_DV 4         /* head dim of V and O */
 #define SPEC_ATTENTION_WORKGROUP 5  /* local_size_x: BR * TPR (fused), BR / 4 (rowwise), the subgroup size (subgroup) */
 #define SPEC_ATTENTION_MASK_KIND 6  /* subgroup: the mask kind (MASK_*) of the pipeline; others: 0, unused */
-#define SPEC_ATTENTION_COUNT 7
+#define SPEC_ATTENTION_PACK_GROUP 7  /* subgroup: 1 = a workgroup's rows are a GQA group's query heads x seq_q (grid y: KV heads); others: 0 */
+#define SPEC_ATTENTION_COUNT 8
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1

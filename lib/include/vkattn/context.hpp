@@ -59,7 +59,7 @@ struct DeviceInfo {
   double timestamp_period_ns = 0.0;
 
   // A CPU implementation (lavapipe/llvmpipe, SwiftShader): the planner targets fewer workgroups and
-  // picks the subgroup (or rowwise) kernel for prefill.
+  // picks the subgroup kernel (or rowwise for prefill, tiled for decode, where it does not fit).
   bool is_cpu() const { return type == DeviceType::cpu; }
   bool supports_f16() const { return storage_16bit; }
   bool supports_bf16() const { return storage_16bit; }  // bf16 is converted in the shader
@@ -69,9 +69,10 @@ struct DeviceInfo {
 // Enumerates every Vulkan physical device (does not create a logical device).
 std::vector<DeviceInfo> list_devices();
 
-// Which fused-kernel variant runs attention. automatic: on CPU devices (llvmpipe) when seq_q >= 16,
-// subgroup where the device has subgroup shuffles and the head dims are at most 128 (padded to the
-// subgroup), else rowwise; tiled otherwise. Forcing one is for testing and benchmarking; all compute
+// Which fused-kernel variant runs attention. automatic: on CPU devices (llvmpipe) subgroup where the
+// device has subgroup shuffles and the head dims are at most 128 (padded to the subgroup; below 16
+// query rows it packs a GQA group's query heads into one workgroup), else rowwise when seq_q >= 16
+// and tiled below; tiled on other devices. Forcing one is for testing and benchmarking; all compute
 // the same thing.
 enum class KernelVariant {
   automatic,
