@@ -40,6 +40,36 @@ CaseSection decode(const Builder& long_case) {
   gqa.layout = LayoutKind::bshd;
   gqa.kv_lengths = {20000, 12345};
   s.cases.push_back(gqa);
+  // The query heads of a GQA group in one workgroup (the subgroup kernel's packed rows, decode on CPU
+  // devices): 4 heads per KV head over 65536 keys with key padding and poisoned hidden K/V rows;
+  // seq_q 5 (rows = heads x seq_q) with bottom-right causal and a per-head boolean mask with a fully
+  // masked row; seq_q 3 top-left (three keys visible at most) with a per-batch f16 mask.
+  AttentionCase packed = long_case(DType::f16, 1, 65536, 128, 18);
+  packed.batch = 2;
+  packed.heads = 8;
+  packed.kv_heads = 2;
+  packed.causal = Causal::bottom_right;
+  packed.kv_lengths = {65536, 40001};
+  packed.poison_hidden_kv = true;
+  s.cases.push_back(packed);
+  AttentionCase rows = long_case(DType::bf16, 5, 16384, 128, 19);
+  rows.heads = 12;
+  rows.kv_heads = 4;
+  rows.layout = LayoutKind::bshd;
+  rows.causal = Causal::bottom_right;
+  rows.mask = MaskKind::boolean;
+  rows.mask_heads = 12;
+  rows.mask_drop = 0.3;
+  rows.mask_blank_rows = {2};
+  s.cases.push_back(rows);
+  AttentionCase top_left = long_case(DType::f32, 3, 16384, 64, 20);
+  top_left.batch = 2;
+  top_left.heads = 6;
+  top_left.kv_heads = 2;
+  top_left.causal = Causal::top_left;
+  top_left.mask = MaskKind::f16;
+  top_left.mask_batch = 2;
+  s.cases.push_back(top_left);
   s.quick = {0};
   return s;
 }

@@ -107,9 +107,20 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   CHECK(std::has_single_bit(wg));
   if (!d.is_cpu() && !c.rowwise && c.rows == 16) CHECK(wg % d.max_subgroup_size == 0);
 
+  // GQA packing (the subgroup kernel, decode): a workgroup's rows are a group's heads x seq_q, in one
+  // range of tiles (the kernel's partial rows assume it), with no fewer rows per invocation than
+  // needed and no more than one tile's worth of rows left empty.
+  const uint64_t tile_rows = uint64_t(p.seq_q) * (c.pack_group ? uint64_t(p.group_size()) : 1);
+  if (c.pack_group) {
+    CHECK(c.subgroup);
+    CHECK(p.group_size() > 1);
+    CHECK(plan.query_ranges == 1);
+    CHECK(c.heads_per_workgroup(p.group_size()) == uint32_t(p.group_size()));
+    if (c.rows > c.lanes) CHECK(uint64_t(c.rows / 2) < tile_rows);
+  }
   // The whole problem is covered: query tiles and their ranges, splits of whole key tiles.
-  CHECK(uint64_t(plan.query_tiles) * c.rows >= uint64_t(p.seq_q));
-  CHECK(uint64_t(plan.query_tiles - 1) * c.rows < uint64_t(p.seq_q));
+  CHECK(uint64_t(plan.query_tiles) * c.rows >= tile_rows);
+  CHECK(uint64_t(plan.query_tiles - 1) * c.rows < tile_rows);
   CHECK(uint64_t(plan.tiles_per_range) * plan.query_ranges >= plan.query_tiles);
   CHECK(plan.keys_per_split % c.keys_per_tile == 0);
   CHECK(uint64_t(plan.splits) * plan.keys_per_split >= uint64_t(p.seq_k));
@@ -255,16 +266,66 @@ TEST_SUITE("unit") {
           }
           LaunchPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
-          // automatic: on CPU devices the subgroup kernel for prefill where shuffles exist and the head
-          // dims are at most 128 (the CPU presets' subgroups are 8 lanes: no padding), else rowwise.
-          const bool cpu_prefill = v == KernelVariant::automatic && preset.info.is_cpu() && s.seq_q >= 16;
+          // automatic: on CPU devices the subgroup kernel where shuffles exist and the head dims are at
+          // most 128 (the CPU presets' subgroups are 8 lanes: no padding), else rowwise for prefill and
+          // tiled for decode. The subgroup kernel packs a GQA group below one tile of query rows.
+          const bool cpu_auto = v == KernelVariant::automatic && preset.info.is_cpu();
+          const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
           const bool subgroup_fits =
               preset.info.subgroup_shuffle && one_subgroup_size && std::max(s.dim_qk, s.dim_v) <= 128;
-          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_prefill && subgroup_fits)));
+          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits)));
           CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_fits)));
+          if (plan.config.subgroup && s.heads > s.kv_heads && s.seq_q < 16) CHECK(plan.config.pack_group);
+          if (s.heads == s.kv_heads) CHECK_FALSE(plan.config.pack_group);
           check_plan(preset, l, plan);
         }
       }
+    }
+  }
+
+  TEST_CASE("planner presets: decode on CPU devices packs a GQA group into the subgroup kernel's rows") {
+    // H32/KV8 d128 decode: one workgroup per (KV head, split) reads each K/V row once for the group's 4
+    // query heads, one query row per invocation; the key range split only as far as the loop budget
+    // and the device's target workgroups ask.
+    for (const DeviceProfile& preset : device_profiles()) {
+      if (!preset.info.is_llvmpipe) continue;
+      INFO("device: " << preset.info.name);
+      for (int64_t seq_k : {8192, 16384, 32768, 65536}) {
+        for (int64_t batch : {1, 8}) {
+          INFO("seq_k " << seq_k << ", batch " << batch);
+          Shape s = shape("decode", DType::f16, batch, 32, 8, 1, seq_k, 128, 128);
+          s.causal = Causal::bottom_right;
+          const AttentionLayouts l = layouts_of(s);
+          const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+          INFO("plan: " << describe(plan));
+          CHECK(std::string(plan.config.name()) == "subgroup-gqa");
+          CHECK(plan.config.pack_group);
+          CHECK(plan.config.rows == plan.config.lanes);  // one row per invocation: 4 heads of 8 lanes
+          CHECK(plan.query_tiles == 1);
+          CHECK(plan.query_ranges == 1);
+          if (seq_k * batch <= 16384) CHECK(plan.batch_chunk * plan.head_chunk == batch * 32);  // K/V fit a binding
+          CHECK(detail::fused_loop_iterations(plan.config, 128, 128, plan.keys_per_split / plan.config.keys_per_tile) <=
+                detail::kLlvmpipeLoopBudget);
+          // Workgroups: 8 KV heads x batch x splits, at least the CPU target (16) when keys allow.
+          CHECK(uint64_t(8) * batch * plan.splits >= 16);
+          check_plan(preset, l, plan);
+        }
+      }
+      // seq_q 2..15: the rows are the group's heads x seq_q (2, 4 rows per invocation as needed).
+      for (int64_t seq_q : {2, 4, 7, 15}) {
+        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic,
+                                                   layouts_of(shape("decode", DType::f16, 2, 32, 8, seq_q, 20000, 128, 128)));
+        INFO("seq_q " << seq_q << ": " << describe(plan));
+        CHECK(plan.config.pack_group);
+        CHECK(plan.query_tiles == ceil_div(uint64_t(seq_q) * 4, plan.config.rows));
+        CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
+      }
+      // MHA decode: no group to pack, one row per invocation.
+      const LaunchPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
+                                                layouts_of(shape("mha decode", DType::f16, 1, 8, 8, 1, 8192, 128, 128)));
+      CHECK(mha.config.subgroup);
+      CHECK_FALSE(mha.config.pack_group);
+      CHECK(mha.config.rows == mha.config.lanes);
     }
   }
 
