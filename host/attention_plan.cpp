@@ -100,9 +100,10 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   c.keys_per_tile = padded <= 64 ? 4 : 1;
   // Fewer query rows than one tile holds (decode): the query heads of a GQA group become the rows
   // (one K/V load serves the group), and the rows per invocation shrink to what the rows need
-  // (1, 2 or 4), so that no lane computes rows that do not exist.
+  // (1, 2 or 4), so that no lane computes rows that do not exist. Without GQA (a group of one head)
+  // the packed rows are the head's own: the same pipeline serves MHA and GQA decode.
   const uint64_t group = uint64_t(p.group_size());
-  c.pack_group = packing_allowed && group > 1 && uint64_t(p.seq_q) < uint64_t(rows_per_invocation) * lanes;
+  c.pack_group = packing_allowed && uint64_t(p.seq_q) < uint64_t(rows_per_invocation) * lanes;
   const uint64_t tile_rows = uint64_t(p.seq_q) * (c.pack_group ? group : 1);
   while (rows_per_invocation > 1 && uint64_t(rows_per_invocation / 2) * lanes >= tile_rows) rows_per_invocation /= 2;
   if (rows_per_invocation == 1 && padded <= 128) c.keys_per_tile = kDecodeKeysPerIteration;

@@ -27,7 +27,7 @@ struct KernelConfig {
     return subgroup ? Shader::attention_subgroup : rowwise ? Shader::attention_rowwise : Shader::attention_fused;
   }
   const char* name() const {
-    return subgroup ? (pack_group ? "subgroup-gqa" : "subgroup") : rowwise ? "rowwise" : "tiled";
+    return subgroup ? (pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
   }
   // Query heads one workgroup covers (the grid's y counts heads / this).
   uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : 1u; }
@@ -65,8 +65,8 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 // Plans the fused path from the tensors' layouts alone (check_attention_layouts and the fused
 // kernels' limits; throws Error): a pure function of the problem and the device description, so it
 // can be tested on any device's limits without that device (tests/unit_planner_presets.cpp).
-// The subgroup kernel packs a GQA group's heads into its rows (KernelConfig::pack_group) when the
-// group has more than one query head and one head's query rows fill less than a workgroup's tile;
+// The subgroup kernel packs a GQA group's heads into its rows (KernelConfig::pack_group) when one
+// head's query rows fill less than a workgroup's tile;
 // packing_allowed = false plans without (plan_fused does so itself when packed partials would need
 // more than one range of query tiles, which the packed kernel does not do).
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,

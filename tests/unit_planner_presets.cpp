@@ -113,7 +113,6 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   const uint64_t tile_rows = uint64_t(p.seq_q) * (c.pack_group ? uint64_t(p.group_size()) : 1);
   if (c.pack_group) {
     CHECK(c.subgroup);
-    CHECK(p.group_size() > 1);
     CHECK(plan.query_ranges == 1);
     CHECK(c.heads_per_workgroup(p.group_size()) == uint32_t(p.group_size()));
     if (c.rows > c.lanes) CHECK(uint64_t(c.rows / 2) < tile_rows);
@@ -275,8 +274,8 @@ TEST_SUITE("unit") {
               preset.info.subgroup_shuffle && one_subgroup_size && std::max(s.dim_qk, s.dim_v) <= 128;
           CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits)));
           CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_fits)));
-          if (plan.config.subgroup && s.heads > s.kv_heads && s.seq_q < 16) CHECK(plan.config.pack_group);
-          if (s.heads == s.kv_heads) CHECK_FALSE(plan.config.pack_group);
+          if (plan.config.subgroup && s.seq_q < 16) CHECK(plan.config.pack_group);
+          if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
           check_plan(preset, l, plan);
         }
       }
@@ -298,7 +297,7 @@ TEST_SUITE("unit") {
           const AttentionLayouts l = layouts_of(s);
           const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
           INFO("plan: " << describe(plan));
-          CHECK(std::string(plan.config.name()) == "subgroup-gqa");
+          CHECK(std::string(plan.config.name()) == "subgroup-packed");
           CHECK(plan.config.pack_group);
           CHECK(plan.config.rows == plan.config.lanes);  // one row per invocation: 4 heads of 8 lanes
           CHECK(plan.query_tiles == 1);
@@ -320,12 +319,13 @@ TEST_SUITE("unit") {
         CHECK(plan.query_tiles == ceil_div(uint64_t(seq_q) * 4, plan.config.rows));
         CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
       }
-      // MHA decode: no group to pack, one row per invocation.
+      // MHA decode: a group of one head, the same packed pipeline (one row per invocation).
       const LaunchPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("mha decode", DType::f16, 1, 8, 8, 1, 8192, 128, 128)));
       CHECK(mha.config.subgroup);
-      CHECK_FALSE(mha.config.pack_group);
+      CHECK(mha.config.pack_group);
       CHECK(mha.config.rows == mha.config.lanes);
+      CHECK(mha.query_tiles == 1);
     }
   }
 
