@@ -63,6 +63,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
   if (l.has_lse) push.flags |= kFlagWriteLse;
   if (split) push.flags |= kFlagPartial;
+  // Rows readable four elements at a time (the tiled kernel; it checks the binding offsets itself).
+  const auto vec4_rows = [](const TensorLayout& t) {
+    return t.dim % 4 == 0 && t.stride_batch % 4 == 0 && t.stride_head % 4 == 0 && t.stride_seq % 4 == 0;
+  };
   push.scale = p.scale;
   const TensorLayout &ql = l.q, &kl = l.k, &vl = l.v, &ol = l.out;
   push.q_sb = u32(ql.stride_batch), push.q_sh = u32(ql.stride_head), push.q_ss = u32(ql.stride_seq);
@@ -70,12 +74,19 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+  const bool tiled = !cfg.subgroup && !cfg.rowwise;
+  if (tiled && vec4_rows(ql)) push.flags |= FLAG_VEC_Q;
+  if (tiled && vec4_rows(kl)) push.flags |= FLAG_VEC_K;
+  if (tiled && vec4_rows(vl)) push.flags |= FLAG_VEC_V;
 
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   const VkPipeline fused = c.pipelines->get(attention_pipeline(
       p.dtype, cfg.shader(),
-      {cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v), cfg.workgroup_size(),
-       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u}));
+      // (The tiled kernel's BR counts one head's query rows.)
+      {tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
+       cfg.workgroup_size(),
+       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
+       cfg.heads}));
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));
@@ -91,6 +102,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   cpush.seq_q = u32(p.seq_q);
   cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss;
   cpush.write_lse = l.has_lse ? 1u : 0u;
+  cpush.half_log2_units = tiled ? 1u : 0u;
 
   // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
   // workspace, its combine reads it back, and the next range reuses it.

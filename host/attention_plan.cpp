@@ -2,6 +2,7 @@
 #include "int_math.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "llvmpipe_limits.hpp"
@@ -113,24 +114,49 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   return c;
 }
 
+// The lanes of a row group of the tiled kernel: they exchange partial dot products with
+// subgroupShuffleXor, so TPR must divide every subgroup size the device may compile the kernel with
+// (its min_subgroup_size: drivers free to pick smaller subgroups, Intel's SIMD8 or Apple's 4-wide, set
+// the bound). 8 at most (also what lavapipe, whose subgroups are 8 lanes, can run: a GPU preset's
+// plan is proven there), and no more lanes than vec4s in a head dim. 1 (the build without subgroup
+// operations) without shuffles or without a reported minimum size.
+uint32_t tiled_lanes(const DeviceInfo& device, const AttentionProblem& p) {
+  if (!device.subgroup_shuffle || device.min_subgroup_size < 2) return 1;
+  uint32_t tpr = 8;
+  while (tpr > 1 && (device.min_subgroup_size % tpr != 0 || uint64_t(tpr) / 2 >= ceil_div(std::max(p.dim_qk, p.dim_v), 4)))
+    tpr /= 2;
+  return tpr;
+}
+
 KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
-  c.rows = 16;
-  while (c.rows > 1 && static_cast<int64_t>(c.rows / 2) >= p.seq_q) c.rows /= 2;
-  // Few rows per workgroup (decode): more invocations per row so a GPU workgroup is not tiny. On
-  // llvmpipe 8 invocations fill one 256-bit SIMD vector, which is all it runs at once.
-  c.threads_per_row = (c.rows >= 4 || device.is_llvmpipe) ? 8 : 32;
+  c.slot_bytes = p.dtype == DType::f32 ? 16 : 8;
+  c.threads_per_row = tiled_lanes(device, p);
+  const uint32_t tpr = c.threads_per_row;
+  // Rows per row group: each keeps RPT x (Q and accumulator vec4s of its lanes) in registers; at most
+  // 16 vec4s (64 floats) of them. d64: 4 rows (with 8 lanes), d128: 2, d256: 1.
+  const uint64_t per_row = ceil_div(ceil_div(p.dim_qk, 4), tpr) + ceil_div(ceil_div(p.dim_v, 4), tpr);
+  c.rows_per_thread = per_row * 4 <= 16 ? 4 : per_row * 2 <= 16 ? 2 : 1;
+  c.heads = 1;
+  // Query rows per workgroup: up to 128 invocations (16 row groups of 8 lanes), at most 64 rows, fewer
+  // when the query sequence is short.
+  const uint32_t max_groups = std::max<uint32_t>(1, std::min<uint32_t>(128 / tpr, device.max_workgroup_invocations / tpr));
+  uint32_t groups = std::min<uint32_t>(max_groups, 64 / c.rows_per_thread);
+  while (c.rows_per_thread > 1 && int64_t(c.rows_per_thread / 2) >= p.seq_q * c.heads) c.rows_per_thread /= 2;
+  while (groups > 1 && int64_t(groups / 2) * c.rows_per_thread >= p.seq_q * c.heads) groups /= 2;
+  c.rows = groups * c.rows_per_thread;  // all heads of the workgroup
   const uint64_t shared_budget = std::min<uint64_t>(device.max_shared_memory, 32768);
-  for (uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
-    if (bc == 64 && c.rows > 2) continue;  // long tiles only pay off when few rows share them
-    c.keys_per_tile = bc;
+  for (uint32_t bc : {32u, 16u, 8u, 4u, 2u, 1u}) {
+    c.keys_per_tile = std::max(bc, tpr);
     if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget) break;
   }
-  while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows > 1) c.rows /= 2;
+  // Fewer rows (whole row groups) where the scores' tile does not fit.
+  while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows > 1 &&
+         (c.rows / 2 * c.heads) % c.rows_per_thread == 0)
+    c.rows /= 2;
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget)
     throw unsupported("device: " + device.name + " has " + str(device.max_shared_memory) +
                       " bytes of shared memory, too little for dim_qk " + str(p.dim_qk) + " and dim_v " + str(p.dim_v));
-  if (c.workgroup_size() > device.max_workgroup_invocations) c.threads_per_row = 8;
   return c;
 }
 
@@ -156,13 +182,13 @@ uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v
   const uint64_t dqk = uint64_t(dim_qk), dv = uint64_t(dim_v), br = c.rows, bc = c.keys_per_tile, tpr = c.threads_per_row;
   if (c.subgroup) return static_cast<uint32_t>(SUBGROUP_SHARED_BYTES(br, bc, dqk, dv));
   if (c.rowwise) return static_cast<uint32_t>(16 * (ROWWISE_K_TILE(bc, dqk) + ROWWISE_V_TILE(bc, dv)));
-  return static_cast<uint32_t>(16 * (FUSED_Q_TILE(br, dqk) + FUSED_K_TILE(bc, dqk) + FUSED_V_TILE(bc, dv, tpr)) +
-                               4 * FUSED_S_TILE(br, bc));
+  return static_cast<uint32_t>(c.slot_bytes * (TILED_K_TILE(bc, dqk, tpr) + TILED_V_TILE(bc, dv, tpr)) +
+                               4 * TILED_S_TILE(br, bc));
 }
 
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
   const uint64_t wg = c.workgroup_size(), bc = c.keys_per_tile, tpr = c.threads_per_row;
-  const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4), dvt = ceil_div(dv4, tpr);
+  const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
   if (c.subgroup) {
     // attention_subgroup.comp: the Q-load and output loops (a chunk of `lanes` dims per iteration);
     // per tile of BC keys one iteration of the fast loop and, at worst, BC of the careful loop (one
@@ -177,15 +203,16 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
                               + bc * (1 + dv4);                                     // p * V
     return dqk4 + 4 * dv4 + 4 * (1 + uint64_t(dim_v)) + 64 + tiles * per_tile;  // + Q load, init, writes
   }
-  const uint64_t per_tile = 1                              // the tile loop
-                            + ceil_div(bc * dqk4, wg)      // K tile load
-                            + ceil_div(bc * dvt * tpr, wg) // V tile load
-                            + ceil_div(bc, tpr) * (1 + 2 * dqk4)  // scores: keys x dot product, maybe
-                                                                  // twice (score.glsl: overflow)
-                            + bc                           // row max
-                            + dvt                          // accumulator rescale
-                            + bc * (1 + dvt);              // p * V
-  const uint64_t fixed = ceil_div(c.rows * dqk4, wg) + 3 * dvt + 64;
+  // attention_fused.comp (tiled): per tile the K and V loads, the score blocks of TPR keys (each
+  // row of a block may take careful_score's loop: 4 vec4s per iteration), the weights and weight x V.
+  const uint64_t sk = ceil_div(dqk4, tpr) * tpr, sv = ceil_div(dv4, tpr) * tpr, nb = ceil_div(bc, tpr);
+  // Every loop counts once more than its trips (lavapipe enters loops at least once).
+  const uint64_t per_tile = 2                                                    // the tile loop
+                            + 2 + ceil_div(bc * sk, wg) + ceil_div(bc * sv, wg)  // K and V tile loads
+                            + 1 + nb * (1 + c.rows_per_thread * (1 + ceil_div(dqk4, 4)))  // scores
+                            + 1 + nb                                             // weights
+                            + 1 + nb;                                            // weight x V
+  const uint64_t fixed = 64;
   return fixed + tiles * per_tile;
 }
 

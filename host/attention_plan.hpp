@@ -21,8 +21,17 @@ struct KernelConfig {
   // subgroup: a workgroup's rows are the query rows of all query heads of one GQA group (head-major),
   // so each K/V row it loads serves the whole group (decode); the grid's y is then the KV head.
   bool pack_group = false;
-  // rowwise: four query rows per invocation (the components of a vec4); subgroup: rows / lanes
-  uint32_t workgroup_size() const { return subgroup ? lanes : rowwise ? rows / 4 : rows * threads_per_row; }
+  // tiled: query rows per row group of TPR lanes (RPT), query heads of a GQA group per workgroup
+  // (rows counts all of them: rows / heads query rows per head), bytes per vec4 slot of its shared
+  // K/V tiles (16 for f32, 8 for f16/bf16)
+  uint32_t rows_per_thread = 1;
+  uint32_t heads = 1;
+  uint32_t slot_bytes = 16;
+  // rowwise: four query rows per invocation (the components of a vec4); subgroup: rows / lanes;
+  // tiled: rows / RPT row groups of TPR lanes
+  uint32_t workgroup_size() const {
+    return subgroup ? lanes : rowwise ? rows / 4 : rows / rows_per_thread * threads_per_row;
+  }
   Shader shader() const {
     return subgroup ? Shader::attention_subgroup : rowwise ? Shader::attention_rowwise : Shader::attention_fused;
   }
@@ -30,7 +39,7 @@ struct KernelConfig {
     return subgroup ? (pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
   }
   // Query heads one workgroup covers (the grid's y counts heads / this).
-  uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : 1u; }
+  uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : heads; }
 };
 
 struct LaunchPlan {

@@ -74,6 +74,8 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_WORKGROUP] = c.workgroup;
   key.spec[SPEC_ATTENTION_MASK_KIND] = c.mask_kind;
   key.spec[SPEC_ATTENTION_PACK_GROUP] = c.pack_group;
+  key.spec[SPEC_ATTENTION_RPT] = c.rows_per_thread;
+  key.spec[SPEC_ATTENTION_HEADS] = c.heads;
   return key;
 }
 
@@ -112,7 +114,9 @@ PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {
 std::string module_name(const PipelineKey& key) {
   const std::string t0 = to_string(key.types[0]);
   switch (key.shader) {
-    case Shader::attention_fused: return "attention_fused_" + t0;
+    // The tiled kernel with one lane per row group is the build without subgroup operations.
+    case Shader::attention_fused:
+      return (key.spec[SPEC_ATTENTION_TPR] == 1 ? "attention_fused_noshuffle_" : "attention_fused_") + t0;
     case Shader::attention_rowwise: return "attention_rowwise_" + t0;
     case Shader::attention_subgroup: return "attention_subgroup_" + t0;
     case Shader::attention_combine: return "attention_combine_" + t0;

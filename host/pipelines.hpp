@@ -32,7 +32,7 @@ enum class Shader : uint8_t {
   attention_subgroup
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 8;
+inline constexpr std::size_t kMaxSpecConstants = 10;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -50,6 +50,7 @@ struct AttentionConstants {
   uint32_t rows = 0, threads_per_row = 0, keys_per_tile = 0, dim_qk = 0, dim_v = 0, workgroup = 0;
   uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
+  uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

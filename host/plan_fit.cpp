@@ -26,6 +26,12 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
     if (c.workgroup_size() > device.max_workgroup_invocations)
       throw Error("workgroups of " + str(c.workgroup_size()) + " invocations exceed maxComputeWorkGroupInvocations (" +
                   str(device.max_workgroup_invocations) + ") of " + device.name);
+    // The tiled kernel's row groups exchange values with subgroupShuffleXor among TPR lanes: TPR must
+    // divide every subgroup size of this device.
+    if (!c.rowwise && !c.subgroup && c.threads_per_row > 1 &&
+        (!device.subgroup_shuffle || device.min_subgroup_size == 0 || device.min_subgroup_size % c.threads_per_row != 0))
+      throw Error("row groups of " + str(c.threads_per_row) + " lanes need subgroup shuffles within subgroups of a multiple of " +
+                  str(c.threads_per_row) + " lanes; " + device.name + " may run subgroups of " + str(device.min_subgroup_size));
     const uint64_t shared = fused_shared_bytes(c, p.dim_qk, p.dim_v);
     if (shared > device.max_shared_memory)
       throw Error("the kernel's " + str(shared) + " bytes of shared memory exceed maxComputeSharedMemorySize (" +

@@ -2,7 +2,9 @@
 // Merges the per-split partial results of attention_fused.comp (split-KV): for each query row, from
 // each split's running max m_s, sum l_s and normalised O_s,
 //   LSE = m + log(T),  T = sum_s exp(m_s - m) l_s,  O = sum_s exp(m_s - m) l_s / T * O_s,  m = max_s m_s.
-// Splits that saw no visible key (m_s = -inf) carry no weight; a row with none at all gives O = 0
+// The tiled kernel keeps its maxima in units of log2(e)/2 (half_log2_units): there the weight is
+// exp2(2 (m_s - m)) and LSE = m * 2 ln 2 + log(T), clamped to the f32 range (TILED_T_MAX * 2 ln 2 may
+// round past FLT_MAX). Splits that saw no visible key (m_s = -inf) carry no weight; a row with none at all gives O = 0
 // and LSE = -inf.
 // One workgroup per row; invocations stride over the output dim.
 //
@@ -23,6 +25,14 @@ layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
+#define FLT_MAX uintBitsToFloat(0x7f7fffffu)
+
+// exp(d) of a difference of maxima in natural units, exp2(2 d) in units of log2(e)/2.
+float split_weight(float d, bool half_log2) { return half_log2 ? exp2(d + d) : exp(d); }
+// A finite maximum in natural units.
+float natural_max(float m, bool half_log2) {
+  return half_log2 ? clamp(m * uintBitsToFloat(TILED_TWO_LN2_BITS), -FLT_MAX, FLT_MAX) : m;
+}
 
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -36,11 +46,12 @@ void main() {
   // its weight is exp(m_s - m) * l_s, exact even when the maxima are +-FLT_MAX (saturated scores).
   float m = NEG_INF;
   for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[2u * (s * pc.rows + row)]);
+  const bool half_log2 = pc.half_log2_units != 0u;
   float total = 0.0;
   if (m != NEG_INF)
     for (uint s = 0u; s < pc.splits; ++s) {
       const float ms = partial_lse[2u * (s * pc.rows + row)];
-      if (ms != NEG_INF) total += exp(ms - m) * partial_lse[2u * (s * pc.rows + row) + 1u];
+      if (ms != NEG_INF) total += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
     }
   const bool empty = m == NEG_INF;
   const float inv_total = empty ? 0.0 : 1.0 / total;
@@ -52,12 +63,12 @@ void main() {
       for (uint s = 0u; s < pc.splits; ++s) {
         const float ms = partial_lse[2u * (s * pc.rows + row)];
         if (ms == NEG_INF) continue;  // this split saw only masked keys
-        const float weight = exp(ms - m) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total;
+        const float weight = split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total;
         value += weight * partial_o[(s * pc.rows + row) * DV + d];
       }
     }
     o[out_row + d] = from_f32(value);
   }
   if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
-    lse[pc.lse_off + bh * pc.seq_q + i] = empty ? NEG_INF : m + log(total);
+    lse[pc.lse_off + bh * pc.seq_q + i] = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
 }

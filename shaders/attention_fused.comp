@@ -1,166 +1,382 @@
 #version 450
-// Fused scaled dot-product attention (flash-style, one pass). README.md, "How it works".
+// Fused scaled dot-product attention for GPUs, the "tiled" variant (DESIGN.md §3, docs/design.md), after
+// the scalar flash-attention kernels known to be fast through Vulkan (ggml-vulkan's flash_attn.comp,
+// FlashAttention 2).
 //
-// A workgroup owns BR query rows of one (batch, head) and one key split. TPR invocations share each
-// row. Key tiles of BC keys (K and V) are staged through shared memory as f32; each invocation
-// computes the scores of keys lane, lane+TPR, ... of its row, then every invocation of the row updates
-// the online softmax (running max m, running sum l, both f32) and its slice of the f32 output
-// accumulator. Key tiles past the last visible key of the workgroup (causal, key padding, end of the
-// split) are not visited.
+// A workgroup owns ROWS = BR query rows x HEADS query heads of one GQA group (HEADS > 1: each K/V
+// tile read serves the whole group) of one batch and one key split. Its invocations form row groups
+// of TPR lanes; a row group owns RPT rows, and lane `lane` of it owns the vec4 slices
+// lane, lane + TPR, ... of the head dims of those rows: their Q, in registers, pre-multiplied by
+// scale * log2(e) / 2, and their f32 output accumulators.
 //
-// Masked keys are skipped, not weighted by zero, so NaN/Inf in a masked K or V row never reaches O.
-// With FLAG_PARTIAL the normalised partial O and its (max, sum) go to the workspace for
-// attention_combine.comp, which merges the splits.
+// Per tile of BC keys (K and V staged in shared memory, 16-bit for f16/bf16 storage):
+//   1. scores, TPR keys at a time: every lane forms the partial dot products of its slices with the
+//      TPR keys for its RPT rows, and a reduce-scatter over the row group's lanes (subgroupShuffleXor
+//      within the aligned group: TPR divides every subgroup size the device may use, the planner's
+//      rule) leaves lane l with the whole score of key l: each score is formed once, not per lane;
+//   2. each lane applies the masks to its own keys, keeps their scores in shared memory and its own
+//      maximum; the row's maximum is merged over the lanes (log2(TPR) shuffles per row per tile);
+//   3. each lane turns its own scores into weights exp2(2 (t - m)) (one exp per (row, key)) and
+//      adds them to its own running sum; the sums are merged once, at the end;
+//   4. every lane accumulates weight x V for its dim slices over the tile's keys.
+// Key tiles past the last visible key of the workgroup (causal, key lengths, end of the split) are not
+// visited.
 //
-// lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md); the host
-// bounds keys_per_split so that the iterations counted in host/attention_plan.cpp stay below that.
-// Keep that count in step with the loops here.
+// Scores: the contract's rule (score.glsl) in units of log2(e)/2: t = s * log2(e)/2, so that scores
+// saturated to +-FLT_MAX stay finite (+-T_MAX) and ties among them stay ties. The fast product of
+// pre-scaled Q is used where it is exact enough; a visible key whose fast score is not finite, or a
+// row whose pre-scaled Q over- or underflowed, takes score.glsl's careful route (the owner lane,
+// from the unscaled Q in memory).
+//
+// Masked keys never touch the output: their weight is a negative sentinel and the accumulation selects
+// (not multiplies) it away, so NaN/Inf in a masked K or V row never reaches O. The running max starts
+// at -T_MAX (the lowest visible score), finite. With FLAG_PARTIAL the normalised partial O and its
+// (max, sum), the max in units of log2(e)/2, go to the workspace for attention_combine.comp.
+//
+// lavapipe ends every invocation's loops after 65535 iterations in total (DESIGN.md §5): the host
+// bounds keys_per_split with the count in host/attention_plan.cpp (fused_loop_iterations). Keep that
+// count in step with the loops here. Only the loops over dims, rows and lanes are unrolled.
+//
+// TPR = 1 is compiled without subgroup operations (TILED_SHUFFLE undefined): for devices without
+// subgroup shuffles, each invocation owns whole rows.
 
 #extension GL_EXT_control_flow_attributes : enable
+#if TILED_SHUFFLE
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#endif
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 
-layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 16;    // query rows per workgroup
-layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;    // invocations per query row
-layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 32;    // keys per tile
+layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 16;     // query rows per workgroup (per head)
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;    // lanes per row group (1 without shuffles)
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 32;     // keys per tile, a multiple of TPR
 layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 64;   // head dim of Q and K
-layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;    // head dim of V and O
-layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;                // BR * TPR (set by the host)
+layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 64;     // head dim of V and O
+layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;          // ROWS / RPT * TPR (set by the host)
+layout(constant_id = SPEC_ATTENTION_RPT) const uint RPT = 1;    // rows per row group
+layout(constant_id = SPEC_ATTENTION_HEADS) const uint HEADS = 1;  // query heads per workgroup
 
-const uint WG = BR * TPR;
-const uint DQK4 = VEC4S(DQK);                  // vec4s per Q/K row
-const uint KSTRIDE = FUSED_K_STRIDE(DQK);      // padded K row: spreads a tile's rows over banks
-const uint DV4 = VEC4S(DV);                    // vec4s per V row
-const uint DVT = (DV4 + TPR - 1u) / TPR;       // accumulator vec4s per invocation
-const uint VSTRIDE = FUSED_V_STRIDE(DV, TPR);  // V row padded so every invocation's slice exists
+const uint ROWS = BR * HEADS;                  // rows of the workgroup: row = query * HEADS + head
+const uint WG = ROWS / RPT * TPR;
+const uint DQK4 = VEC4S(DQK);
+const uint DV4 = VEC4S(DV);
+const uint SK = TILED_STRIDE(DQK, TPR);        // vec4 slots per K row in shared memory
+const uint SV = TILED_STRIDE(DV, TPR);
+const uint DQKT = SK / TPR;                    // Q vec4s per lane and row
+const uint DVT = SV / TPR;                     // accumulator vec4s per lane and row
+const uint NB = BC / TPR;                      // blocks of TPR keys per tile
+const uint SS = TILED_S_STRIDE(BC);
 
 #include "attention_common.glsl"
 #include "score.glsl"
 
-// Sizes from shader_abi.h, which the host's shared-memory check uses too.
-shared vec4 sQ[FUSED_Q_TILE(BR, DQK)];
-shared vec4 sK[FUSED_K_TILE(BC, DQK)];
-shared vec4 sV[FUSED_V_TILE(BC, DV, TPR)];
-shared float sS[FUSED_S_TILE(BR, BC)];
+#define HALF_LOG2E uintBitsToFloat(TILED_HALF_LOG2E_BITS)
+#define T_MAX uintBitsToFloat(TILED_T_MAX_BITS)
+#define TWO_LN2 uintBitsToFloat(TILED_TWO_LN2_BITS)
+#define FLT_MIN uintBitsToFloat(0x00800000u)
+
+// Vector views of Q, K and V (the same bindings as attention_common.glsl's): four elements at a time.
+#if defined(DTYPE_F32)
+#define VEC_T vec4
+#define SHARED_T vec4
+vec4 shared_to_vec4(vec4 x) { return x; }
+#else
+// Four 16-bit values in two words: shared tiles stay 16-bit, widened to f32 when read.
+#define VEC_T uvec2
+#define SHARED_T uvec2
+#if defined(DTYPE_F16)
+vec4 shared_to_vec4(uvec2 x) { return vec4(unpackHalf2x16(x.x), unpackHalf2x16(x.y)); }
+#else
+vec4 shared_to_vec4(uvec2 x) {
+  return vec4(uintBitsToFloat(x.x << 16), uintBitsToFloat(x.x & 0xffff0000u), uintBitsToFloat(x.y << 16),
+              uintBitsToFloat(x.y & 0xffff0000u));
+}
+#endif
+#endif
+layout(binding = 0) readonly buffer QVec { VEC_T q_vec[]; };
+layout(binding = 1) readonly buffer KVec { VEC_T k_vec[]; };
+layout(binding = 2) readonly buffer VVec { VEC_T v_vec[]; };
+
+// Elements d4*4 .. d4*4+3 of the row starting at element `base` of Q, K or V (zero past `dim`), as
+// stored (the shared-memory form): one vector load when `vec` (the host's flag and a multiple-of-4
+// binding offset), else element by element.
+SHARED_T load_slot(uint tensor, uint base, uint d4, uint dim, bool vec) {
+  if (vec) {
+    if (tensor == TENSOR_Q) return SHARED_T(q_vec[base / 4u + d4]);
+    if (tensor == TENSOR_K) return SHARED_T(k_vec[base / 4u + d4]);
+    return SHARED_T(v_vec[base / 4u + d4]);
+  }
+#if defined(DTYPE_F32)
+  return load_row_vec4(tensor, base, d4, dim);
+#else
+  uint h[4];
+  [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+    const uint d = d4 * 4u + c;
+    h[c] = 0u;
+    if (d < dim) {
+      if (tensor == TENSOR_Q) h[c] = uint(q[base + d]);
+      else if (tensor == TENSOR_K) h[c] = uint(k[base + d]);
+      else h[c] = uint(v[base + d]);
+    }
+  }
+  return uvec2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+#endif
+}
+
+// Lane groups of TPR invocations: consecutive local invocation indices, aligned, within one subgroup
+// (subgroups are formed from consecutive indices, and TPR divides the subgroup size). The butterfly
+// steps are written out (TPR <= 128), each under a condition on the constant TPR, not as a loop:
+// lavapipe counts every loop iteration it runs against its limit, so no loop may be left to chance.
+#if TILED_SHUFFLE
+#define TPR_STEPS(STEP) \
+  if (TPR > 64u) STEP(64u) \
+  if (TPR > 32u) STEP(32u) \
+  if (TPR > 16u) STEP(16u) \
+  if (TPR > 8u) STEP(8u) \
+  if (TPR > 4u) STEP(4u) \
+  if (TPR > 2u) STEP(2u) \
+  if (TPR > 1u) STEP(1u)
+float group_max(float x) {
+#define MAX_STEP(o) { x = max(x, subgroupShuffleXor(x, o)); }
+  TPR_STEPS(MAX_STEP)
+  return x;
+}
+float group_sum(float x) {
+#define SUM_STEP(o) { x += subgroupShuffleXor(x, o); }
+  TPR_STEPS(SUM_STEP)
+  return x;
+}
+bool group_any(bool x) {
+  uint v = x ? 1u : 0u;
+#define OR_STEP(o) { v |= subgroupShuffleXor(v, o); }
+  TPR_STEPS(OR_STEP)
+  return v != 0u;
+}
+#else
+float group_max(float x) { return x; }
+float group_sum(float x) { return x; }
+bool group_any(bool x) { return x; }
+#endif
+
+shared SHARED_T sK[TILED_K_TILE(BC, DQK, TPR)];
+shared SHARED_T sV[TILED_V_TILE(BC, DV, TPR)];
+shared float sS[TILED_S_TILE(ROWS, BC)];
+
+// score.glsl's rule for one visible key, from the unscaled Q row in memory (at q_row) and the key's
+// K row in shared memory (slot c), in units of log2(e)/2: the careful route for the rare keys whose
+// fast score is not finite and the rows whose pre-scaled Q over- or underflowed. Four vec4s per loop
+// iteration (fused_loop_iterations counts them).
+float careful_score(uint q_row, uint c, bool vec_q) {
+  vec4 plain = vec4(0.0), down = vec4(0.0);
+  for (uint d0 = 0u; d0 < DQK4; d0 += 4u) {
+    [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+      const uint d4 = d0 + u;
+      if (d4 < DQK4) {
+        const vec4 qv = shared_to_vec4(load_slot(TENSOR_Q, q_row, d4, DQK, vec_q));
+        const vec4 kv = shared_to_vec4(sK[c * SK + d4]);
+        plain = fma(qv, kv, plain);
+        down = fma(qv * DOWN, kv * DOWN, down);
+      }
+    }
+  }
+  const float dot_qk = plain.x + plain.y + plain.z + plain.w;
+  const float s = (isinf(dot_qk) || isnan(dot_qk)) ? scale_rescaled_dot(down.x + down.y + down.z + down.w, pc.scale)
+                                                    : scale_dot(dot_qk, pc.scale);
+  // s is finite (then |s| <= FLT_MAX and |t| <= T_MAX) or an Inf/NaN input's, which propagates.
+  return s * HALF_LOG2E;
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint row = tid / TPR;
+  const uint group = tid / TPR;  // row group
   const uint lane = tid % TPR;
-  const uint h = gl_WorkGroupID.y;
+  const uint kvh = gl_WorkGroupID.y;  // HEADS > 1: the workgroup's heads are one GQA group
+  const uint h0 = HEADS > 1u ? kvh * pc.group : kvh;
   const uint b = gl_WorkGroupID.z / pc.splits;
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
-  const uint kvh = h / pc.group;
+  const uint kv_head = HEADS > 1u ? kvh : kvh / pc.group;
   const uint i0 = tile_first_row();
-  const uint i = i0 + row;
-  const bool row_valid = i < pc.seq_q;
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
+  const bool vec_q = (pc.flags & FLAG_VEC_Q) != 0u && (pc.q_off & 3u) == 0u;
+  const bool vec_k = (pc.flags & FLAG_VEC_K) != 0u && (pc.k_off & 3u) == 0u;
+  const bool vec_v = (pc.flags & FLAG_VEC_V) != 0u && (pc.v_off & 3u) == 0u;
+  const float q_scale = pc.scale * HALF_LOG2E;
 
   const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
-  // Keys visible to this invocation's row (the per-row causal cut inside the last tiles).
-  const uint row_key_end = row_valid ? min(key_end, causal_key_end(causal, i)) : 0u;
 
-  for (uint e = tid; e < BR * DQK4; e += WG) {
-    const uint r = e / DQK4, d4 = e % DQK4;
-    const uint qi = i0 + r;
-    sQ[e] = qi < pc.seq_q ? load_row_vec4(TENSOR_Q, pc.q_off + b * pc.q_sb + h * pc.q_sh + qi * pc.q_ss, d4, DQK)
-                          : vec4(0.0);
+  // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
+  vec4 q_reg[RPT * DQKT];
+  uint q_row[RPT], row_end[RPT], mask_row[RPT];
+  bool careful[RPT];
+  float m[RPT], l[RPT];
+  vec4 acc[RPT * DVT];
+  [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+    const uint row = group * RPT + r;
+    const uint i = i0 + row / HEADS;
+    const uint h = h0 + row % HEADS;
+    const bool valid = i < pc.seq_q;
+    q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + i * pc.q_ss;
+    row_end[r] = valid ? min(key_end, causal_key_end(causal, i)) : 0u;
+    mask_row[r] = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
+    bool unsafe = false;
+    [[unroll]] for (uint t = 0u; t < DQKT; ++t) {
+      const uint d4 = lane + t * TPR;
+      const vec4 qv = (valid && d4 < DQK4) ? shared_to_vec4(load_slot(TENSOR_Q, q_row[r], d4, DQK, vec_q)) : vec4(0.0);
+      const vec4 qs = qv * q_scale;
+      // The pre-scaled value overflowed, or lost precision below the normal range (scale != 0).
+      unsafe = unsafe || any(bvec4(uvec4(isinf(qs)) & ~uvec4(isinf(qv)))) ||
+               (pc.scale != 0.0 && any(bvec4(uvec4(notEqual(qv, vec4(0.0))) & uvec4(lessThan(abs(qs), vec4(FLT_MIN))))));
+      q_reg[r * DQKT + t] = qs;
+    }
+    careful[r] = group_any(unsafe);
+    m[r] = -T_MAX;
+    l[r] = 0.0;
+    [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[r * DVT + t] = vec4(0.0);
   }
 
-  const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
-  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
-  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
-
-  float m = M_INIT;
-  float l = 0.0;
-  vec4 acc[DVT];
-  [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] = vec4(0.0);
+  const uint k_head = pc.k_off + b * pc.k_sb + kv_head * pc.k_sh;
+  const uint v_head = pc.v_off + b * pc.v_sb + kv_head * pc.v_sh;
 
   for (uint tile = key_begin; tile < key_end; tile += BC) {
     barrier();  // the previous tile's sK, sV and sS are no longer read
-    for (uint e = tid; e < BC * DQK4; e += WG) {
-      const uint c = e / DQK4, d4 = e % DQK4;
+    for (uint e = tid; e < BC * SK; e += WG) {
+      const uint c = e / SK, d4 = e % SK;
       const uint j = tile + c;
-      sK[c * KSTRIDE + d4] = j < key_end ? load_row_vec4(TENSOR_K, k_head + binding_key(j) * pc.k_ss, d4, DQK) : vec4(0.0);
+      sK[e] = (j < key_end && d4 < DQK4) ? load_slot(TENSOR_K, k_head + binding_key(j) * pc.k_ss, d4, DQK, vec_k)
+                                         : SHARED_T(0);
     }
-    for (uint e = tid; e < BC * VSTRIDE; e += WG) {
-      const uint c = e / VSTRIDE, d4 = e % VSTRIDE;
+    for (uint e = tid; e < BC * SV; e += WG) {
+      const uint c = e / SV, d4 = e % SV;
       const uint j = tile + c;
-      sV[e] = (j < key_end && d4 < DV4) ? load_row_vec4(TENSOR_V, v_head + binding_key(j) * pc.v_ss, d4, DV) : vec4(0.0);
+      sV[e] = (j < key_end && d4 < DV4) ? load_slot(TENSOR_V, v_head + binding_key(j) * pc.v_ss, d4, DV, vec_v)
+                                        : SHARED_T(0);
     }
     barrier();
 
-    for (uint c = lane; c < BC; c += TPR) {
-      const uint j = tile + c;
-      float s = NEG_INF;
-      // The explicit mask is read first: a masked key's K row is never read (it may hold NaN).
-      const float bias = (j < row_key_end && mask_kind != MASK_NONE) ? mask_bias(mask_kind, mask_row + j) : 0.0;
-      if (j < row_key_end && bias != NEG_INF) {
-        vec4 partial = vec4(0.0);
-        for (uint d4 = 0u; d4 < DQK4; ++d4) partial = fma(sQ[row * DQK4 + d4], sK[c * KSTRIDE + d4], partial);
-        const float dot_qk = partial.x + partial.y + partial.z + partial.w;
-        if (isinf(dot_qk) || isnan(dot_qk)) {
-          // Overflow of finite values, or a non-finite input: again with the operands scaled down.
-          vec4 down = vec4(0.0);
-          for (uint d4 = 0u; d4 < DQK4; ++d4) down = fma(sQ[row * DQK4 + d4] * DOWN, sK[c * KSTRIDE + d4] * DOWN, down);
-          s = scale_rescaled_dot(down.x + down.y + down.z + down.w, pc.scale);
-        } else {
-          s = scale_dot(dot_qk, pc.scale);
+    // 1-2. Scores of blocks of TPR keys; lane `lane` keeps key c0 + lane's.
+    float tile_max[RPT];
+    [[unroll]] for (uint r = 0u; r < RPT; ++r) tile_max[r] = -T_MAX;
+    for (uint c0 = 0u; c0 < BC; c0 += TPR) {
+      float part[RPT * TPR];
+      [[unroll]] for (uint x = 0u; x < RPT * TPR; ++x) part[x] = 0.0;
+      [[unroll]] for (uint kk = 0u; kk < TPR; ++kk)
+        [[unroll]] for (uint t = 0u; t < DQKT; ++t) {
+          const vec4 kv = shared_to_vec4(sK[(c0 + kk) * SK + lane + t * TPR]);
+          [[unroll]] for (uint r = 0u; r < RPT; ++r) part[r * TPR + kk] += dot(q_reg[r * DQKT + t], kv);
         }
-        s = add_bias(s, bias);
+#if TILED_SHUFFLE
+      // Reduce-scatter: at each step a lane keeps the half of its keys its bit `o` selects and adds
+      // the partner's partial sums of that half; at the end part[r * TPR] is key c0 + lane's score.
+#define SCATTER_STEP(o)                                                                 \
+  {                                                                                     \
+    const bool upper = (lane & o) != 0u;                                                \
+    [[unroll]] for (uint r = 0u; r < RPT; ++r)                                          \
+      [[unroll]] for (uint x = 0u; x < o; ++x) {                                        \
+        const float lo = part[r * TPR + x], hi = part[r * TPR + x + o];                 \
+        part[r * TPR + x] = (upper ? hi : lo) + subgroupShuffleXor(upper ? lo : hi, o); \
+      }                                                                                 \
+  }
+      TPR_STEPS(SCATTER_STEP)
+#endif
+      const uint c = c0 + lane;
+      const uint j = tile + c;
+      [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+        const bool in_range = j < row_end[r];
+        // The explicit mask is read first: a masked key's score is never used (its K may hold NaN).
+        const float bias = (in_range && mask_kind != MASK_NONE) ? mask_bias(mask_kind, mask_row[r] + j) : 0.0;
+        const bool visible = in_range && bias != NEG_INF;
+        float t = part[r * TPR];
+        if (visible && (careful[r] || isinf(t) || isnan(t))) t = careful_score(q_row[r], c, vec_q);
+        else t = clamp(t, -T_MAX, T_MAX);  // scale * (q . k) beyond the f32 range saturates
+        // + bias, saturating unless one of them is infinite (score.glsl's add_bias, scaled).
+        const float bt = bias * HALF_LOG2E;
+        const bool finite = !(isinf(t) || isnan(t) || isinf(bt) || isnan(bt));
+        const float biased = finite ? clamp(t + bt, -T_MAX, T_MAX) : t + bt;
+        t = visible ? biased : NEG_INF;
+        sS[(group * RPT + r) * SS + c] = t;
+        tile_max[r] = max(tile_max[r], t);
       }
-      sS[row * BC + c] = s;
     }
-    barrier();
 
-    // Online softmax: every invocation of the row reads the whole row of scores (cheaper than a
-    // cross-invocation reduction at these tile sizes) and rescales its own accumulator slice.
-    float tile_max = M_INIT;
-    for (uint c = 0u; c < BC; ++c) tile_max = max(tile_max, sS[row * BC + c]);
-    const float m_new = max(m, tile_max);
-    const float alpha = exp(m - m_new);
-    l *= alpha;
-    [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] *= alpha;
-    for (uint c = 0u; c < BC; ++c) {
-      const float s = sS[row * BC + c];
-      if (s == NEG_INF) continue;  // masked: its V row must not be touched (it may hold NaN)
-      const float p = exp(s - m_new);
-      l += p;
-      [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[t] = fma(vec4(p), sV[c * VSTRIDE + lane + t * TPR], acc[t]);
+    // 2-3. The rows' maxima over the lanes; each lane's own weights and sums.
+    [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+      const float m_new = max(m[r], group_max(tile_max[r]));
+      const float dm = m[r] - m_new;
+      const float alpha = exp2(dm + dm);
+      l[r] *= alpha;
+      [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[r * DVT + t] *= alpha;
+      m[r] = m_new;
     }
-    m = m_new;
+    for (uint c = lane; c < BC; c += TPR) {
+      [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+        const uint at = (group * RPT + r) * SS + c;
+        const float d = sS[at] - m[r];
+        // -1: masked (the select below skips it). NaN (an unmasked NaN score) propagates.
+        const float p = sS[at] == NEG_INF ? -1.0 : exp2(d + d);
+        l[r] += p < 0.0 ? 0.0 : p;
+        sS[at] = p;
+      }
+    }
+#if TILED_SHUFFLE
+    subgroupMemoryBarrierShared();  // the row group's weights, written by its own lanes
+    subgroupBarrier();
+#endif
+
+    // 4. weight x V, each lane for its dim slices.
+    for (uint c0 = 0u; c0 < BC; c0 += TPR) {
+      [[unroll]] for (uint kk = 0u; kk < TPR; ++kk) {
+        const uint c = c0 + kk;
+        float p[RPT];
+        [[unroll]] for (uint r = 0u; r < RPT; ++r) p[r] = sS[(group * RPT + r) * SS + c];
+        [[unroll]] for (uint t = 0u; t < DVT; ++t) {
+          const vec4 vv = shared_to_vec4(sV[c * SV + lane + t * TPR]);
+          [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+            const uint x = r * DVT + t;
+            acc[x] = mix(fma(vec4(p[r]), vv, acc[x]), acc[x], bvec4(p[r] < 0.0));
+          }
+        }
+      }
+    }
   }
 
-  if (!row_valid) return;
-  // l == 0 only when every key of the row was masked: O = 0 and LSE = -inf, never NaN.
-  const bool empty = l == 0.0;
-  const float inv_l = empty ? 0.0 : 1.0 / l;
-  const float row_lse = empty ? NEG_INF : m + log(l);
+  // The lanes' sums, merged once.
+  [[unroll]] for (uint r = 0u; r < RPT; ++r) l[r] = group_sum(l[r]);
 
-  if ((pc.flags & FLAG_PARTIAL) != 0u) {
-    const uint prow = partial_row(split, b, h, i);
-    [[unroll]] for (uint t = 0u; t < DVT; ++t) {
-      const uint d4 = lane + t * TPR;
-      const vec4 val = acc[t] * inv_l;
-      [[unroll]] for (uint c = 0u; c < 4u; ++c)
-        if (d4 * 4u + c < DV) partial_o[prow * DV + d4 * 4u + c] = val[c];
+  [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+    const uint row = group * RPT + r;
+    const uint i = i0 + row / HEADS;
+    const uint h = h0 + row % HEADS;
+    if (i >= pc.seq_q) continue;
+    // l == 0 only when every key of the row was masked: O = 0 and LSE = -inf, never NaN.
+    const bool empty = l[r] == 0.0;
+    const float inv_l = empty ? 0.0 : 1.0 / l[r];
+    if ((pc.flags & FLAG_PARTIAL) != 0u) {
+      const uint prow = partial_row(split, b, h, i);
+      [[unroll]] for (uint t = 0u; t < DVT; ++t) {
+        const uint d4 = lane + t * TPR;
+        const vec4 val = acc[r * DVT + t] * inv_l;
+        [[unroll]] for (uint c = 0u; c < 4u; ++c)
+          if (d4 * 4u + c < DV) partial_o[prow * DV + d4 * 4u + c] = val[c];
+      }
+      // (max, sum), the max in units of log2(e)/2 (attention_combine.comp's half_log2_units).
+      if (lane == 0u) {
+        partial_lse[2u * prow] = empty ? NEG_INF : m[r];
+        partial_lse[2u * prow + 1u] = l[r];
+      }
+    } else {
+      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
+      [[unroll]] for (uint t = 0u; t < DVT; ++t) {
+        const uint d4 = lane + t * TPR;
+        const vec4 val = acc[r * DVT + t] * inv_l;
+        [[unroll]] for (uint c = 0u; c < 4u; ++c)
+          if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
+      }
+      if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
+        lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] =
+            empty ? NEG_INF : clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX) + log(l[r]);
     }
-    // (max, sum) rather than max + log(sum): near +-FLT_MAX the f32 sum m + log(l) is m, and the
-    // combine would lose each split's count of saturated (tied) scores.
-    if (lane == 0u) {
-      partial_lse[2u * prow] = empty ? NEG_INF : m;
-      partial_lse[2u * prow + 1u] = l;
-    }
-  } else {
-    const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
-    [[unroll]] for (uint t = 0u; t < DVT; ++t) {
-      const uint d4 = lane + t * TPR;
-      const vec4 val = acc[t] * inv_l;
-      [[unroll]] for (uint c = 0u; c < 4u; ++c)
-        if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
-    }
-    if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u) lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] = row_lse;
   }
 }

@@ -19,6 +19,13 @@
 #define FLAG_KV_LENGTHS 16u
 #define FLAG_WRITE_LSE 32u
 #define FLAG_PARTIAL 64u        /* write per-split partial (O, LSE) to the workspace for the combine pass */
+/* attention_fused.comp (tiled): the host found the tensor's dim a multiple of 4 and its batch, head
+ * and sequence strides multiples of 4 elements, so its rows can be read as vec4 (f32) or as four
+ * 16-bit values in a uvec2; the shader also checks the element offset of the binding (q_off, k_off,
+ * v_off, set per call), and reads element by element otherwise. */
+#define FLAG_VEC_Q 128u
+#define FLAG_VEC_K 256u
+#define FLAG_VEC_V 512u
 
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
@@ -34,7 +41,9 @@
 #define SPEC_ATTENTION_WORKGROUP 5  /* local_size_x: BR * TPR (fused), BR / 4 (rowwise), the subgroup size (subgroup) */
 #define SPEC_ATTENTION_MASK_KIND 6  /* subgroup: the mask kind (MASK_*) of the pipeline; others: 0, unused */
 #define SPEC_ATTENTION_PACK_GROUP 7  /* subgroup: 1 = a workgroup's rows are a GQA group's query heads x seq_q (grid y: KV heads); others: 0 */
-#define SPEC_ATTENTION_COUNT 8
+#define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
+#define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
+#define SPEC_ATTENTION_COUNT 10
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -56,12 +65,21 @@
  * shared arrays with these and the host's planner adds up their bytes (fused_shared_bytes), so the
  * limit check and the declarations cannot disagree. */
 #define VEC4S(d) (((d) + 3u) / 4u)                                      /* vec4s per row of d values */
-#define FUSED_K_STRIDE(DQK) (VEC4S(DQK) + 1u)                           /* K rows padded across banks */
-#define FUSED_V_STRIDE(DV, TPR) ((VEC4S(DV) + (TPR) - 1u) / (TPR) * (TPR)) /* every slice exists */
-#define FUSED_Q_TILE(BR, DQK) ((BR) * VEC4S(DQK))                       /* vec4 */
-#define FUSED_K_TILE(BC, DQK) ((BC) * FUSED_K_STRIDE(DQK))              /* vec4 */
-#define FUSED_V_TILE(BC, DV, TPR) ((BC) * FUSED_V_STRIDE(DV, TPR))      /* vec4 */
-#define FUSED_S_TILE(BR, BC) ((BR) * (BC))                              /* float */
+/* attention_fused.comp (tiled): K and V tiles of BC keys, each row padded to whole slices of the TPR
+ * lanes of a query row (vec4 slots: 16 bytes for f32, 8 for f16/bf16, which stay 16-bit in shared
+ * memory), and the scores, then weights, of the workgroup's ROWS = BR x heads query rows (float,
+ * rows padded by one against bank conflicts when the lanes of several rows read one key). */
+#define TILED_STRIDE(d, TPR) ((VEC4S(d) + (TPR) - 1u) / (TPR) * (TPR))  /* vec4 slots per K or V row */
+#define TILED_K_TILE(BC, DQK, TPR) ((BC) * TILED_STRIDE(DQK, TPR))       /* vec4 slots */
+#define TILED_V_TILE(BC, DV, TPR) ((BC) * TILED_STRIDE(DV, TPR))         /* vec4 slots */
+#define TILED_S_STRIDE(BC) ((BC) + 1u)
+#define TILED_S_TILE(ROWS, BC) ((ROWS) * TILED_S_STRIDE(BC))             /* float */
+/* Scores of the tiled kernel are kept in units of log2(e)/2 (t = s * TILED_HALF_LOG2E, the softmax
+ * weight exp2(2 (t - m))): half, so that every f32 score, FLT_MAX included, stays finite. A score
+ * saturated to +-FLT_MAX is +-TILED_T_MAX = the f32 product FLT_MAX * TILED_HALF_LOG2E; bit patterns. */
+#define TILED_HALF_LOG2E_BITS 0x3f38aa3bu   /* f32(log2(e) / 2) */
+#define TILED_T_MAX_BITS 0x7f38aa3au        /* f32(FLT_MAX * f32(log2(e) / 2)) */
+#define TILED_TWO_LN2_BITS 0x3fb17218u      /* f32(2 ln 2): back to natural units */
 #define ROWWISE_K_TILE(BC, DQK) ((BC) * VEC4S(DQK))                     /* vec4 */
 #define ROWWISE_V_TILE(BC, DV) ((BC) * VEC4S(DV))                       /* vec4 */
 /* attention_subgroup.comp: K and V go from the storage buffers to the lanes by subgroupShuffle, in
@@ -89,7 +107,8 @@
   uint splits, rows, heads, seq_q; /* rows = batch * heads * range_rows: the range's rows */ \
   uint o_sb, o_sh, o_ss, o_off;                                                              \
   uint lse_off, write_lse;                                                                   \
-  uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */
+  uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
+  uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */
 
 /* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
  * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are

@@ -98,19 +98,36 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
     CHECK(c.rows % c.lanes == 0);
     CHECK(d.subgroup_shuffle);
   }
-  // The kernels use no subgroup operations, so correctness does not depend on the subgroup size;
-  // what must hold is that no subgroup is left partly empty by the workgroup's shape: a power of two
-  // is a whole number of subgroups of every (power-of-two) size the driver may pick, or lies within
-  // one. GPU prefill tiles (BR 16 x TPR 8 = 128) are whole subgroups of every size up to 128. Decode
-  // tiles (BR 1 x TPR 32) are not checked against the subgroup: on 64-wide waves (RDNA3 in wave64,
-  // Adreno) they fill half of one; the planner reads no subgroup size (yet).
+  if (!c.rowwise && !c.subgroup) {
+    // tiled: row groups of TPR lanes exchange partial dot products with subgroupShuffleXor, so TPR
+    // divides every subgroup size the driver may pick (min_subgroup_size), and 8 (lavapipe's, where
+    // every preset's plans are proven by conform --profile); 1 (no subgroup operations) otherwise.
+    const uint32_t tpr = c.threads_per_row;
+    CHECK(std::has_single_bit(tpr));
+    CHECK(8 % tpr == 0);
+    if (tpr > 1) {
+      CHECK(d.subgroup_shuffle);
+      CHECK(d.min_subgroup_size % tpr == 0);
+    }
+    CHECK(c.keys_per_tile % tpr == 0);
+    CHECK(c.rows_per_thread >= 1);
+    CHECK(c.rows % c.rows_per_thread == 0);
+    CHECK(c.rows % c.heads == 0);
+    CHECK(c.slot_bytes == (p.dtype == DType::f32 ? 16u : 8u));
+    if (c.heads > 1) CHECK(c.heads == uint32_t(p.group_size()));
+    // Prefill workgroups are whole subgroups of every size the device may pick.
+    if (!d.is_cpu() && p.seq_q >= 1024) CHECK(wg % d.max_subgroup_size == 0);
+  }
+  // No subgroup is left partly empty by the workgroup's shape beyond one: a power of two is a whole
+  // number of subgroups of every (power-of-two) size the driver may pick, or lies within one.
   CHECK(std::has_single_bit(wg));
-  if (!d.is_cpu() && !c.rowwise && c.rows == 16) CHECK(wg % d.max_subgroup_size == 0);
 
   // GQA packing (the subgroup kernel, decode): a workgroup's rows are a group's heads x seq_q, in one
   // range of tiles (the kernel's partial rows assume it), with no fewer rows per invocation than
-  // needed and no more than one tile's worth of rows left empty.
-  const uint64_t tile_rows = uint64_t(p.seq_q) * (c.pack_group ? uint64_t(p.group_size()) : 1);
+  // needed and no more than one tile's worth of rows left empty. The tiled kernel's packed rows
+  // (KernelConfig::heads) count the same way.
+  const uint64_t tile_rows = uint64_t(p.seq_q) * c.heads_per_workgroup(p.group_size());
+  if (c.heads > 1) CHECK(plan.query_ranges == 1);
   if (c.pack_group) {
     CHECK(c.subgroup);
     CHECK(plan.query_ranges == 1);
