@@ -128,7 +128,7 @@ uint32_t tiled_lanes(const DeviceInfo& device, const AttentionProblem& p) {
   return tpr;
 }
 
-KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p) {
+KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed) {
   KernelConfig c;
   c.slot_bytes = p.dtype == DType::f32 ? 16 : 8;
   c.threads_per_row = tiled_lanes(device, p);
@@ -137,7 +137,13 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
   // 16 vec4s (64 floats) of them. d64: 4 rows (with 8 lanes), d128: 2, d256: 1.
   const uint64_t per_row = ceil_div(ceil_div(p.dim_qk, 4), tpr) + ceil_div(ceil_div(p.dim_v, 4), tpr);
   c.rows_per_thread = per_row * 4 <= 16 ? 4 : per_row * 2 <= 16 ? 2 : 1;
-  c.heads = 1;
+  // The query heads of a GQA group share one workgroup when the query rows are few (decode, up to
+  // 64 rows of the group): each K/V tile is then read once for the group, not once per head. Groups
+  // of a power-of-two size only, so that the workgroup stays whole row groups of a power of two.
+  const int64_t group = p.group_size();
+  c.heads = packing_allowed && group > 1 && std::has_single_bit(uint64_t(group)) && p.seq_q * group <= 64
+                ? uint32_t(group)
+                : 1;
   // Query rows per workgroup: up to 128 invocations (16 row groups of 8 lanes), at most 64 rows, fewer
   // when the query sequence is short.
   const uint32_t max_groups = std::max<uint32_t>(1, std::min<uint32_t>(128 / tpr, device.max_workgroup_invocations / tpr));
@@ -150,9 +156,9 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
     c.keys_per_tile = std::max(bc, tpr);
     if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget) break;
   }
-  // Fewer rows (whole row groups) where the scores' tile does not fit.
-  while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows > 1 &&
-         (c.rows / 2 * c.heads) % c.rows_per_thread == 0)
+  // Fewer rows (whole row groups, whole heads) where the scores' tile does not fit.
+  while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget && c.rows / 2 >= c.heads &&
+         (c.rows / 2) % c.heads == 0 && (c.rows / 2) % c.rows_per_thread == 0)
     c.rows /= 2;
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > shared_budget)
     throw unsupported("device: " + device.name + " has " + str(device.max_shared_memory) +
@@ -280,7 +286,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
   plan.config = subgroup  ? choose_subgroup_config(device, p, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, p)
-                          : choose_tiled_config(device, p);
+                          : choose_tiled_config(device, p, packing_allowed);
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q * int64_t(c.heads_per_workgroup(group)), c.rows));
@@ -357,7 +363,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 2) * 4;
   // Packed tiles (seq_q below one tile) keep one range within the fixed budget: see below.
   const uint64_t range_budget =
-      c.pack_group ? usable : std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
+      c.heads_per_workgroup(group) > 1 ? usable : std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
   if (tile_partial_bytes() > 0)
     tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_partial_bytes()));
@@ -365,7 +371,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.query_ranges = static_cast<uint32_t>(ceil_div(plan.query_tiles, tiles_per_range));
   // The packed kernel's tiles are not query-row tiles: its partials (partial_row) and the combine
   // assume one range. Past that (a huge split count), plan without packing.
-  if (c.pack_group && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false);
+  // (So are the tiled kernel's when it packs heads.)
+  if (c.heads_per_workgroup(group) > 1 && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false);
   // Rows per (batch, head) of the largest (first) range: the last may hold fewer.
   const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
   const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;

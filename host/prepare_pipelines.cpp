@@ -17,9 +17,10 @@ namespace vkattn {
 
 namespace {
 
-// One call of batch 1, one head, seq_q x seq_k, head dim `dim`, on zero-filled buffers.
-void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim) {
-  const TensorLayout q_layout = TensorLayout::bhsd(dtype, 1, 1, seq_q, dim);
+// One call of batch 1, `heads` query heads on one KV head, seq_q x seq_k, head dim `dim`, on
+// zero-filled buffers.
+void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim, int64_t heads = 1) {
+  const TensorLayout q_layout = TensorLayout::bhsd(dtype, 1, heads, seq_q, dim);
   const TensorLayout kv_layout = TensorLayout::bhsd(dtype, 1, 1, seq_k, dim);
   const uint64_t esize = dtype_size(dtype);
   auto zeros = [&](int64_t elements) {
@@ -45,7 +46,9 @@ void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_di
   for (const int64_t dim : head_dims) {
     if (dim < 1 || dim > 256)
       throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1..256");
-    run_once(*this, dtype, 1, 4096, dim);  // decode against a KV cache: split-KV + combine
+    // Decode against a KV cache (split-KV + combine); the tiled kernel keeps the query heads of a GQA
+    // group in one workgroup, a pipeline per group size: the common ones.
+    for (const int64_t group : {1, 2, 4, 8}) run_once(*this, dtype, 1, 4096, dim, group);
     run_once(*this, dtype, 64, 64, dim);   // prefill: the multi-row kernel (rowwise on CPU devices)
   }
 }
