@@ -189,7 +189,7 @@ uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v
   if (c.subgroup) return static_cast<uint32_t>(SUBGROUP_SHARED_BYTES(br, bc, dqk, dv));
   if (c.rowwise) return static_cast<uint32_t>(16 * (ROWWISE_K_TILE(bc, dqk) + ROWWISE_V_TILE(bc, dv)));
   return static_cast<uint32_t>(c.slot_bytes * (TILED_K_TILE(bc, dqk, tpr) + TILED_V_TILE(bc, dv, tpr)) +
-                               4 * TILED_S_TILE(br, bc));
+                               4 * TILED_S_TILE(br, bc) + TILED_FLAG_BYTES);
 }
 
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
@@ -215,6 +215,7 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   // Every loop counts once more than its trips (lavapipe enters loops at least once).
   const uint64_t per_tile = 2                                                    // the tile loop
                             + 2 + ceil_div(bc * sk, wg) + ceil_div(bc * sv, wg)  // K and V tile loads
+                            + 1 + ceil_div(uint64_t(c.rows) * bc, wg)            // the mask tile
                             + 1 + nb * (1 + c.rows_per_thread * (1 + ceil_div(dqk4, 4)))  // scores
                             + 1 + nb                                             // weights
                             + 1 + nb;                                            // weight x V

@@ -20,7 +20,10 @@
 //      adds them to its own running sum; the sums are merged once, at the end;
 //   4. every lane accumulates weight x V for its dim slices over the tile's keys.
 // Key tiles past the last visible key of the workgroup (causal, key lengths, end of the split) are not
-// visited.
+// visited. With an explicit mask, its tile (ROWS x BC, -inf where the row's key range ends) is staged
+// in shared memory by the whole workgroup, coalesced, where the scores go; a tile no row of the
+// workgroup sees is skipped by a uniform test after the barrier (the last tile some row sees, a
+// shared uint every invocation that saw a key raised with atomicMax).
 //
 // Scores: the contract's rule (score.glsl) in units of log2(e)/2: t = s * log2(e)/2, so that scores
 // saturated to +-FLT_MAX stay finite (+-T_MAX) and ties among them stay ties. The fast product of
@@ -162,6 +165,9 @@ bool group_any(bool x) { return x; }
 shared SHARED_T sK[TILED_K_TILE(BC, DQK, TPR)];
 shared SHARED_T sV[TILED_V_TILE(BC, DV, TPR)];
 shared float sS[TILED_S_TILE(ROWS, BC)];
+// With an explicit mask: one more than the last tile in which some row of the workgroup sees a key
+// (stale values of earlier tiles are smaller, so it needs no reset).
+shared uint sVisibleTile;
 
 // score.glsl's rule for one visible key, from the unscaled Q row in memory (at q_row) and the key's
 // K row in shared memory (slot c), in units of log2(e)/2: the careful route for the rare keys whose
@@ -209,7 +215,7 @@ void main() {
 
   // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
   vec4 q_reg[RPT * DQKT];
-  uint q_row[RPT], row_end[RPT], mask_row[RPT];
+  uint q_row[RPT], row_end[RPT];
   bool careful[RPT];
   float m[RPT], l[RPT];
   vec4 acc[RPT * DVT];
@@ -220,7 +226,6 @@ void main() {
     const bool valid = i < pc.seq_q;
     q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + i * pc.q_ss;
     row_end[r] = valid ? min(key_end, causal_key_end(causal, i)) : 0u;
-    mask_row[r] = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
     bool unsafe = false;
     [[unroll]] for (uint t = 0u; t < DQKT; ++t) {
       const uint d4 = lane + t * TPR;
@@ -240,6 +245,7 @@ void main() {
   const uint k_head = pc.k_off + b * pc.k_sb + kv_head * pc.k_sh;
   const uint v_head = pc.v_off + b * pc.v_sb + kv_head * pc.v_sh;
 
+  if (tid == 0u) sVisibleTile = 0u;
   for (uint tile = key_begin; tile < key_end; tile += BC) {
     barrier();  // the previous tile's sK, sV and sS are no longer read
     for (uint e = tid; e < BC * SK; e += WG) {
@@ -254,7 +260,24 @@ void main() {
       sV[e] = (j < key_end && d4 < DV4) ? load_slot(TENSOR_V, v_head + binding_key(j) * pc.v_ss, d4, DV, vec_v)
                                         : SHARED_T(0);
     }
+    if (mask_kind != MASK_NONE) {
+      // The explicit mask's tile, staged where the scores go (each score replaces its own bias): -inf
+      // for keys out of the row's range. A tile no row sees is skipped whole.
+      bool seen = false;
+      for (uint e = tid; e < ROWS * BC; e += WG) {
+        const uint row = e / BC, c = e % BC;
+        const uint i = i0 + row / HEADS;
+        const uint j = tile + c;
+        const uint end = i < pc.seq_q ? min(key_end, causal_key_end(causal, i)) : 0u;
+        const float bias = j < end ? mask_bias(mask_kind, pc.m_off + b * pc.m_sb + (h0 + row % HEADS) * pc.m_sh + i * pc.m_ss + j)
+                                   : NEG_INF;
+        sS[row * SS + c] = bias;
+        seen = seen || bias != NEG_INF;
+      }
+      if (seen) atomicMax(sVisibleTile, tile + 1u);
+    }
     barrier();
+    if (mask_kind != MASK_NONE && sVisibleTile != tile + 1u) continue;  // uniform: every row masks the tile
 
     // 1-2. Scores of blocks of TPR keys; lane `lane` keeps key c0 + lane's.
     float tile_max[RPT];
@@ -284,10 +307,10 @@ void main() {
       const uint c = c0 + lane;
       const uint j = tile + c;
       [[unroll]] for (uint r = 0u; r < RPT; ++r) {
-        const bool in_range = j < row_end[r];
-        // The explicit mask is read first: a masked key's score is never used (its K may hold NaN).
-        const float bias = (in_range && mask_kind != MASK_NONE) ? mask_bias(mask_kind, mask_row[r] + j) : 0.0;
-        const bool visible = in_range && bias != NEG_INF;
+        const uint at = (group * RPT + r) * SS + c;
+        // The staged mask (or the row's key range): a masked key's score is never used (its K may hold NaN).
+        const float bias = mask_kind != MASK_NONE ? sS[at] : j < row_end[r] ? 0.0 : NEG_INF;
+        const bool visible = bias != NEG_INF;
         float t = part[r * TPR];
         if (visible && (careful[r] || isinf(t) || isnan(t))) t = careful_score(q_row[r], c, vec_q);
         else t = clamp(t, -T_MAX, T_MAX);  // scale * (q . k) beyond the f32 range saturates
@@ -296,7 +319,7 @@ void main() {
         const bool finite = !(isinf(t) || isnan(t) || isinf(bt) || isnan(bt));
         const float biased = finite ? clamp(t + bt, -T_MAX, T_MAX) : t + bt;
         t = visible ? biased : NEG_INF;
-        sS[(group * RPT + r) * SS + c] = t;
+        sS[at] = t;
         tile_max[r] = max(tile_max[r], t);
       }
     }

@@ -73,7 +73,8 @@
 #define TILED_K_TILE(BC, DQK, TPR) ((BC) * TILED_STRIDE(DQK, TPR))       /* vec4 slots */
 #define TILED_V_TILE(BC, DV, TPR) ((BC) * TILED_STRIDE(DV, TPR))         /* vec4 slots */
 #define TILED_S_STRIDE(BC) ((BC) + 1u)
-#define TILED_S_TILE(ROWS, BC) ((ROWS) * TILED_S_STRIDE(BC))             /* float */
+#define TILED_S_TILE(ROWS, BC) ((ROWS) * TILED_S_STRIDE(BC))             /* float; the mask tile first */
+#define TILED_FLAG_BYTES 4u  /* the last tile some row sees (a uint) */
 /* Scores of the tiled kernel are kept in units of log2(e)/2 (t = s * TILED_HALF_LOG2E, the softmax
  * weight exp2(2 (t - m))): half, so that every f32 score, FLT_MAX included, stays finite. A score
  * saturated to +-FLT_MAX is +-TILED_T_MAX = the f32 product FLT_MAX * TILED_HALF_LOG2E; bit patterns. */
