@@ -60,7 +60,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 std::string describe(const LaunchPlan& p) {
   std::ostringstream s;
-  s << p.config.name() << " BR " << p.config.rows << " x heads " << p.config.heads << " RPT " << p.config.rows_per_thread
+  s << p.config.name() << " rows " << p.config.rows << " x heads " << p.config.heads << " RPT " << p.config.rows_per_thread
     << " TPR " << p.config.threads_per_row
     << " BC " << p.config.keys_per_tile << " wg " << p.config.workgroup_size() << ", " << p.splits << " splits of "
     << p.keys_per_split << " keys (" << p.splits_per_dispatch << " per dispatch), " << p.query_tiles << " query tiles in "
@@ -374,7 +374,7 @@ TEST_SUITE("unit") {
         shape("decode B1 H32/KV8 Sk8192 d128", DType::f16, 1, 32, 8, 1, 8192, 128, 128),
         shape("prefill B1 H8 S2048 d256", DType::f16, 1, 8, 8, 2048, 2048, 256, 256),
     };
-    std::cout << "| device | shape | kernel | BR x heads, RPT x TPR, BC | workgroup | shared bytes | splits | workspace bytes |\n"
+    std::cout << "| device | shape | kernel | rows (of all its heads) x heads, RPT x TPR, BC | workgroup | shared bytes | splits | workspace bytes |\n"
               << "|---|---|---|---|---|---|---|---|\n";
     for (const DeviceProfile& preset : device_profiles())
       for (Shape s : table) {
