@@ -70,10 +70,11 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_devices();
 
 // Which fused-kernel variant runs attention. automatic: on CPU devices (llvmpipe) subgroup where the
-// device has subgroup shuffles and the head dims are at most 128 (padded to the subgroup; below 16
-// query rows it packs a GQA group's query heads into one workgroup), else rowwise when seq_q >= 16
-// and tiled below; tiled on other devices. Forcing one is for testing and benchmarking; all compute
-// the same thing.
+// device has subgroup shuffles and a single subgroup size (min_subgroup_size == max_subgroup_size ==
+// subgroup_size: its workgroup is one subgroup) and the head dims are at most 128 (padded to the
+// subgroup; below 16 query rows it packs a GQA group's query heads into one workgroup), else rowwise
+// when seq_q >= 16 and tiled below; tiled on other devices. Forcing one is for testing and
+// benchmarking; all compute the same thing.
 enum class KernelVariant {
   automatic,
   tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
