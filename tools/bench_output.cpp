@@ -64,6 +64,8 @@ Json result_json(const BenchResult& r) {
               {"rotations", measured(r, r.rotations)},
               {"rotated_input_bytes", measured(r, r.rotated_input_bytes)},
               {"iters", measured(r, r.iters)},
+              {"first_run_ms", measured(r, r.first_run_ms)},
+              {"first_run_pipelines", measured(r, r.first_run_pipelines)},
               // null without --host-time
               {"host_us_record_median", r.host_record ? Json(r.host_record->us_median) : Json(nullptr)},
               {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)},
@@ -156,9 +158,10 @@ void print_table(const BenchReport& report) {
   // a probability). The P column appears only when some shape's weights were checked.
   bool any_weights = false;
   for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.check->weights_checked);
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %13s%s\n", "batch",
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %13s %13s%s\n", "batch",
               "heads", "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot",
-              "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "O_err/max|V|", any_weights ? "     P_abs_err" : "");
+              "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "first_ms(pl)", "O_err/max|V|",
+              any_weights ? "     P_abs_err" : "");
   const CheckResult* first_check = nullptr;
   for (const BenchResult& r : report.results) {
     const BenchShape& s = r.shape;
@@ -184,8 +187,10 @@ void print_table(const BenchReport& report) {
         std::snprintf(weight_err, sizeof weight_err, "%.3g%s", r.check->max_weight_err, p_failed ? " FAIL" : "");
       }
     }
-    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %13s", path.c_str(), mib(r.device_bytes),
-                mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps, err);
+    char first[48];
+    std::snprintf(first, sizeof first, "%.1f(%d)", r.first_run_ms, r.first_run_pipelines);
+    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %13s %13s", path.c_str(), mib(r.device_bytes),
+                mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps, first, err);
     if (any_weights) std::printf(" %13s", weight_err);
     std::printf("\n");
   }
@@ -196,6 +201,8 @@ void print_table(const BenchReport& report) {
                 first_check->tolerance);
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
+  std::printf("first_ms(pl): host time of the shape's first run, which built pl pipelines; on lavapipe they "
+              "JIT-compile at that first dispatch unless Mesa's shader cache holds them already\n");
   for (const BenchResult& r : report.results)
     if (r.host_record && r.host_prepared)
       std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.3f us median, %.3f us min; "

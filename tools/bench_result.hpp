@@ -41,6 +41,11 @@ struct BenchResult {
   int rotations = 1;
   int iters = 0;
   double ms_median = 0, ms_min = 0, tflops = 0, gbps = 0;
+  // The shape's first run, timed on the host from building its plan's pipelines to the end of the
+  // run: on lavapipe the pipelines JIT-compile at that first dispatch, unless Mesa's shader cache
+  // already holds them. first_run_pipelines: how many pipelines it built (0: all existed already).
+  double first_run_ms = 0;
+  int first_run_pipelines = 0;
   std::optional<CheckResult> check;
   // --host-time: host microseconds per call of recording the call into a command buffer: through
   // record_attention, which plans on every call, and through a PreparedAttention made once.

@@ -3,6 +3,7 @@
 // version it was measured with (README.md, "Command line": bench). The shapes come from the command line or from a
 // preset (`--sweep`, bench_sweep.hpp); the writers are in bench_output.hpp.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -224,13 +225,31 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     if (weights) weights->fill(0xFF);
   }
 
+  // The first run builds the call's pipelines (and, on lavapipe, JIT-compiles them at their first
+  // dispatch): its host time is reported apart. It is the first warm-up, or with --warmup 0 the
+  // first timed run.
+  const std::size_t pipelines_before = context.pipeline_count();
+  const auto first_start = std::chrono::steady_clock::now();
+  const double first_gpu_ms = time_attention(context, args, 0, 1).at(0);
+  result.first_run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
+  result.first_run_pipelines = static_cast<int>(context.pipeline_count() - pipelines_before);
+
   std::vector<double> ms;
   if (o.counts_given) {
-    ms = time_attention(context, args, o.warmup, o.iters);
+    if (o.warmup > 0) {
+      ms = time_attention(context, args, o.warmup - 1, o.iters);
+    } else {
+      ms = {first_gpu_ms};
+      if (o.iters > 1) {
+        const std::vector<double> rest = time_attention(context, args, 0, o.iters - 1);
+        ms.insert(ms.end(), rest.begin(), rest.end());
+      }
+    }
   } else {
-    // One probe run (it is the first warm-up) says how long a run takes; then as many warm-ups and
-    // timed runs as the defaults ask for, fewer where they would exceed the budget. A 2-core
-    // lavapipe needs seconds per run on the default problem; a GPU gets the full counts.
+    // One probe run (a warm-up after the first run, whose time is mostly building the pipelines)
+    // says how long a run takes; then as many warm-ups and timed runs as the defaults ask for, fewer
+    // where they would exceed the budget. A 2-core lavapipe needs seconds per run on the default
+    // problem; a GPU gets the full counts.
     const double probe_ms = std::max(time_attention(context, args, 0, 1).at(0), 1e-3);
     const double budget_ms = o.budget_s * 1e3;
     const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 1, 0));

@@ -24,7 +24,8 @@ FAST = ["--warmup", "0", "--iters", "1"]
 TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"]
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
-            "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason"]
+            "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
+            "first_run_pipelines"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
 F16_TOLERANCE = 2e-3  # README.md, "Precision"
 
@@ -172,6 +173,20 @@ def check_single_run(checks, vkattn):
                  and doc["results"][0]["dtype"] == "f32")
 
 
+def check_first_run(checks, vkattn):
+    """Each shape's first run is timed apart with the pipelines it built; a later shape that needs the same
+    pipelines builds none (two seq_q of one dim and dtype share the fused kernel's pipeline)."""
+    out = run_ok(checks, "first run", vkattn, "--seq-q", "48,56", "--heads", "2", "--dim", "24", "--json", *FAST)
+    if out is None:
+        return
+    rows = json.loads(out)["results"]
+    first, second = rows[0], rows[1]
+    checks.check("first run: the first shape built its pipelines, in a positive time",
+                 first["first_run_pipelines"] >= 1 and first["first_run_ms"] > 0, str(first)[:300])
+    checks.check("first run: the second shape built none (same pipelines)",
+                 second["first_run_pipelines"] == 0 and second["first_run_ms"] > 0, str(second)[:300])
+
+
 def check_counts_and_budget(checks, vkattn):
     """--warmup/--iters alone are exact; with --budget they are caps (compare_torch.py relies on both)."""
     shape = ["--seq-q", "64", "--heads", "2", "--json"]
@@ -236,6 +251,7 @@ def main():
     check_usage_errors(checks, args.vkattn)
     check_single_run(checks, args.vkattn)
     check_counts_and_budget(checks, args.vkattn)
+    check_first_run(checks, args.vkattn)
     check_prefill(checks, args.vkattn)
     check_scaling(checks, args.vkattn)
     check_decode_and_skips(checks, args.vkattn)
