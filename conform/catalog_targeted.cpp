@@ -94,8 +94,26 @@ CaseSection hidden_nan(const Builder& b) {
     c.mask = MaskKind::f32;  // -inf columns
     c.seed = b.seed(5200 + n++);
     s.cases.push_back(c);
+    // Whole key tiles that no query row sees (keys 32..95 and 128..159: every tile of 8, 16 or 32
+    // keys there), which the tiled kernel skips after staging the mask: a skipped tile must leave no
+    // trace, its NaN keys included, and the tiles around it must still count.
+    c = b.base(dtype, 24, 170, 72, 0);
+    c.seed = b.seed(5300 + static_cast<uint64_t>(s.cases.size()));
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.mask = MaskKind::boolean;
+    c.mask_drop = 0.2;
+    c.mask_blank_keys.clear();
+    for (int64_t key = 32; key < 96; ++key) c.mask_blank_keys.push_back(key);
+    for (int64_t key = 128; key < 160; ++key) c.mask_blank_keys.push_back(key);
+    c.poison_hidden_kv = true;
+    s.cases.push_back(c);
+    c.mask = MaskKind::f16;  // -inf tiles
+    c.seed = b.seed(5300 + static_cast<uint64_t>(s.cases.size()));
+    s.cases.push_back(c);
   }
-  s.quick = {0, 5, 10};
+  // f32 key padding, f16 causal, bf16 blank key columns, bf16 blank key tiles (the same pipeline)
+  s.quick = {0, 7, 14, 16};
   return s;
 }
 
