@@ -47,6 +47,9 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     }
     if (b.element_size != 1 && b.element_size != 2 && b.element_size != 4)
       throw Error("internal: element size " + std::to_string(b.element_size));
+    if (((dispatch.chunked_bindings >> i) & 1u) &&
+        (!std::has_single_bit(dispatch.chunk_bytes) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
+      throw Error("internal: a chunked binding without a chunk size or an element-wise pipeline");
     step.slot_bindings[step.slot_binding_count++] = {i, b.slot, b.offset, b.elements * b.element_size + 3, word,
                                                      static_cast<uint8_t>(b.element_size / 2)};  // log2 of 1, 2, 4
   }
@@ -109,6 +112,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     // caller's slots over them.
     std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
     for (uint32_t i = 0; i < d.binding_count; ++i) infos[i] = {placeholder.buffer, 0, kPlaceholderBytes};
+    uint64_t unchunked = 0;  // non-zero: a chunked binding starts off its chunk grid
     for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
       const SlotBinding& b = step.slot_bindings[s];
       const SlotBase& slot = slots[b.slot];
@@ -117,10 +121,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       const uint64_t byte = slot.base + b.offset, aligned = byte & ~(alignment_ - 1);
       infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
       if (b.word != Dispatch::kNoWord) push[b.word] = static_cast<uint32_t>((byte - aligned) >> b.shift);
+      unchunked |= ((d.chunked_bindings >> b.index) & 1u) * ((byte - aligned) & (d.chunk_bytes - 1u));
     }
-    if (d.pipeline != bound) {
-      vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);
-      bound = d.pipeline;
+    const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : d.pipeline;
+    if (pipeline != bound) {
+      vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      bound = pipeline;
     }
     c.push_descriptors(cmd, d.descriptors, d.layout, 0, infos.data());
     vkCmdPushConstants(cmd, d.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
