@@ -80,13 +80,20 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (tiled && vec4_rows(vl)) push.flags |= FLAG_VEC_V;
 
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
-  const VkPipeline fused = c.pipelines->get(attention_pipeline(
-      p.dtype, cfg.shader(),
+  AttentionConstants constants{
       // (The tiled kernel's BR counts one head's query rows.)
-      {tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
-       cfg.workgroup_size(),
-       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
-       cfg.heads}));
+      tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
+      cfg.workgroup_size(),
+      cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
+      cfg.heads, cfg.vec_loads ? 1u : 0u};
+  const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
+  // The decode form reading Q, K and V in 16-byte chunks: a call whose tensors start off that grid
+  // (known at replay) runs the same kernel reading element by element.
+  VkPipeline unchunked = VK_NULL_HANDLE;
+  if (cfg.vec_loads) {
+    constants.vec_loads = 0;
+    unchunked = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
+  }
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));
@@ -150,6 +157,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       d.bind(6, kv_len, offsetof(AttentionPush, kv_len_off));
       d.bind(7, partial_o);
       d.bind(8, partial_lse);
+      if (cfg.vec_loads) {
+        d.chunked_bindings = 0b111;  // Q, K, V
+        d.chunk_bytes = kDecodeChunkBytes;
+        d.unchunked_pipeline = unchunked;
+      }
       d.set_push(push);
       d.groups = {tiles, u32(p.heads) / cfg.heads_per_workgroup(p.group_size()), u32(p.batch) * n};
       list.dispatch(d);

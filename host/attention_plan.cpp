@@ -55,6 +55,16 @@ bool chunk_fits(const AttentionLayouts& a, uint64_t alignment, uint64_t max_rang
 // dims: measured on lavapipe (bench/results/README.md).
 constexpr uint32_t kDecodeKeysPerIteration = 1;
 
+// The subgroup kernel's decode form (attention_subgroup_decode.comp), measured on lavapipe (Mesa
+// 22.3.6, bench/results/README.md): for packed tiles (a GQA group's heads x seq_q) of up to 16 rows,
+// in workgroups of up to 4 rows that every lane holds whole (8 rows: about 10% faster, but a d128
+// pipeline's first dispatch JITs for 2-2.5 s); the lanes-own-rows form is as fast or faster past 16.
+// Keys per iteration: 4 for 1-2 rows, 2 for 4 (1 to 4 cost about the same at 4 rows; more keys per
+// iteration count fewer loop iterations against lavapipe's limit).
+constexpr uint64_t kDecodeMaxRows = 4;
+constexpr uint64_t kDecodeMaxTileRows = 16;
+uint32_t decode_keys_per_iteration(uint32_t rows) { return rows <= 2 ? 4 : 2; }
+
 // Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.
 KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProblem& p) {
   KernelConfig c;
@@ -109,6 +119,14 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   while (rows_per_invocation > 1 && uint64_t(rows_per_invocation / 2) * lanes >= tile_rows) rows_per_invocation /= 2;
   if (rows_per_invocation == 1 && padded <= 128) c.keys_per_tile = kDecodeKeysPerIteration;
   c.rows = rows_per_invocation * lanes;
+  // Packed tiles of up to kDecodeMaxTileRows rows: the decode form, every lane holding all the rows
+  // of its workgroup (1, 2 or 4) and the lanes splitting the head dims.
+  if (c.pack_group && tile_rows <= kDecodeMaxTileRows) {
+    c.decode = true;
+    c.threads_per_row = lanes;
+    c.rows = static_cast<uint32_t>(std::min<uint64_t>(std::bit_ceil(tile_rows), kDecodeMaxRows));
+    c.keys_per_tile = decode_keys_per_iteration(c.rows);
+  }
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
     throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");
   return c;
@@ -195,6 +213,12 @@ uint32_t fused_shared_bytes(const KernelConfig& c, int64_t dim_qk, int64_t dim_v
 uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t dim_v, uint64_t tiles) {
   const uint64_t wg = c.workgroup_size(), bc = c.keys_per_tile, tpr = c.threads_per_row;
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
+  if (c.subgroup && c.decode) {
+    // attention_subgroup_decode.comp: per tile of BC keys one iteration of the fast loop and, at
+    // worst, BC of the careful loop (one key each); each loop also runs once more than its count
+    // (lavapipe enters loops at least once). Its other loops are all unrolled; 64 to spare.
+    return 2 + 64 + tiles * (1 + uint64_t(c.keys_per_tile));
+  }
   if (c.subgroup) {
     // attention_subgroup.comp: the Q-load and output loops (a chunk of `lanes` dims per iteration);
     // per tile of BC keys one iteration of the fast loop and, at worst, BC of the careful loop (one
@@ -288,6 +312,16 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.config = subgroup  ? choose_subgroup_config(device, p, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, p)
                           : choose_tiled_config(device, p, packing_allowed);
+  if (plan.config.decode) {
+    // 16-byte chunks: whole in every row when the dims and strides are multiples of a chunk (the
+    // binding offsets are checked at replay: CommandList picks the element-wise pipeline there).
+    const int64_t chunk = kDecodeChunkBytes / int64_t(dtype_size(p.dtype));
+    const auto chunked = [&](const TensorLayout& t) {
+      return t.dim % chunk == 0 && t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 &&
+             t.stride_seq % chunk == 0;
+    };
+    plan.config.vec_loads = chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
+  }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
   plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q * int64_t(c.heads_per_workgroup(group)), c.rows));

@@ -11,6 +11,9 @@
 
 namespace vkattn::detail {
 
+// The subgroup kernel's decode form reads rows in chunks of this many bytes (4 f32, 8 f16/bf16).
+inline constexpr uint32_t kDecodeChunkBytes = 16;
+
 struct KernelConfig {
   bool rowwise = false;           // attention_rowwise.comp instead of attention_fused.comp
   bool subgroup = false;          // attention_subgroup.comp (then rowwise is false)
@@ -21,6 +24,12 @@ struct KernelConfig {
   // subgroup: a workgroup's rows are the query rows of all query heads of one GQA group (head-major),
   // so each K/V row it loads serves the whole group (decode); the grid's y is then the KV head.
   bool pack_group = false;
+  // subgroup: the decode form (attention_subgroup_decode.comp) for workgroups of at most
+  // kDecodeMaxRows rows: every lane holds all `rows` rows and the lanes split the head dims
+  // (threads_per_row = lanes); `vec_loads`: Q, K and V rows are read in 16-byte chunks (dims and
+  // strides allow it; a call whose tensors start unaligned replays the element-wise pipeline).
+  bool decode = false;
+  bool vec_loads = false;
   // tiled: query rows per row group of TPR lanes (RPT), query heads of a GQA group per workgroup
   // (rows counts all of them: rows / heads query rows per head), bytes per vec4 slot of its shared
   // K/V tiles (16 for f32, 8 for f16/bf16)
@@ -33,10 +42,12 @@ struct KernelConfig {
     return subgroup ? lanes : rowwise ? rows / 4 : rows / rows_per_thread * threads_per_row;
   }
   Shader shader() const {
-    return subgroup ? Shader::attention_subgroup : rowwise ? Shader::attention_rowwise : Shader::attention_fused;
+    return subgroup ? (decode ? Shader::attention_subgroup_decode : Shader::attention_subgroup)
+           : rowwise ? Shader::attention_rowwise
+                     : Shader::attention_fused;
   }
   const char* name() const {
-    return subgroup ? (pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
+    return subgroup ? (decode ? "subgroup-decode" : pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
   }
   // Query heads one workgroup covers (the grid's y counts heads / this).
   uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : heads; }

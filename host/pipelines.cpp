@@ -76,6 +76,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_PACK_GROUP] = c.pack_group;
   key.spec[SPEC_ATTENTION_RPT] = c.rows_per_thread;
   key.spec[SPEC_ATTENTION_HEADS] = c.heads;
+  key.spec[SPEC_ATTENTION_VEC] = c.vec_loads;
   return key;
 }
 
@@ -119,6 +120,7 @@ std::string module_name(const PipelineKey& key) {
       return (key.spec[SPEC_ATTENTION_TPR] == 1 ? "attention_fused_noshuffle_" : "attention_fused_") + t0;
     case Shader::attention_rowwise: return "attention_rowwise_" + t0;
     case Shader::attention_subgroup: return "attention_subgroup_" + t0;
+    case Shader::attention_subgroup_decode: return "attention_subgroup_decode_" + t0;
     case Shader::attention_combine: return "attention_combine_" + t0;
     case Shader::attention_softmax: return "attention_softmax";
     case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
@@ -130,7 +132,8 @@ KernelKind kernel_kind(Shader shader) {
   switch (shader) {
     case Shader::attention_fused:
     case Shader::attention_rowwise:
-    case Shader::attention_subgroup: return KernelKind::attention;
+    case Shader::attention_subgroup:
+    case Shader::attention_subgroup_decode: return KernelKind::attention;
     case Shader::attention_combine: return KernelKind::combine;
     case Shader::attention_softmax: return KernelKind::softmax;
     case Shader::gemm: return KernelKind::gemm;

@@ -29,10 +29,11 @@ enum class Shader : uint8_t {
   attention_combine,
   attention_softmax,
   gemm,
-  attention_subgroup
+  attention_subgroup,
+  attention_subgroup_decode
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 10;
+inline constexpr std::size_t kMaxSpecConstants = 11;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -51,13 +52,14 @@ struct AttentionConstants {
   uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
   uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
+  uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0, workgroup = 0;
 };
 
-// `shader`: attention_fused, attention_rowwise or attention_subgroup.
+// `shader`: attention_fused, attention_rowwise, attention_subgroup or attention_subgroup_decode.
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup);
 PipelineKey softmax_pipeline(uint32_t workgroup);

@@ -43,7 +43,8 @@
 #define SPEC_ATTENTION_PACK_GROUP 7  /* subgroup: 1 = a workgroup's rows are a GQA group's query heads x seq_q (grid y: KV heads); others: 0 */
 #define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
-#define SPEC_ATTENTION_COUNT 10
+#define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K and V rows are read in 16-byte chunks (others: 0) */
+#define SPEC_ATTENTION_COUNT 11
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1

@@ -7,6 +7,7 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_fused_noshuffle_${dtype} SOURCE attention_fused.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_rowwise_${dtype} SOURCE attention_rowwise.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_subgroup_${dtype} SOURCE attention_subgroup.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_subgroup_decode_${dtype} SOURCE attention_subgroup_decode.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_combine_${dtype} SOURCE attention_combine.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 

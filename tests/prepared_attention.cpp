@@ -280,6 +280,52 @@ TEST_SUITE("prepared") {
     vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
   }
 
+  TEST_CASE("a decode call planned for 16-byte chunks reads element by element where a tensor starts off them") {
+    // The subgroup kernel's decode form reads Q, K and V in 16-byte chunks where the dims and strides
+    // allow it (planned); whether each tensor starts on a chunk is known only at replay, which then
+    // binds the element-wise pipeline. Each tensor moved one f16 element off the chunk grid must give
+    // exactly the aligned call's outputs (the two pipelines add in the same order); a chunked read of
+    // it would start at the wrong element.
+    Context& ctx = context();
+    if (!device_supports(DType::f16)) return;
+    const AttentionSpec spec =
+        spec_of({"decode chunks", 1, 8, 2, 1, 3000, 64, DType::f16, Causal::none, false, false, true, false});
+    const PreparedAttention prepared(ctx, spec);
+    if (std::string(prepared.plan().kernel) != "subgroup-decode") {
+      MESSAGE("the device plans " << prepared.plan().kernel << ", not the subgroup kernel's decode form: skipped");
+      return;
+    }
+    std::mt19937_64 rng(case_seed(9600));
+    Arguments a(ctx, spec, rng);
+    a.poison();
+    prepared.run(a.buffers());
+    const std::vector<uint8_t> aligned = a.outputs();
+    // `from`'s bytes, 2 bytes into a larger buffer (kept in `store`): a Buffer that starts there.
+    std::vector<Buffer> store;
+    store.reserve(3);
+    const auto shifted = [&](const Buffer& from) {
+      std::vector<uint8_t> bytes(from.size());
+      from.download(bytes.data(), bytes.size());
+      store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
+      Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
+      view.upload(bytes.data(), bytes.size());
+      return view;
+    };
+    const Buffer q = shifted(*a.q), k = shifted(*a.k), v = shifted(*a.v);
+    for (const char* moved : {"q", "k", "v", "q, k and v"}) {
+      const std::string name = moved;
+      CAPTURE(name);
+      AttentionBuffers b = a.buffers();
+      if (name == "q" || name.size() > 1) b.q = &q;
+      if (name == "k" || name.size() > 1) b.k = &k;
+      if (name == "v" || name.size() > 1) b.v = &v;
+      a.poison();
+      prepared.run(b);
+      CHECK_MESSAGE(a.outputs() == aligned, "outputs differ from the aligned call's");
+    }
+    expect_no_validation_messages();
+  }
+
   TEST_CASE("a moved-from PreparedAttention: every use is an Error") {
     Context& ctx = context();
     PreparedAttention moved(ctx, spec_of(kShapes[1]));

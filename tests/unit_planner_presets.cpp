@@ -61,7 +61,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 std::string describe(const LaunchPlan& p) {
   std::ostringstream s;
   s << p.config.name() << " rows " << p.config.rows << " x heads " << p.config.heads << " RPT " << p.config.rows_per_thread
-    << " TPR " << p.config.threads_per_row
+    << " TPR " << p.config.threads_per_row << (p.config.vec_loads ? " chunked" : "")
     << " BC " << p.config.keys_per_tile << " wg " << p.config.workgroup_size() << ", " << p.splits << " splits of "
     << p.keys_per_split << " keys (" << p.splits_per_dispatch << " per dispatch), " << p.query_tiles << " query tiles in "
     << p.query_ranges << " ranges of " << p.tiles_per_range << ", chunks " << p.batch_chunk << " x " << p.head_chunk
@@ -96,8 +96,17 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
     // One workgroup is one subgroup of the device's size; whole rows per invocation.
     CHECK(c.lanes == d.subgroup_size);
     CHECK(wg == d.subgroup_size);
-    CHECK(c.rows % c.lanes == 0);
     CHECK(d.subgroup_shuffle);
+    if (c.decode) {
+      // The decode form: every lane holds all rows (1, 2 or 4), the lanes split the head dims.
+      CHECK(c.pack_group);
+      CHECK(std::has_single_bit(c.rows));
+      CHECK(c.rows <= 4);
+      CHECK(c.threads_per_row == c.lanes);
+    } else {
+      CHECK(c.rows % c.lanes == 0);
+      CHECK(!c.vec_loads);
+    }
   }
   if (!c.rowwise && !c.subgroup) {
     // tiled: row groups of TPR lanes exchange partial dot products with subgroupShuffleXor, so TPR
@@ -134,6 +143,16 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
     CHECK(plan.query_ranges == 1);
     CHECK(c.heads_per_workgroup(p.group_size()) == uint32_t(p.group_size()));
     if (c.rows > c.lanes) CHECK(uint64_t(c.rows / 2) < tile_rows);
+    if (c.decode) CHECK(tile_rows <= 16);
+    if (c.decode) CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows));
+  }
+  // 16-byte chunks only where every row of Q, K and V is whole chunks at chunk-aligned strides.
+  if (c.vec_loads) {
+    CHECK(c.decode);
+    const int64_t chunk = 16 / int64_t(dtype_size(p.dtype));
+    for (const TensorLayout* t : {&l.q, &l.k, &l.v})
+      CHECK((t->dim % chunk == 0 && t->stride_batch % chunk == 0 && t->stride_head % chunk == 0 &&
+             t->stride_seq % chunk == 0));
   }
   // The whole problem is covered: query tiles and their ranges, splits of whole key tiles.
   CHECK(uint64_t(plan.query_tiles) * c.rows >= tile_rows);
@@ -302,8 +321,8 @@ TEST_SUITE("unit") {
 
   TEST_CASE("planner presets: decode on CPU devices packs a GQA group into the subgroup kernel's rows") {
     // H32/KV8 d128 decode: one workgroup per (KV head, split) reads each K/V row once for the group's 4
-    // query heads, one query row per invocation; the key range split only as far as the loop budget
-    // and the device's target workgroups ask.
+    // query heads, every lane holding the 4 rows (the decode form, 16-byte chunks); the key range split
+    // only as far as the loop budget and the device's target workgroups ask.
     for (const DeviceProfile& preset : device_profiles()) {
       if (!preset.info.is_llvmpipe) continue;
       INFO("device: " << preset.info.name);
@@ -315,9 +334,11 @@ TEST_SUITE("unit") {
           const AttentionLayouts l = layouts_of(s);
           const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
           INFO("plan: " << describe(plan));
-          CHECK(std::string(plan.config.name()) == "subgroup-packed");
+          CHECK(std::string(plan.config.name()) == "subgroup-decode");
           CHECK(plan.config.pack_group);
-          CHECK(plan.config.rows == plan.config.lanes);  // one row per invocation: 4 heads of 8 lanes
+          CHECK(plan.config.decode);
+          CHECK(plan.config.vec_loads);
+          CHECK(plan.config.rows == 4);  // the 4 heads of the group, in every lane
           CHECK(plan.query_tiles == 1);
           CHECK(plan.query_ranges == 1);
           if (seq_k * batch <= 16384) CHECK(plan.batch_chunk * plan.head_chunk == batch * 32);  // K/V fit a binding
@@ -328,22 +349,43 @@ TEST_SUITE("unit") {
           check_plan(preset, l, plan);
         }
       }
-      // seq_q 2..15: the rows are the group's heads x seq_q (2, 4 rows per invocation as needed).
+      // seq_q 2..15: the rows are the group's heads x seq_q: up to 16 rows the decode form (tiles of
+      // 4 rows), past that the lanes own rows again (2, 4 rows per invocation as needed).
       for (int64_t seq_q : {2, 4, 7, 15}) {
         const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                    layouts_of(shape("decode", DType::f16, 2, 32, 8, seq_q, 20000, 128, 128)));
         INFO("seq_q " << seq_q << ": " << describe(plan));
         CHECK(plan.config.pack_group);
         CHECK(plan.query_tiles == ceil_div(uint64_t(seq_q) * 4, plan.config.rows));
-        CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
+        CHECK(plan.config.decode == (seq_q <= 4));
+        if (seq_q <= 4) CHECK(plan.config.rows == 4);
+        else CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
       }
-      // MHA decode: a group of one head, the same packed pipeline (one row per invocation).
+      // MHA decode: a group of one head, the decode form with one row.
       const LaunchPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("mha decode", DType::f16, 1, 8, 8, 1, 8192, 128, 128)));
       CHECK(mha.config.subgroup);
       CHECK(mha.config.pack_group);
-      CHECK(mha.config.rows == mha.config.lanes);
+      CHECK(mha.config.decode);
+      CHECK(mha.config.rows == 1);
       CHECK(mha.query_tiles == 1);
+      // Chunked reads only where dims and strides are whole 16-byte chunks: f16 d72 (9 chunks of 8),
+      // yes; f16 d100 (12.5), no; f32 d100 (25 chunks of 4), yes; bf16 d36 (4.5), no.
+      for (const auto& [dtype, dim, want] : {std::tuple{DType::f16, 72, true}, std::tuple{DType::f16, 100, false},
+                                             std::tuple{DType::f32, 100, true}, std::tuple{DType::bf16, 36, false}}) {
+        const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic,
+                                                layouts_of(shape("chunks", dtype, 1, 8, 2, 1, 4096, dim, dim)));
+        INFO(to_string(dtype) << " d" << dim << ": " << describe(p));
+        CHECK(p.config.decode);
+        CHECK(p.config.vec_loads == want);
+        check_plan(preset, layouts_of(shape("chunks", dtype, 1, 8, 2, 1, 4096, dim, dim)), p);
+      }
+      // f16 d64 (whole chunks) with K rows padded to 68 elements: K's rows start off the chunk grid.
+      AttentionLayouts padded = layouts_of(shape("padded K rows", DType::f16, 1, 8, 2, 1, 4096, 64, 64));
+      padded.k.stride_seq = 68, padded.k.stride_head = 68 * 4096, padded.k.stride_batch = 2 * 68 * 4096;
+      const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
+      CHECK(p.config.decode);
+      CHECK_FALSE(p.config.vec_loads);
     }
   }
 

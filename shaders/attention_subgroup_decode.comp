@@ -1,0 +1,320 @@
+#version 450
+// Fused attention for CPU devices (lavapipe/llvmpipe), the subgroup kernel's decode form: for few
+// query rows (PACK_GROUP: a GQA group's query heads x a short seq_q, up to 16 rows, in workgroups of
+// BR <= 4 of them), written to the JIT rules of DESIGN.md §5.
+//   - One workgroup is one subgroup of LANES invocations, and every invocation holds all BR rows of
+//     the workgroup: the lanes split the head dims, not the rows. Lane `lane` owns the 16-byte chunks
+//     lane, lane + LANES, lane + 2 LANES, ... of each row of Q, K, V and O (a chunk is E = 4 f32 or
+//     8 f16/bf16 elements), so one K or V load fetches 16 consecutive bytes per lane. On lavapipe
+//     every load whose address is not constant runs lane by lane, each lane's share a few scalar
+//     loads behind a bounds check: a 16-byte load costs little more than a 2-byte one, and
+//     attention_subgroup.comp's one element per lane and load made the loads its bound (about 8x
+//     as many lane-by-lane loads per key; bench/results/README.md).
+//   - Per iteration of the key loop, KB keys: each lane forms the partial dot products of its dims
+//     with every row, a butterfly of subgroupShuffleXor sums them over the lanes (every lane gets
+//     every score), the online softmax runs on those (the same values in every lane), and each lane
+//     adds weight x V over its own dims. No shuffle of K or V, no shared memory, no barrier.
+//   - VEC (a specialization constant) = the dims and strides of Q, K and V are multiples of E (the
+//     planner) and each tensor starts on a chunk of its binding (replay, host/command_list.cpp,
+//     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
+//     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
+//     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
+//   - As in attention_subgroup.comp: every private array is indexed only in [[unroll]] loops; the key
+//     loop is a real loop; nothing rare sits in it: a visible key whose dot is not finite marks the
+//     workgroup, and so does an accumulator that is not finite after the loop (V is used as read, so
+//     NaN or Inf in V, a masked key's included, shows there: one test per element and workgroup
+//     instead of one per element and key); such a workgroup redoes its whole key range in a second
+//     loop, one key per iteration, by the score rule (score.glsl) and with V selected away for
+//     masked keys. Both loops are counted against lavapipe's loop limit by host/attention_plan.cpp
+//     (fused_loop_iterations): keep the two in step.
+//
+// Semantics, bindings, push constants, the packed rows (PACK_GROUP) and the split-KV partial output
+// are those of attention_subgroup.comp.
+
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#extension GL_KHR_shader_subgroup_vote : enable
+#include "storage_types.glsl"
+#include "attention_push.glsl"
+
+layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 4;     // query rows per workgroup, all in every lane
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;   // lanes per row: LANES (documentation; unused)
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 2;     // keys per iteration of the key loop
+layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 128;
+layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 128;
+layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;        // LANES: the device's subgroup size
+layout(constant_id = SPEC_ATTENTION_MASK_KIND) const uint MASK_KIND = MASK_NONE;
+layout(constant_id = SPEC_ATTENTION_PACK_GROUP) const uint PACK_GROUP = 1;
+layout(constant_id = SPEC_ATTENTION_VEC) const uint VEC_LOADS = 0;
+const bool PACKED = PACK_GROUP != 0u;
+const bool VEC = VEC_LOADS != 0u;
+
+const uint LANES = gl_WorkGroupSize.x;
+const uint KB = BC;
+
+#include "attention_common.glsl"
+#include "score.glsl"
+
+// Chunks of 16 bytes: E elements, read as one CHUNK_T through an alias of the binding.
+#if defined(DTYPE_F32)
+const uint E = 4u;
+#define CHUNK_T vec4
+#else
+const uint E = 8u;
+#define CHUNK_T uvec4
+#endif
+layout(binding = 0) readonly buffer QChunks { CHUNK_T q_chunks[]; };
+layout(binding = 1) readonly buffer KChunks { CHUNK_T k_chunks[]; };
+layout(binding = 2) readonly buffer VChunks { CHUNK_T v_chunks[]; };
+
+const uint NQ = (DQK + E * LANES - 1u) / (E * LANES);  // chunks per lane of a Q or K row
+const uint NV = (DV + E * LANES - 1u) / (E * LANES);   // of a V or O row
+const uint QW = NQ * E, VW = NV * E;                   // elements per lane of a Q/K row, of a V/O row
+
+bool finite(float x) { return !(isnan(x) || isinf(x)); }
+
+void unpack_chunk(CHUNK_T w, out float x[E]) {
+#if defined(DTYPE_F32)
+  x[0] = w.x, x[1] = w.y, x[2] = w.z, x[3] = w.w;
+#else
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+#if defined(DTYPE_F16)
+    const vec2 h = unpackHalf2x16(w[i]);
+    x[2u * i] = h.x, x[2u * i + 1u] = h.y;
+#else
+    x[2u * i] = uintBitsToFloat(w[i] << 16), x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xffff0000u);
+#endif
+  }
+#endif
+}
+
+// Elements c*E .. c*E + E - 1 of the row of `dim` elements that starts at element `base` of tensor
+// `t` (TENSOR_Q, _K or _V), as f32; 0 past the row's end (a chunk index past it reads the row's last
+// chunk, so that every read stays in the binding).
+void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
+  if (VEC) {
+    // dim is a multiple of E and base of a chunk: the row's chunks are whole and in it.
+    const uint i = base / E + min(c, dim / E - 1u);
+    CHUNK_T w;
+    if (t == TENSOR_Q) w = q_chunks[i];
+    else if (t == TENSOR_K) w = k_chunks[i];
+    else w = v_chunks[i];
+    unpack_chunk(w, x);
+    [[unroll]] for (uint e = 0u; e < E; ++e) x[e] = c * E < dim ? x[e] : 0.0;
+  } else {
+    [[unroll]] for (uint e = 0u; e < E; ++e) {
+      const uint d = c * E + e, i = base + min(d, dim - 1u);
+      float y;
+      if (t == TENSOR_Q) y = to_f32(q[i]);
+      else if (t == TENSOR_K) y = to_f32(k[i]);
+      else y = to_f32(v[i]);
+      x[e] = d < dim ? y : 0.0;
+    }
+  }
+}
+
+// The sum over the subgroup's lanes, in every lane: a butterfly of shuffles (LANES a power of two;
+// written out under constant conditions, not as a loop, so lavapipe counts no iteration).
+#define LANE_SUM(x)                                                    \
+  [[unroll]] for (uint s_ = 0u; s_ < 7u; ++s_)                         \
+    if ((1u << s_) < LANES) x += subgroupShuffleXor(x, 1u << s_);
+
+void main() {
+  const uint lane = gl_SubgroupInvocationID;
+  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
+  const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
+  const uint i0 = tile_first_row();  // the first (packed) row of the tile
+  const uint causal = pc.flags & CAUSAL_MASK;
+  const uint tile_rows = PACKED ? pc.group * pc.seq_q : pc.seq_q;
+
+  // The key range is cut by the causal limit of the tile's largest query row: with packed heads, the
+  // last row unless the tile spans more than one head (then seq_q - 1).
+  const uint last = min(i0 + BR, tile_rows) - 1u;
+  const uint last_row = !PACKED ? last : (i0 / pc.seq_q != last / pc.seq_q) ? pc.seq_q - 1u : last % pc.seq_q;
+  const uvec2 keys = workgroup_key_range(split, b, last_row);
+  const uint key_begin = keys.x, key_end = keys.y;
+
+  // Row r of the workgroup is (packed) row i0 + r: query row row[r] of query head head[r]. Rows past
+  // the tile's last read that one and are never written.
+  uint row[BR], head[BR], row_key_end[BR], mask_row[BR];
+  bool row_valid[BR];
+  [[unroll]] for (uint r = 0u; r < BR; ++r) {
+    const uint packed = i0 + r;
+    row_valid[r] = packed < tile_rows;
+    const uint pr = min(packed, tile_rows - 1u);
+    head[r] = PACKED ? kvh * pc.group + pr / pc.seq_q : gl_WorkGroupID.y;
+    row[r] = PACKED ? pr % pc.seq_q : pr;
+    row_key_end[r] = row_valid[r] ? min(key_end, causal_key_end(causal, row[r])) : 0u;
+    mask_row[r] = pc.m_off + b * pc.m_sb + head[r] * pc.m_sh + row[r] * pc.m_ss;
+  }
+
+  // Q: this lane's chunks of every row (zeros past the dim).
+  float qr[BR * QW];
+  [[unroll]] for (uint r = 0u; r < BR; ++r) {
+    const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + row[r] * pc.q_ss;
+    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      float x[E];
+      load_chunk(TENSOR_Q, base, n * LANES + lane, DQK, x);
+      [[unroll]] for (uint e = 0u; e < E; ++e) qr[r * QW + n * E + e] = x[e];
+    }
+  }
+
+  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+  const bool has_mask = MASK_KIND != MASK_NONE;
+
+  float m[BR], l[BR];
+  float acc[BR * VW];
+  [[unroll]] for (uint r = 0u; r < BR; ++r) m[r] = M_INIT, l[r] = 0.0;
+  [[unroll]] for (uint e = 0u; e < BR * VW; ++e) acc[e] = 0.0;
+  // A visible key with a non-finite dot (the same in every lane) or a non-finite V element in this
+  // lane's dims: the workgroup redoes its rows.
+  bool careful = false;
+
+  // ---- The fast loop: KB keys per iteration ----
+  [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += KB) {
+    // Partial dots over this lane's dims, then summed over the lanes. Keys past key_end read key_end
+    // - 1 (in the binding) and are masked below.
+    float dots[BR * KB];
+    [[unroll]] for (uint e = 0u; e < BR * KB; ++e) dots[e] = 0.0;
+    [[unroll]] for (uint c = 0u; c < KB; ++c) {
+      const uint krow = k_head + binding_key(min(j0 + c, key_end - 1u)) * pc.k_ss;
+      [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+        float x[E];
+        load_chunk(TENSOR_K, krow, n * LANES + lane, DQK, x);
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+          float part = dots[r * KB + c];
+          [[unroll]] for (uint e = 0u; e < E; ++e) part = fma(qr[r * QW + n * E + e], x[e], part);
+          dots[r * KB + c] = part;
+        }
+      }
+    }
+    [[unroll]] for (uint e = 0u; e < BR * KB; ++e) { LANE_SUM(dots[e]) }
+
+    // Scores with the masks; the online softmax over the KB keys (the same in every lane).
+    float p[BR * KB];
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+      float s[KB];
+      bool vis[KB];
+      float tile_max = M_INIT;
+      [[unroll]] for (uint c = 0u; c < KB; ++c) {
+        const uint j = j0 + c;
+        const float dot_qk = dots[r * KB + c];
+        const bool in_range = j < row_key_end[r];
+        float bias = 0.0;
+        if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
+        vis[c] = in_range && bias != NEG_INF;
+        careful = careful || (vis[c] && !finite(dot_qk));
+        s[c] = vis[c] ? add_bias(scale_dot(dot_qk, pc.scale), bias) : NEG_INF;
+        tile_max = max(tile_max, s[c]);
+      }
+      const float m_new = max(m[r], tile_max);
+      const float alpha = exp(m[r] - m_new);
+      l[r] *= alpha;
+      [[unroll]] for (uint c = 0u; c < KB; ++c) {
+        p[r * KB + c] = vis[c] ? exp(s[c] - m_new) : 0.0;
+        l[r] += p[r * KB + c];
+      }
+      m[r] = m_new;
+      [[unroll]] for (uint e = 0u; e < VW; ++e) acc[r * VW + e] *= alpha;
+    }
+
+    // O += P V over this lane's dims. V is used as read: a NaN or Inf in it, masked key or not
+    // (p = 0 times NaN is NaN), leaves a non-finite accumulator, found after the loop.
+    [[unroll]] for (uint c = 0u; c < KB; ++c) {
+      const uint vrow = v_head + binding_key(min(j0 + c, key_end - 1u)) * pc.v_ss;
+      [[unroll]] for (uint n = 0u; n < NV; ++n) {
+        float x[E];
+        load_chunk(TENSOR_V, vrow, n * LANES + lane, DV, x);
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
+          [[unroll]] for (uint e = 0u; e < E; ++e)
+            acc[r * VW + n * E + e] = fma(p[r * KB + c], x[e], acc[r * VW + n * E + e]);
+      }
+    }
+  }
+  // A non-finite accumulator: a NaN or Inf in V (of a visible key or a masked one), or a sum that
+  // overflowed; the careful loop sorts them out (one test per element, not one per key and element).
+  [[unroll]] for (uint e = 0u; e < BR * VW; ++e) careful = careful || !finite(acc[e]);
+
+  // ---- The careful loop: the whole key range again, one key per iteration, for workgroups that met
+  // a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V. Scores
+  // follow score.glsl (recomputed with scaled-down operands when the dot is not finite); masked keys
+  // are dropped with selects, so their K and V never reach O. ----
+  const bool redo = subgroupAny(careful);
+  if (redo) {
+    [[unroll]] for (uint r = 0u; r < BR; ++r) m[r] = M_INIT, l[r] = 0.0;
+    [[unroll]] for (uint e = 0u; e < BR * VW; ++e) acc[e] = 0.0;
+  }
+  [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
+    const uint krow = k_head + binding_key(j) * pc.k_ss, vrow = v_head + binding_key(j) * pc.v_ss;
+    float dot_qk[BR], down[BR];
+    [[unroll]] for (uint r = 0u; r < BR; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
+    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      float x[E];
+      load_chunk(TENSOR_K, krow, n * LANES + lane, DQK, x);
+      [[unroll]] for (uint r = 0u; r < BR; ++r)
+        [[unroll]] for (uint e = 0u; e < E; ++e) {
+          const float qd = qr[r * QW + n * E + e];
+          dot_qk[r] = fma(qd, x[e], dot_qk[r]);
+          down[r] = fma(qd * DOWN, x[e] * DOWN, down[r]);
+        }
+    }
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+      LANE_SUM(dot_qk[r])
+      LANE_SUM(down[r])
+    }
+    float p[BR];
+    bool vis[BR];
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+      const bool in_range = j < row_key_end[r];
+      float bias = 0.0;
+      if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
+      vis[r] = in_range && bias != NEG_INF;
+      const float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
+      const float s = vis[r] ? add_bias(sc, bias) : NEG_INF;
+      const float m_new = max(m[r], s);
+      const float alpha = exp(m[r] - m_new);
+      p[r] = vis[r] ? exp(s - m_new) : 0.0;
+      l[r] = l[r] * alpha + p[r];
+      m[r] = m_new;
+      [[unroll]] for (uint e = 0u; e < VW; ++e) acc[r * VW + e] *= alpha;
+    }
+    [[unroll]] for (uint n = 0u; n < NV; ++n) {
+      float x[E];
+      load_chunk(TENSOR_V, vrow, n * LANES + lane, DV, x);
+      [[unroll]] for (uint r = 0u; r < BR; ++r)
+        [[unroll]] for (uint e = 0u; e < E; ++e) {
+          const uint i = r * VW + n * E + e;
+          acc[i] = vis[r] ? fma(p[r], x[e], acc[i]) : acc[i];
+        }
+    }
+  }
+
+  // ---- Outputs: each lane writes its own dims of O; lane 0 the LSE. l == 0 only for rows whose
+  // every key was masked: O = 0 and LSE = -inf. ----
+  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  [[unroll]] for (uint r = 0u; r < BR; ++r) {
+    if (!row_valid[r]) continue;
+    const float inv_l = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
+    const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
+    const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + row[r] * pc.o_ss;
+    [[unroll]] for (uint n = 0u; n < NV; ++n)
+      [[unroll]] for (uint e = 0u; e < E; ++e) {
+        const uint d = (n * LANES + lane) * E + e;
+        if (d >= DV) continue;
+        const float val = acc[r * VW + n * E + e] * inv_l;
+        if (partial) partial_o[prow * DV + d] = val;
+        else o[out_row + d] = from_f32(val);
+      }
+    if (lane != 0u) continue;
+    const bool empty = l[r] == 0.0;
+    if (partial) {
+      partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
+      partial_lse[2u * prow + 1u] = l[r];
+    } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
+      lse[pc.lse_off + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+    }
+  }
+}
