@@ -70,7 +70,13 @@ Json result_json(const BenchResult& r) {
               {"host_us_record_median", r.host_record ? Json(r.host_record->us_median) : Json(nullptr)},
               {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)},
               {"host_us_prepared_median", r.host_prepared ? Json(r.host_prepared->us_median) : Json(nullptr)},
-              {"host_us_prepared_min", r.host_prepared ? Json(r.host_prepared->us_min) : Json(nullptr)}};
+              {"host_us_prepared_min", r.host_prepared ? Json(r.host_prepared->us_min) : Json(nullptr)},
+              // null without --copy: GB/s of K and V read by the call (median time), and of copies of as
+              // many bytes by vkCmdCopyBuffer and by a copy shader (median times), timed in the same run
+              {"kv_bytes", r.copy ? Json(r.kv_bytes) : Json(nullptr)},
+              {"kv_gbps", r.copy ? Json(gb_per_s(r.kv_bytes, r.ms_median)) : Json(nullptr)},
+              {"copy_transfer_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->transfer_ms_median)) : Json(nullptr)},
+              {"copy_shader_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->shader_ms_median)) : Json(nullptr)}};
 }
 
 Json fits_json(const std::vector<Fit>& fits) {
@@ -211,6 +217,19 @@ void print_table(const BenchReport& report) {
                   static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), r.host_record->us_median,
                   r.host_record->us_min, r.host_prepared->us_median, r.host_prepared->us_min, r.host_record->rounds,
                   r.host_record->calls_per_round);
+  for (const BenchResult& r : report.results) {
+    if (!r.copy) continue;
+    const CopyTiming& c = *r.copy;
+    const double kv = gb_per_s(r.kv_bytes, r.ms_median), transfer = gb_per_s(c.bytes, c.transfer_ms_median),
+                 shader = gb_per_s(c.bytes, c.shader_ms_median);
+    std::printf("copy (seq_q %lld seq_k %lld): the call reads K and V (%.1f MiB) at %.3g GB/s (%.3g best); copying as many "
+                "bytes: vkCmdCopyBuffer %.3g GB/s (%.3g best), the call at %.2f of it; a copy shader %.3g GB/s (%.3g "
+                "best), the call at %.2f of it (medians of %d copies each, after the call's runs)\n",
+                static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), mib(r.kv_bytes), kv,
+                gb_per_s(r.kv_bytes, r.ms_min), transfer, gb_per_s(c.bytes, c.transfer_ms_min),
+                transfer > 0 ? kv / transfer : 0.0, shader, gb_per_s(c.bytes, c.shader_ms_min),
+                shader > 0 ? kv / shader : 0.0, c.iters);
+  }
   for (const std::string path : {"fused", "unfused"}) {
     const Fit* time = find_fit(report.fits, path, "ms_median");
     const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");

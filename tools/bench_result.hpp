@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench_check.hpp"
+#include "bench_copy.hpp"
 #include "host_time.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/types.hpp"
@@ -50,6 +51,9 @@ struct BenchResult {
   // --host-time: host microseconds per call of recording the call into a command buffer: through
   // record_attention, which plans on every call, and through a PreparedAttention made once.
   std::optional<HostTime> host_record, host_prepared;
+  // --copy: bytes of K and V the call reads, and copies of as many bytes timed in the same run.
+  uint64_t kv_bytes = 0;
+  std::optional<CopyTiming> copy;
 };
 
 }  // namespace vkattn::cli

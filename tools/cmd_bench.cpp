@@ -49,6 +49,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   bool check = false, json = false, csv = false;
   bool host_time = false;
+  bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
 };
 
 // --host-time: rounds of calls recorded into one command buffer (median and minimum per call reported).
@@ -265,6 +266,8 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   const double seconds = result.ms_median * 1e-3;
   result.tflops = seconds > 0 ? attention_flops(problem) / seconds * 1e-12 : 0.0;
   result.gbps = seconds > 0 ? attention_bytes(problem) / seconds * 1e-9 : 0.0;
+  result.kv_bytes = bytes_of(layouts.k) + bytes_of(layouts.v);
+  if (o.copy) result.copy = time_copies(context, result.kv_bytes, std::max(o.warmup, 1), result.iters);
 
   if (o.host_time) {
     // After the timed runs: every pipeline exists, so this is the recording alone.
@@ -448,6 +451,11 @@ Command add_bench_command(CLI::App& parent) {
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
   app->add_flag("--host-time", o->host_time,
                 "Also measure the host microseconds per call of recording it into a command buffer");
+  app->add_flag("--copy", o->copy,
+                "Also time copying as many bytes as the call's K and V (vkCmdCopyBuffer, and a compute shader that "
+                "copies 16 bytes per invocation) right after its runs, and report the GB/s at which the call reads "
+                "K and V against both: on a decoding step, how close it streams the KV cache to the device's copy "
+                "bandwidth");
   app->add_flag("--json", o->json, "Print JSON instead of a table");
   app->add_flag("--csv", o->csv, "Print CSV (a header, one row per shape) instead of a table");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");

@@ -224,6 +224,35 @@ def check_progress_on_a_terminal(checks, vkattn):
     checks.check("progress: cleared at the end", text.endswith("\r\x1b[K"), repr(text[-20:]))
 
 
+def check_copy(checks, vkattn):
+    """--copy: the call's K/V bytes and GB/s, and copies of as many bytes (vkCmdCopyBuffer, a copy shader)
+    timed in the same run, in JSON, CSV and the table; null without --copy."""
+    shape = ["--heads", "4", "--kv-heads", "1", "--seq-q", "1", "--seq-k", "1000", "--dim", "64", "--dtype", "f32", *FAST]
+    keys = ["kv_bytes", "kv_gbps", "copy_transfer_gbps", "copy_shader_gbps"]
+    out = run_ok(checks, "copy json", vkattn, *shape, "--copy", "--json")
+    if out:
+        r = json.loads(out)["results"][0]
+        checks.check("copy: kv_bytes is K's and V's bytes", r.get("kv_bytes") == 2 * 1000 * 64 * 4, repr(r.get("kv_bytes")))
+        want = r["kv_bytes"] / (r["ms_median"] * 1e6) if r.get("ms_median") else None
+        checks.check("copy: kv_gbps is kv_bytes over the median time",
+                     want is not None and math.isclose(r.get("kv_gbps") or 0, want, rel_tol=1e-9), f"{r.get('kv_gbps')} vs {want}")
+        ok = all(isinstance(r.get(k), float) and math.isfinite(r[k]) and r[k] > 0 for k in keys[2:])
+        checks.check("copy: both copies measured, positive GB/s", ok, str({k: r.get(k) for k in keys}))
+    out = run_ok(checks, "no copy json", vkattn, *shape, "--json")
+    if out:
+        r = json.loads(out)["results"][0]
+        checks.check("copy: null without --copy", all(k in r and r[k] is None for k in keys), str({k: r.get(k) for k in keys}))
+    out = run_ok(checks, "copy csv", vkattn, *shape, "--copy", "--csv")
+    if out:
+        rows = list(csv.DictReader(io.StringIO(out)))
+        checks.check("copy: CSV columns filled", len(rows) == 1 and all(rows[0].get(k) for k in keys), str(rows[:1])[:300])
+    out = run_ok(checks, "copy table", vkattn, *shape, "--copy")
+    if out:
+        line = [l for l in out.splitlines() if l.startswith("copy (seq_q 1 seq_k 1000)")]
+        checks.check("copy: the table's copy line", len(line) == 1 and "vkCmdCopyBuffer" in line[0] and "copy shader" in line[0],
+                     repr(out[-400:]))
+
+
 def check_usage_errors(checks, vkattn):
     cases = [
         (["--sweep", "prefill", "--seq-q", "512"], "drop --seq-q"),
@@ -250,6 +279,7 @@ def main():
     checks = Checks()
     check_usage_errors(checks, args.vkattn)
     check_single_run(checks, args.vkattn)
+    check_copy(checks, args.vkattn)
     check_counts_and_budget(checks, args.vkattn)
     check_first_run(checks, args.vkattn)
     check_prefill(checks, args.vkattn)
