@@ -112,6 +112,32 @@ CaseSection hidden_nan(const Builder& b) {
     c.seed = b.seed(5300 + static_cast<uint64_t>(s.cases.size()));
     s.cases.push_back(c);
   }
+  // Decoding (the subgroup kernel's decode form on CPU devices, whose fast loop uses V as read and
+  // leaves NaN to its careful loop): a GQA group's heads in one workgroup with blank key columns of a
+  // per-head boolean mask, every dim in whole 16-byte chunks (d64); then seq_q 3 x 4 heads (tiles
+  // that span heads) with key padding and bottom-right causal, dims that are not (d36: element-wise
+  // for f16/bf16, chunks for f32). Hidden K/V rows hold NaN and Inf.
+  for (const DType dtype : kDTypes) {
+    AttentionCase c = b.base(dtype, 1, 200, 64, 0);
+    c.seed = b.seed(5400 + static_cast<uint64_t>(s.cases.size()));
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.mask = MaskKind::boolean;
+    c.mask_heads = 8;
+    c.mask_drop = 0.1;
+    c.mask_blank_keys = {0, 5, 6, 7, 8, 9, 10, 11, 12, 199};
+    c.poison_hidden_kv = true;
+    s.cases.push_back(c);
+    c = b.base(dtype, 3, 150, 36, 0);
+    c.seed = b.seed(5400 + static_cast<uint64_t>(s.cases.size()));
+    c.batch = 2;
+    c.heads = 4;
+    c.kv_heads = 1;
+    c.kv_lengths = {150, 77};
+    c.causal = Causal::bottom_right;
+    c.poison_hidden_kv = true;
+    s.cases.push_back(c);
+  }
   // f32 key padding, f16 causal, bf16 blank key columns, bf16 blank key tiles (the same pipeline)
   s.quick = {0, 7, 14, 16};
   return s;
