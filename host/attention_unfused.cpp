@@ -73,7 +73,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   s.alpha = p.scale;
   list.barrier_between_dispatches();  // also orders this chunk's writes of S after the last chunk's reads
   if (p.seq_k > 0) {
-    emit_gemm(c, list, s);
+    emit_gemm(c, list, s, plan.gemm);
     list.barrier_between_dispatches();
   }
 
@@ -133,7 +133,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
     w.a.offset = w.b.offset = 0;
     w.a.end = w.b.end = 1;
   }
-  emit_gemm(c, list, w);
+  emit_gemm(c, list, w, plan.gemm);
 }
 
 }  // namespace
@@ -142,6 +142,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
   UnfusedPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
   plan.weights = weights;
+  plan.gemm = choose_gemm(device);
   const AttentionProblem& p = plan.problem;
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   const uint64_t max_range = device.max_storage_buffer_range - plan.alignment;
@@ -188,8 +189,8 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
 
   // The kernels' limits for the largest chunk.
   if (rows > 0) {
-    check_gemm_shape(device, "unfused path, scores", plan.row_chunk, p.seq_k, p.dim_qk);
-    check_gemm_shape(device, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k);
+    check_gemm_shape(device, plan.gemm, "unfused path, scores", plan.row_chunk, p.seq_k, p.dim_qk);
+    check_gemm_shape(device, plan.gemm, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k);
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
       throw unsupported("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);

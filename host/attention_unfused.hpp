@@ -11,6 +11,7 @@
 
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "gemm.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/problem.hpp"
 
@@ -25,6 +26,7 @@ struct UnfusedPlan {
   bool weights = false;             // P goes to the caller's weights buffer
   uint64_t alignment = 16;
   uint32_t softmax_workgroup = 128;
+  GemmChoice gemm;  // the GEMM kernel of the plan's device (scores and P·V)
 };
 
 struct AttentionSlots;

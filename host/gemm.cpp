@@ -37,7 +37,20 @@ uint32_t col_block(const GemmOperand& o) {
 
 }  // namespace
 
+GemmChoice choose_gemm(const DeviceInfo&) { return {}; }
+
+std::string gemm_description(const GemmChoice&, int64_t m, int64_t) {
+  const GemmTile tile = choose_tile(m);
+  return "tiled " + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "/" + std::to_string(tile.tm) + "x" +
+         std::to_string(tile.tn);
+}
+
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k) {
+  check_gemm_shape(device, choose_gemm(device), what, m, n, k);
+}
+
+void check_gemm_shape(const DeviceInfo& device, const GemmChoice&, const std::string& what, int64_t m, int64_t n,
+                      int64_t k) {
   // The grid's z (batch x heads matrices) is split across dispatches by emit_gemm; x and y are not.
   const GemmTile tile = choose_tile(m);
   const uint64_t gx = ceil_div(n, tile.bn), gy = ceil_div(m, tile.bm);
@@ -51,7 +64,7 @@ void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t
                 std::to_string((kLlvmpipeLoopBudget - 16) * kTileK) + ")");
 }
 
-void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
+void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const GemmChoice& choice) {
   // More matrices than the grid's z allows: whole batches per dispatch, operands rebased.
   const uint64_t max_z = c.info.max_workgroup_count[2];
   if (uint64_t(call.batch * call.heads) > max_z) {
@@ -62,7 +75,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call) {
       GemmCall part = call;
       part.batch = std::min(per_dispatch, call.batch - b0);
       for (GemmOperand* o : {&part.a, &part.b, &part.c}) o->offset += b0 * o->stride_batch;
-      emit_gemm(c, list, part);
+      emit_gemm(c, list, part, choice);
     }
     return;
   }

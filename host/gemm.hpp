@@ -43,13 +43,29 @@ struct GemmCall {
   bool skip_zero_a = false;  // A == 0 contributes nothing, even against NaN/Inf in B
 };
 
-// Throws Error (prefixed by `what`) when a GEMM of this shape exceeds what `device` can dispatch:
-// the grid per matrix, or lavapipe's per-invocation loop limit (docs/devices.md). Any number of
-// matrices works: emit_gemm splits them across dispatches.
+// Which GEMM kernel a device runs, chosen once from its description when a call is planned (so a
+// plan made for another device's profile keeps that device's kernel). The tile sizes follow from
+// the kernel and the shape.
+enum class GemmKernel {
+  tiled,  // gemm.comp: shared-memory tiles, a register tile per invocation (every device)
+};
+struct GemmChoice {
+  GemmKernel kernel = GemmKernel::tiled;
+};
+GemmChoice choose_gemm(const DeviceInfo& device);
+// The kernel and its tile for an (m x n) product, e.g. "tiled 128x64/8x8", for tools.
+std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n);
+
+// Throws Error (prefixed by `what`) when a GEMM of this shape, run by `choice`'s kernel, exceeds what
+// `device` can dispatch: the grid per matrix, or lavapipe's per-invocation loop limit
+// (docs/devices.md). Any number of matrices works: emit_gemm splits them across dispatches. Without
+// `choice`, the kernel `device` itself would run.
+void check_gemm_shape(const DeviceInfo& device, const GemmChoice& choice, const std::string& what, int64_t m, int64_t n,
+                      int64_t k);
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k);
 
-// Adds the dispatch (pipeline, bindings, push constants) to `list`, building its pipeline on
-// `context` if needed. The caller orders it with barriers.
-void emit_gemm(ContextImpl& context, CommandList& list, const GemmCall& call);
+// Adds the dispatch (pipeline, bindings, push constants) of `choice`'s kernel to `list`, building
+// its pipeline on `context` if needed. The caller orders it with barriers.
+void emit_gemm(ContextImpl& context, CommandList& list, const GemmCall& call, const GemmChoice& choice);
 
 }  // namespace vkattn::detail

@@ -210,9 +210,10 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
     throw detail::unsupported("need_weights: the weights (" + str(B) + ", " + str(H) + ", " + str(Sq) + ", " + str(Sk) + ") f32 need " +
                 std::to_string(p->weights_bytes) + " bytes, more than half of the device memory of " + device.name +
                 "; without need_weights the layer runs the fused path, which never stores the scores");
+  const detail::GemmChoice gemm = detail::choose_gemm(device);
   for (const auto& [what, m, n, k] : {std::tuple{"q projection", Sq, E, E}, std::tuple{"k projection", Sk, KVD, d.kdim},
                                       std::tuple{"v projection", Sk, KVD, d.vdim}, std::tuple{"out projection", Sq, E, E}})
-    detail::check_gemm_shape(device, what, m, n, k);
+    detail::check_gemm_shape(device, gemm, what, m, n, k);
 
   AttentionLayouts layouts;
   layouts.q = TensorLayout::bhsd(dt, B, H, Sq, D);
@@ -268,13 +269,13 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   detail::CommandList& list = p->list;
   // The workspace may still be read by the previous pass recorded in this command buffer.
   list.barrier_between_dispatches();
-  detail::emit_gemm(c, list, projection(kQuery, Sq, E, kWq, E, H, kQ, 0));
-  detail::emit_gemm(c, list, projection(kKey, Sk, d.kdim, kWk, KVD, G, kK, uint64_t(E)));
-  detail::emit_gemm(c, list, projection(kValue, Sk, d.vdim, kWv, KVD, G, kV, uint64_t(E + KVD)));
+  detail::emit_gemm(c, list, projection(kQuery, Sq, E, kWq, E, H, kQ, 0), gemm);
+  detail::emit_gemm(c, list, projection(kKey, Sk, d.kdim, kWk, KVD, G, kK, uint64_t(E)), gemm);
+  detail::emit_gemm(c, list, projection(kValue, Sk, d.vdim, kWv, KVD, G, kV, uint64_t(E + KVD)), gemm);
   list.barrier_between_dispatches();
   detail::emit_attention(c, list, *p->planned, layouts, slots);
   list.barrier_between_dispatches();
-  detail::emit_gemm(c, list, project_out);
+  detail::emit_gemm(c, list, project_out, gemm);
   return PreparedMha(std::move(p));
 }
 
