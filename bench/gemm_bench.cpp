@@ -15,9 +15,14 @@
 //           features, k = in features).
 //
 // Prints one line: the kernel the plan picked, the first dispatch's milliseconds (pipeline build, and
-// on lavapipe the JIT, which happens at the first dispatch; host wall clock), the median and minimum
-// of the timed runs (GPU timestamps), GFLOP/s = 2·m·n·k·batch / median, and the largest error against
-// a double-precision CPU product of the same rounded inputs (sampled rows), relative to max|C|.
+// on lavapipe the JIT, which happens at the first dispatch; host wall clock, and the process's CPU
+// time, which on a busy machine is the steadier measure of the JIT's work), the median and minimum
+// of the timed runs (GPU timestamps), GFLOP/s = 2·m·n·k·batch / median, the process's CPU time per
+// timed run (all threads; on a CPU device the driver's workers run the shaders, and on a shared
+// machine CPU time is steadier than wall time) with GFLOP per CPU-second, and the largest error
+// against a double-precision CPU product of the same rounded inputs (sampled rows), relative to max|C|.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -88,6 +93,15 @@ std::vector<float> random_values(std::mt19937& rng, std::size_t count, DType dty
   return v;
 }
 
+// CPU seconds this process has used (every thread: on a CPU device, the driver's workers run the
+// shaders). On a shared machine it is steadier than the wall clock: other jobs stretch the time a
+// dispatch takes, much less the CPU time it needs.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 Buffer upload(Context& ctx, const std::vector<float>& values, DType dtype) {
   std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
   encode(dtype, values.data(), bytes.data(), values.size());
@@ -141,10 +155,11 @@ int main(int argc, char** argv) {
     pool_info.queryCount = 2;
     VkQueryPool pool;
     VK_TRY(vkCreateQueryPool(c.device, &pool_info, nullptr, &pool));
-    double first_ms = 0;
+    double first_ms = 0, first_cpu_ms = 0, cpu_start = 0;
     std::vector<double> times;
     for (int it = 0; it < 1 + o.warmup + o.iters; ++it) {
       const auto t0 = std::chrono::steady_clock::now();
+      const double cpu0 = it == 0 ? cpu_seconds() : 0.0;
       c.submit_and_wait([&](VkCommandBuffer cmd) {
         vkCmdResetQueryPool(cmd, pool, 0, 2);
         detail::barrier_before_attention(cmd);
@@ -153,13 +168,18 @@ int main(int argc, char** argv) {
         vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1);
         detail::barrier_after_attention(cmd);
       });
-      if (it == 0) first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (it == 0) {
+        first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        first_cpu_ms = (cpu_seconds() - cpu0) * 1e3;
+      }
+      if (it == o.warmup) cpu_start = cpu_seconds();
       if (it < 1 + o.warmup) continue;
       uint64_t ticks[2];
       VK_TRY(vkGetQueryPoolResults(c.device, pool, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
       times.push_back(double(ticks[1] - ticks[0]) * c.info.timestamp_period_ns * 1e-6);
     }
+    const double cpu_ms = (cpu_seconds() - cpu_start) * 1e3 / o.iters;
     vkDestroyQueryPool(c.device, pool, nullptr);
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2], best = times.front();
@@ -184,11 +204,11 @@ int main(int argc, char** argv) {
           cmax = std::max(cmax, std::abs(s));
         }
     const double flops = 2.0 * double(m) * double(n) * double(k) * double(nb);
-    std::printf("op %s m %lld n %lld k %lld batch %lld dtype %s kernel %s first_ms %.1f median_ms %.3f min_ms %.3f "
-                "GFLOP/s %.2f (best %.2f) err/max|C| %.2e | %s | %s\n",
+    std::printf("op %s m %lld n %lld k %lld batch %lld dtype %s kernel %s first_ms %.1f (cpu %.1f) median_ms %.3f min_ms %.3f "
+                "GFLOP/s %.2f (best %.2f) vec %u cpu_ms %.3f GFLOP/cpu-s %.2f err/max|C| %.2e | %s | %s\n",
                 o.op.c_str(), (long long)m, (long long)n, (long long)k, (long long)nb, to_string(o.dtype),
-                detail::gemm_description(choice, m, n).c_str(), first_ms, median, best, flops / median * 1e-6, flops / best * 1e-6,
-                cmax > 0 ? err / cmax : err, c.info.name.c_str(), c.info.driver_info.c_str());
+                detail::gemm_description(choice, m, n).c_str(), first_ms, first_cpu_ms, median, best, flops / median * 1e-6, flops / best * 1e-6, detail::gemm_vec_bits(choice, call), cpu_ms,
+                flops / cpu_ms * 1e-6, cmax > 0 ? err / cmax : err, c.info.name.c_str(), c.info.driver_info.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vkattn_gemm_bench: %s\n", e.what());

@@ -158,8 +158,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       d.bind(7, partial_o);
       d.bind(8, partial_lse);
       if (cfg.vec_loads) {
-        d.chunked_bindings = 0b111;  // Q, K, V
-        d.chunk_bytes = kDecodeChunkBytes;
+        for (const uint32_t binding : {0u, 1u, 2u}) d.chunk_mask[binding] = kDecodeChunkBytes - 1u;  // Q, K, V
         d.unchunked_pipeline = unchunked;
       }
       d.set_push(push);

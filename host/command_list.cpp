@@ -47,9 +47,9 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     }
     if (b.element_size != 1 && b.element_size != 2 && b.element_size != 4)
       throw Error("internal: element size " + std::to_string(b.element_size));
-    if (((dispatch.chunked_bindings >> i) & 1u) &&
-        (!std::has_single_bit(dispatch.chunk_bytes) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
-      throw Error("internal: a chunked binding without a chunk size or an element-wise pipeline");
+    if (dispatch.chunk_mask[i] != 0 &&
+        (!std::has_single_bit(dispatch.chunk_mask[i] + 1u) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
+      throw Error("internal: a chunked binding whose chunk is not a power of two, or without an element-wise pipeline");
     step.slot_bindings[step.slot_binding_count++] = {i, b.slot, b.offset, b.elements * b.element_size + 3, word,
                                                      static_cast<uint8_t>(b.element_size / 2)};  // log2 of 1, 2, 4
   }
@@ -121,7 +121,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       const uint64_t byte = slot.base + b.offset, aligned = byte & ~(alignment_ - 1);
       infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
       if (b.word != Dispatch::kNoWord) push[b.word] = static_cast<uint32_t>((byte - aligned) >> b.shift);
-      unchunked |= ((d.chunked_bindings >> b.index) & 1u) * ((byte - aligned) & (d.chunk_bytes - 1u));
+      unchunked |= (byte - aligned) & d.chunk_mask[b.index];
     }
     const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : d.pipeline;
     if (pipeline != bound) {

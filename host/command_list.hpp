@@ -61,12 +61,12 @@ struct Dispatch {
   uint32_t push_bytes = 0;
   std::array<uint32_t, kMaxPushWords> push{};
   std::array<uint32_t, 3> groups{1, 1, 1};
-  // A pipeline that reads some bindings in chunks of `chunk_bytes` (a power of two) needs each of
-  // them (bit i of `chunked_bindings`: binding i) to start at a multiple of it within its
-  // descriptor, which only replay knows (the slots' bases): where one does not, replay binds
-  // `unchunked_pipeline` (same layout and push constants, element-wise reads) instead.
-  uint32_t chunked_bindings = 0;
-  uint32_t chunk_bytes = 0;
+  // Some pipelines read or write a binding in wide chunks (16-byte vectors), which needs it to start
+  // at a multiple of the chunk within its descriptor: known only at replay (the slots' bases).
+  // chunk_mask[i] is binding i's chunk size in bytes less one (a power of two; 0: read element-wise).
+  // Where a chunked binding starts off its grid, replay binds `unchunked_pipeline` (same layout and
+  // push constants, element-wise access) instead.
+  std::array<uint32_t, kMaxBindings> chunk_mask{};
   VkPipeline unchunked_pipeline = VK_NULL_HANDLE;
 
   // The kernel's pipeline layout and descriptor template; every binding of the layout starts as the

@@ -1,8 +1,10 @@
 #include "gemm.hpp"
 #include "int_math.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <string>
 
 #include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
@@ -28,40 +30,130 @@ GemmTile choose_tile(int64_t m) {
   return {16, 64, 2, 8};                 // 64 invocations
 }
 
+// gemm_subgroup.comp's tile (CPU devices): BM rows, CJ columns per invocation, the workgroup one
+// subgroup of `lanes`, so BM x (CJ x lanes) of C per workgroup. Each step of `lanes` k loads BM values
+// of A and CJ x lanes of B per lane (B by vec4 where the layout allows) for BM x CJ x lanes
+// multiply-adds. 32 x 8 (a 32 x 64 tile on 8 lanes): 64 x 8 and 32 x 12 ran 5-8% faster on lavapipe
+// but took 1.0 s and more to JIT against 0.6 s, and 64 columns fit P·V's dim_v 64 and 128 exactly
+// (bench/results/lavapipe-2026-11-25-gemm.txt). Fewer rows (decode: one query row) or columns (a
+// small dim_v) take a short tile rather than compute what does not exist; few sizes keep the number
+// of pipelines, each JIT-compiled on its first dispatch, small.
+struct SubgroupTile {
+  uint32_t rows, cols;  // BM, CJ (a multiple of 4: quads of columns)
+  uint32_t groups() const { return rows < 8 ? 1 : rows / 8; }  // the write-out loop's
+};
+SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n) {
+  const uint32_t rows = m <= 1 ? 1 : m <= 16 ? 16 : 32;
+  const uint32_t cols = n <= int64_t(4 * lanes) ? 4 : 8;
+  return {rows, cols};
+}
+
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+bool multiple_of_4(int64_t v) { return v % 4 == 0; }
+
+// Which operands gemm_subgroup.comp may read or write four elements at a time (GEMM_SG_VEC_*), from
+// the strides and sizes; the element offsets of the bindings are checked at replay.
+uint32_t subgroup_vec(const GemmCall& call) {
+  const GemmOperand &b = call.b, &c = call.c;
+  uint32_t vec = 0;
+  if (b.stride_col == 1 && b.col_block == 0 && call.k > 0 && multiple_of_4(call.k) && multiple_of_4(b.stride_row) &&
+      multiple_of_4(b.stride_batch) && multiple_of_4(b.stride_head))
+    vec |= GEMM_SG_VEC_B_K;
+  else if (b.stride_row == 1 && call.n > 0 && multiple_of_4(call.n) && multiple_of_4(b.stride_col) &&
+           (b.col_block == 0 || multiple_of_4(b.stride_block)) && multiple_of_4(b.stride_batch) &&
+           multiple_of_4(b.stride_head))
+    vec |= GEMM_SG_VEC_B_N;
+  if (c.stride_col == 1 && (c.col_block == 0 || (multiple_of_4(c.col_block) && multiple_of_4(c.stride_block))) &&
+      call.n > 0 && multiple_of_4(call.n) && multiple_of_4(c.stride_row) && multiple_of_4(c.stride_batch) &&
+      multiple_of_4(c.stride_head))
+    vec |= GEMM_SG_VEC_C;
+  return vec;
+}
 
 // The column-block fields: no blocks is one block wider than any column index.
 uint32_t col_block(const GemmOperand& o) {
   return o.col_block > 0 ? u32(o.col_block) : std::numeric_limits<uint32_t>::max();
 }
 
+std::string str(uint64_t v) { return std::to_string(v); }
+
 }  // namespace
 
-GemmChoice choose_gemm(const DeviceInfo&) { return {}; }
+GemmChoice choose_gemm(const DeviceInfo& device) {
+  // The subgroup kernel's workgroup is one subgroup: the device must run every pipeline with the one
+  // subgroup size it reports (as the subgroup attention kernel, attention_plan.cpp), with shuffles.
+  // Vulkan's subgroup sizes are powers of two; 4 to 32 lanes keep its tile within 64 columns.
+  const uint32_t lanes = device.subgroup_size;
+  if (device.is_cpu() && device.subgroup_shuffle && lanes >= 4 && lanes <= 32 && device.min_subgroup_size == lanes &&
+      device.max_subgroup_size == lanes && device.max_workgroup_invocations >= lanes)
+    return {GemmKernel::subgroup, lanes};
+  return {};
+}
 
-std::string gemm_description(const GemmChoice&, int64_t m, int64_t) {
+uint32_t gemm_vec_bits(const GemmChoice& choice, const GemmCall& call) {
+  return choice.kernel == GemmKernel::subgroup ? subgroup_vec(call) : 0;
+}
+
+std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n) {
+  if (choice.kernel == GemmKernel::subgroup) {
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    return "subgroup " + str(tile.rows) + "x" + str(tile.cols * choice.lanes) + "/" + str(tile.rows) + "x" +
+           str(tile.cols) + "x" + str(choice.lanes) + "lanes";
+  }
   const GemmTile tile = choose_tile(m);
-  return "tiled " + std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "/" + std::to_string(tile.tm) + "x" +
-         std::to_string(tile.tn);
+  return "tiled " + str(tile.bm) + "x" + str(tile.bn) + "/" + str(tile.tm) + "x" + str(tile.tn);
+}
+
+uint64_t gemm_loop_iterations(const GemmChoice& choice, int64_t m, int64_t n, int64_t k) {
+  const uint64_t kk = uint64_t(std::max<int64_t>(k, 1));
+  if (choice.kernel == GemmKernel::subgroup) {
+    // gemm_subgroup.comp: per pass, the k steps of `lanes` and their blocks of 16 steps; the row
+    // groups of the write-out and the rows of pass 1's (each loop at least once, masked or not); a
+    // second pass when some sum overflowed (only for k <= 16384).
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    const uint64_t passes = kk <= 16384 ? 2 : 1;
+    return passes * (ceil_div(kk, choice.lanes) + ceil_div(kk, 16ull * choice.lanes) + tile.groups() + tile.rows + 1);
+  }
+  // gemm.comp: about k / kTileK (the BK step is unrolled), and its recomputation of an overflowing
+  // element, 2k more, which it skips past k = 16384.
+  return ceil_div(kk, kTileK) + 16;
 }
 
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k) {
   check_gemm_shape(device, choose_gemm(device), what, m, n, k);
 }
 
-void check_gemm_shape(const DeviceInfo& device, const GemmChoice&, const std::string& what, int64_t m, int64_t n,
+void check_gemm_shape(const DeviceInfo& device, const GemmChoice& choice, const std::string& what, int64_t m, int64_t n,
                       int64_t k) {
+  // A plan made for another device (a profile) runs here: its kernel must be one this device runs.
+  if (choice.kernel == GemmKernel::subgroup &&
+      (!device.subgroup_shuffle || device.min_subgroup_size != choice.lanes || device.max_subgroup_size != choice.lanes ||
+       device.max_workgroup_invocations < choice.lanes))
+    throw unsupported(what + ": the subgroup GEMM of " + str(choice.lanes) + " lanes needs subgroup shuffles and subgroups of exactly " +
+                      str(choice.lanes) + " lanes; " + device.name + " has sizes " + str(device.min_subgroup_size) + " to " +
+                      str(device.max_subgroup_size));
   // The grid's z (batch x heads matrices) is split across dispatches by emit_gemm; x and y are not.
-  const GemmTile tile = choose_tile(m);
-  const uint64_t gx = ceil_div(n, tile.bn), gy = ceil_div(m, tile.bm);
+  uint64_t bm = 0, bn = 0;
+  if (choice.kernel == GemmKernel::subgroup) {
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    bm = tile.rows, bn = uint64_t(tile.cols) * choice.lanes;
+  } else {
+    const GemmTile tile = choose_tile(m);
+    bm = tile.bm, bn = tile.bn;
+  }
+  const uint64_t gx = ceil_div(n, bn), gy = ceil_div(m, bm);
   if (gx > device.max_workgroup_count[0] || gy > device.max_workgroup_count[1])
     throw unsupported(what + ": a (" + std::to_string(m) + " x " + std::to_string(n) + ") product needs a grid of (" +
-                std::to_string(gx) + ", " + std::to_string(gy) + ") workgroups per matrix, beyond " + device.name);
-  // An invocation loops about k / kTileK times (the BK step is unrolled).
-  if (device.is_llvmpipe && ceil_div(k, kTileK) + 16 > kLlvmpipeLoopBudget)
+                str(gx) + ", " + str(gy) + ") workgroups per matrix, beyond " + device.name);
+  if (device.is_llvmpipe && gemm_loop_iterations(choice, m, n, k) > kLlvmpipeLoopBudget) {
+    int64_t most = 1;  // the longest k within the limit, for the message (the count grows with k)
+    while (gemm_loop_iterations(choice, m, n, most * 2) <= kLlvmpipeLoopBudget) most *= 2;
+    for (int64_t step = most / 2; step >= 1; step /= 2)
+      if (gemm_loop_iterations(choice, m, n, most + step) <= kLlvmpipeLoopBudget) most += step;
     throw unsupported(what + ": a reduction over " + std::to_string(k) +
-                " elements exceeds lavapipe's per-invocation loop limit (at most " +
-                std::to_string((kLlvmpipeLoopBudget - 16) * kTileK) + ")");
+                " elements exceeds lavapipe's per-invocation loop limit (at most " + std::to_string(most) + ")");
+  }
 }
 
 void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const GemmChoice& choice) {
@@ -106,10 +198,27 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   fill(call.c, &push.c_off);
   d.set_push(push);
 
-  const GemmTile tile = choose_tile(call.m);
-  d.pipeline = c.pipelines->get(
-      gemm_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()}));
-  d.groups = {u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads)};
+  if (choice.kernel == GemmKernel::subgroup) {
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n);
+    const uint32_t vec = subgroup_vec(call);
+    GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags, choice.lanes, vec};
+    d.pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
+    if (vec != 0) {
+      // Bindings that start off a multiple of 4 elements at replay take the all-scalar twin.
+      constants.vec = 0;
+      d.unchunked_pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
+      // Four elements at a time: B's and C's element offsets must be multiples of 4.
+      if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[1] = static_cast<uint32_t>(4 * dtype_size(call.b.dtype) - 1);
+      if (vec & GEMM_SG_VEC_C) d.chunk_mask[2] = static_cast<uint32_t>(4 * dtype_size(call.c.dtype) - 1);
+    }
+    d.groups = {u32(ceil_div(call.n, uint64_t(tile.cols) * choice.lanes)), u32(ceil_div(call.m, tile.rows)),
+                u32(call.batch * call.heads)};
+  } else {
+    const GemmTile tile = choose_tile(call.m);
+    d.pipeline = c.pipelines->get(
+        gemm_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, {tile.bm, tile.bn, kTileK, tile.tm, tile.tn, tile.workgroup()}));
+    d.groups = {u32(ceil_div(call.n, tile.bn)), u32(ceil_div(call.m, tile.bm)), u32(call.batch * call.heads)};
+  }
   list.dispatch(d);
 }
 

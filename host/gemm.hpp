@@ -47,19 +47,32 @@ struct GemmCall {
 // plan made for another device's profile keeps that device's kernel). The tile sizes follow from
 // the kernel and the shape.
 enum class GemmKernel {
-  tiled,  // gemm.comp: shared-memory tiles, a register tile per invocation (every device)
+  tiled,     // gemm.comp: shared-memory tiles, a register tile per invocation (GPUs, any device)
+  subgroup,  // gemm_subgroup.comp: one subgroup per workgroup, B shared by subgroupShuffle (CPU devices)
 };
 struct GemmChoice {
   GemmKernel kernel = GemmKernel::tiled;
+  uint32_t lanes = 0;  // subgroup: the device's one subgroup size, the workgroup's size
 };
+// subgroup on CPU devices (lavapipe) whose pipelines all run with one subgroup size (min == max ==
+// subgroup_size, 4 to 32 lanes) and have subgroup shuffles; tiled everywhere else.
 GemmChoice choose_gemm(const DeviceInfo& device);
 // The kernel and its tile for an (m x n) product, e.g. "tiled 128x64/8x8", for tools.
 std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n);
 
+// The operands gemm_subgroup.comp reads or writes four elements at a time in `call` (GEMM_SG_VEC_*
+// bits, from its strides and sizes; 0 for the tiled kernel). The dispatch runs them so when the
+// bindings' element offsets are multiples of 4 at replay, else its all-scalar twin.
+uint32_t gemm_vec_bits(const GemmChoice& choice, const GemmCall& call);
+
+// The loop iterations one invocation of `choice`'s kernel makes at most (what lavapipe's loop limit
+// counts, docs/devices.md).
+uint64_t gemm_loop_iterations(const GemmChoice& choice, int64_t m, int64_t n, int64_t k);
+
 // Throws Error (prefixed by `what`) when a GEMM of this shape, run by `choice`'s kernel, exceeds what
 // `device` can dispatch: the grid per matrix, or lavapipe's per-invocation loop limit
-// (docs/devices.md). Any number of matrices works: emit_gemm splits them across dispatches. Without
-// `choice`, the kernel `device` itself would run.
+// (docs/devices.md), or a subgroup kernel whose lanes `device` cannot run. Any number of matrices
+// works: emit_gemm splits them across dispatches. Without `choice`, the kernel `device` itself would run.
 void check_gemm_shape(const DeviceInfo& device, const GemmChoice& choice, const std::string& what, int64_t m, int64_t n,
                       int64_t k);
 void check_gemm_shape(const DeviceInfo& device, const std::string& what, int64_t m, int64_t n, int64_t k);

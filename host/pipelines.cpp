@@ -112,6 +112,19 @@ PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {
   return key;
 }
 
+PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
+  PipelineKey key;
+  key.shader = Shader::gemm_subgroup;
+  key.types = {a, b, c};
+  key.spec_count = SPEC_GEMM_SG_COUNT;
+  key.spec[SPEC_GEMM_SG_ROWS] = g.rows;
+  key.spec[SPEC_GEMM_SG_COLS] = g.cols;
+  key.spec[SPEC_GEMM_SG_FLAGS] = g.flags;
+  key.spec[SPEC_GEMM_SG_WORKGROUP] = g.lanes;
+  key.spec[SPEC_GEMM_SG_VEC] = g.vec;
+  return key;
+}
+
 std::string module_name(const PipelineKey& key) {
   const std::string t0 = to_string(key.types[0]);
   switch (key.shader) {
@@ -124,6 +137,8 @@ std::string module_name(const PipelineKey& key) {
     case Shader::attention_combine: return "attention_combine_" + t0;
     case Shader::attention_softmax: return "attention_softmax";
     case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
+    case Shader::gemm_subgroup:
+      return "gemm_subgroup_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
   }
   throw Error("internal: unknown shader " + std::to_string(static_cast<int>(key.shader)));
 }
@@ -136,7 +151,8 @@ KernelKind kernel_kind(Shader shader) {
     case Shader::attention_subgroup_decode: return KernelKind::attention;
     case Shader::attention_combine: return KernelKind::combine;
     case Shader::attention_softmax: return KernelKind::softmax;
-    case Shader::gemm: return KernelKind::gemm;
+    case Shader::gemm:
+    case Shader::gemm_subgroup: return KernelKind::gemm;
   }
   throw Error("internal: unknown shader " + std::to_string(static_cast<int>(shader)));
 }

@@ -30,7 +30,8 @@ enum class Shader : uint8_t {
   attention_softmax,
   gemm,
   attention_subgroup,
-  attention_subgroup_decode
+  attention_subgroup_decode,
+  gemm_subgroup
 };
 
 inline constexpr std::size_t kMaxSpecConstants = 11;
@@ -58,14 +59,21 @@ struct AttentionConstants {
 struct GemmConstants {
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0, workgroup = 0;
 };
+// The CPU devices' GEMM's (SPEC_GEMM_SG_*).
+struct GemmSubgroupConstants {
+  uint32_t rows = 0, cols = 0, flags = 0, lanes = 0;  // flags: the call's GEMM_FLAG_* bits
+  uint32_t vec = 0;  // GEMM_SG_VEC_* bits
+};
 
 // `shader`: attention_fused, attention_rowwise, attention_subgroup or attention_subgroup_decode.
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup);
 PipelineKey softmax_pipeline(uint32_t workgroup);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
+PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 
-// The embedded SPIR-V module `key` runs, e.g. "attention_fused_f16", "gemm_f16_f16_f32".
+// The embedded SPIR-V module `key` runs, e.g. "attention_fused_f16", "gemm_f16_f16_f32",
+// "gemm_subgroup_f32_f16_f16".
 std::string module_name(const PipelineKey& key);
 KernelKind kernel_kind(Shader shader);
 

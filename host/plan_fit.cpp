@@ -44,9 +44,15 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
                     " keys per split, beyond lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned)");
     }
   } else {
-    // The three-stage kernels' tiles do not depend on the device; their limits (lavapipe's loop limit
-    // above all) are those of a plan for this device.
+    // The softmax's and the chunks' limits are those of a plan for this device; the GEMMs run the
+    // kernel of the plan's device (its tiles, its loops), checked here with this device's limits.
     make_unfused_plan(device, layouts, weights);
+    const UnfusedPlan& up = *planned.unfused;
+    const AttentionProblem& p = up.problem;
+    if (up.chunks > 0) {
+      check_gemm_shape(device, up.gemm, "unfused path, scores", up.row_chunk, p.seq_k, p.dim_qk);
+      check_gemm_shape(device, up.gemm, "unfused path, P·V", up.row_chunk, p.dim_v, p.seq_k);
+    }
   }
 }
 

@@ -59,4 +59,31 @@ uint f32_to_bf16_bits(float v) {
 #define C_from_f32(v) uint16_t(f32_to_bf16_bits(v))
 #endif
 
+// Four consecutive elements at once, for kernels that read or write a binding through a second view
+// of it (gemm_subgroup.comp): X4_T is the element type of that view (vec4, or four 16-bit values in
+// a uvec2), B4_to_vec4 widens one, C4_from_vec4 narrows four f32 (as C_from_f32, element by element).
+#if B_TYPE == TYPE_F32
+#define B4_T vec4
+#define B4_to_vec4(u4) (u4)
+#elif B_TYPE == TYPE_F16
+#define B4_T uvec2
+#define B4_to_vec4(u4) vec4(unpackHalf2x16((u4).x), unpackHalf2x16((u4).y))
+#else
+#define B4_T uvec2
+#define B4_to_vec4(u4) vec4(uintBitsToFloat((u4).x << 16), uintBitsToFloat((u4).x & 0xffff0000u), \
+                            uintBitsToFloat((u4).y << 16), uintBitsToFloat((u4).y & 0xffff0000u))
+#endif
+
+#if C_TYPE == TYPE_F32
+#define C4_T vec4
+#define C4_from_vec4(v) (v)
+#elif C_TYPE == TYPE_F16
+#define C4_T uvec2
+#define C4_from_vec4(v) uvec2(packHalf2x16((v).xy), packHalf2x16((v).zw))
+#else
+#define C4_T uvec2
+#define C4_from_vec4(v) uvec2(f32_to_bf16_bits((v).x) | (f32_to_bf16_bits((v).y) << 16), \
+                              f32_to_bf16_bits((v).z) | (f32_to_bf16_bits((v).w) << 16))
+#endif
+
 #endif

@@ -60,6 +60,20 @@
 #define SPEC_GEMM_TN 4
 #define SPEC_GEMM_WORKGROUP 5       /* (BM / TM) * (BN / TN) */
 #define SPEC_GEMM_COUNT 6
+/* gemm_subgroup.comp (CPU devices): one subgroup per workgroup, a ROWS x (COLS x LANES) tile of C;
+ * each invocation holds COLS columns of all ROWS rows */
+#define SPEC_GEMM_SG_ROWS 0         /* 1, 2, 4 or a multiple of 8 */
+#define SPEC_GEMM_SG_COLS 1         /* columns per invocation */
+#define SPEC_GEMM_SG_FLAGS 2        /* the call's GEMM_FLAG_* bits, compiled in (the push constants' flags are not read) */
+#define SPEC_GEMM_SG_WORKGROUP 3    /* LANES: the device's subgroup size (a single size) */
+#define SPEC_GEMM_SG_VEC 4          /* GEMM_SG_VEC_* bits */
+#define SPEC_GEMM_SG_COUNT 5
+/* gemm_subgroup.comp's operands read or written four elements at a time (SPEC_GEMM_SG_VEC): the
+ * host sets a bit where the layout allows it (strides, sizes), and the element offsets of the
+ * bindings must then be multiples of 4 (else the all-scalar pipeline runs, chosen at record time) */
+#define GEMM_SG_VEC_B_K 1u  /* B's rows contiguous along k (stride_col 1, no blocks), k and its strides multiples of 4 */
+#define GEMM_SG_VEC_B_N 2u  /* B's columns contiguous (stride_row 1), n and the k offsets multiples of 4 */
+#define GEMM_SG_VEC_C 4u    /* C's columns contiguous in quads (stride_col 1, blocks of 4k), n and its strides multiples of 4 */
 
 /* ---- Shared memory of the fused kernels ---- */
 /* Sizes in elements as functions of the specialization constants: the shaders declare their
@@ -122,7 +136,7 @@
   uint p_off, lse_off, kv_len_off;                                                           \
   uint m_sb, m_sh, m_ss, m_off;
 
-/* The GEMM (gemm.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of
+/* The GEMM (gemm.comp and gemm_subgroup.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of
  * operand X is at X_off + b*X_sb + h'*X_sh + r*X_sr + (c / X_cblk)*X_sblk + (c % X_cblk)*X_sc, with
  * h' = h for A and C and h' = (head_base + h) / group for B (the KV head of a GQA group). */
 #define GEMM_PUSH_MEMBERS                                                                    \

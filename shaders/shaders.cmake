@@ -15,7 +15,7 @@ endforeach()
 vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
 
 # The GEMM, one module per (A, B, C) storage-type combination the library uses, named
-# gemm_<A>_<B>_<C>: linear layers (d, d, d), scores (d, d, f32) and the weighted sum (f32, d, d).
+# gemm_<A>_<B>_<C> (and gemm_subgroup_<A>_<B>_<C>, the CPU devices' kernel): linear layers (d, d, d), scores (d, d, f32) and the weighted sum (f32, d, d).
 set(_gemm_combinations "")
 foreach(dtype f32 f16 bf16)
   list(APPEND _gemm_combinations "${dtype}_${dtype}_${dtype}" "${dtype}_${dtype}_f32" "f32_${dtype}_${dtype}")
@@ -30,6 +30,8 @@ foreach(combination IN LISTS _gemm_combinations)
   string(TOUPPER ${_b} _b)
   string(TOUPPER ${_c} _c)
   vkattn_add_shader(NAME gemm_${combination} SOURCE gemm.comp
+                    DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c})
+  vkattn_add_shader(NAME gemm_subgroup_${combination} SOURCE gemm_subgroup.comp
                     DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c})
 endforeach()
 

@@ -1,0 +1,258 @@
+#version 450
+// The GEMM of gemm.comp for CPU devices (lavapipe/llvmpipe), written to the JIT rules of DESIGN.md §5:
+// C[z] = alpha * A[z]·B[z]ᵀ (+ bias), the same semantics, bindings and push constants as gemm.comp
+// (f32 accumulation, saturation of overflowing products, skip-zero for P·V, bias, column blocks,
+// GQA heads), only the work is laid out for a CPU's SIMD lanes:
+//   - A workgroup is one subgroup of LANES invocations (the device's subgroup size, a specialization
+//     constant the host reads from the device). It computes a BM x BN tile of C, BN = CJ x LANES:
+//     lane l holds CJ / 4 quads of four consecutive columns (4l .. 4l + 3, then 4 LANES further on)
+//     of all BM rows, BM x CJ f32 sums, so the lanes of one store write consecutive columns of a row
+//     (one cache line, not eight), and a quad can be read (B) or written (C) as one vec4.
+//   - k is walked LANES elements at a time. Lane t loads element k0 + t of each of the BM rows of A
+//     and the lanes exchange them with subgroupShuffle at constant lane indices, so one load per lane
+//     gives every lane LANES values of A; B's values are the lane's own columns, one load each.
+//     llvmpipe runs a load lane by lane whatever its pattern (DESIGN.md §5), so each load must feed
+//     as many multiply-adds as registers allow: per LANES k, BM + LANES x CJ loads for
+//     BM x CJ x LANES multiply-adds in every lane (32 per load at 64 x 8).
+//   - Every private array is indexed only inside [[unroll]] loops; the k loops and the write-out
+//     loop over groups of rows are real loops (the JIT's time grows with unrolled code).
+//   - Push constants are read once, before the loops: llvmpipe gathers a push constant read inside a
+//     loop lane by lane, each time.
+//   - Four elements per load where the layout allows (VEC, chosen by the host from the strides; the
+//     element offsets of the bindings, known only when the call is recorded, pick this pipeline or
+//     its all-scalar twin): llvmpipe's lane-by-lane load costs much the same for a vec4 as for one
+//     float. B by vec4 along k (its rows contiguous: the scores' K, the weights) or along n (its
+//     columns contiguous: P·V's V, read transposed); C stored by vec4 quads.
+//   - Sums are kept per LANES k, per 16 such steps and overall, so a long k (P·V over 64k keys) does
+//     not lose f32 accuracy in one long chain of additions (as gemm.comp).
+//   - The score rule (score.glsl): a sum that comes out NaN or Inf, when k <= 16384 and not for P·V
+//     (skip-zero), is recomputed with every operand scaled by DOWN and saturated. Here that is a
+//     second pass over k of the whole workgroup, with the same loop body, entered only when some lane
+//     met such a sum; it writes only the elements that needed it (their bits in `redo`).
+//   - Loops are do-while loops: llvmpipe runs a loop's body once more, masked, after its last lane
+//     leaves a loop whose test comes first (a `for`): a whole step of k in every block.
+//
+// host/gemm.cpp counts the loops below against lavapipe's 65535-iteration limit
+// (gemm_loop_iterations): keep the two in step.
+
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#extension GL_KHR_shader_subgroup_vote : enable
+
+#include "element_types.glsl"
+#include "gemm_push.glsl"
+#include "score.glsl"
+
+layout(constant_id = SPEC_GEMM_SG_ROWS) const uint BM = 64;  // rows of C per workgroup (1, 2, 4, or a multiple of 8)
+layout(constant_id = SPEC_GEMM_SG_COLS) const uint CJ = 8;   // columns of C per invocation
+// The call's GEMM_FLAG_* bits (skip-zero, bias), compiled in: llvmpipe runs both sides of every
+// branch, so a flag read from the push constants would cost its code in every call. The host sets
+// it equal to the push constants' `flags`, which this shader does not read.
+layout(constant_id = SPEC_GEMM_SG_FLAGS) const uint FLAGS = 0;
+// GEMM_SG_VEC_* bits: which operands are read or written four elements at a time (see above).
+layout(constant_id = SPEC_GEMM_SG_VEC) const uint VEC = 0;
+layout(local_size_x_id = SPEC_GEMM_SG_WORKGROUP) in;         // LANES: the device's subgroup size
+
+layout(binding = 0) readonly buffer ABuf { A_T a[]; };
+layout(binding = 1) readonly buffer BBuf { B_T b[]; };
+layout(binding = 1) readonly buffer BBuf4 { B4_T b4[]; };  // the same binding, four elements at a time
+layout(binding = 2) writeonly buffer CBuf { C_T c[]; };
+layout(binding = 2) writeonly buffer CBuf4 { C4_T c4[]; };
+layout(binding = 3) readonly buffer BiasBuf { B_T bias[]; };
+
+const uint LANES = gl_WorkGroupSize.x;
+const uint BN = CJ * LANES;
+const uint RG = BM < 8u ? BM : 8u;    // rows per iteration of the write-out loop
+const uint GROUPS = BM / RG;
+const uint WORDS = (BM + 31u) / 32u;  // redo bits per column: one per row
+const uint STEPS_PER_BLOCK = 16u;
+const bool SKIP_ZERO = (FLAGS & GEMM_FLAG_SKIP_ZERO_A) != 0u;
+const bool BIAS = (FLAGS & GEMM_FLAG_BIAS) != 0u;
+const bool VEC_B_K = (VEC & GEMM_SG_VEC_B_K) != 0u;
+const bool VEC_B_N = (VEC & GEMM_SG_VEC_B_N) != 0u;
+const bool VEC_C = (VEC & GEMM_SG_VEC_C) != 0u;
+const uint QUADS = CJ / 4u;           // quads of columns per invocation
+const uint RESCALE_MAX_K = 16384u;    // as gemm.comp: no recomputation past this k
+
+// Offset of column `col` within a row (see gemm_push.glsl).
+uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sblk + (col % cblk) * sc; }
+
+void main() {
+  const uint M = pc.m, N = pc.n, K = pc.k;
+  const float ALPHA = pc.alpha;
+  const uint A_CBLK = pc.a_cblk, A_SBLK = pc.a_sblk, A_SC = pc.a_sc, A_SR = pc.a_sr;
+  const uint B_CBLK = pc.b_cblk, B_SBLK = pc.b_sblk, B_SC = pc.b_sc;
+  const uint C_SR = pc.c_sr, BIAS_OFF = pc.bias_off;
+
+  const uint lane = gl_SubgroupInvocationID;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint z = gl_WorkGroupID.z;
+  const uint bz = z / pc.heads, h = z % pc.heads;
+  const uint a_base = pc.a_off + bz * pc.a_sb + h * pc.a_sh;
+  const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
+  const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
+  // k = 0 (P·V without keys, A and B bound to a placeholder): one step of zeros that reads only
+  // element 0 of A and B.
+  const uint k_last = max(K, 1u) - 1u;
+  const uint M_READ = K == 0u ? 1u : M, N_READ = K == 0u ? 1u : N;
+  const bool may_rescale = !SKIP_ZERO && K <= RESCALE_MAX_K;
+
+  // This lane's columns: B's rows and C's column offsets. Columns past n read row n - 1 of B, rows
+  // past m read row m - 1 of A; neither is written. With whole quads (VEC_B_N, VEC_C: n % 4 == 0) a
+  // quad is in or out as a whole, and one past n reads the last quad.
+  uint b_row[CJ], c_col[CJ], b_quad[QUADS];
+  bool col_ok[CJ];
+  [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+    const uint col = n0 + (j / 4u) * 4u * LANES + 4u * lane + j % 4u;
+    const uint cl = min(col, N - 1u);
+    col_ok[j] = col < N;
+    b_row[j] = b_base + min(col, N_READ - 1u) * pc.b_sr;
+    c_col[j] = c_base + column(cl, pc.c_cblk, pc.c_sblk, pc.c_sc);
+    if (j % 4u == 0u) b_quad[j / 4u] = b_base + min(col, max(N_READ, 4u) - 4u) * pc.b_sr;
+  }
+  float bias_j[CJ];
+  [[unroll]] for (uint j = 0u; j < CJ; ++j) bias_j[j] = BIAS ? B_to_f32(bias[BIAS_OFF + min(n0 + (j / 4u) * 4u * LANES + 4u * lane + j % 4u, N - 1u)]) : 0.0;
+
+  float acc[BM * CJ];
+  uint redo[CJ * WORDS];  // bit i of column j: C(i, j) came out NaN/Inf in pass 0 and is recomputed
+  [[unroll]] for (uint e = 0u; e < CJ * WORDS; ++e) redo[e] = 0u;
+
+  float s = 1.0;  // pass 1: every operand scaled down (score.glsl)
+  uint pass = 0u;
+  bool again;
+  do {
+    [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] = 0.0;
+    uint kb = 0u;
+    do {
+      float blk[BM * CJ];
+      [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) blk[e] = 0.0;
+      const uint kb_end = min(kb + STEPS_PER_BLOCK * LANES, K);
+      uint k0 = kb;
+      do {
+        // Elements past k read element k - 1 and count as 0 (in A and B: 0 * Inf would be NaN).
+        const uint kl = min(k0 + lane, k_last);
+        const bool k_ok = k0 + lane < K;
+        const uint a_col = column(kl, A_CBLK, A_SBLK, A_SC);
+        const uint b_col = column(kl, B_CBLK, B_SBLK, B_SC);
+
+        // A: lane t holds element k0 + t of each of the tile's BM rows.
+        float al[BM];
+        [[unroll]] for (uint i = 0u; i < BM; ++i) {
+          const float x = A_to_f32(a[a_base + min(m0 + i, M_READ - 1u) * A_SR + a_col]);
+          al[i] = k_ok ? x * s : 0.0;
+        }
+        // B: elements k0 .. k0 + LANES - 1 of this lane's columns.
+        float bl[CJ * LANES];
+        if (VEC_B_K) {
+          // Rows of B contiguous along k, k % 4 == 0, rows starting at multiples of 4: a row's k0 ..
+          // k0 + LANES - 1 are LANES / 4 vec4 (past k: the row's last one, counted as 0).
+          [[unroll]] for (uint j = 0u; j < CJ; ++j)
+            [[unroll]] for (uint q = 0u; q < LANES / 4u; ++q) {
+              const vec4 x = B4_to_vec4(b4[b_row[j] / 4u + min(k0 / 4u + q, K / 4u - 1u)]);
+              [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[j * LANES + q * 4u + e] = (k0 + q * 4u + e < K) ? x[e] * s : 0.0;
+            }
+        } else if (VEC_B_N) {
+          // Columns of B contiguous (B read transposed), the offset of every k a multiple of 4: a quad
+          // of columns at one k is one vec4.
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint col = subgroupShuffle(b_col, t);
+            const bool ok = k0 + t < K;
+            [[unroll]] for (uint q = 0u; q < QUADS; ++q) {
+              const vec4 x = B4_to_vec4(b4[(b_quad[q] + col) / 4u]);
+              [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[(q * 4u + e) * LANES + t] = ok ? x[e] * s : 0.0;
+            }
+          }
+        } else {
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint col = subgroupShuffle(b_col, t);
+            const bool ok = k0 + t < K;
+            [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+              const float x = B_to_f32(b[b_row[j] + col]);
+              bl[j * LANES + t] = ok ? x * s : 0.0;
+            }
+          }
+        }
+        // A fresh sum over the LANES k per element, then added to the block's.
+        [[unroll]] for (uint i = 0u; i < BM; ++i) {
+          float at[LANES];
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) at[t] = subgroupShuffle(al[i], t);
+          [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+            float sum = 0.0;
+            [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+              // A select, not a branch and not a multiply by 0: 0 * NaN would be NaN.
+              if (SKIP_ZERO) sum = at[t] != 0.0 ? fma(at[t], bl[j * LANES + t], sum) : sum;
+              else sum = fma(at[t], bl[j * LANES + t], sum);
+            }
+            blk[i * CJ + j] += sum;
+          }
+        }
+        k0 += LANES;
+      } while (k0 < kb_end);
+      [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] += blk[e];
+      kb += STEPS_PER_BLOCK * LANES;
+    } while (kb < K);
+
+    const bool first = pass == 0u;
+    bool met_bad = false;
+    if (first) {
+      // Write-out, RG rows at a time: the group's sums are picked from acc by unrolled selects.
+      uint g = 0u;
+      do {
+        float v[RG * CJ];
+        [[unroll]] for (uint e = 0u; e < RG * CJ; ++e) v[e] = 0.0;
+        [[unroll]] for (uint gg = 0u; gg < GROUPS; ++gg)
+          [[unroll]] for (uint e = 0u; e < RG * CJ; ++e) v[e] = gg == g ? acc[gg * RG * CJ + e] : v[e];
+        [[unroll]] for (uint rr = 0u; rr < RG; ++rr) {
+          const uint i = g * RG + rr;  // row in the tile
+          const uint row = m0 + i;
+          float vals[CJ];
+          [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+            const bool inside = row < M && col_ok[j];
+            const float d = v[rr * CJ + j];
+            const bool bad = isnan(d) || isinf(d);
+            // scale_dot (score.glsl) for a finite sum; NaN/Inf propagate unless pass 1 redoes them.
+            float value = d * ALPHA;
+            if (isinf(value) && !bad) value = sign(value) * FLT_MAX;
+            if (BIAS) value = add_bias(value, bias_j[j]);
+            vals[j] = value;
+            if (!VEC_C && inside) c[c_col[j] + row * C_SR] = C_from_f32(value);
+            if (!SKIP_ZERO) {
+              const bool redo_this = bad && inside;
+              met_bad = met_bad || redo_this;
+              [[unroll]] for (uint w = 0u; w < WORDS; ++w)
+                redo[j * WORDS + w] |= (redo_this && w == i / 32u) ? 1u << (i % 32u) : 0u;
+            }
+          }
+          if (VEC_C)
+            [[unroll]] for (uint q = 0u; q < QUADS; ++q)
+              if (row < M && col_ok[q * 4u])
+                c4[(c_col[q * 4u] + row * C_SR) / 4u] =
+                    C4_from_vec4(vec4(vals[q * 4u], vals[q * 4u + 1u], vals[q * 4u + 2u], vals[q * 4u + 3u]));
+        }
+        ++g;
+      } while (g < GROUPS);
+    }
+    if (!SKIP_ZERO && !first) {
+      // Pass 1 (rare): the redone elements, one row at a time (a small body: llvmpipe runs it once,
+      // masked, in every workgroup), each sum recomputed with scaled-down operands.
+      uint i = 0u;
+      do {
+        const uint row = m0 + i;
+        [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+          float d = 0.0;
+          [[unroll]] for (uint e = 0u; e < BM; ++e) d = e == i ? acc[e * CJ + j] : d;
+          uint word = 0u;
+          [[unroll]] for (uint w = 0u; w < WORDS; ++w) word = w == i / 32u ? redo[j * WORDS + w] : word;
+          float value = scale_rescaled_dot(d, ALPHA);
+          if (BIAS) value = add_bias(value, bias_j[j]);
+          if ((word & (1u << (i % 32u))) != 0u && row < M && col_ok[j]) c[c_col[j] + row * C_SR] = C_from_f32(value);
+        }
+        ++i;
+      } while (i < BM);
+    }
+    again = first && may_rescale && subgroupAny(met_bad);
+    s = DOWN;
+    ++pass;
+  } while (again);
+}
