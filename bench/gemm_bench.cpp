@@ -14,13 +14,15 @@
 //   linear: C (m, n) dtype = A·Bᵀ + bias, all dtype (a projection y = x·Wᵀ + b: m = tokens, n = out
 //           features, k = in features).
 //
-// Prints one line: the kernel the plan picked, the first dispatch's milliseconds (pipeline build, and
-// on lavapipe the JIT, which happens at the first dispatch; host wall clock, and the process's CPU
-// time, which on a busy machine is the steadier measure of the JIT's work), the median and minimum
-// of the timed runs (GPU timestamps), GFLOP/s = 2·m·n·k·batch / median, the process's CPU time per
-// timed run (all threads; on a CPU device the driver's workers run the shaders, and on a shared
-// machine CPU time is steadier than wall time) with GFLOP per CPU-second, and the largest error
-// against a double-precision CPU product of the same rounded inputs (sampled rows), relative to max|C|.
+// Prints one line: the kernel the plan picked and its tile, the first dispatch's milliseconds
+// (pipeline build, and on lavapipe the JIT, which happens at the first dispatch; host wall clock, and
+// the process's CPU time, which on a busy machine is the steadier measure of the JIT's work), the
+// median and minimum of the timed runs (GPU timestamps), GFLOP/s = 2·m·n·k·batch / median (and / min),
+// the operands gemm_subgroup.comp reads or writes by vec4 (GEMM_SG_VEC_* bits: 1 B along k, 2 B
+// along n, 4 C), the process's CPU time per timed run (all threads: on a CPU device the driver's
+// workers run the shaders, and on a shared machine CPU time is steadier than wall time) with GFLOP
+// per CPU-second, and the largest error against a double-precision product of the same rounded
+// inputs (sampled rows), relative to max|C|; then the device and driver.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -205,7 +207,7 @@ int main(int argc, char** argv) {
         }
     const double flops = 2.0 * double(m) * double(n) * double(k) * double(nb);
     std::printf("op %s m %lld n %lld k %lld batch %lld dtype %s kernel %s first_ms %.1f (cpu %.1f) median_ms %.3f min_ms %.3f "
-                "GFLOP/s %.2f (best %.2f) vec %u cpu_ms %.3f GFLOP/cpu-s %.2f err/max|C| %.2e | %s | %s\n",
+                "GFLOP/s %.2f (best %.2f) vec %u cpu_ms %.3f GFLOP/cpu-s %.2f err/max_C %.2e; %s; %s\n",
                 o.op.c_str(), (long long)m, (long long)n, (long long)k, (long long)nb, to_string(o.dtype),
                 detail::gemm_description(choice, m, n).c_str(), first_ms, first_cpu_ms, median, best, flops / median * 1e-6, flops / best * 1e-6, detail::gemm_vec_bits(choice, call), cpu_ms,
                 flops / cpu_ms * 1e-6, cmax > 0 ? err / cmax : err, c.info.name.c_str(), c.info.driver_info.c_str());
