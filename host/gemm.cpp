@@ -115,8 +115,8 @@ uint64_t gemm_loop_iterations(const GemmChoice& choice, int64_t m, int64_t n, in
     const uint64_t passes = kk <= 16384 ? 2 : 1;
     return passes * (ceil_div(kk, choice.lanes) + ceil_div(kk, 16ull * choice.lanes) + tile.groups() + tile.rows + 1);
   }
-  // gemm.comp: about k / kTileK (the BK step is unrolled), and its recomputation of an overflowing
-  // element, 2k more, which it skips past k = 16384.
+  // gemm.comp: about k / kTileK (the BK step is unrolled). Its recomputation of overflowing elements
+  // (k / 8 each, 16 at most: 2k more) runs only up to k = 16384, far within the budget there.
   return ceil_div(kk, kTileK) + 16;
 }
 

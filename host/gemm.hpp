@@ -48,7 +48,7 @@ struct GemmCall {
 // the kernel and the shape.
 enum class GemmKernel {
   tiled,     // gemm.comp: shared-memory tiles, a register tile per invocation (GPUs, any device)
-  subgroup,  // gemm_subgroup.comp: one subgroup per workgroup, B shared by subgroupShuffle (CPU devices)
+  subgroup,  // gemm_subgroup.comp: one subgroup per workgroup, A shared by subgroupShuffle (CPU devices)
 };
 struct GemmChoice {
   GemmKernel kernel = GemmKernel::tiled;
