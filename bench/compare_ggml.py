@@ -21,7 +21,7 @@ batch = nr23[1], query heads = nh*nr23[0], KV heads = nh, seq_q = nb, seq_k = kv
 K/V type as vkattn's storage dtype. The default REGEX keeps the f16 cases closest to issue 12's: its
 decode shape (32 query heads over 8 KV heads, d128, seq_q 1) at 8k and 16k keys (the list has no 32k
 case) and the list's only f16 prefill, Qwen3-VL's 16 heads d72 5776 x 5776 (there is no 1024 x 1024
-one; on lavapipe ggml takes about 5 minutes per call of it, 12 per round). --params picks others, e.g.
+one; on lavapipe ggml took 2-5 minutes per call of it and 10-17 minutes per round). --params picks others, e.g.
 'kv=(8192|16384),nb=1,' and the like for a quicker decode-only run.
 
 What differs between the two sides is printed under the table (and kept in the JSON): ggml's test
