@@ -82,7 +82,7 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
 
 // One workgroup = one subgroup of the device's size (the shader shuffles K and V across it), a few
 // query rows per invocation and keys per iteration; lavapipe's JIT time grows with their product
-// and the head dim (the unrolled body; DESIGN.md §5).
+// and the head dim (the unrolled body; docs/devices.md).
 KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed) {
   if (!device.subgroup_shuffle)
     throw unsupported("kernel: subgroup needs subgroup shuffles in compute shaders, which " + device.name +

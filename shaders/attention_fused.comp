@@ -1,5 +1,5 @@
 #version 450
-// Fused scaled dot-product attention for GPUs, the "tiled" variant (DESIGN.md §3, docs/design.md), after
+// Fused scaled dot-product attention for GPUs, the "tiled" variant (docs/design.md), after
 // the scalar flash-attention kernels known to be fast through Vulkan (ggml-vulkan's flash_attn.comp,
 // FlashAttention 2).
 //
@@ -36,7 +36,7 @@
 // at -T_MAX (the lowest visible score), finite. With FLAG_PARTIAL the normalised partial O and its
 // (max, sum), the max in units of log2(e)/2, go to the workspace for attention_combine.comp.
 //
-// lavapipe ends every invocation's loops after 65535 iterations in total (DESIGN.md §5): the host
+// lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md): the host
 // bounds keys_per_split with the count in host/attention_plan.cpp (fused_loop_iterations). Keep that
 // count in step with the loops here. Only the loops over dims, rows and lanes are unrolled.
 //

@@ -1,5 +1,5 @@
 #version 450
-// Fused attention for CPU devices (lavapipe/llvmpipe), written to the JIT rules of DESIGN.md §5:
+// Fused attention for CPU devices (lavapipe/llvmpipe), written to the JIT rules of docs/devices.md:
 //   - One workgroup is one subgroup of LANES invocations (LANES = the device's subgroup size, a
 //     specialization constant); each invocation keeps R = BR / LANES query rows in private arrays.
 //   - K and V are read straight from the storage buffers: for each key, lane t loads dims

@@ -1,7 +1,7 @@
 #version 450
 // Fused attention for CPU devices (lavapipe/llvmpipe), the subgroup kernel's decode form: for few
 // query rows (PACK_GROUP: a GQA group's query heads x a short seq_q, up to 16 rows, in workgroups of
-// BR <= 4 of them), written to the JIT rules of DESIGN.md §5.
+// BR <= 4 of them), written to the JIT rules of docs/devices.md.
 //   - One workgroup is one subgroup of LANES invocations, and every invocation holds all BR rows of
 //     the workgroup: the lanes split the head dims, not the rows. Lane `lane` owns the 16-byte chunks
 //     lane, lane + LANES, lane + 2 LANES, ... of each row of Q, K, V and O (a chunk is E = 4 f32 or

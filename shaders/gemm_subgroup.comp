@@ -1,5 +1,5 @@
 #version 450
-// The GEMM of gemm.comp for CPU devices (lavapipe/llvmpipe), written to the JIT rules of DESIGN.md §5:
+// The GEMM of gemm.comp for CPU devices (lavapipe/llvmpipe), written to the JIT rules of docs/devices.md:
 // C[z] = alpha * A[z]·B[z]ᵀ (+ bias), the same semantics, bindings and push constants as gemm.comp
 // (f32 accumulation, saturation of overflowing products, skip-zero for P·V, bias, column blocks,
 // GQA heads), only the work is laid out for a CPU's SIMD lanes:
@@ -11,7 +11,7 @@
 //   - k is walked LANES elements at a time. Lane t loads element k0 + t of each of the BM rows of A
 //     and the lanes exchange them with subgroupShuffle at constant lane indices, so one load per lane
 //     gives every lane LANES values of A; B's values are the lane's own columns, one load each.
-//     llvmpipe runs a load lane by lane whatever its pattern (DESIGN.md §5), so each load must feed
+//     llvmpipe runs a load lane by lane whatever its pattern (docs/devices.md), so each load must feed
 //     as many multiply-adds as registers allow: per LANES k, BM + LANES x CJ loads for
 //     BM x CJ x LANES multiply-adds in every lane (32 per load at 64 x 8).
 //   - Every private array is indexed only inside [[unroll]] loops; the k loops and the write-out

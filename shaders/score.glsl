@@ -39,7 +39,7 @@ float scale_rescaled_dot(float dot_down, float scale) {
   float x = dot_down * mantissa;
   e += DOWN_EXP2;  // in [1, 278]: scale >= 2^-149 (a subnormal) has e >= -148
   // Three steps cover e <= 381; once e is 0 a step multiplies by 2^0 = 1. Straight-line code, not a
-  // loop: lavapipe counts every loop iteration against its per-invocation limit (DESIGN.md §5).
+  // loop: lavapipe counts every loop iteration against its per-invocation limit (docs/devices.md).
   int n = min(e, 127);
   x *= pow2(n);
   e -= n;
