@@ -533,14 +533,7 @@ def dry_run(args):
 
 
 def from_json(args):
-    try:
-        with open(args.from_json, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ct.Failure(f"{args.from_json}: cannot read it as JSON ({e})") from None
-    if not isinstance(doc, dict) or doc.get("tool") != TOOL or not isinstance(doc.get("entries"), list):
-        raise ct.Failure(f"{args.from_json}: not a {PROG} results file (no \"tool\": \"{TOOL}\" and \"entries\")")
-    print(format_table(doc))
+    print(format_table(ct.read_tool_results(args.from_json, TOOL, PROG)))
     return 0
 
 

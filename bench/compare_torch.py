@@ -740,6 +740,19 @@ def dry_run(args):
     return 0
 
 
+def read_tool_results(path, tool, prog):
+    """A results file of a sibling script whose JSON names its `tool` and holds `entries` (compare_torch_cpu.py,
+    compare_ggml.py), for their --from-json; Failure naming the file when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise Failure(f"{path}: cannot read it as JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("tool") != tool or not isinstance(doc.get("entries"), list):
+        raise Failure(f"{path}: not a {prog} results file (no \"tool\": \"{tool}\" and \"entries\")")
+    return doc
+
+
 def from_json(args):
     try:
         with open(args.from_json, encoding="utf-8") as f:
