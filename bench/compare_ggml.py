@@ -42,7 +42,6 @@ Modes that run neither program:
     --dry-run          print the plan (rounds, commands, output); runs nothing
 """
 import datetime
-import json
 import os
 import platform
 import re
@@ -561,9 +560,7 @@ def run(args, log=log_stderr):
             first["device"].split(" (")[0].lower() != meta["device"].split(" (")[0].lower():
         log(f"{PROG}: warning: ggml ran on {first['device']}, vkattn on {meta['device']}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        ct.write_tool_results(args.json, doc)
     print(format_table(doc))
     if args.json:
         print(f"results: {args.json}")
@@ -572,18 +569,7 @@ def run(args, log=log_stderr):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.dry_run:
-            return dry_run(args)
-        if args.from_json:
-            return from_json(args)
-        return run(args)
-    except ct.Failure as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:  # --json unwritable and the like
-        print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    return ct.tool_main(PROG, args, dry_run, from_json, run)
 
 
 if __name__ == "__main__":

@@ -740,6 +740,30 @@ def dry_run(args):
     return 0
 
 
+def write_tool_results(path, doc):
+    """Writes a sibling script's results document (compare_torch_cpu.py, compare_ggml.py) as indented JSON."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def tool_main(prog, args, dry_run, from_json, run):
+    """A sibling script's main once its arguments are parsed: --dry-run, --from-json or the run itself. A Failure or
+    MissingDependency is one error line and exit 1, as is an OSError (an output file that cannot be written)."""
+    try:
+        if args.dry_run:
+            return dry_run(args)
+        if args.from_json:
+            return from_json(args)
+        return run(args)
+    except (Failure, MissingDependency) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{prog}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 1
+
+
 def read_tool_results(path, tool, prog):
     """A results file of a sibling script whose JSON names its `tool` and holds `entries` (compare_torch_cpu.py,
     compare_ggml.py), for their --from-json; Failure naming the file when it is not one."""

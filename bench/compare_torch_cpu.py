@@ -30,7 +30,6 @@ Modes that need no torch and no vkattn:
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import re
@@ -582,9 +581,7 @@ def run(args):
     info["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     doc = merge(meta, shapes, vk_rounds, torch_rounds, info)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        ct.write_tool_results(args.out, doc)
     print(format_table(doc))
     if args.out:
         print(f"results: {args.out}")
@@ -593,18 +590,7 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.dry_run:
-            return dry_run(args)
-        if args.from_json:
-            return from_json(args)
-        return run(args)
-    except (ct.Failure, MissingDependency) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:  # --out unwritable and the like
-        print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    return ct.tool_main(PROG, args, dry_run, from_json, run)
 
 
 if __name__ == "__main__":
