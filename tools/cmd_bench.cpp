@@ -249,11 +249,11 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   } else {
     // One probe run (a warm-up after the first run, whose time is mostly building the pipelines)
     // says how long a run takes; then as many warm-ups and timed runs as the defaults ask for, fewer
-    // where they would exceed the budget. A 2-core lavapipe needs seconds per run on the default
-    // problem; a GPU gets the full counts.
+    // where they would exceed the budget. The first run and the probe count as two of the warm-ups.
+    // A 2-core lavapipe needs seconds per run on the default problem; a GPU gets the full counts.
     const double probe_ms = std::max(time_attention(context, args, 0, 1).at(0), 1e-3);
     const double budget_ms = o.budget_s * 1e3;
-    const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 1, 0));
+    const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 2, 0));
     const int iters = std::clamp(static_cast<int>(budget_ms / probe_ms), 1, o.iters);
     ms = time_attention(context, args, warmup, iters);
   }
