@@ -189,7 +189,9 @@ def check_first_run(checks, vkattn):
 
 def check_counts_and_budget(checks, vkattn):
     """--warmup/--iters alone are exact; with --budget they are caps (compare_torch.py relies on both)."""
-    shape = ["--seq-q", "64", "--heads", "2", "--json"]
+    # Large enough that one run takes far more than 1 ms on lavapipe once its pipeline is built (the
+    # probe run follows the shape's first run, so it no longer includes building the pipeline).
+    shape = ["--seq-q", "1024", "--heads", "2", "--json"]
     runs, device = {}, ""
     for name, extra in (("exact", ["--warmup", "0", "--iters", "3"]),
                         ("capped", ["--warmup", "0", "--iters", "3", "--budget", "0.001"])):
