@@ -24,6 +24,18 @@ case) and the list's only f16 prefill, Qwen3-VL's 16 heads d72 5776 x 5776 (ther
 one; on lavapipe ggml took 2-5 minutes per call of it and 10-17 minutes per round). --params picks others, e.g.
 'kv=(8192|16384),nb=1,' and the like for a quicker decode-only run.
 
+Exact shapes (--test-file FILE). test-backend-ops --test-file reads cases from a file instead of its
+list: one line per op, "OP TYPE ne0 ne1 ne2 ne3 N_PARAMS params... N_SRC (TYPE ne0..ne3 nb0..nb3)... NAME"
+(numbers as ggml's enums; nb all 0 for contiguous sources; op_params as int32, floats by their bits).
+bench/ggml-issue12-shapes.txt holds issue 12's four shapes that way: FLASH_ATTN_EXT (op 74 in the
+ggml this was written against; check ggml.h's enum for yours) with an f32 output (type 0), scale
+1/sqrt(dim), no max_bias or softcap, prec f32 (10), sources Q f32, K and V f16 (type 1), no mask:
+prefill H8 1024x1024 d64 and d128, and decode H32 over KV8, d128, 8k and 32k keys. Such cases print
+as name=...,type=...,ne=[...],op_params=[i:v,...],sources=T[ne],T[ne],...; the shape is read from the
+sources (Q [D, seq_q, H, B], K [D, seq_k, KVH, B], V [Dv, seq_k, KVH, B], a 4th source is the mask,
+a 5th the sinks) and op_params (scale, max_bias, softcap, prec). ggml prints no FLOP rate for them,
+so the GFLOP/s come from us/run and the FLOP count below.
+
 What differs between the two sides is printed under the table (and kept in the JSON): ggml's test
 keeps Q and O in f32 (vkattn stores Q, K, V and O in one dtype), adds an f16 mask when mask=1
 (random values in [-1, 1]; vkattn bench runs without a mask), reads K/V as views of a cache twice as
@@ -46,6 +58,7 @@ import os
 import platform
 import re
 import statistics
+import struct
 import subprocess
 import sys
 
@@ -167,6 +180,53 @@ def parse_ggml_output(text):
     return {"device": device, "vulkan_devices": vk_devices, "results": results}
 
 
+# ggml's type names in a generic case's sources (ggml_type_name)
+_SOURCE = re.compile(r"(?P<type>[a-z0-9_]+)\[(?P<ne>[0-9,\s]+)\](?:nb\[[0-9,\s]+\])?")
+
+
+def _int32_bits_as_float(value):
+    return struct.unpack("<f", struct.pack("<i", int(value)))[0]
+
+
+def parse_generic(text):
+    """A --test-file case's string (test_generic_op::vars) as the perf list's parameters.
+
+    'name=N,type=f32,ne=[128,32,1,1],op_params=[0:1035273459,3:10],sources=f32[128,1,32,1],f16[...],f16[...]'
+    -> {"name", "hsk", "hsv", "nh" (KV heads), "nr23" [query heads per KV head, batch], "kv", "nb", "type_K",
+    "type_V", "mask", "sinks", "scale", "max_bias", "logit_softcap", "prec", "generic": True}.
+    """
+    head, sep, sources = text.partition(",sources=")
+    if not sep:
+        raise ct.Failure(f"ggml's {OP}({text}): a --test-file case without sources=")
+    p = split_params(head)
+    ops = {}
+    for item in p.get("op_params", "[]").strip("[]").split(","):
+        if item.strip():
+            index, colon, value = item.partition(":")
+            if not colon:
+                raise ct.Failure(f"ggml's {OP}({text}): op_params entry {item!r} is not index:value")
+            ops[int(index)] = int(value)
+    srcs = []
+    pos = 0
+    while pos < len(sources):
+        found = _SOURCE.match(sources, pos)
+        if not found:
+            raise ct.Failure(f"ggml's {OP}({text}): cannot read the sources at {sources[pos:pos + 30]!r}")
+        srcs.append((found.group("type"), [int(n) for n in found.group("ne").split(",")]))
+        pos = found.end() + (1 if found.end() < len(sources) and sources[found.end()] == "," else 0)
+    if len(srcs) < 3 or any(len(ne) != 4 for _, ne in srcs):
+        raise ct.Failure(f"ggml's {OP}({text}): needs Q, K and V sources of 4 dims each")
+    (tq, q), (tk, k), (tv, v) = srcs[:3]
+    if q[2] % max(k[2], 1) or k[1] != v[1] or k[2] != v[2] or k[0] != q[0]:
+        raise ct.Failure(f"ggml's {OP}({text}): Q {q}, K {k}, V {v} are not one attention problem")
+    prec = ops.get(3, 0)
+    return {"name": p.get("name"), "hsk": q[0], "hsv": v[0], "nh": k[2], "nr23": [q[2] // k[2], q[3]], "kv": k[1],
+            "nb": q[1], "type_K": tk, "type_V": tv, "type_Q": tq, "mask": int(len(srcs) > 3),
+            "sinks": int(len(srcs) > 4), "scale": _int32_bits_as_float(ops.get(0, 0)),
+            "max_bias": _int32_bits_as_float(ops.get(1, 0)), "logit_softcap": _int32_bits_as_float(ops.get(2, 0)),
+            "prec": "f32" if prec == 10 else "def", "generic": True}
+
+
 def ggml_flops(p):
     """test_flash_attn_ext::op_flops: 2 * nh*nr23[0] * nb * (hsk + hsv) * kv * nr23[1]."""
     return 2 * p["nh"] * p["nr23"][0] * p["nb"] * (p["hsk"] + p["hsv"]) * p["kv"] * p["nr23"][1]
@@ -178,7 +238,7 @@ NEEDED = ("hsk", "hsv", "nh", "nr23", "kv", "nb", "type_K", "type_V")
 def case_of(params_text):
     """One ggml FLASH_ATTN_EXT case: {"params", "p", "shape" (vkattn's, or None), "skip" (why vkattn cannot
     run it, or None), "notes" (what differs between the sides), "flops" (ggml's count)}."""
-    p = parse_params(params_text)
+    p = parse_generic(params_text) if ",sources=" in params_text else parse_params(params_text)
     missing = [k for k in NEEDED if k not in p]
     if missing:
         raise ct.Failure(f"ggml's {OP}({params_text}) lacks {', '.join(missing)}: not the test_flash_attn_ext "
@@ -204,8 +264,11 @@ def case_of(params_text):
     if dtype is not None:
         shape = dict(batch=p["nr23"][1], heads=p["nh"] * p["nr23"][0], kv_heads=p["nh"], seq_q=p["nb"], seq_k=p["kv"],
                      dim_qk=p["hsk"], dim_v=p["hsv"], causal="none", dtype=dtype)
-        notes.append(f"Q and O: f32 in ggml's test, {dtype} in vkattn (one storage dtype); K/V {dtype} on both")
-    if p.get("mask", 0):
+        notes.append(f"Q and O: {p.get('type_Q', 'f32')} in ggml's test, {dtype} in vkattn (one storage dtype); "
+                     f"K/V {dtype} on both")
+    if p.get("mask", 0) and p.get("generic"):
+        notes.append("ggml's case has a mask source (random values); vkattn bench runs without one")
+    elif p.get("mask", 0):
         # init_tensor_kq_mask: uniform in [-1, 1], then int(0.2*elements/8192) blocks of 64 rows x 128 keys set
         # to -inf or 0 (a coin toss each)
         blocks = int(0.2 * p["kv"] * p["nb"] * p["nr23"][1] / (128 * 64))
@@ -241,7 +304,12 @@ def printed_rate_agrees(rec, flops):
 
 
 def ggml_command(args):
-    return [args.ggml, "perf", "-o", OP, "-b", args.backend, "-p", args.params]
+    cmd = [args.ggml, "perf", "-o", OP, "-b", args.backend]
+    if args.test_file:
+        cmd += ["--test-file", args.test_file]
+    if args.params is not None:
+        cmd += ["-p", args.params]
+    return cmd
 
 
 def run_ggml(args, log):
@@ -463,9 +531,12 @@ def parse_args(argv):
     p.add_argument("--rounds", type=ct.positive_int, default=DEFAULT_ROUNDS,
                    help=f"rounds of (ggml, then vkattn) (default {DEFAULT_ROUNDS})")
     p.add_argument("--json", metavar="OUT", help="write the results (both sides per case, ggml's raw output) as JSON here")
-    p.add_argument("--params", default=DEFAULT_PARAMS, metavar="REGEX",
+    p.add_argument("--params", default=None, metavar="REGEX",
                    help="test-backend-ops -p: a regex on the parameter string of ggml's perf cases (default: the f16 "
-                        f"cases nearest to issue 12's shapes, {DEFAULT_PARAMS})")
+                        f"cases nearest to issue 12's shapes, {DEFAULT_PARAMS}; with --test-file, none)")
+    p.add_argument("--test-file", metavar="FILE",
+                   help="test-backend-ops --test-file: run the cases of FILE instead of ggml's perf list (e.g. "
+                        "bench/ggml-issue12-shapes.txt, issue 12's exact shapes)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, help=f"test-backend-ops -b (default {DEFAULT_BACKEND})")
     p.add_argument("--ggml-commit", metavar="TEXT", help="the ggml commit the binary was built from, for the record "
                                                          "(test-backend-ops built outside a git checkout prints none)")
@@ -482,7 +553,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
 
     if args.from_json:
-        others = [f"--{n.replace('_', '-')}" for n in ("ggml", "vkattn", "json", "ggml_commit", "device", "warmup", "iters")
+        others = [f"--{n.replace('_', '-')}" for n in ("ggml", "vkattn", "json", "ggml_commit", "device", "warmup", "iters",
+                                                       "test_file")
                   if getattr(args, n) is not None]
         others += ["--dry-run"] * args.dry_run
         if others:
@@ -492,8 +564,12 @@ def parse_args(argv):
         return args
     if not args.ggml:
         p.error("--ggml PATH (ggml's test-backend-ops) is required")
+    if args.test_file is not None and not os.path.isfile(args.test_file):
+        p.error(f"--test-file {args.test_file}: no such file")
+    if args.params is None and args.test_file is None:
+        args.params = DEFAULT_PARAMS
     try:
-        re.compile(args.params)
+        re.compile(args.params or "")
     except re.error as e:
         p.error(f"--params {args.params!r}: not a regex ({e})")
     if args.vkattn is None:
@@ -548,7 +624,7 @@ def run(args, log=log_stderr):
     loads.append({"round": None, "side": "end", "load_1min": cc.load_average()})
     first = ggml_rounds[0]
     info["ggml"] = {"binary": os.path.abspath(args.ggml), "commit": args.ggml_commit, "backend": args.backend,
-                    "params_regex": args.params, "command": " ".join(ggml_command(args)), "device": first["device"],
+                    "params_regex": args.params, "test_file": args.test_file, "command": " ".join(ggml_command(args)), "device": first["device"],
                     "vulkan_devices": first["vulkan_devices"], "timing": GGML_TIMING,
                     "exit_codes": [g["exit_code"] for g in ggml_rounds], "raw_output": raws}
     info["vkattn_commands"] = [" ".join(cmd) for _, cmd, _ in cc.vkattn_runs(args)]

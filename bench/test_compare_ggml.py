@@ -210,6 +210,88 @@ class Cases(unittest.TestCase):
             cg.case_of(PARAMS_8K.replace("kv=8192", "kv=0"))
 
 
+# What test-backend-ops --test-file prints for a case of bench/ggml-issue12-shapes.txt (test_generic_op)
+GENERIC_32K = ("name=decode_h32_kv8_d128_sk32768_nomask,type=f32,ne=[128,32,1,1],op_params=[0:1035273459,3:10],"
+               "sources=f32[128,1,32,1],f16[128,32768,8,1],f16[128,32768,8,1]")
+GENERIC_D64 = ("name=prefill_h8_d64_s1024_nomask,type=f32,ne=[64,8,1024,1],op_params=[0:1040187392,3:10],"
+               "sources=f32[64,1024,8,1],f16[64,1024,8,1],f16[64,1024,8,1]")
+SHAPES_FILE = os.path.join(HERE, "ggml-issue12-shapes.txt")
+
+
+class TestFileCases(unittest.TestCase):
+    def test_generic_decode_case(self):
+        case = cg.case_of(GENERIC_32K)
+        self.assertEqual(case["shape"], dict(batch=1, heads=32, kv_heads=8, seq_q=1, seq_k=32768, dim_qk=128, dim_v=128,
+                                             causal="none", dtype="f16"))
+        self.assertIsNone(case["skip"])
+        self.assertEqual(case["flops"], 2 * 32 * 32768 * 256)
+        self.assertAlmostEqual(case["p"]["scale"], 128 ** -0.5, places=7)
+        self.assertEqual((case["p"]["max_bias"], case["p"]["logit_softcap"], case["p"]["prec"]), (0.0, 0.0, "f32"))
+        notes = " | ".join(case["notes"])
+        self.assertIn("Q and O: f32 in ggml's test, f16 in vkattn", notes)
+        self.assertNotIn("mask", notes)
+
+    def test_generic_prefill_case_and_memory_line(self):
+        line = (f"  FLASH_ATTN_EXT({GENERIC_D64}):                    47 runs - 1075000.50 us/run -    "
+                "16384 kB/run - \x1b[1;34m   0.02 GB/s\x1b[0m")
+        out = cg.parse_ggml_output(line)
+        self.assertEqual(len(out["results"]), 1)
+        r = out["results"][0]
+        self.assertEqual((r["runs"], r["us_per_run"], r["printed_flops_per_s"]), (47, 1075000.5, None))
+        case = cg.case_of(r["params"])
+        self.assertEqual(case["shape"], dict(batch=1, heads=8, kv_heads=8, seq_q=1024, seq_k=1024, dim_qk=64, dim_v=64,
+                                             causal="none", dtype="f16"))
+        self.assertEqual(case["flops"], ct.attention_flops(case["shape"]))
+        self.assertAlmostEqual(cg.ggml_gflops(case["flops"], r["us_per_run"]), 2 * 8 * 1024 * 1024 * 128 / 1075000.5e3)
+
+    def test_generic_modifiers_mask_and_types(self):
+        softcap = GENERIC_32K.replace("op_params=[0:1035273459,3:10]", "op_params=[0:1035273459,2:1112014848,3:10]")
+        self.assertIn("logit softcap", cg.case_of(softcap)["skip"])   # 1112014848: 50.0f
+        alibi = GENERIC_32K.replace("op_params=[0:1035273459,3:10]", "op_params=[0:1035273459,1:1090519040,3:10]")
+        self.assertIn("ALiBi", cg.case_of(alibi)["skip"])             # 1090519040: 8.0f
+        masked = GENERIC_32K + ",f16[32768,1,1,1]"
+        self.assertIn("ggml's case has a mask source", " | ".join(cg.case_of(masked)["notes"]))
+        quant = GENERIC_32K.replace("f16[128,32768,8,1],f16", "q8_0[128,32768,8,1],q8_0")
+        self.assertIn("vkattn stores K and V in one of", cg.case_of(quant)["skip"])
+        strided = GENERIC_32K.replace("f16[128,32768,8,1],f16[128,32768,8,1]",
+                                      "f16[128,32768,8,1]nb[2,512,16777216,134217728],f16[128,32768,8,1]")
+        self.assertEqual(cg.case_of(strided)["shape"]["seq_k"], 32768)
+
+    def test_generic_cases_that_are_not_attention(self):
+        with self.assertRaisesRegex(ct.Failure, "needs Q, K and V sources"):
+            cg.case_of("name=x,type=f32,ne=[128,32,1,1],op_params=[],sources=f32[128,1,32,1]")
+        with self.assertRaisesRegex(ct.Failure, "are not one attention problem"):
+            cg.case_of(GENERIC_32K.replace("f16[128,32768,8,1],f16[128,32768,8,1]", "f16[128,32768,8,1],f16[128,100,8,1]"))
+        with self.assertRaisesRegex(ct.Failure, "cannot read the sources"):
+            cg.case_of(GENERIC_32K.replace("sources=f32[", "sources=f32("))
+
+    def test_committed_shapes_file_is_issue_12s(self):
+        """bench/ggml-issue12-shapes.txt, read the way make_test_cases_from_file reads it."""
+        shapes = []
+        with open(SHAPES_FILE) as f:
+            for line in f:
+                t = line.split()
+                op, out_type, ne, n_params = int(t[0]), int(t[1]), [int(x) for x in t[2:6]], int(t[6])
+                params = [int(x) for x in t[7:7 + n_params]]
+                pos = 7 + n_params
+                n_src = int(t[pos])
+                pos += 1
+                srcs = []
+                for _ in range(n_src):
+                    srcs.append((int(t[pos]), [int(x) for x in t[pos + 1:pos + 5]], [int(x) for x in t[pos + 5:pos + 9]]))
+                    pos += 9
+                self.assertEqual(pos, len(t) - 1, line)  # then the name
+                self.assertEqual((op, out_type, n_src), (74, 0, 3))
+                (tq, q, _), (tk, k, _), (tv, v, _) = srcs
+                self.assertEqual((tq, tk, tv), (0, 1, 1))  # f32 Q, f16 K and V
+                self.assertEqual(ne, [v[0], q[2], q[1], q[3]])  # O: [Dv, H, seq_q, B]
+                self.assertAlmostEqual(cg._int32_bits_as_float(params[0]), q[0] ** -0.5, places=7)
+                self.assertEqual(params[1:], [0, 0, 10])
+                shapes.append((q[2], k[2], q[1], k[1], q[0]))
+        self.assertEqual(shapes, [(8, 8, 1024, 1024, 64), (8, 8, 1024, 1024, 128), (32, 8, 1, 8192, 128),
+                                  (32, 8, 1, 32768, 128)])
+
+
 class Arguments(unittest.TestCase):
     def test_bad_values_are_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -220,6 +302,8 @@ class Arguments(unittest.TestCase):
                                (["--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--rounds", "0"], "0 is not positive"),
                                (["--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--params", "(["], "not a regex"),
                                (["--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--json", tmp], "a directory"),
+                               (["--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--test-file",
+                                 os.path.join(tmp, "nothing.txt")], "--test-file"),
                                (["--from-json", os.path.join(tmp, "nothing.json")], "no such file")):
                 done = run_script(*args)
                 one_line_error(self, done, 2, text)
@@ -234,6 +318,17 @@ class Arguments(unittest.TestCase):
             self.assertEqual(fakes.events(), [])
             self.assertIn(f"{fakes.ggml} perf -o FLASH_ATTN_EXT -b Vulkan0 -p {cg.DEFAULT_PARAMS}", done.stdout)
             self.assertIn("--warmup 10 --iters 50 --budget 10", done.stdout)
+
+    def test_dry_run_with_a_test_file_passes_no_regex(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            done = run_script("--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--dry-run", "--test-file", SHAPES_FILE,
+                              env=fakes.env())
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn(f"{fakes.ggml} perf -o FLASH_ATTN_EXT -b Vulkan0 --test-file {SHAPES_FILE}\n", done.stdout)
+            done = run_script("--ggml", fakes.ggml, "--vkattn", fakes.vkattn, "--dry-run", "--test-file", SHAPES_FILE,
+                              "--params", "d64", env=fakes.env())
+            self.assertIn(f"--test-file {SHAPES_FILE} -p d64\n", done.stdout)
 
     def test_default_regex_selects_the_recorded_cases(self):
         import re  # noqa: PLC0415
