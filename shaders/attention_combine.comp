@@ -23,6 +23,9 @@ layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
 layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
+#define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
+#define SINKS_BINDING 4
+#include "modifiers.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define FLT_MAX uintBitsToFloat(0x7f7fffffu)
@@ -70,5 +73,5 @@ void main() {
     o[out_row + d] = from_f32(value);
   }
   if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
-    lse[pc.lse_off + bh * pc.seq_q + i] = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
+    lse[lse_offset() + bh * pc.seq_q + i] = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
 }

@@ -210,7 +210,7 @@ void main() {
   const bool vec_v = (pc.flags & FLAG_VEC_V) != 0u && (pc.v_off & 3u) == 0u;
   const float q_scale = pc.scale * HALF_LOG2E;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
@@ -398,7 +398,7 @@ void main() {
           if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
       }
       if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
-        lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] =
+        lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] =
             empty ? NEG_INF : clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX) + log(l[r]);
     }
   }

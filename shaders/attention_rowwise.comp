@@ -46,7 +46,7 @@ void main() {
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
   uvec4 row_key_end;
   [[unroll]] for (uint r = 0u; r < 4u; ++r)
@@ -163,7 +163,7 @@ void main() {
     } else {
       const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i[r] * pc.o_ss;
       for (uint d = 0u; d < DV; ++d) o[out_row + d] = from_f32(accT[d][r] * inv_l[r]);
-      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i[r]] = row_lse[r];
+      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i[r]] = row_lse[r];
     }
   }
 }

@@ -24,6 +24,13 @@ layout(binding = 3) readonly buffer KvLenBuf { int kv_lengths[]; };
 #include "mask.glsl"
 #include "causal.glsl"
 #include "score.glsl"
+#define MOD_SPEC_MODIFIERS SPEC_SOFTMAX_MODIFIERS
+#define MOD_SPEC_WINDOW_LEFT SPEC_SOFTMAX_WINDOW_LEFT
+#define MOD_SPEC_WINDOW_RIGHT SPEC_SOFTMAX_WINDOW_RIGHT
+#define MOD_SPEC_SOFTCAP SPEC_SOFTMAX_SOFTCAP
+#define ALIBI_BINDING 4
+#define SINKS_BINDING 5
+#include "modifiers.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];
 
@@ -53,7 +60,7 @@ void main() {
   const uint b = pc.b0 + bl, h = pc.h0 + hl, i = pc.i0 + il;
 
   uint key_end = causal_key_end(pc.flags & CAUSAL_MASK, i);
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
   const uint p_row = pc.p_off + row * pc.seq_k;
@@ -89,5 +96,5 @@ void main() {
     p[p_row + j] = weight;
   }
   if (tid == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
-    lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);
+    lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);
 }

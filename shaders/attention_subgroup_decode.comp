@@ -132,8 +132,10 @@ void main() {
   // The key range is cut by the causal limit of the tile's largest query row: with packed heads, the
   // last row unless the tile spans more than one head (then seq_q - 1).
   const uint last = min(i0 + BR, tile_rows) - 1u;
-  const uint last_row = !PACKED ? last : (i0 / pc.seq_q != last / pc.seq_q) ? pc.seq_q - 1u : last % pc.seq_q;
-  const uvec2 keys = workgroup_key_range(split, b, last_row);
+  const bool spans_heads = PACKED && i0 / pc.seq_q != last / pc.seq_q;
+  const uint last_row = !PACKED ? last : spans_heads ? pc.seq_q - 1u : last % pc.seq_q;
+  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % pc.seq_q;
+  const uvec2 keys = workgroup_key_range(split, b, first_row, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // Row r of the workgroup is (packed) row i0 + r: query row row[r] of query head head[r]. Rows past
@@ -314,7 +316,7 @@ void main() {
       partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
-      lse[pc.lse_off + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+      lse[lse_offset() + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
     }
   }
 }
