@@ -1,5 +1,6 @@
 #include "mha_inputs.hpp"
 
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "mha_state_dict.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
+#include "window_option.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -62,6 +64,15 @@ std::vector<float> read_attn_mask(const std::string& path, int64_t seq_q, int64_
               "' is not supported; use float32 (added to the scores) or bool (True = not allowed)");
 }
 
+// --softcap as a float (the option's syntax is checked as FLOAT: a finite decimal number); a value
+// beyond the f32 range becomes inf, which the library's check then names.
+float parse_softcap(const std::string& text) {
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0') throw Error("--softcap: '" + text + "' is not a number");
+  return value;
+}
+
 }  // namespace
 
 MhaInputs MhaLoaded::inputs() const {
@@ -73,6 +84,9 @@ MhaInputs MhaLoaded::inputs() const {
   in.key = key;
   in.value = value;
   in.causal = causal;
+  in.window = window;
+  in.align = align;
+  in.softcap = softcap;
   in.key_padding_mask = key_padding_mask;
   in.attn_mask = attn_mask;
   return in;
@@ -84,6 +98,11 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
                             "only ") + (o.key.empty() ? "--value" : "--key") + " was given");
   MhaLoaded l;
   l.causal = parse_causal(o.causal);
+  // The score modifiers' options; their values (align against causal, softcap > 0) are checked with
+  // the inputs below, by the library.
+  if (!o.window.empty()) l.window = parse_window(o.window);
+  if (!o.align.empty()) l.align = parse_align(o.align);
+  if (!o.softcap.empty()) l.softcap = parse_softcap(o.softcap);
   l.weights = load_mha_state_dict(o.weights, o.heads, o.kv_heads);
   const MhaWeights& w = l.weights;
   const int64_t E = w.embed_dim;
