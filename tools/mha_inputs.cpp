@@ -8,7 +8,7 @@
 #include "mha_state_dict.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
-#include "window_option.hpp"
+#include "modifier_options.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -64,15 +64,6 @@ std::vector<float> read_attn_mask(const std::string& path, int64_t seq_q, int64_
               "' is not supported; use float32 (added to the scores) or bool (True = not allowed)");
 }
 
-// --softcap as a float (the option's syntax is checked as FLOAT: a finite decimal number); a value
-// beyond the f32 range becomes inf, which the library's check then names.
-float parse_softcap(const std::string& text) {
-  char* end = nullptr;
-  const float value = std::strtof(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0') throw Error("--softcap: '" + text + "' is not a number");
-  return value;
-}
-
 }  // namespace
 
 MhaInputs MhaLoaded::inputs() const {
@@ -98,11 +89,13 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
                             "only ") + (o.key.empty() ? "--value" : "--key") + " was given");
   MhaLoaded l;
   l.causal = parse_causal(o.causal);
-  // The score modifiers' options; their values (align against causal, softcap > 0) are checked with
-  // the inputs below, by the library.
-  if (!o.window.empty()) l.window = parse_window(o.window);
-  if (!o.align.empty()) l.align = parse_align(o.align);
-  if (!o.softcap.empty()) l.softcap = parse_softcap(o.softcap);
+  // The score modifiers' options, parsed as `run` parses them (modifier_options.hpp); whether the
+  // alignment agrees with causal is checked with the inputs below, by the library.
+  AttentionOptions modifiers;
+  apply_modifier_options(ModifierOptions{o.window, o.align, o.softcap}, modifiers);
+  l.window = modifiers.window;
+  l.align = modifiers.align;
+  l.softcap = modifiers.softcap;
   l.weights = load_mha_state_dict(o.weights, o.heads, o.kv_heads);
   const MhaWeights& w = l.weights;
   const int64_t E = w.embed_dim;

@@ -1,34 +1,14 @@
 #include "modifier_options.hpp"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "cli_numbers.hpp"
 #include "npy.hpp"
 #include "run_inputs.hpp"
+#include "window_option.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::cli {
-namespace {
-
-int64_t window_side(const std::string& text, const std::string& whole) {
-  if (!integer_syntax_error(text, true).empty())
-    throw Error("--window: '" + whole + "' is not L:R with integer sides (-1 = unbounded), e.g. 4096:0");
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), nullptr, 10);
-  if (errno == ERANGE || value < -1)
-    throw Error("--window: '" + whole + "': each side must be >= 0, or -1 for unbounded");
-  return value;
-}
-
-}  // namespace
-
-Window parse_window(const std::string& text) {
-  const std::size_t colon = text.find(':');
-  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)
-    throw Error("--window: '" + text + "' is not L:R (left and right sides, -1 = unbounded), e.g. 4096:0");
-  return Window{window_side(text.substr(0, colon), text), window_side(text.substr(colon + 1), text)};
-}
 
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options) {
   if (!typed.window.empty()) options.window = parse_window(typed.window);

@@ -19,9 +19,6 @@ struct ModifierOptions {
   std::string softcap;  // a finite number > 0
 };
 
-// "L:R" -> Window; throws Error naming --window unless both sides are integers >= -1.
-Window parse_window(const std::string& text);
-
 // Sets options.window/align/softcap from what was typed; throws Error naming the option. Whether the
 // alignment agrees with --causal is the library's check (check_attention), with its message.
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options);

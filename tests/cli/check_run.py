@@ -170,7 +170,7 @@ def error_cases():
 
 # The message an error case must give, where the wording is the point of the case.
 EXPECTED_MESSAGE = {
-    "window_side_below_minus_1": "--window: '-2:0': each side must be >= 0, or -1 for unbounded",
+    "window_side_below_minus_1": "--window: the left side -2 must be >= 0, or -1 for unbounded",
     "softcap_zero": "--softcap: 0 must be finite and > 0",
     "align_disagrees_with_causal": "align (top-left) must agree with causal (bottom-right)",
     "alibi_wrong_shape": "--alibi (a.npy): shape (3,) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
