@@ -176,7 +176,8 @@ void main() {
       [[unroll]] for (uint c = 0u; c < KB; ++c) {
         const uint j = j0 + c;
         const float dot_qk = dots[r * KB + c];
-        const bool in_range = (!HAS_WINDOW || j >= row_key_begin[r]) && j < row_key_end[r];
+        bool in_range = j < row_key_end[r];
+        if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
         float bias = 0.0;
         if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
         vis[c] = in_range && bias != NEG_INF;
@@ -251,7 +252,8 @@ void main() {
     float p[R];
     bool vis[R];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
-      const bool in_range = careful && (!HAS_WINDOW || j >= row_key_begin[r]) && j < row_key_end[r];
+      bool in_range = careful && j < row_key_end[r];
+      if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
       float bias = 0.0;
       if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
       vis[r] = in_range && bias != NEG_INF;
