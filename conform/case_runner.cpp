@@ -215,9 +215,11 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   if (c.mask != MaskKind::none) mask = make_mask(c, rng);
   if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
   for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
-  // ALiBi slopes in [0, 1) (a model's are 2^-8k/H for k = 1..H) and sink logits in [-2, 4); an
-  // offset of one element before them (junk), like the other tensors'.
-  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(-2.0f, 4.0f);
+  // ALiBi slopes in [0, 1) (a model's are 2^-8k/H for k = 1..H) and sink logits log(seq_k) + [-2, 4):
+  // about as heavy as all the keys together, so that a sink left out or counted twice shows in every
+  // dtype's tolerance however long the keys are. An offset of one element before them (junk).
+  const float sink_base = static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(c.seq_k, 1))));
+  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
   std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
   std::vector<float> alibi, sinks;
   if (c.alibi_batch) {
