@@ -5,11 +5,14 @@
 #include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -31,7 +34,33 @@ struct ConformOptions {
   std::string profile;  // --profile: a device profile's id; "" for the device's own plans
   uint64_t seed = conform::kDefaultBaseSeed;
   bool quick = false, json = false, list = false, validation = false;
+  std::string shard;  // "K/N": the K-th of N contiguous parts of the (path, case) runs; "" = all
 };
+
+// --shard K/N -> (K - 1, N): 1 <= K <= N.
+std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
+  const std::size_t slash = text.find('/');
+  std::size_t k = 0, n = 0;
+  try {
+    std::size_t used = 0;
+    if (slash == std::string::npos) throw std::invalid_argument(text);
+    k = std::stoul(text.substr(0, slash), &used);
+    if (used != slash) throw std::invalid_argument(text);
+    n = std::stoul(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    throw Error("--shard: '" + text + "' is not K/N (e.g. 1/2)");
+  }
+  if (n < 1 || k < 1 || k > n) throw Error("--shard: '" + text + "' needs 1 <= K <= N");
+  return {k - 1, n};
+}
+
+// Whether the subgroup kernel (one subgroup per workgroup, shuffles) runs on `device`: what
+// KernelVariant::subgroup needs (context.hpp).
+bool runs_subgroup_kernel(const DeviceInfo& device) {
+  return device.subgroup_shuffle && device.subgroup_size >= 1 && device.min_subgroup_size == device.subgroup_size &&
+         device.max_subgroup_size == device.subgroup_size;
+}
 
 // How one path label runs: the kernel variant of its Context and the path of each call.
 struct PathSpec {
@@ -40,9 +69,12 @@ struct PathSpec {
   AttentionPath path;
 };
 
+// "all" and "fused" include the subgroup kernel, lavapipe's default: on a device that cannot run it
+// (run() checks), its runs are reported skipped.
 std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
   const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused};
   const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused};
+  const PathSpec subgroup{"fused/subgroup", KernelVariant::subgroup, AttentionPath::fused};
   const PathSpec unfused{"unfused", KernelVariant::automatic, AttentionPath::unfused};
   std::vector<PathSpec> specs;
   const auto add = [&](const PathSpec& p) {
@@ -52,13 +84,15 @@ std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
   };
   for (const std::string& name : names) {
     if (name == "all") {
-      add(tiled), add(rowwise), add(unfused);
+      add(tiled), add(rowwise), add(subgroup), add(unfused);
     } else if (name == "fused") {
-      add(tiled), add(rowwise);
+      add(tiled), add(rowwise), add(subgroup);
     } else if (name == "fused-tiled") {
       add(tiled);
     } else if (name == "fused-rowwise") {
       add(rowwise);
+    } else if (name == "fused-subgroup") {
+      add(subgroup);
     } else {
       add(unfused);  // CLI11 has checked the name
     }
@@ -115,9 +149,10 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
 }
 
 std::string reproduce_command(const ConformOptions& o, const SelectedCase& c, const PathSpec& path) {
-  std::string path_name = path.path == AttentionPath::unfused ? "unfused"
-                          : path.kernel == KernelVariant::tiled ? "fused-tiled"
-                                                                : "fused-rowwise";
+  std::string path_name = path.path == AttentionPath::unfused      ? "unfused"
+                          : path.kernel == KernelVariant::tiled    ? "fused-tiled"
+                          : path.kernel == KernelVariant::subgroup ? "fused-subgroup"
+                                                                   : "fused-rowwise";
   std::string cmd = "vkattn conform --filter " + c.id + " --path " + path_name + " --seed " + std::to_string(o.seed);
   if (!o.device.empty()) cmd += " --device '" + o.device + "'";
   if (o.validation) cmd += " --validation";
@@ -145,7 +180,18 @@ int run(const ConformOptions& o) {
   const std::vector<PathSpec> paths = selected_paths(o.paths);
   const conform::DeviceProfile* profile = o.profile.empty() ? nullptr : &conform::find_device_profile(o.profile);
   const bool progress = isatty(fileno(stderr)) != 0;
-  const std::size_t total = cases.size() * paths.size();
+  // --shard: a contiguous part of the runs in their order (path by path), so that the parts share few
+  // pipelines and each builds its own few.
+  std::size_t first = 0, end = cases.size() * paths.size();
+  if (!o.shard.empty()) {
+    const auto [k, n] = parse_shard(o.shard);
+    const std::size_t all = end;
+    first = all * k / n;
+    end = all * (k + 1) / n;
+    if (first == end)
+      throw Error("--shard " + o.shard + ": part of " + std::to_string(all) + " runs is empty; use fewer parts");
+  }
+  const std::size_t total = end - first;
 
   ConformSetup setup;
   setup.seed = o.seed;
@@ -154,7 +200,10 @@ int run(const ConformOptions& o) {
   if (profile) setup.profile_id = profile->id, setup.profile_name = profile->info.name;
   std::vector<ConformRun> runs;
   std::optional<DeviceInfo> device;
-  for (const PathSpec& path : paths) {
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    const PathSpec& path = paths[p];
+    const std::size_t path_first = std::max(first, p * cases.size()), path_end = std::min(end, (p + 1) * cases.size());
+    if (path_first >= path_end) continue;  // none of this shard's runs
     setup.paths.push_back(path.label);
     auto sink = std::make_shared<MessageSink>();
     ContextOptions options;
@@ -168,11 +217,22 @@ int run(const ConformOptions& o) {
       };
     Context context(options);
     device = context.device_info();
+    // The subgroup kernel needs the device's (or the profile's plans') subgroups to be the workgroup.
+    std::string no_subgroup;
+    if (path.kernel == KernelVariant::subgroup) {
+      if (!runs_subgroup_kernel(*device))
+        no_subgroup = "the subgroup kernel does not run on " + device->name +
+                      " (no subgroup shuffles, or subgroups of more than one size)";
+      else if (profile && profile->info.subgroup_size != device->subgroup_size)
+        no_subgroup = "the profile's subgroup kernel is planned for " + std::to_string(profile->info.subgroup_size) +
+                      "-lane subgroups, this device has " + std::to_string(device->subgroup_size);
+    }
     conform::RunOptions run_options;
     run_options.path = path.path;
     if (profile) run_options.profile = &profile->info;
     if (o.validation) run_options.take_validation_messages = [sink] { return sink->take(); };
-    for (const SelectedCase& c : cases) {
+    for (std::size_t i = path_first - p * cases.size(); i < path_end - p * cases.size(); ++i) {
+      const SelectedCase& c = cases[i];
       if (progress)
         std::fprintf(stderr, "\r\033[K[%zu/%zu] %s on %s", runs.size() + 1, total, c.id.c_str(), path.label.c_str());
       ConformRun run;
@@ -186,7 +246,12 @@ int run(const ConformOptions& o) {
             run.features = conform::features(x);
           },
           c.c);
-      run.result = c.run(context, run_options);
+      if (no_subgroup.empty()) {
+        run.result = c.run(context, run_options);
+      } else {
+        run.result.outcome = conform::Outcome::skipped;
+        run.result.skip_reason = no_subgroup;
+      }
       run.reproduce = reproduce_command(o, c, path);
       runs.push_back(std::move(run));
     }
@@ -216,10 +281,16 @@ Command add_conform_command(CLI::App& parent) {
                   "Run only these cases: a case id (sweep-f16/17), a section (long-decode) or a shell pattern "
                   "matched against ids (masks-*); repeatable; runs them whether or not --quick would")
       ->take_all();
-  app->add_option("--path", o->paths, "Paths to check (repeatable): all, fused, fused-tiled, fused-rowwise, unfused")
+  app->add_option("--path", o->paths,
+                  "Paths to check (repeatable): all, fused (the three fused kernels), fused-tiled, fused-rowwise, "
+                  "fused-subgroup, unfused")
       ->capture_default_str()
       ->delimiter(',')
-      ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "unfused"}));
+      ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "unfused"}));
+  app->add_option("--shard", o->shard,
+                  "K/N: run only the K-th of N contiguous parts of the (path, case) runs, e.g. to spread a run "
+                  "over processes")
+      ->type_name("K/N");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--profile", o->profile,
                   "Run the attention cases with the plans made for another device class (h100, rdna3, arc, apple, "

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-PATHS = ["fused/tiled", "fused/rowwise", "unfused"]
+PATHS = ["fused/tiled", "fused/rowwise", "fused/subgroup", "unfused"]
 
 
 def run(vkattn, *args):
@@ -50,9 +50,9 @@ def main():
     c.expect(report["vkattn"] == version, f"the report names the library version {version}")
     c.expect(report["quick"] is True and report["paths"] == PATHS, "quick, on every path")
     summary = report["summary"]
-    c.expect(summary["cases"] == len(quick_ids) and summary["runs"] == len(quick_ids) * 3 and
+    c.expect(summary["cases"] == len(quick_ids) and summary["runs"] == len(quick_ids) * len(PATHS) and
              summary["failed"] == 0 and summary["passed"] + summary["skipped"] == summary["runs"],
-             f"{len(quick_ids)} cases x 3 paths = runs, none failed: {summary}")
+             f"{len(quick_ids)} cases x {len(PATHS)} paths = runs, none failed: {summary}")
     c.expect(len(report["runs"]) == summary["runs"] and report["failures"] == [], "every case run listed")
     c.expect(0 < summary["worst"] < 1, f"the worst error is a fraction of its tolerance: {summary['worst']:.3g}")
     groups = report["groups"]
@@ -73,10 +73,18 @@ def main():
     c.expect(done.returncode == 0 and ids and all(i.startswith("masks-") for i in ids),
              f"--filter 'masks-*' selects the mask sections ({len(ids)} cases)")
     done = run(args.vkattn, "--filter", "representative/0", "--path", "fused")
-    c.expect(done.returncode == 0 and "2 runs (1 case on 2 paths): 2 passed" in done.stdout and "dtype" in done.stdout,
-             "the table report, fused = both fused kernels")
+    c.expect(done.returncode == 0 and "3 runs (1 case on 3 paths): 3 passed" in done.stdout and "dtype" in done.stdout,
+             "the table report, fused = the three fused kernels")
+    shards = []
+    for shard in ("1/3", "2/3", "3/3"):
+        done = run(args.vkattn, "--filter", "representative/0", "--path", "fused", "--shard", shard, "--json")
+        shards.append([(x["id"], x["path"]) for x in json.loads(done.stdout)["runs"]] if done.returncode == 0 else [])
+    c.expect(shards == [[("representative/0", p)] for p in ("fused/tiled", "fused/rowwise", "fused/subgroup")],
+             f"--shard K/3 runs the K-th third of the runs: {shards}")
 
-    for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2)):
+    for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2),
+                      (["--shard", "0/2"], 1), (["--shard", "2"], 1),
+                      (["--filter", "representative/0", "--path", "unfused", "--shard", "1/2"], 1)):
         done = run(args.vkattn, *bad)
         c.expect(done.returncode == code and one_error_line(done) and done.stdout == "",
                  f"{' '.join(bad)}: one error line, exit {code} (got {done.returncode}: {done.stderr.strip()})")
