@@ -206,6 +206,31 @@ CaseSection combined(Builder& b) {
   return s;
 }
 
+// Long keys on lavapipe (its 65535-iteration loop limit): a sliding window over 70,000 keys (band
+// splits: each workgroup's work is the window's), and sinks with an unbounded window over 70,000
+// keys (split-KV by the loop limit: the sink joins once, in the combine). Suite "long".
+CaseSection long_keys(Builder& b) {
+  CaseSection s = section("modifiers-long", "modifiers over 70,000 keys: a window's band splits, sinks in the combine");
+  s.suite = "long";
+  AttentionCase c = b.base(DType::f16, 3, 70000, 64);
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.window = Window{4096, 0};
+  c.sinks = true;
+  c.alibi_batch = 1;
+  c.poison_hidden_kv = true;
+  s.cases.push_back(c);
+  c = b.base(DType::f32, 2, 70000, 64);
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.causal = Causal::bottom_right;
+  c.sinks = true;
+  c.softcap = 5.0f;
+  s.cases.push_back(c);
+  s.quick = {0};
+  return s;
+}
+
 }  // namespace
 
 void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed) {
@@ -215,6 +240,7 @@ void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed) {
   out.push_back(softcaps(b));
   out.push_back(sinks(b));
   out.push_back(combined(b));
+  out.push_back(long_keys(b));
 }
 
 }  // namespace vkattn::conform::detail
