@@ -6,7 +6,7 @@
 # the same lengths without the window (causal only, up to 8192: the full square grows as seq^2).
 # Prints vkattn bench's CSV rows (ms_median, tflops, first_run_ms ...) with a round column.
 vkattn=$1; rounds=${2:-2}
-echo "round,window,$("$vkattn" bench --seq-q 64 --dim 64 --csv --warmup 0 --iters 1 2>/dev/null | head -1)"
+echo "round,run_window,$("$vkattn" bench --seq-q 64 --dim 64 --csv --warmup 0 --iters 1 2>/dev/null | head -1)"
 for r in $(seq 1 "$rounds"); do
   for s in 2048 4096 8192 16384; do
     row=$("$vkattn" bench --heads 8 --seq-q "$s" --dim 64 --dtype f16 --causal bottom-right --window 512:0 \
