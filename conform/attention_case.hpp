@@ -44,6 +44,14 @@ struct AttentionCase {
   std::vector<int64_t> mask_blank_rows;    // query rows whose every key is masked
   std::vector<int64_t> mask_blank_keys;    // keys masked for every query row
 
+  // Score modifiers (README, "Score modifiers"): window, alignment and softcap as options; ALiBi
+  // slopes (alibi_batch 1: (H); batch: (B, H); 0: none) and sink logits drawn from the seed.
+  std::optional<Window> window;
+  std::optional<Align> align;
+  std::optional<float> softcap;
+  int64_t alibi_batch = 0;
+  bool sinks = false;
+
   bool poison_hidden_kv = false;    // NaN / Inf in the K and V rows that no query may see
   std::vector<int64_t> nan_q_rows;  // query rows of (batch 0, head 0) with a NaN in Q
   std::vector<int64_t> reference_rows;  // compare only these query rows (empty: all)

@@ -112,10 +112,15 @@ HostMask make_mask(const AttentionCase& c, std::mt19937_64& rng) {
 // Plants NaN / Inf in every K and V row that no query row of any head in its group may see, so a
 // kernel that reads (rather than skips) a masked key fails.
 void poison_hidden_keys(const AttentionCase& c, const HostMask* mask, HostTensor& k, HostTensor& v) {
-  AttentionProblem p;
-  p.seq_q = c.seq_q;
-  p.seq_k = c.seq_k;
-  p.causal = c.causal;
+  // The visible band of each row (causal and the window), as check_attention resolves it.
+  AttentionLayouts l;
+  l.q = TensorLayout::bhsd(c.dtype, 1, 1, c.seq_q, 1);
+  l.k = l.v = TensorLayout::bhsd(c.dtype, 1, 1, c.seq_k, 1);
+  l.out = l.q;
+  l.options.causal = c.causal;
+  l.options.window = c.window;
+  l.options.align = c.align;
+  const AttentionProblem p = check_attention(l);
   const int64_t group = c.heads / c.kv_heads;
   const float poison[3] = {kNaN, kInf, -kInf};
   for (int64_t b = 0; b < c.batch; ++b) {
@@ -125,7 +130,7 @@ void poison_hidden_keys(const AttentionCase& c, const HostMask* mask, HostTensor
         bool seen = false;
         for (int64_t h = g * group; h < (g + 1) * group && !seen; ++h) {
           for (int64_t i = 0; i < c.seq_q && !seen; ++i) {
-            if (j >= len || j >= p.causal_key_end(i)) continue;
+            if (j >= len || j < p.visible_key_begin(i) || j >= p.visible_key_end(i)) continue;
             if (mask) {
               const float m = mask->values[static_cast<std::size_t>(mask->layout.index(b, h, i, j))];
               if (m == 0.0f && mask->layout.type == MaskType::boolean) continue;
@@ -210,6 +215,25 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   if (c.mask != MaskKind::none) mask = make_mask(c, rng);
   if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
   for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
+  // ALiBi slopes in [0, 1) (a model's are 2^-8k/H for k = 1..H) and sink logits log(seq_k) + [-2, 4):
+  // about as heavy as all the keys together, so that a sink left out or counted twice shows in every
+  // dtype's tolerance however long the keys are. An offset of one element before them (junk).
+  const float sink_base = static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(c.seq_k, 1))));
+  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
+  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
+  std::vector<float> alibi, sinks;
+  if (c.alibi_batch) {
+    alibi_layout = HeadValuesLayout{c.alibi_batch, c.heads, c.offset ? 1 : 0};
+    alibi.assign(static_cast<std::size_t>(alibi_layout->required_elements()), kNaN);
+    for (int64_t e = alibi_layout->offset; e < alibi_layout->required_elements(); ++e)
+      alibi[static_cast<std::size_t>(e)] = slope_dist(rng);
+  }
+  if (c.sinks) {
+    sinks_layout = HeadValuesLayout{1, c.heads, c.offset ? 3 : 0};
+    sinks.assign(static_cast<std::size_t>(sinks_layout->required_elements()), kNaN);
+    for (int64_t e = sinks_layout->offset; e < sinks_layout->required_elements(); ++e)
+      sinks[static_cast<std::size_t>(e)] = sink_dist(rng);
+  }
   const double v_scale = max_abs_finite(v);
   const bool want_weights = options.path == AttentionPath::unfused;
 
@@ -229,6 +253,9 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   std::optional<GuardedBuffer> weights_buf;
   if (want_weights && c.unfused_refusal.empty()) weights_buf.emplace(ctx, weights_offset + 4 * weights_count);
   if (mask) mask_buf.emplace(upload_bytes(ctx, mask->bytes.data(), mask->bytes.size()));
+  std::optional<Buffer> alibi_buf, sinks_buf;
+  if (alibi_layout) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
+  if (sinks_layout) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
   const uint64_t kv_offset = c.offset ? 8 : 0;
   if (!c.kv_lengths.empty()) {
     std::vector<int32_t> words(kv_offset / 4, std::numeric_limits<int32_t>::min());  // junk before
@@ -247,6 +274,11 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   if (kv_buf) args.kv_lengths = {&*kv_buf, kv_offset};
   args.options.scale = c.scale;
   args.options.causal = c.causal;
+  args.options.window = c.window;
+  args.options.align = c.align;
+  args.options.softcap = c.softcap;
+  if (alibi_layout) args.alibi = {&*alibi_buf, *alibi_layout};
+  if (sinks_layout) args.sinks = {&*sinks_buf, *sinks_layout};
   args.path = options.path;
   if (weights_buf) args.weights = {&weights_buf->buffer(), weights_offset};
 
@@ -279,8 +311,11 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
     in.mask = mask->values;
   }
   in.kv_lengths = c.kv_lengths;
-  in.options.scale = c.scale;
-  in.options.causal = c.causal;
+  in.options = args.options;
+  in.alibi_layout = alibi_layout;
+  in.alibi = alibi;
+  in.sinks_layout = sinks_layout;
+  in.sinks = sinks;
   in.weights = want_weights;
   // Reference first: it also rejects a case that is itself malformed.
   const reference::Outputs ref = reference::attention(in, c.reference_rows);

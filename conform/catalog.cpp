@@ -9,6 +9,7 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   std::vector<CaseSection> sections;
   detail::add_sweep_sections(sections, base_seed);
   detail::add_targeted_sections(sections, base_seed);
+  detail::add_modifier_sections(sections, base_seed);
   detail::add_long_sections(sections, base_seed);
   detail::add_layer_section(sections, base_seed);
   return sections;

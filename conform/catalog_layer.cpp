@@ -1,8 +1,9 @@
 // The multi-head attention layer (vkattn::MultiHeadAttention): self- and cross-attention with
 // kdim != vdim != embed, GQA, both causal alignments, key padding with a fully padded batch element,
 // an additive attn_mask, bias off, every dtype, the weights per head and averaged, a decode-shaped
-// call, and a batch beyond one grid dimension. Case numbers 7000-7099 (the seeds of the cases that
-// were in tests/conformance_mha.cpp are unchanged).
+// call, a batch beyond one grid dimension, and the score modifiers (window, align, softcap, sinks,
+// ALiBi). Case numbers 7000-7109 (the seeds of the cases that were in tests/conformance_mha.cpp are
+// unchanged).
 #include "conform/catalog_sections.hpp"
 
 namespace vkattn::conform::detail {
@@ -107,6 +108,66 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.seq_q = c.seq_k = 33;
     c.batch = 1;
     add(c, 7090);
+  }
+  // The score modifiers (README, "Score modifiers"): the window, align and softcap as options of the
+  // call, sinks and ALiBi slopes as weights of the layer; cases 7100-7109.
+  {
+    LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
+    c.causal = Causal::top_left;
+    c.window = Window{5, -1};
+    c.sinks = true;
+    c.padding = true;
+    c.seq_q = c.seq_k = 20;
+    add(c, 7100);
+  }
+  {
+    LayerCase c;  // a two-sided window aligned top-left, softcap and ALiBi, cross-attention, f16
+    c.dtype = DType::f16;
+    c.self_attention = false;
+    c.seq_q = 6, c.seq_k = 19;
+    c.window = Window{3, 2};
+    c.align = Align::top_left;
+    c.softcap = 1.0f;
+    c.alibi = true;
+    add(c, 7101);
+  }
+  {
+    LayerCase c;  // every modifier with an attn_mask, GQA 4:1, bf16
+    c.dtype = DType::bf16;
+    c.embed = 64, c.heads = 8, c.kv_heads = 2;
+    c.self_attention = false;
+    c.seq_q = 9, c.seq_k = 33;
+    c.window = Window{8, 2};
+    c.softcap = 2.0f;
+    c.sinks = true;
+    c.alibi = true;
+    c.attn_mask = true;
+    add(c, 7102);
+  }
+  n = 7103;
+  for (const bool average : {false, true}) {
+    LayerCase c;  // the weights exclude the sink; the window's and causal's hidden keys weigh 0
+    c.need_weights = true;
+    c.average = average;
+    c.causal = Causal::bottom_right;
+    c.window = Window{3, -1};
+    c.softcap = 1.5f;
+    c.sinks = true;
+    c.alibi = true;
+    c.seq_q = c.seq_k = 13;
+    add(c, n++);
+  }
+  {
+    LayerCase c;  // decode over 300 keys with a window and sinks (the fused path splits the keys)
+    c.dtype = DType::f16;
+    c.embed = 48, c.heads = 6, c.kv_heads = 2;
+    c.self_attention = false;
+    c.causal = Causal::bottom_right;
+    c.window = Window{64, -1};
+    c.sinks = true;
+    c.alibi = true;
+    c.seq_q = 1, c.seq_k = 300;
+    add(c, 7105);
   }
   out.push_back(std::move(s));
 }

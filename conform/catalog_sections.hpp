@@ -16,6 +16,8 @@ void add_sweep_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // Long key ranges and sizes beyond one binding or one grid dimension.
 void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+// The score modifiers: windows, ALiBi, softcap, sinks, alone and combined (catalog_modifiers.cpp).
+void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // The multi-head attention layer on top of the attention paths (catalog_layer.cpp).
 void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);
 

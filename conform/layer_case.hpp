@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,12 @@ struct LayerCase {
   // Batch 0 hides the keys after Sk/2; batch 1, when there is one, hides every key.
   bool padding = false;
   bool attn_mask = false;  // an additive (Sq, Sk) f32 mask with about a fifth of it -inf
+  // The score modifiers (README, "Score modifiers"): options of the call (window, align, softcap;
+  // softcap 0 = none) and weights of the layer (sinks and ALiBi slopes, one per head).
+  std::optional<Window> window;
+  std::optional<Align> align;
+  float softcap = 0.0f;
+  bool sinks = false, alibi = false;
   bool need_weights = false, average = true;
   // Run on the fused path only: the unfused path skips it (a slow case whose subject, the
   // projections, does not depend on the attention path).
@@ -39,7 +46,7 @@ std::string describe(const LayerCase& c);
 
 // The features a case exercises, as (group, value) pairs for `vkattn conform`'s tables: "dtype", and
 // under "layer": self / cross, kdim/vdim != embed, GQA, causal, key padding, attn_mask, no bias,
-// weights per head / averaged, grid beyond 65535.
+// weights per head / averaged, grid beyond 65535, and the score modifiers.
 std::vector<std::pair<std::string, std::string>> features(const LayerCase& c);
 
 // Runs `c` on `context` along `options.path` and compares the layer's output (and weights, when

@@ -46,6 +46,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
   const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)} : kPlaceholder;
+  // The score modifiers' per-head tensors, whole (a chunk's heads index them from its h0: see below).
+  const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
+    return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
+  };
+  const Binding alibi = head_values(slots.alibi, l.alibi), sinks = head_values(slots.sinks, l.sinks);
   Binding partial_o = kPlaceholder, partial_lse = kPlaceholder;
   if (split) {
     // The workspace slot starts aligned (the runner aligns it up).
@@ -85,7 +90,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
       cfg.workgroup_size(),
       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
-      cfg.heads, cfg.vec_loads ? 1u : 0u};
+      cfg.heads, cfg.vec_loads ? 1u : 0u, modifier_constants(p, l.options)};
+  if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
+  // Split, the combine adds the sinks; else the kernel.
+  if (split) constants.modifiers.bits &= ~MOD_SINKS;
   const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
   // The decode form reading Q, K and V in 16-byte chunks: a call whose tensors start off that grid
   // (known at replay) runs the same kernel reading element by element.
@@ -97,11 +105,13 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));
-    combine.pipeline = c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), plan.combine_workgroup));
+    combine.pipeline =
+        c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), plan.combine_workgroup, p.has_sinks ? MOD_SINKS : 0u));
     combine.bind(0, partial_o);
     combine.bind(1, partial_lse);
     combine.bind(2, o, offsetof(CombinePush, o_off));
     combine.bind(3, lse, offsetof(CombinePush, lse_off));
+    combine.bind(4, sinks, offsetof(CombinePush, lse_off) + 2);
   }
   CombinePush cpush{};
   cpush.splits = plan.splits;
@@ -136,8 +146,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     push.tile_base = t0;
     for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
       const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
-      const int64_t k0 = int64_t(s0) * plan.keys_per_split;
-      const int64_t nk = std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
+      // (Band splits start at each workgroup's own first key: K and V are bound whole.)
+      const int64_t k0 = plan.band_splits ? 0 : int64_t(s0) * plan.keys_per_split;
+      const int64_t nk = plan.band_splits ? p.seq_k : std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
       const auto key_range = [&](TensorLayout t) {
         t.offset += k0 * t.stride_seq;
         t.seq = nk;
@@ -157,6 +168,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       d.bind(6, kv_len, offsetof(AttentionPush, kv_len_off));
       d.bind(7, partial_o);
       d.bind(8, partial_lse);
+      d.bind(9, alibi, offsetof(AttentionPush, kv_len_off) + 2);
+      d.bind(10, sinks, offsetof(AttentionPush, lse_off) + 2);
       if (cfg.vec_loads) {
         for (const uint32_t binding : {0u, 1u, 2u}) d.chunk_mask[binding] = kDecodeChunkBytes - 1u;  // Q, K, V
         d.unchunked_pipeline = unchunked;

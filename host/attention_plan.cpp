@@ -198,6 +198,14 @@ AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, i
     if (m.batch > 1) m.offset += b0 * m.stride_batch, m.batch = nb;
     if (m.heads > 1) m.offset += h0 * m.stride_head, m.heads = nh;
   }
+  // Per-head values: the chunk's heads from h0 (the kernels index them by the chunk's heads; plan_fused
+  // keeps per-batch slopes to one batch per chunk when it cuts the heads).
+  if (l.alibi) {
+    HeadValuesLayout& a = *l.alibi;
+    if (a.batch > 1) a.offset += b0 * a.heads, a.batch = nb;
+    a.offset += h0, a.heads = nh;
+  }
+  if (l.sinks) l.sinks->offset += h0, l.sinks->heads = nh;
   return l;
 }
 
@@ -279,6 +287,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.batch_chunk = std::min<int64_t>(p.batch, int64_t(max_z));
   plan.head_chunk = max_heads;
   bool key_ranges = false;
+  // Per-batch ALiBi slopes are indexed b * heads + h with the chunk's heads: whole rows of them only.
+  if (p.alibi_per_batch && plan.head_chunk < p.heads) plan.batch_chunk = 1;
   if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range)) {
     if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range))
       plan.batch_chunk = 1;
@@ -329,7 +339,22 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
   // on llvmpipe so that no invocation loops more than its limit allows, and by binding size when K
   // and V are bound by key range.
-  const uint64_t tiles = ceil_div(p.seq_k, c.keys_per_tile);
+  // A window bounded on both sides (causal is a right side of 0): a workgroup's rows see at most their
+  // band of keys, so the splits cut the band, counted from each workgroup's first key (MOD_BAND_SPLITS),
+  // not the whole key range: the work per workgroup is the window's, however long the sequence. Not
+  // with K and V bound by key range (binding_key counts splits from key 0).
+  uint64_t keys_visited = uint64_t(p.seq_k);
+  if (p.window_left >= 0 && p.window_right >= 0 && !key_ranges) {
+    // Query rows of one head a tile spans (packed tiles: at most seq_q).
+    const uint64_t span = std::min<uint64_t>(uint64_t(p.seq_q), c.pack_group ? uint64_t(p.seq_q) : c.rows / c.heads);
+    const uint64_t band = span + uint64_t(p.window_left) + uint64_t(p.window_right);
+    if (band < keys_visited) {
+      keys_visited = band;
+      plan.band_splits = true;
+    }
+  }
+  // (A band starts anywhere: it may touch one tile more than its length fills.)
+  const uint64_t tiles = ceil_div(keys_visited, c.keys_per_tile) + (plan.band_splits ? 1 : 0);
   uint64_t max_tiles = tiles;
   if (device.is_llvmpipe) {
     const uint64_t one = fused_loop_iterations(c, p.dim_qk, p.dim_v, 1);

@@ -58,6 +58,8 @@ struct LaunchPlan {
   KernelConfig config;
   uint32_t splits = 1;
   uint32_t keys_per_split = 0;
+  // Splits count from each workgroup's first key in a two-sided window (MOD_BAND_SPLITS), not key 0.
+  bool band_splits = false;
   // Splits one dispatch covers (K and V are bound from its first key): all of them unless one KV
   // head is larger than a binding or the grid's z dimension is exceeded.
   uint32_t splits_per_dispatch = 1;

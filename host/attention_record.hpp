@@ -21,8 +21,9 @@ struct AttentionSlots {
   // The split-KV partials or the three-stage path's scores; the runner aligns the slot's base up to
   // the list's alignment.
   uint32_t workspace = 9;
+  uint32_t alibi = 10, sinks = 11;  // the score modifiers' per-head tensors
 };
-inline constexpr uint32_t kAttentionSlotCount = 10;  // the placeholder (slot 0) and the nine above
+inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and the eleven above
 
 // A call planned on either path.
 struct PlannedAttention {

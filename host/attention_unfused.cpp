@@ -89,6 +89,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
     mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
   const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)} : kPlaceholder;
+  // The score modifiers' per-head tensors, whole: the softmax indexes them with the global (b, h).
+  const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
+    return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
+  };
   SoftmaxPush push{};
   push.seq_q = u32(p.seq_q), push.seq_k = u32(p.seq_k), push.heads = u32(p.heads);
   push.flags = mask_flags(p.causal, l.mask);
@@ -100,11 +104,13 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
 
   Dispatch softmax;
   softmax.use(c.pipelines->layout(KernelKind::softmax));
-  softmax.pipeline = c.pipelines->get(softmax_pipeline(plan.softmax_workgroup));
+  softmax.pipeline = c.pipelines->get(softmax_pipeline(plan.softmax_workgroup, modifier_constants(p, l.options)));
   softmax.bind(0, p_binding, offsetof(SoftmaxPush, p_off));
   softmax.bind(1, lse, offsetof(SoftmaxPush, lse_off));
   softmax.bind(2, mask, offsetof(SoftmaxPush, m_off));
   softmax.bind(3, kv_len, offsetof(SoftmaxPush, kv_len_off));
+  softmax.bind(4, head_values(slots.alibi, l.alibi), offsetof(SoftmaxPush, kv_len_off) + 2);
+  softmax.bind(5, head_values(slots.sinks, l.sinks), offsetof(SoftmaxPush, lse_off) + 2);
   softmax.set_push(push);
   const uint64_t gx = std::min<uint64_t>(uint64_t(ch.rows()), c.info.max_workgroup_count[0]);
   softmax.groups = {u32(int64_t(gx)), u32(int64_t(ceil_div(uint64_t(ch.rows()), gx))), 1};

@@ -64,12 +64,12 @@ void check_given(const char* name, bool given, bool planned) {
     throw Error(std::string(name) + ": the call was prepared with " + name + " (AttentionSpec), but no buffer is given");
 }
 
-constexpr const char* kNames[CallNeeds::count] = {"q",    "k",          "v",    "out",      "lse",
-                                                  "kv_lengths", "mask", "weights", "workspace"};
+constexpr const char* kNames[CallNeeds::count] = {"q",    "k",     "v",     "out",     "lse",      "kv_lengths",
+                                                  "mask", "alibi", "sinks", "weights", "workspace"};
 
 // Strided layouts get their whole span, first to last element: conservative (gaps between rows count
 // too), and what the bounds check already requires the buffer to hold.
-template <typename Layout>  // TensorLayout or MaskLayout
+template <typename Layout>  // TensorLayout, MaskLayout or HeadValuesLayout
 CallNeeds::Need tensor_need(const Layout& layout, uint64_t element_size, bool output) {
   return {true, output, element_size, uint64_t(layout.required_elements()), uint64_t(layout.offset) * element_size};
 }
@@ -86,6 +86,8 @@ CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint6
   n.need[CallNeeds::v] = tensor_need(l.v, esize, false);
   n.need[CallNeeds::out] = tensor_need(l.out, esize, true);
   if (l.mask) n.need[CallNeeds::mask] = tensor_need(*l.mask, mask_type_size(l.mask->type), false);
+  if (l.alibi) n.need[CallNeeds::alibi] = tensor_need(*l.alibi, 4, false);
+  if (l.sinks) n.need[CallNeeds::sinks] = tensor_need(*l.sinks, 4, false);
   n.need[CallNeeds::lse] = {l.has_lse, true, 4, rows, 0};
   n.need[CallNeeds::kv_lengths] = {l.has_kv_lengths, false, 4, uint64_t(p.batch), 0};
   n.need[CallNeeds::weights] = {spec.weights, true, 4, rows * uint64_t(p.seq_k), 0};
@@ -148,12 +150,14 @@ void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, cons
                         const BufferSlice* workspace) {
   const std::array<BufferSlice, CallNeeds::count> given{
       BufferSlice{b.q, 0}, BufferSlice{b.k, 0}, BufferSlice{b.v, 0}, BufferSlice{b.out, 0}, b.lse, b.kv_lengths,
-      BufferSlice{b.mask, 0}, b.weights, workspace ? *workspace : BufferSlice{}};
+      BufferSlice{b.mask, 0}, BufferSlice{b.alibi, 0}, BufferSlice{b.sinks, 0}, b.weights,
+      workspace ? *workspace : BufferSlice{}};
   if (all_fit(context, needs, given, workspace == nullptr)) return;
   // The extents in the order overlaps are looked for (and so which pair an Error names first).
-  constexpr CallNeeds::Argument kOverlapOrder[] = {CallNeeds::q,   CallNeeds::k,          CallNeeds::v,
-                                                   CallNeeds::out, CallNeeds::mask,       CallNeeds::kv_lengths,
-                                                   CallNeeds::lse, CallNeeds::weights,    CallNeeds::workspace};
+  constexpr CallNeeds::Argument kOverlapOrder[] = {CallNeeds::q,     CallNeeds::k,     CallNeeds::v,
+                                                   CallNeeds::out,   CallNeeds::mask,  CallNeeds::kv_lengths,
+                                                   CallNeeds::alibi, CallNeeds::sinks, CallNeeds::lse,
+                                                   CallNeeds::weights, CallNeeds::workspace};
   for (int a = 0; a < CallNeeds::count; ++a) {
     const CallNeeds::Need& n = needs.need[a];
     const BufferSlice& g = given[a];

@@ -37,7 +37,7 @@ void check_extents(const ContextImpl& context, std::span<const BufferExtent> ext
 // spec, so that checking a call's buffers is a few comparisons per argument.
 struct CallNeeds {
   // The arguments in the order they are checked.
-  enum Argument { q, k, v, out, lse, kv_lengths, mask, weights, workspace, count };
+  enum Argument { q, k, v, out, lse, kv_lengths, mask, alibi, sinks, weights, workspace, count };
   struct Need {
     bool planned = false;       // the spec has this argument (the workspace: the plan needs one)
     bool output = false;        // written by the call: may share no byte with another argument

@@ -21,8 +21,21 @@ void Dispatch::use(const KernelLayout& kernel_layout) {
 void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_offset) {
   if (index >= binding_count) throw Error("internal: binding " + std::to_string(index) + " past the layout's " + std::to_string(binding_count));
   bindings[index] = binding;
-  offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 4);
+  if (push_offset != SIZE_MAX && (push_offset % 2 != 0 || push_offset + 2 > kMaxPushWords * 4))
+    throw Error("internal: push offset " + std::to_string(push_offset) + " is not a half-word of the push block");
+  offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 2);
 }
+
+namespace {
+
+// The 16 bits of push half-word `half` (little-endian, as the device reads the block's words).
+static_assert(std::endian::native == std::endian::little, "push-constant half-words assume a little-endian host");
+void set_half(std::array<uint32_t, kMaxPushWords>& push, uint8_t half, uint64_t value) {
+  const uint16_t v = static_cast<uint16_t>(value);
+  std::memcpy(reinterpret_cast<unsigned char*>(push.data()) + 2u * half, &v, 2);
+}
+
+}  // namespace
 
 CommandList::CommandList(uint64_t alignment) : alignment_(alignment) {
   if (!std::has_single_bit(alignment)) throw Error("internal: storage-buffer alignment " + std::to_string(alignment) + " is not a power of two");
@@ -42,7 +55,7 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     if (b.slot == kPlaceholderSlot) {
       // The placeholder is bound whole, from its first byte: element offset 0, whatever the binding says.
       if (b.offset != 0) throw Error("internal: a placeholder binding with an offset");
-      if (word != Dispatch::kNoWord) step.dispatch.push[word] = 0;
+      if (word != Dispatch::kNoWord) set_half(step.dispatch.push, word, 0);
       continue;
     }
     if (b.element_size != 1 && b.element_size != 2 && b.element_size != 4)
@@ -120,7 +133,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       // not divisions, on this path.
       const uint64_t byte = slot.base + b.offset, aligned = byte & ~(alignment_ - 1);
       infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
-      if (b.word != Dispatch::kNoWord) push[b.word] = static_cast<uint32_t>((byte - aligned) >> b.shift);
+      if (b.word != Dispatch::kNoWord) set_half(push, b.word, (byte - aligned) >> b.shift);
       unchunked |= (byte - aligned) & d.chunk_mask[b.index];
     }
     const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : d.pipeline;

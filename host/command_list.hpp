@@ -34,8 +34,9 @@ inline constexpr uint32_t kPlaceholderSlot = 0;
 
 // A storage-buffer binding: `elements` elements of `element_size` bytes from byte `offset` of a slot.
 // At replay the descriptor starts at the aligned-down byte and the shader adds the remainder, in
-// elements, from a push-constant word (Dispatch::bind), so tensors may start at any element-aligned
-// byte. The range covers whole 32-bit words: masks and 16-bit tensors are read a word at a time.
+// elements, from a push-constant half-word (Dispatch::bind), so tensors may start at any
+// element-aligned byte. The remainder is below the alignment (Vulkan allows at most 256 bytes), so 16
+// bits hold it, and two bindings may share a word (the score modifiers' tensors do: shader_abi.h). The range covers whole 32-bit words: masks and 16-bit tensors are read a word at a time.
 struct Binding {
   uint32_t slot = kPlaceholderSlot;
   uint64_t offset = 0;
@@ -46,7 +47,7 @@ struct Binding {
 // The placeholder: the whole 256-byte buffer (ContextImpl::dummy).
 inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 
-inline constexpr uint32_t kMaxBindings = 9;   // the most any kernel has (the fused attention kernel)
+inline constexpr uint32_t kMaxBindings = 11;  // the most any kernel has (the fused attention kernel)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
 
 struct Dispatch {
@@ -55,7 +56,8 @@ struct Dispatch {
   VkDescriptorUpdateTemplate descriptors = VK_NULL_HANDLE;  // the layout's push template
   uint32_t binding_count = 0;
   std::array<Binding, kMaxBindings> bindings{};
-  // The push-constant word that receives binding i's element offset at replay; kNoWord for none.
+  // The push-constant half-word (16 bits, counted from the block's start) that receives binding i's
+  // element offset at replay; kNoWord for none.
   static constexpr uint8_t kNoWord = 0xff;
   std::array<uint8_t, kMaxBindings> offset_word{};
   uint32_t push_bytes = 0;
@@ -72,8 +74,9 @@ struct Dispatch {
   // The kernel's pipeline layout and descriptor template; every binding of the layout starts as the
   // placeholder, so the template (which reads them all) never sees an unset one.
   void use(const KernelLayout& kernel_layout);
-  // Binding `index` (== descriptor binding); the shader reads its element offset at byte
-  // `push_offset` of the push block (offsetof of the block's `*_off` member), when given.
+  // Binding `index` (== descriptor binding); the shader reads its element offset from the 16 bits at
+  // byte `push_offset` of the push block (offsetof of the block's `*_off` member, + 2 for the high
+  // half of that member), when given.
   void bind(uint32_t index, const Binding& binding, std::size_t push_offset = SIZE_MAX);
   // The push block, its element-offset members left for replay.
   template <typename Push>
@@ -117,7 +120,7 @@ class CommandList {
     uint32_t slot = 0;
     uint64_t offset = 0;     // bytes from the slot's base
     uint64_t bytes = 0;      // elements * element_size, plus 3 (rounded to whole words at replay)
-    uint8_t word = Dispatch::kNoWord;
+    uint8_t word = Dispatch::kNoWord;  // the push half-word (Dispatch::offset_word)
     uint8_t shift = 0;       // log2(element_size)
   };
   struct Step {

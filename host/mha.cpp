@@ -49,6 +49,9 @@ MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weigh
     impl_->in_bias.emplace(upload(context, dtype, weights.in_proj_bias));
     impl_->out_bias.emplace(upload(context, dtype, weights.out_proj_bias));
   }
+  // Per-head score modifiers: f32, as attention() reads them.
+  if (impl_->dims.has_sinks) impl_->sinks.emplace(upload(context, DType::f32, weights.sinks));
+  if (impl_->dims.has_alibi) impl_->alibi_slopes.emplace(upload(context, DType::f32, weights.alibi_slopes));
 }
 
 MultiHeadAttention::MultiHeadAttention(MultiHeadAttention&&) noexcept = default;
@@ -117,6 +120,9 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   spec.batch = B, spec.seq_q = Sq, spec.seq_k = Sk;
   spec.self_attention = call.self_attention;
   spec.causal = in.causal;
+  spec.window = in.window;
+  spec.align = in.align;
+  spec.softcap = in.softcap;
   spec.weights = in.need_weights;
   spec.path = path;
   // Every check and the plan before anything is uploaded.

@@ -30,6 +30,7 @@ enum LayerSlot : uint32_t {
   kQ, kK, kV, kAttn,         // the projected heads (BHSD) and attention's output: in the workspace
   kOut, kWeights, kMask,     // the layer's output, P and the mask
   kWq, kWk, kWv, kWo, kInBias, kOutBias,
+  kSinks, kAlibi,            // the per-head score modifiers (f32), with the weights
   kWorkspace,                // attention's own workspace
   kLayerSlotCount
 };
@@ -177,6 +178,8 @@ void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffe
   slots[kWq] = at(*layer->wq), slots[kWk] = at(*layer->wk), slots[kWv] = at(*layer->wv), slots[kWo] = at(*layer->wo);
   if (layer->in_bias) slots[kInBias] = at(*layer->in_bias);
   if (layer->out_bias) slots[kOutBias] = at(*layer->out_bias);
+  if (layer->sinks) slots[kSinks] = at(*layer->sinks);
+  if (layer->alibi_slopes) slots[kAlibi] = at(*layer->alibi_slopes);
   list.replay(*context, cmd, slots);
 }
 
@@ -222,6 +225,12 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   layouts.out = TensorLayout::bhsd(dt, B, H, Sq, D);
   layouts.mask = spec.mask;
   layouts.options.causal = spec.causal;
+  layouts.options.window = spec.window;
+  layouts.options.align = spec.align;
+  layouts.options.softcap = spec.softcap;
+  // The layer's sinks and ALiBi slopes: (num_heads), shared by every batch.
+  if (d.has_sinks) layouts.sinks = HeadValuesLayout{1, H, 0};
+  if (d.has_alibi) layouts.alibi = HeadValuesLayout{1, H, 0};
   p->planned = detail::plan_path(device, c.kernel, layouts, spec.weights, spec.path);
   p->report = detail::report_of(*p->planned);
   p->alignment = p->planned->alignment();
@@ -265,6 +274,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   slots.q = kQ, slots.k = kK, slots.v = kV, slots.out = kAttn;
   slots.lse = slots.kv_lengths = detail::kPlaceholderSlot;  // the layer has neither
   slots.mask = kMask, slots.weights = kWeights, slots.workspace = kWorkspace;
+  slots.sinks = kSinks, slots.alibi = kAlibi;
   p->list = detail::CommandList(a);
   detail::CommandList& list = p->list;
   // The workspace may still be read by the previous pass recorded in this command buffer.

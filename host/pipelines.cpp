@@ -1,5 +1,6 @@
 #include "pipelines.hpp"
 
+#include <bit>
 #include <span>
 #include <string_view>
 
@@ -77,25 +78,52 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_RPT] = c.rows_per_thread;
   key.spec[SPEC_ATTENTION_HEADS] = c.heads;
   key.spec[SPEC_ATTENTION_VEC] = c.vec_loads;
+  key.spec[SPEC_ATTENTION_MODIFIERS] = c.modifiers.bits;
+  key.spec[SPEC_ATTENTION_WINDOW_LEFT] = c.modifiers.window_left;
+  key.spec[SPEC_ATTENTION_WINDOW_RIGHT] = c.modifiers.window_right;
+  key.spec[SPEC_ATTENTION_SOFTCAP] = c.modifiers.softcap;
   return key;
 }
 
-PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup) {
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks) {
   PipelineKey key;
   key.shader = Shader::attention_combine;
   key.types[0] = dtype;
   key.spec_count = SPEC_COMBINE_COUNT;
   key.spec[SPEC_COMBINE_DV] = dim_v;
   key.spec[SPEC_COMBINE_WORKGROUP] = workgroup;
+  key.spec[SPEC_COMBINE_MODIFIERS] = sinks;
   return key;
 }
 
-PipelineKey softmax_pipeline(uint32_t workgroup) {
+PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers) {
   PipelineKey key;
   key.shader = Shader::attention_softmax;
   key.spec_count = SPEC_SOFTMAX_COUNT;
   key.spec[SPEC_SOFTMAX_WORKGROUP] = workgroup;
+  key.spec[SPEC_SOFTMAX_MODIFIERS] = modifiers.bits;
+  key.spec[SPEC_SOFTMAX_WINDOW_LEFT] = modifiers.window_left;
+  key.spec[SPEC_SOFTMAX_WINDOW_RIGHT] = modifiers.window_right;
+  key.spec[SPEC_SOFTMAX_SOFTCAP] = modifiers.softcap;
   return key;
+}
+
+ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options) {
+  ModifierConstants m;
+  if (p.softcap > 0.0f) {
+    m.bits |= MOD_SOFTCAP;
+    m.softcap = std::bit_cast<uint32_t>(p.softcap);
+  }
+  if (p.has_alibi) m.bits |= MOD_ALIBI | (p.alibi_per_batch ? MOD_ALIBI_PER_BATCH : 0u);
+  if (p.has_sinks) m.bits |= MOD_SINKS;
+  // The window as given (causal stays in the flags, so a causal call keeps its pipelines); the
+  // alignment only where a window or ALiBi reads it.
+  if (options.window) {
+    m.window_left = std::bit_cast<uint32_t>(static_cast<int32_t>(options.window->left));
+    m.window_right = std::bit_cast<uint32_t>(static_cast<int32_t>(options.window->right));
+  }
+  if ((options.window || p.has_alibi) && p.align == Align::top_left) m.bits |= MOD_ALIGN_TOP_LEFT;
+  return m;
 }
 
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {
@@ -180,10 +208,10 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
   cache_loaded_ = !initial.empty();
   try {
-    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 9, sizeof(AttentionPush));
-    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 4, sizeof(CombinePush));
+    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 11, sizeof(AttentionPush));
+    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 5, sizeof(CombinePush));
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
-    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 4, sizeof(SoftmaxPush));
+    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));
   } catch (...) {
     release();
     throw;

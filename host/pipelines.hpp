@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
@@ -34,7 +35,7 @@ enum class Shader : uint8_t {
   gemm_subgroup
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 11;
+inline constexpr std::size_t kMaxSpecConstants = 15;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -47,6 +48,14 @@ struct PipelineKey {
   auto operator<=>(const PipelineKey&) const = default;
 };
 
+// The score modifiers' constants (MOD_* bits, the window's sides as int32 bits, -1 = unbounded, the
+// softcap as f32 bits), the same for the fused kernels and the row softmax: modifier_constants.
+struct ModifierConstants {
+  uint32_t bits = 0;
+  uint32_t window_left = 0xffffffffu, window_right = 0xffffffffu;
+  uint32_t softcap = 0;
+};
+
 // The constants of the fused kernels by name (SPEC_ATTENTION_*).
 struct AttentionConstants {
   uint32_t rows = 0, threads_per_row = 0, keys_per_tile = 0, dim_qk = 0, dim_v = 0, workgroup = 0;
@@ -54,6 +63,7 @@ struct AttentionConstants {
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
   uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
   uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
+  ModifierConstants modifiers;
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {
@@ -67,8 +77,11 @@ struct GemmSubgroupConstants {
 
 // `shader`: attention_fused, attention_rowwise, attention_subgroup or attention_subgroup_decode.
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
-PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup);
-PipelineKey softmax_pipeline(uint32_t workgroup);
+// `sinks`: MOD_SINKS when the combine adds the sinks to each row's denominator, else 0.
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks);
+PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers);
+// The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
+ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 

@@ -64,11 +64,13 @@ std::array<SlotBase, kAttentionSlotCount> slots_of(const AttentionBuffers& b, Vk
   // Every element written once, in slot order (no zeroing of the whole array first: it runs on
   // every record).
   constexpr AttentionSlots s;
-  static_assert(kAttentionSlotCount == 10 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
-                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9);
+  static_assert(kAttentionSlotCount == 12 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
+                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9 && s.alibi == 10 &&
+                s.sinks == 11);
   return {SlotBase{},         tensor(b.q),          tensor(b.k),     tensor(b.v),
           tensor(b.out),      slice(b.lse),         tensor(b.mask),  slice(b.kv_lengths),
-          slice(b.weights),   SlotBase{workspace, align_up(workspace_offset, alignment)}};
+          slice(b.weights),   SlotBase{workspace, align_up(workspace_offset, alignment)},
+          tensor(b.alibi),    tensor(b.sinks)};
 }
 
 }  // namespace
@@ -132,6 +134,8 @@ AttentionSpec AttentionSpec::of(const AttentionArgs& args) {
   spec.layouts.v = args.v.layout;
   spec.layouts.out = args.out.layout;
   if (args.mask.buffer) spec.layouts.mask = args.mask.layout;
+  if (args.alibi.buffer) spec.layouts.alibi = args.alibi.layout;
+  if (args.sinks.buffer) spec.layouts.sinks = args.sinks.layout;
   spec.layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
   spec.layouts.has_lse = args.lse.buffer != nullptr;
   spec.layouts.options = args.options;
@@ -147,6 +151,8 @@ AttentionBuffers AttentionBuffers::of(const AttentionArgs& args) {
   b.v = args.v.buffer;
   b.out = args.out.buffer;
   b.mask = args.mask.buffer;
+  b.alibi = args.alibi.buffer;
+  b.sinks = args.sinks.buffer;
   b.lse = args.lse;
   b.kv_lengths = args.kv_lengths;
   b.weights = args.weights;

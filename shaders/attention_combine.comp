@@ -6,6 +6,8 @@
 // exp2(2 (m_s - m)) and LSE = m * 2 ln 2 + log(T), clamped to the f32 range (TILED_T_MAX * 2 ln 2 may
 // round past FLT_MAX). Splits that saw no visible key (m_s = -inf) carry no weight; a row with none at all gives O = 0
 // and LSE = -inf.
+// With MOD_SINKS (split-KV calls with sinks: the host sets it here, not on the split kernels), each
+// row's sink joins T once, after the splits: a row no split saw a key of gives O = 0, LSE = the sink.
 // One workgroup per row; invocations stride over the output dim.
 //
 // The host runs the split dispatches and this pass one range of query tiles at a time, reusing one
@@ -23,6 +25,9 @@ layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
 layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
+#define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
+#define SINKS_BINDING 4
+#include "modifiers.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define FLT_MAX uintBitsToFloat(0x7f7fffffu)
@@ -54,7 +59,17 @@ void main() {
       if (ms != NEG_INF) total += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
     }
   const bool empty = m == NEG_INF;
-  const float inv_total = empty ? 0.0 : 1.0 / total;
+  float inv_total = empty ? 0.0 : 1.0 / total;
+  float row_lse = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
+  if (HAS_SINKS) {
+    // The sink joins the row's denominator here, once (the host cleared it for the split kernels), in
+    // natural units. A row no split saw a key of starts from -FLT_MAX (not -inf: a -inf sink would
+    // make exp(-inf - -inf) NaN) and total 0, and ends with O = 0 and LSE = the sink (total 1).
+    float m_natural = empty ? -FLT_MAX : natural_max(m, half_log2);
+    const float factor = add_sink(m_natural, total, sink_logit(h));
+    inv_total = total == 0.0 ? 0.0 : factor / total;
+    row_lse = total == 0.0 ? NEG_INF : m_natural + log(total);
+  }
 
   const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
   for (uint d = gl_LocalInvocationID.x; d < DV; d += gl_WorkGroupSize.x) {
@@ -70,5 +85,5 @@ void main() {
     o[out_row + d] = from_f32(value);
   }
   if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
-    lse[pc.lse_off + bh * pc.seq_q + i] = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
+    lse[lse_offset() + bh * pc.seq_q + i] = row_lse;
 }

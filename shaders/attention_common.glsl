@@ -16,6 +16,14 @@ layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };  //
 
 #include "mask.glsl"
 #include "causal.glsl"
+#include "score.glsl"
+#define MOD_SPEC_MODIFIERS SPEC_ATTENTION_MODIFIERS
+#define MOD_SPEC_WINDOW_LEFT SPEC_ATTENTION_WINDOW_LEFT
+#define MOD_SPEC_WINDOW_RIGHT SPEC_ATTENTION_WINDOW_RIGHT
+#define MOD_SPEC_SOFTCAP SPEC_ATTENTION_SOFTCAP
+#define ALIBI_BINDING 9
+#define SINKS_BINDING 10
+#include "modifiers.glsl"
 
 
 // Elements d4*4 .. d4*4+3 of a row of Q, K or V (`base` its first element, `dim` its length) as f32;
@@ -36,7 +44,8 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
 
 // The row of key j in the K and V bindings. A dispatch binds K and V from the first key of its first
 // split (split_base), so that a key range longer than one binding can run as several dispatches.
-uint binding_key(uint j) { return j - pc.split_base * pc.keys_per_split; }
+// (Band splits bind K and V whole: their splits do not start at a fixed key.)
+uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - pc.split_base * pc.keys_per_split; }
 
 // The first query row of this workgroup's tile. A dispatch covers one range of query tiles from
 // pc.tile_base (the host cuts seq_q into ranges: the workspace budget and maxComputeWorkGroupCount[0]),
@@ -54,13 +63,28 @@ uint partial_row(uint split, uint b, uint h, uint i) {
   return ((split * batches + b) * pc.heads + h) * range_rows + (i - range_first);
 }
 
-// Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding and by the
-// causal limit of its last query row (key tiles past it are never visited).
-uvec2 workgroup_key_range(uint split, uint b, uint last_row) {
-  const uint begin = split * pc.keys_per_split;
-  uint end = min(pc.seq_k, begin + pc.keys_per_split);
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
-  return uvec2(begin, min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row)));
+// Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding, by the causal
+// limit and the window's right side of its last query row, and by the window's left side of its first
+// (key tiles outside every row's band are never visited). With MOD_BAND_SPLITS (a window with a left
+// side; the host sizes the splits by the band, not seq_k) the splits count from the band's first key,
+// so a workgroup's work is its band's, however long the sequence.
+uvec2 workgroup_key_range(uint split, uint b, uint first_row, uint last_row) {
+  const uint band_begin = HAS_WINDOW ? window_key_begin(first_row) : 0u;
+  const uint base = (MODIFIERS & MOD_BAND_SPLITS) != 0u ? band_begin : 0u;
+  const uint begin = max(base + split * pc.keys_per_split, band_begin);
+  uint end = min(pc.seq_k, base + (split + 1u) * pc.keys_per_split);
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
+  end = min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row));
+  if (HAS_WINDOW) end = min(end, window_key_end(last_row));
+  return uvec2(begin, max(begin, end));
+}
+
+// Keys [begin, end) of query row i by causal, the window and the workgroup's range `keys`.
+uvec2 row_key_range(uvec2 keys, uint i) {
+  const uint begin = HAS_WINDOW ? max(keys.x, window_key_begin(i)) : keys.x;
+  uint end = min(keys.y, causal_key_end(pc.flags & CAUSAL_MASK, i));
+  if (HAS_WINDOW) end = min(end, window_key_end(i));
+  return uvec2(begin, max(begin, end));
 }
 
 #endif

@@ -19,8 +19,10 @@
 //   3. each lane turns its own scores into weights exp2(2 (t - m)) (one exp per (row, key)) and
 //      adds them to its own running sum; the sums are merged once, at the end;
 //   4. every lane accumulates weight x V for its dim slices over the tile's keys.
-// Key tiles past the last visible key of the workgroup (causal, key lengths, end of the split) are not
-// visited. With an explicit mask, its tile (ROWS x BC, -inf where the row's key range ends) is staged
+// Key tiles past the last visible key of the workgroup (causal, the window, key lengths, end of the
+// split) or before its first (the window's left side) are not visited: the workgroup's key range
+// (workgroup_key_range) may start at any key, and its tiles count from that key. Each row masks the keys
+// outside its own range (row_key_range: causal and the window). With an explicit mask, its tile (ROWS x BC, -inf where the row's key range ends) is staged
 // in shared memory by the whole workgroup, coalesced, where the scores go; a tile no row of the
 // workgroup sees is skipped by a uniform test after the barrier (the last tile some row sees, a
 // shared uint every invocation that saw a key raised with atomicMax).
@@ -30,6 +32,11 @@
 // pre-scaled Q is used where it is exact enough; a visible key whose fast score is not finite, or a
 // row whose pre-scaled Q over- or underflowed, takes score.glsl's careful route (the owner lane,
 // from the unscaled Q in memory).
+//
+// Score modifiers (modifiers.glsl), each compiled only when its specialization constant is on: the
+// softcap and ALiBi on the score in natural units (converted from and back to log2(e)/2, saturating),
+// before the float mask; unsplit, the sink joins each row's max and sum before O and LSE are written
+// (split-KV: attention_combine.comp adds it, once per row).
 //
 // Masked keys never touch the output: their weight is a negative sentinel and the accumulation selects
 // (not multiplies) it away, so NaN/Inf in a masked K or V row never reaches O. The running max starts
@@ -210,13 +217,14 @@ void main() {
   const bool vec_v = (pc.flags & FLAG_VEC_V) != 0u && (pc.v_off & 3u) == 0u;
   const float q_scale = pc.scale * HALF_LOG2E;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
   vec4 q_reg[RPT * DQKT];
-  uint q_row[RPT], row_end[RPT];
+  uint q_row[RPT], row_begin[RPT], row_end[RPT];
   bool careful[RPT];
+  float slope[RPT];  // ALiBi's, per row once
   float m[RPT], l[RPT];
   vec4 acc[RPT * DVT];
   [[unroll]] for (uint r = 0u; r < RPT; ++r) {
@@ -225,7 +233,10 @@ void main() {
     const uint h = h0 + row % HEADS;
     const bool valid = i < pc.seq_q;
     q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + i * pc.q_ss;
-    row_end[r] = valid ? min(key_end, causal_key_end(causal, i)) : 0u;
+    const uvec2 row_keys = row_key_range(keys, i);  // causal and the window
+    row_begin[r] = row_keys.x;
+    row_end[r] = valid ? row_keys.y : 0u;
+    slope[r] = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
     bool unsafe = false;
     [[unroll]] for (uint t = 0u; t < DQKT; ++t) {
       const uint d4 = lane + t * TPR;
@@ -268,8 +279,11 @@ void main() {
         const uint row = e / BC, c = e % BC;
         const uint i = i0 + row / HEADS;
         const uint j = tile + c;
-        const uint end = i < pc.seq_q ? min(key_end, causal_key_end(causal, i)) : 0u;
-        const float bias = j < end ? mask_bias(mask_kind, pc.m_off + b * pc.m_sb + (h0 + row % HEADS) * pc.m_sh + i * pc.m_ss + j)
+        const uvec2 row_keys = row_key_range(keys, i);
+        const uint end = i < pc.seq_q ? row_keys.y : 0u;
+        // Without a window every row begins at key_begin, which no j here is before.
+        const bool in_range = (!HAS_WINDOW || j >= row_keys.x) && j < end;
+        const float bias = in_range ? mask_bias(mask_kind, pc.m_off + b * pc.m_sb + (h0 + row % HEADS) * pc.m_sh + i * pc.m_ss + j)
                                    : NEG_INF;
         sS[row * SS + c] = bias;
         seen = seen || bias != NEG_INF;
@@ -309,11 +323,19 @@ void main() {
       [[unroll]] for (uint r = 0u; r < RPT; ++r) {
         const uint at = (group * RPT + r) * SS + c;
         // The staged mask (or the row's key range): a masked key's score is never used (its K may hold NaN).
-        const float bias = mask_kind != MASK_NONE ? sS[at] : j < row_end[r] ? 0.0 : NEG_INF;
+        const bool in_range = (!HAS_WINDOW || j >= row_begin[r]) && j < row_end[r];
+        const float bias = mask_kind != MASK_NONE ? sS[at] : in_range ? 0.0 : NEG_INF;
         const bool visible = bias != NEG_INF;
         float t = part[r * TPR];
         if (visible && (careful[r] || isinf(t) || isnan(t))) t = careful_score(q_row[r], c, vec_q);
         else t = clamp(t, -T_MAX, T_MAX);  // scale * (q . k) beyond the f32 range saturates
+        if (HAS_SOFTCAP || HAS_ALIBI) {
+          // The softcap and ALiBi (modifiers.glsl) on the score in natural units: +-T_MAX is +-FLT_MAX
+          // there (the product may round past it), and a finite result in [-FLT_MAX, FLT_MAX] comes
+          // back within +-T_MAX. Inf/NaN scores (Inf/NaN inputs) stay as they are.
+          const float s = isinf(t) ? t : saturate_finite(t * TWO_LN2);
+          t = modify_score(s, slope[r], i0 + (group * RPT + r) / HEADS, j) * HALF_LOG2E;
+        }
         // + bias, saturating unless one of them is infinite (score.glsl's add_bias, scaled).
         const float bt = bias * HALF_LOG2E;
         const bool finite = !(isinf(t) || isnan(t) || isinf(bt) || isnan(bt));
@@ -373,9 +395,16 @@ void main() {
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
     if (i >= pc.seq_q) continue;
-    // l == 0 only when every key of the row was masked: O = 0 and LSE = -inf, never NaN.
+    // The row's max in natural units (the LSE's), clamped: T_MAX * 2 ln 2 may round past FLT_MAX.
+    float m_natural = clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX);
+    // Unsplit, the sink joins the row's denominator here (split, the host gives it to the combine):
+    // its factor rescales the accumulator. A row with no visible key (m = -T_MAX, l = 0) ends with
+    // m = the sink and l = 1: O = 0 and LSE = the sink.
+    float sink_factor = 1.0;
+    if (HAS_SINKS && (pc.flags & FLAG_PARTIAL) == 0u) sink_factor = add_sink(m_natural, l[r], sink_logit(h));
+    // l == 0 only when every key of the row was masked (and no sink): O = 0 and LSE = -inf, never NaN.
     const bool empty = l[r] == 0.0;
-    const float inv_l = empty ? 0.0 : 1.0 / l[r];
+    const float inv_l = empty ? 0.0 : sink_factor / l[r];
     if ((pc.flags & FLAG_PARTIAL) != 0u) {
       const uint prow = partial_row(split, b, h, i);
       [[unroll]] for (uint t = 0u; t < DVT; ++t) {
@@ -398,8 +427,8 @@ void main() {
           if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
       }
       if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
-        lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] =
-            empty ? NEG_INF : clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX) + log(l[r]);
+        lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] =
+            empty ? NEG_INF : m_natural + log(l[r]);
     }
   }
 }

@@ -43,14 +43,19 @@ void main() {
   // Component r of every vec4 below belongs to query row i[r].
   const uvec4 i = uvec4(i0 + tid) + uvec4(0u, LANES, 2u * LANES, 3u * LANES);
   const bvec4 row_valid = lessThan(i, uvec4(pc.seq_q));
-  const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
-  uvec4 row_key_end;
-  [[unroll]] for (uint r = 0u; r < 4u; ++r)
-    row_key_end[r] = row_valid[r] ? min(key_end, causal_key_end(causal, i[r])) : 0u;
+  // Each row's keys [row_key_begin, row_key_end): causal and the window cut the workgroup's range
+  // (which may start at any key: tiles run from key_begin, not from a multiple of BC).
+  uvec4 row_key_begin, row_key_end;
+  [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+    const uvec2 range = row_valid[r] ? row_key_range(keys, i[r]) : uvec2(0u);
+    row_key_begin[r] = range.x;
+    row_key_end[r] = range.y;
+  }
+  const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
 
   // Rows past seq_q read row seq_q - 1 (any valid row) and are never written.
   const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + min(i, uvec4(pc.seq_q - 1u)) * pc.q_ss;
@@ -116,7 +121,11 @@ void main() {
         [[unroll]] for (uint r = 0u; r < 4u; ++r)
           if (redo[r]) s[r] = scale_rescaled_dot(down[r], pc.scale);
       }
-      const bvec4 in_range = lessThan(uvec4(j), row_key_end);
+      // Softcap then ALiBi, before the float mask (modifiers.glsl); compiled away when both are off.
+      if (HAS_SOFTCAP || HAS_ALIBI) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) s[r] = modify_score(s[r], slope, i[r], j);
+      }
+      const bvec4 in_range = bvec4(uvec4(greaterThanEqual(uvec4(j), row_key_begin)) & uvec4(lessThan(uvec4(j), row_key_end)));
       vec4 bias = vec4(0.0);
       if (mask_kind != MASK_NONE) {
         // The mask is read only for visible keys (other reads fall on its first element).
@@ -148,11 +157,26 @@ void main() {
     m = m_new;
   }
 
-  // l == 0 only for rows whose every key was masked: O = 0 and LSE = -inf, never NaN.
-  const bvec4 empty = equal(l, vec4(0.0));
-  const vec4 inv_l = mix(1.0 / l, vec4(0.0), empty);
-  const vec4 row_lse = mix(m + log(l), vec4(NEG_INF), empty);
   const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  // The sink joins each row's denominator once: here when the call is not split (the host clears
+  // MOD_SINKS for split calls; the combine adds it). A row with no visible key (m = M_INIT, l = 0)
+  // ends with l = 1 and m = the sink: O = 0, LSE = the sink. The accumulators' factor goes into 1 / l
+  // (no extra loop over them: lavapipe's loop limit, host/attention_plan.cpp).
+  vec4 acc_factor = vec4(1.0);
+  if (HAS_SINKS && !partial) {
+    const float sink = sink_logit(h);
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+      float mr = m[r], lr = l[r];
+      acc_factor[r] = add_sink(mr, lr, sink);
+      m[r] = mr;
+      l[r] = lr;
+    }
+  }
+
+  // l == 0 only for rows whose every key was masked (and no sink): O = 0 and LSE = -inf, never NaN.
+  const bvec4 empty = equal(l, vec4(0.0));
+  const vec4 inv_l = mix(acc_factor / l, vec4(0.0), empty);
+  const vec4 row_lse = mix(m + log(l), vec4(NEG_INF), empty);
   for (uint r = 0u; r < 4u; ++r) {
     if (!row_valid[r]) continue;
     if (partial) {
@@ -163,7 +187,7 @@ void main() {
     } else {
       const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i[r] * pc.o_ss;
       for (uint d = 0u; d < DV; ++d) o[out_row + d] = from_f32(accT[d][r] * inv_l[r]);
-      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i[r]] = row_lse[r];
+      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i[r]] = row_lse[r];
     }
   }
 }

@@ -1,11 +1,13 @@
 #version 450
 // The masked, numerically stable row softmax of the three-stage path, in place on the f32 scores
 // S = scale·Q·Kᵀ written by gemm.comp:
-//   P[j] = exp(s'_j - m) / l,  s'_j = s_j + bias_j for visible keys,  m = max s',  l = sum exp(s' - m)
-// (s'_j saturating to +-FLT_MAX: score.glsl)
-// with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the causal rule, by key padding
-// or by an explicit mask (boolean false or float -inf) and then gets exactly 0, whatever its score
-// (NaN from a NaN in K included); a row with no visible key gets all zeros and LSE -inf. The max
+//   P[j] = exp(s'_j - m) / l,  s'_j = modify(s_j) + bias_j for visible keys,  m = max s' (and the sink),
+//   l = sum exp(s' - m) (+ exp(sink - m))
+// (modify: softcap then ALiBi, modifiers.glsl; s'_j saturating to +-FLT_MAX: score.glsl)
+// with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the
+// causal rule, the window, key padding or an explicit mask (boolean false or float -inf) and then gets
+// exactly 0, whatever its score (NaN from a NaN in K included); a row with no visible key gets all
+// zeros and LSE -inf (the sink's logit with sinks). P excludes the sink; LSE includes it. The max
 // starts at M_INIT like the fused kernels, so NaN scores of visible keys propagate to the row.
 // One workgroup per row; invocations stride over the keys; three passes (max, sum, write), so an
 // invocation loops about 3 * seq_k / WG times (the host checks lavapipe's limit).
@@ -24,6 +26,13 @@ layout(binding = 3) readonly buffer KvLenBuf { int kv_lengths[]; };
 #include "mask.glsl"
 #include "causal.glsl"
 #include "score.glsl"
+#define MOD_SPEC_MODIFIERS SPEC_SOFTMAX_MODIFIERS
+#define MOD_SPEC_WINDOW_LEFT SPEC_SOFTMAX_WINDOW_LEFT
+#define MOD_SPEC_WINDOW_RIGHT SPEC_SOFTMAX_WINDOW_RIGHT
+#define MOD_SPEC_SOFTCAP SPEC_SOFTMAX_SOFTCAP
+#define ALIBI_BINDING 4
+#define SINKS_BINDING 5
+#include "modifiers.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];
 
@@ -43,6 +52,16 @@ float workgroup_reduce(float value, uint op) {
   return reduction[0];
 }
 
+// Key j's score as the softmax sees it: softcap then ALiBi on the raw score, then the float mask
+// (modifiers.glsl, score.glsl); -inf for a key the explicit mask hides, whatever its score (NaN
+// included). The mask is read again in each pass rather than stored: P holds only the raw scores
+// until pass 3 overwrites them.
+float visible_score(uint mask_kind, uint mask_row, uint p_row, float slope, uint i, uint j) {
+  const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
+  if (bias == NEG_INF) return NEG_INF;
+  return add_bias(modify_score(p[p_row + j], slope, i, j), bias);
+}
+
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= pc.rows) return;  // uniform per workgroup: barriers stay in uniform control flow
@@ -52,42 +71,48 @@ void main() {
   const uint bl = row / (pc.chunk_rows * pc.chunk_heads);
   const uint b = pc.b0 + bl, h = pc.h0 + hl, i = pc.i0 + il;
 
+  // The visible keys [key_begin, key_end): the window, causal and key padding. Keys outside are never
+  // read (their scores may be NaN from NaN/Inf in hidden K rows) and get weight 0.
+  const uint key_begin = HAS_WINDOW ? window_key_begin(i) : 0u;
   uint key_end = causal_key_end(pc.flags & CAUSAL_MASK, i);
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[pc.kv_len_off + b], 0, int(pc.seq_k))));
+  if (HAS_WINDOW) key_end = min(key_end, window_key_end(i));
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
   const uint p_row = pc.p_off + row * pc.seq_k;
+  const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
 
-  // Pass 1: the max of the visible, biased scores. Hidden keys become -inf here and in pass 3 (the
-  // mask is read again rather than stored: P holds only the raw scores until pass 3 overwrites them).
+  // Pass 1: the max of the visible, modified, biased scores.
   float m = M_INIT;
-  for (uint j = tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-    if (bias != NEG_INF) m = max(m, add_bias(p[p_row + j], bias));
+  for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
+    const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+    if (s != NEG_INF) m = max(m, s);
   }
   m = workgroup_reduce(m, 0u);
 
   // Pass 2: the sum.
   float l = 0.0;
-  for (uint j = tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-    const float s = add_bias(p[p_row + j], bias);
-    if (bias != NEG_INF && s != NEG_INF) l += exp(s - m);
+  for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
+    const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+    if (s != NEG_INF) l += exp(s - m);
   }
   l = workgroup_reduce(l, 1u);
 
-  // Pass 3: the weights; l == 0 only when no key is visible.
+  // The sink joins the denominator (not P's keys): P_j = e^(s_j - m') / (e^(sink - m') + sum e^(s - m')),
+  // and LSE includes it. A row with no visible key ends with l = 1, m = the sink: P = 0, LSE = the sink.
+  if (HAS_SINKS) add_sink(m, l, sink_logit(h));
+
+  // Pass 3: the weights; l == 0 only when no key is visible (and no sink).
   const bool empty = l == 0.0;
   const float inv_l = empty ? 0.0 : 1.0 / l;
   for (uint j = tid; j < pc.seq_k; j += gl_WorkGroupSize.x) {
     float weight = 0.0;
-    if (j < key_end) {
-      const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
-      const float s = add_bias(p[p_row + j], bias);
-      if (bias != NEG_INF && s != NEG_INF) weight = exp(s - m) * inv_l;
+    if (j >= key_begin && j < key_end) {
+      const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+      if (s != NEG_INF) weight = exp(s - m) * inv_l;
     }
     p[p_row + j] = weight;
   }
   if (tid == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
-    lse[pc.lse_off + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);
+    lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);
 }

@@ -65,28 +65,36 @@ void main() {
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
-  const uint causal = pc.flags & CAUSAL_MASK;
   const uint tile_rows = PACKED ? pc.group * pc.seq_q : pc.seq_q;
 
-  // The key range is cut by the causal limit of the tile's largest query row: with packed heads, the
-  // last row unless the tile spans more than one head (then seq_q - 1).
+  // The key range is cut by the causal limit and the window's right side of the tile's largest query
+  // row and the window's left side of its smallest: with packed heads, the last and first rows unless
+  // the tile spans more than one head (then seq_q - 1 and 0).
   const uint last = min(i0 + BR, tile_rows) - 1u;
-  const uint last_row = !PACKED ? last : (i0 / pc.seq_q != last / pc.seq_q) ? pc.seq_q - 1u : last % pc.seq_q;
-  const uvec2 keys = workgroup_key_range(split, b, last_row);
+  const bool spans_heads = PACKED && i0 / pc.seq_q != last / pc.seq_q;
+  const uint last_row = !PACKED ? last : spans_heads ? pc.seq_q - 1u : last % pc.seq_q;
+  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % pc.seq_q;
+  const uvec2 keys = workgroup_key_range(split, b, first_row, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // Row r of this invocation is (packed) row i0 + r * LANES + lane: query row row[r] of query head
-  // head[r]. Rows past the tile's last read that one and are never written.
-  uint row[R], head[R], row_key_end[R], mask_row[R];
+  // head[r], which sees keys [row_key_begin[r], row_key_end[r]) of the workgroup's (causal, window;
+  // without a window every row starts at key_begin, and only the end is compared). Rows past the
+  // tile's last read that one, see no key and are never written.
+  uint row[R], head[R], row_key_begin[R], row_key_end[R], mask_row[R];
   bool row_valid[R];
+  float slope[R];  // ALiBi's slope of the row's head (unused without ALiBi)
   [[unroll]] for (uint r = 0u; r < R; ++r) {
     const uint packed = i0 + r * LANES + lane;
     row_valid[r] = packed < tile_rows;
     const uint pr = min(packed, tile_rows - 1u);
     head[r] = PACKED ? kvh * pc.group + pr / pc.seq_q : gl_WorkGroupID.y;
     row[r] = PACKED ? pr % pc.seq_q : pr;
-    row_key_end[r] = row_valid[r] ? min(key_end, causal_key_end(causal, row[r])) : 0u;
+    const uvec2 rk = row_key_range(keys, row[r]);
+    row_key_begin[r] = rk.x;
+    row_key_end[r] = row_valid[r] ? rk.y : 0u;
     mask_row[r] = pc.m_off + b * pc.m_sb + head[r] * pc.m_sh + row[r] * pc.m_ss;
+    slope[r] = HAS_ALIBI ? alibi_slope(b, head[r]) : 0.0;
   }
 
   // Q rows, dims padded with zeros. Rows past seq_q read row seq_q - 1 and are never written.
@@ -168,12 +176,14 @@ void main() {
       [[unroll]] for (uint c = 0u; c < KB; ++c) {
         const uint j = j0 + c;
         const float dot_qk = dots[r * KB + c];
-        const bool in_range = j < row_key_end[r];
+        bool in_range = j < row_key_end[r];
+        if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
         float bias = 0.0;
         if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
         vis[c] = in_range && bias != NEG_INF;
         careful = careful || (vis[c] && (!finite(dot_qk) || v_bad[c]));
-        s[c] = vis[c] ? add_bias(scale_dot(dot_qk, pc.scale), bias) : NEG_INF;
+        const float sc = modify_score(scale_dot(dot_qk, pc.scale), slope[r], row[r], j);
+        s[c] = vis[c] ? add_bias(sc, bias) : NEG_INF;
         tile_max = max(tile_max, s[c]);
       }
       const float m_new = max(m[r], tile_max);
@@ -242,11 +252,13 @@ void main() {
     float p[R];
     bool vis[R];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
-      const bool in_range = careful && j < row_key_end[r];
+      bool in_range = careful && j < row_key_end[r];
+      if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
       float bias = 0.0;
       if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
       vis[r] = in_range && bias != NEG_INF;
-      const float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
+      float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
+      sc = modify_score(sc, slope[r], row[r], j);
       const float s = vis[r] ? add_bias(sc, bias) : NEG_INF;
       const float m_new = max(m[r], s);
       const float alpha = exp(m[r] - m_new);
@@ -267,7 +279,17 @@ void main() {
       }
   }
 
-  // ---- Outputs. l == 0 only for rows whose every key was masked: O = 0 and LSE = -inf. ----
+  // The sink of the row's head joins its denominator (unsplit calls only: split, the combine adds it).
+  // A row with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink.
+  if (HAS_SINKS) {
+    [[unroll]] for (uint r = 0u; r < R; ++r) {
+      const float factor = add_sink(m[r], l[r], sink_logit(head[r]));
+      [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= factor;
+    }
+  }
+
+  // ---- Outputs. l == 0 only for rows whose every key was masked (and no sink): O = 0 and
+  // LSE = -inf. ----
   float inv_l[R];
   [[unroll]] for (uint r = 0u; r < R; ++r) inv_l[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
   const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
@@ -299,7 +321,7 @@ void main() {
       partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
-      lse[pc.lse_off + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+      lse[lse_offset() + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
     }
   }
 }

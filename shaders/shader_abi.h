@@ -27,6 +27,19 @@
 #define FLAG_VEC_K 256u
 #define FLAG_VEC_V 512u
 
+/* ---- Score modifiers (README, "Score modifiers"): the bits of the MODIFIERS specialization constant of
+ * every kernel that forms or normalises scores (shaders/modifiers.glsl). Off, they compile to nothing. ---- */
+#define MOD_SOFTCAP 1u           /* s = SOFTCAP * tanh(s / SOFTCAP) (finite scores) */
+#define MOD_ALIBI 2u             /* + -slope * |i + off - j|, slopes bound at ALIBI_BINDING */
+#define MOD_ALIBI_PER_BATCH 4u   /* the slopes are (batch, heads), else (heads) */
+#define MOD_SINKS 8u             /* each row's denominator gains e^sink[h], sinks bound at SINKS_BINDING */
+#define MOD_ALIGN_TOP_LEFT 16u   /* the window's and ALiBi's diagonal: off = 0, else seq_k - seq_q */
+#define MOD_BAND_SPLITS 32u      /* fused kernels: key splits count from each workgroup's window start */
+/* The element offsets of the modifiers' bindings share a push-constant word with another binding's
+ * (a binding's offset left for the shader is below the storage-buffer alignment, at most 256 bytes,
+ * so 16 bits hold it): ALiBi's is the high half of kv_len_off, the sinks' the high half of lse_off
+ * (modifiers.glsl reads them; the host binds them at offsetof(...) + 2). */
+
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
@@ -44,14 +57,23 @@
 #define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
 #define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K and V rows are read in 16-byte chunks (others: 0) */
-#define SPEC_ATTENTION_COUNT 11
+#define SPEC_ATTENTION_MODIFIERS 11     /* MOD_* bits */
+#define SPEC_ATTENTION_WINDOW_LEFT 12   /* int: the window's left side, -1 = unbounded (no window: -1, -1) */
+#define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
+#define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
+#define SPEC_ATTENTION_COUNT 15
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
-#define SPEC_COMBINE_COUNT 2
+#define SPEC_COMBINE_MODIFIERS 2        /* MOD_SINKS or 0: the sinks join each row's denominator here */
+#define SPEC_COMBINE_COUNT 3
 /* attention_softmax.comp */
 #define SPEC_SOFTMAX_WORKGROUP 0
-#define SPEC_SOFTMAX_COUNT 1
+#define SPEC_SOFTMAX_MODIFIERS 1        /* as SPEC_ATTENTION_MODIFIERS .. SOFTCAP */
+#define SPEC_SOFTMAX_WINDOW_LEFT 2
+#define SPEC_SOFTMAX_WINDOW_RIGHT 3
+#define SPEC_SOFTMAX_SOFTCAP 4
+#define SPEC_SOFTMAX_COUNT 5
 /* gemm.comp: a BM x BN tile of C per workgroup, TM x TN per invocation, k in steps of BK */
 #define SPEC_GEMM_BM 0
 #define SPEC_GEMM_BN 1
@@ -114,7 +136,7 @@
   uint v_sb, v_sh, v_ss, v_off;                                                              \
   uint o_sb, o_sh, o_ss, o_off;                                                              \
   uint m_sb, m_sh, m_ss, m_off;                                                              \
-  uint lse_off, kv_len_off;                                                                  \
+  uint lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets (modifiers.glsl) */ \
   uint split_base; /* global index of this dispatch's first split */                        \
   uint tile_base;  /* global index of this dispatch's first query tile (one range of tiles) */
 
@@ -122,7 +144,7 @@
 #define COMBINE_PUSH_MEMBERS                                                                 \
   uint splits, rows, heads, seq_q; /* rows = batch * heads * range_rows: the range's rows */ \
   uint o_sb, o_sh, o_ss, o_off;                                                              \
-  uint lse_off, write_lse;                                                                   \
+  uint lse_off, write_lse; /* lse_off's high half: the sinks' offset (modifiers.glsl) */    \
   uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */
 
@@ -133,7 +155,7 @@
   uint seq_q, seq_k, heads, flags;                                                           \
   uint rows, chunk_heads, chunk_rows; /* rows = chunk_batches * chunk_heads * chunk_rows */   \
   uint b0, h0, i0;                                                                           \
-  uint p_off, lse_off, kv_len_off;                                                           \
+  uint p_off, lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets */          \
   uint m_sb, m_sh, m_ss, m_off;
 
 /* The GEMM (gemm.comp and gemm_subgroup.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of

@@ -2,7 +2,8 @@
 // the path of --path=: the catalog's "layer" section (conform/catalog_layer.cpp), which `vkattn
 // conform` runs too. Self- and cross-attention (kdim != vdim != E), GQA, both causal alignments, key
 // padding (a fully padded batch element included), an additive attn_mask, bias off, every dtype, the
-// weights per head and averaged, decode, and a batch beyond one grid dimension.
+// weights per head and averaged, decode, a batch beyond one grid dimension, and the score modifiers
+// (window, align, softcap, sinks and ALiBi slopes).
 #include <doctest/doctest.h>
 
 #include "attention_case.hpp"

@@ -20,6 +20,9 @@ TEST_SUITE("long") {
   TEST_CASE("K and V beyond one binding: (batch, GQA group) chunks and key ranges") {
     run_cases(context(), catalog_cases("long-binding"));
   }
+  TEST_CASE("score modifiers over 70,000 keys: a sliding window's band splits, sinks in the combine") {
+    run_cases(context(), catalog_cases("modifiers-long"));
+  }
   TEST_CASE("grids beyond maxComputeWorkGroupCount (65535 on lavapipe): 70,000 heads, batch 66,000") {
     run_cases(context(), catalog_cases("long-grid"));
   }

@@ -258,4 +258,63 @@ TEST_SUITE("unit") {
     CHECK(p.causal_key_end(3) == 1);
     CHECK(p.causal_key_end(4) == 2);
   }
+
+  TEST_CASE("check_attention: the score modifiers") {
+    AttentionLayouts l = valid();
+    l.options.window = Window{-2, 3};
+    CHECK(check_message(l) == "window: (-2, 3) sides must be >= 0, or -1 for unbounded");
+    l.options.window = Window{4, -1};
+    AttentionProblem p = check_attention(l);
+    CHECK((p.window_left == 4 && p.window_right == -1 && p.align == Align::bottom_right));
+    l.options.causal = Causal::top_left;  // causal is the window's right side 0, and sets the alignment
+    p = check_attention(l);
+    CHECK((p.window_left == 4 && p.window_right == 0 && p.align == Align::top_left));
+    l.options.align = Align::bottom_right;
+    CHECK(check_message(l) ==
+          "align (bottom-right) must agree with causal (top-left) or be absent: one alignment serves causal, the "
+          "window and ALiBi");
+    l.options.align = Align::top_left;
+    CHECK_NOTHROW(check_attention(l));
+    l.options = {};
+    for (const float c : {0.0f, -1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+      l.options.softcap = c;
+      CHECK(contains(check_message(l), "softcap: must be finite and > 0, got "));
+    }
+    l.options = {};
+    l.alibi = HeadValuesLayout{1, 7, 0};
+    CHECK(check_message(l) == "alibi: shape (7) must be (heads) = (8) or (batch, heads) = (2, 8)");
+    l.alibi = HeadValuesLayout{2, 8, 0};
+    p = check_attention(l);
+    CHECK((p.has_alibi && p.alibi_per_batch));
+    l.alibi = HeadValuesLayout{1, 8, 3};
+    p = check_attention(l);
+    CHECK((p.has_alibi && !p.alibi_per_batch));
+    l.alibi.reset();
+    l.sinks = HeadValuesLayout{2, 8, 0};
+    CHECK(check_message(l) == "sinks: shape (2, 8) must be (heads) = (8)");
+    l.sinks = HeadValuesLayout{1, 8, -1};
+    CHECK(check_message(l) == "sinks.offset (-1) must be >= 0");
+  }
+
+  TEST_CASE("AttentionProblem: visible keys under causal and a window, both alignments") {
+    AttentionLayouts l = valid();  // seq_q 10, seq_k 12: bottom-right offset 2
+    l.options.window = Window{3, 1};
+    AttentionProblem p = check_attention(l);
+    CHECK(p.visible_key_begin(0) == 0);  // 0 + 2 - 3 < 0
+    CHECK(p.visible_key_end(0) == 4);    // keys 0..3
+    CHECK(p.visible_key_begin(5) == 4);
+    CHECK(p.visible_key_end(9) == 12);   // clamped to seq_k
+    l.options.align = Align::top_left;
+    p = check_attention(l);
+    CHECK(p.visible_key_begin(5) == 2);
+    CHECK(p.visible_key_end(5) == 7);
+    l.options.align.reset();
+    l.options.causal = Causal::bottom_right;  // right side 0
+    p = check_attention(l);
+    CHECK(p.visible_key_end(5) == 8);
+    CHECK(p.visible_key_begin(5) == 4);
+    l.options.window = Window{-1, -1};  // unbounded: causal alone
+    p = check_attention(l);
+    CHECK((p.visible_key_begin(5) == 0 && p.visible_key_end(5) == 8));
+  }
 }

@@ -296,4 +296,97 @@ TEST_SUITE("unit") {
     big.v.assign(1, 0.0f);
     CHECK(error_message([&] { big.run(); }) == "q.dim (257) exceeds the maximum head dim 256");
   }
+
+  // Score modifiers: each checked against the arithmetic it stands for.
+  TEST_CASE("reference: a sliding window hides the keys outside it, in the call's alignment") {
+    Tiny t(2, 5, 1, 1);  // bottom-right: row i sits at key i + 3
+    t.q = {0.0f, 0.0f};  // equal scores: O is the mean of the visible V
+    t.k = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    t.v = {1.0f, 2.0f, 4.0f, 8.0f, 16.0f};
+    t.options.window = Window{1, 0};  // keys i+2, i+3
+    reference::Outputs o = t.run();
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx((4.0 + 8.0) / 2));
+    CHECK(o.at(0, 0, 1, 0) == doctest::Approx((8.0 + 16.0) / 2));
+    t.options.align = Align::top_left;  // row i sits at key i: keys i-1, i
+    o = t.run();
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx(1.0));
+    CHECK(o.at(0, 0, 1, 0) == doctest::Approx(1.5));
+    t.options.window = Window{-1, 1};  // right side only: keys 0 .. i+1
+    o = t.run();
+    CHECK(o.at(0, 0, 1, 0) == doctest::Approx((1.0 + 2.0 + 4.0) / 3));
+  }
+
+  TEST_CASE("reference: ALiBi adds -slope * |i + off - j|, per head and per batch") {
+    Tiny t(1, 3, 1, 1);
+    t.q = {0.0f};
+    t.k = {0.0f, 0.0f, 0.0f};
+    t.v = {1.0f, 2.0f, 3.0f};
+    std::vector<float> slopes = {0.5f};
+    reference::Inputs in = t.inputs();
+    in.alibi_layout = HeadValuesLayout{1, 1, 0};
+    in.alibi = slopes;
+    // bottom-right: off = 2, distances 2, 1, 0 -> scores -1, -0.5, 0
+    const double w[3] = {std::exp(-1.0), std::exp(-0.5), 1.0};
+    const double sum = w[0] + w[1] + w[2];
+    reference::Outputs o = reference::attention(in);
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx((w[0] * 1 + w[1] * 2 + w[2] * 3) / sum));
+    CHECK(o.lse[0] == doctest::Approx(std::log(sum)));
+    // (B, H) slopes: batch 1 gets its own slope (0: uniform)
+    Tiny t2 = t;
+    t2.batch = 2;
+    t2.q = {0.0f, 0.0f};
+    t2.k.assign(6, 0.0f);
+    t2.v = {1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f};
+    std::vector<float> per_batch = {0.5f, 0.0f};
+    in = t2.inputs();
+    in.alibi_layout = HeadValuesLayout{2, 1, 0};
+    in.alibi = per_batch;
+    o = reference::attention(in);
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx((w[0] * 1 + w[1] * 2 + w[2] * 3) / sum));
+    CHECK(o.at(1, 0, 0, 0) == doctest::Approx(2.0));
+  }
+
+  TEST_CASE("reference: softcap is c * tanh(s / c) before ALiBi and the float mask; NaN/Inf stay") {
+    Tiny t(1, 2, 1, 1);
+    t.q = {2.0f};
+    t.k = {3.0f, 0.0f};  // scores 6 and 0 (scale 1)
+    t.v = {1.0f, 0.0f};
+    t.options.scale = 1.0f;
+    t.options.softcap = 2.0f;  // 6 -> 2 tanh(3)
+    t.mask_layout = MaskLayout::dense(MaskType::f32, 1, 1, 1, 2);
+    t.mask = {-1.0f, 0.0f};  // added after the cap: 2 tanh(3) - 1
+    const double s0 = 2.0 * std::tanh(3.0) - 1.0;
+    reference::Outputs o = t.run();
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx(std::exp(s0) / (std::exp(s0) + 1.0)));
+    t.k = {kInf, 0.0f};  // an infinite score is an Inf input: it propagates (NaN row), not capped to c
+    o = t.run();
+    CHECK(std::isnan(o.at(0, 0, 0, 0)));
+  }
+
+  TEST_CASE("reference: sinks join the denominator without a value; a fully masked row gives O = 0, LSE = sink") {
+    Tiny t(2, 2, 1, 1);
+    t.q = {0.0f, 0.0f};
+    t.k = {0.0f, 0.0f};  // scores 0
+    t.v = {3.0f, 5.0f};
+    t.options.causal = Causal::top_left;  // row 0 sees key 0; row 1 keys 0, 1
+    std::vector<float> sinks = {std::log(2.0f)};  // e^sink = 2
+    reference::Inputs in = t.inputs();
+    in.sinks_layout = HeadValuesLayout{1, 1, 0};
+    in.sinks = sinks;
+    in.weights = true;
+    reference::Outputs o = reference::attention(in);
+    CHECK(o.at(0, 0, 0, 0) == doctest::Approx(3.0 / 3.0));  // 3 * e^0 / (2 + 1)
+    CHECK(o.at(0, 0, 1, 0) == doctest::Approx((3.0 + 5.0) / 4.0));
+    CHECK(o.lse[0] == doctest::Approx(std::log(3.0)));
+    CHECK(o.lse[1] == doctest::Approx(std::log(4.0)));
+    CHECK(o.weights[0] == doctest::Approx(1.0 / 3.0));  // P excludes the sink: rows sum to < 1
+    CHECK(o.weights[1] == 0.0);
+    // Every key masked: O = 0, LSE = the sink
+    const std::vector<int32_t> none = {0};
+    in.kv_lengths = none;
+    o = reference::attention(in);
+    CHECK(o.at(0, 0, 1, 0) == 0.0);
+    CHECK(o.lse[1] == doctest::Approx(std::log(2.0)));
+    CHECK((o.weights[2] == 0.0 && o.weights[3] == 0.0));
+  }
 }

@@ -77,7 +77,8 @@ std::vector<int64_t> sample_rows(const AttentionProblem& p) {
 
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                                    std::span<const float> gpu_out, const Buffer* gpu_weights) {
+                                    std::span<const float> gpu_out, const Buffer* gpu_weights, std::span<const float> alibi,
+                                    std::span<const float> sinks) {
   const std::vector<int64_t> rows = sample_rows(problem);
   double max_v = 0.0;
   for (float x : v)
@@ -100,6 +101,10 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
     in.k = k;
     in.v = v;
     in.options = layouts.options;
+    in.alibi_layout = layouts.alibi;
+    in.alibi = alibi;
+    in.sinks_layout = layouts.sinks;
+    in.sinks = sinks;
     in.weights = result.weights_checked;
     const reference::Outputs ref = reference::attention(in, rows);
     for (int64_t h = 0; h < problem.heads; ++h)

@@ -35,9 +35,11 @@ struct CheckResult {
 // q, k, v: the values the GPU saw (already rounded to the dtype), dense in `layouts`; `gpu_out`:
 // the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v); `gpu_weights`, when not null, the
 // device buffer holding P f32 (batch, heads, seq_q, seq_k) dense (only the sampled rows are read back).
-// No mask or kv_lengths (bench uses neither).
+// No mask or kv_lengths (bench uses neither); `alibi` and `sinks` hold the values of layouts.alibi and
+// layouts.sinks when the layouts have them ((heads) each: the same for every batch).
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                                    std::span<const float> gpu_out, const Buffer* gpu_weights = nullptr);
+                                    std::span<const float> gpu_out, const Buffer* gpu_weights = nullptr,
+                                    std::span<const float> alibi = {}, std::span<const float> sinks = {});
 
 }  // namespace vkattn::cli

@@ -31,16 +31,28 @@ inline double visible_pairs(int64_t seq_q, int64_t seq_k, Causal causal, int64_t
   return ramp + static_cast<double>(seq_q - full) * static_cast<double>(keys);
 }
 
+// The visible pairs of one (batch, head) under causal and a sliding window, keys ending at `keys`: row
+// by row where a window cuts the rows' starts (or ends without causal), else visible_pairs above.
+inline double visible_pairs(const AttentionProblem& p, int64_t keys) {
+  if (p.window_left < 0 && (p.causal != Causal::none || p.window_right < 0))
+    return visible_pairs(p.seq_q, p.seq_k, p.causal, keys);
+  double pairs = 0;
+  for (int64_t i = 0; i < p.seq_q; ++i)
+    pairs += static_cast<double>(std::max<int64_t>(0, std::min(keys, p.visible_key_end(i)) - p.visible_key_begin(i)));
+  return pairs;
+}
+
 // 2·(Dqk+Dv) FLOPs per visible (query, key) pair: QKᵀ and P·V, one multiply-add each per dim. Without
 // a mask that is FlashAttention's 4·B·H·Sq·Sk·D; with causal it counts the visible pairs exactly in
 // either alignment — for Sq == Sk that is Sq·(Sq+1)/2 per head, within 1/Sq of FlashAttention's
-// "halved" square. `kv_lengths` (per batch, empty = every key) counts key padding the same way.
+// "halved" square; a sliding window counts its band. `kv_lengths` (per batch, empty = every key)
+// counts key padding the same way.
 inline double attention_flops(const AttentionProblem& p, const std::vector<int64_t>& kv_lengths = {}) {
   double pairs = 0;
   if (kv_lengths.empty())
-    pairs = static_cast<double>(p.batch) * visible_pairs(p.seq_q, p.seq_k, p.causal, p.seq_k);
+    pairs = static_cast<double>(p.batch) * visible_pairs(p, p.seq_k);
   else
-    for (const int64_t keys : kv_lengths) pairs += visible_pairs(p.seq_q, p.seq_k, p.causal, keys);
+    for (const int64_t keys : kv_lengths) pairs += visible_pairs(p, keys);
   return 2.0 * static_cast<double>(p.heads) * pairs * static_cast<double>(p.dim_qk + p.dim_v);
 }
 

@@ -43,6 +43,11 @@ Json result_json(const BenchResult& r) {
               {"dim_v", s.dim_v},
               {"dtype", to_string(r.dtype)},
               {"causal", to_string(s.causal)},
+              {"window", s.window ? Json::array({s.window->left, s.window->right}) : Json(nullptr)},
+              {"align", s.align ? Json(to_string(*s.align)) : Json(nullptr)},
+              {"softcap", s.softcap ? Json(*s.softcap) : Json(nullptr)},
+              {"alibi", s.alibi},
+              {"sinks", s.sinks},
               {"path", path_name(r)},
               {"kernel", r.skipped ? Json(nullptr) : Json(r.plan.kernel ? r.plan.kernel : "")},
               {"splits", measured(r, r.plan.splits)},
@@ -157,9 +162,20 @@ void print_table(const BenchReport& report) {
   const DeviceInfo& device = report.device;
   std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
   if (report.sweep) std::printf("sweep %s\n", report.grid_note.c_str());
-  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs: 2*(dqk+dv) per visible (query, key) pair, causal counted exactly%s\n",
+  std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs: 2*(dqk+dv) per visible (query, key) pair, causal and "
+              "windows counted exactly%s\n",
               static_cast<unsigned long long>(report.seed),
               report.counts_given ? "" : "; fewer iterations where the counts would exceed --budget");
+  if (!report.results.empty()) {  // the modifiers are the run's, the same for every shape
+    const BenchShape& s = report.results.front().shape;
+    std::string text;
+    if (s.window) text += " window " + std::to_string(s.window->left) + ":" + std::to_string(s.window->right);
+    if (s.align) text += std::string(" align ") + to_string(*s.align);
+    if (s.softcap) text += " softcap " + Json(*s.softcap).dump();
+    if (s.alibi) text += " ALiBi (slopes 2^(-8(h+1)/H))";
+    if (s.sinks) text += " sinks";
+    if (!text.empty()) std::printf("score modifiers:%s\n", text.c_str());
+  }
   // O's error is normalised by max|V| (O is a convex combination of V's rows); P's is absolute (it is
   // a probability). The P column appears only when some shape's weights were checked.
   bool any_weights = false;

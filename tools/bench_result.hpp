@@ -22,6 +22,12 @@ struct BenchShape {
   // automatic and fused: the fused kernels, no weights. unfused: the three-stage path writing the
   // weights P (that is what one takes it for), so its time and memory include materialising them.
   AttentionPath path = AttentionPath::automatic;
+  // Score modifiers (the same for every shape of a run): --window, --align, --softcap; --alibi and
+  // --sinks give every head a slope (ALiBi's 2^(-8(h+1)/H)) and a sink logit.
+  std::optional<Window> window;
+  std::optional<Align> align;
+  std::optional<float> softcap;
+  bool alibi = false, sinks = false;
 };
 
 struct BenchResult {

@@ -4,6 +4,7 @@
 // preset (`--sweep`, bench_sweep.hpp); the writers are in bench_output.hpp.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "bench_sweep.hpp"
 #include "commands.hpp"
 #include "host_time.hpp"
+#include "modifier_options.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
@@ -50,7 +52,23 @@ struct BenchOptions {
   bool check = false, json = false, csv = false;
   bool host_time = false;
   bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
+  ModifierOptions modifiers;         // --window, --align, --softcap
+  bool alibi = false, sinks = false;  // --alibi, --sinks
 };
+
+// ALiBi's slopes for `heads` heads, 2^(-8(h+1)/H) (Press et al.; exact for a power of two), and sink
+// logits (fixed values around 0, as a trained model's are): what `--alibi` and `--sinks` give.
+std::vector<float> alibi_slopes(int64_t heads) {
+  std::vector<float> s(static_cast<std::size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h)
+    s[static_cast<std::size_t>(h)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
+  return s;
+}
+std::vector<float> sink_logits(int64_t heads) {
+  std::vector<float> s(static_cast<std::size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h) s[static_cast<std::size_t>(h)] = 0.25f * static_cast<float>(h % 5) - 0.5f;
+  return s;
+}
 
 // --host-time: rounds of calls recorded into one command buffer (median and minimum per call reported).
 constexpr int kHostTimeRounds = 9, kHostTimeCalls = 200;
@@ -83,6 +101,17 @@ Buffer upload(Context& context, DType dtype, const std::vector<float>& values) {
   return buffer;
 }
 
+// The run's modifiers onto a shape (every shape of a run, sweeps included, gets the same).
+void apply_modifiers(const BenchOptions& o, BenchShape& s) {
+  AttentionOptions options;
+  apply_modifier_options(o.modifiers, options);
+  s.window = options.window;
+  s.align = options.align;
+  s.softcap = options.softcap;
+  s.alibi = o.alibi;
+  s.sinks = o.sinks;
+}
+
 std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
   const std::vector<int64_t>& sk = o.seq_k.empty() ? o.seq_q : o.seq_k;
   std::vector<std::pair<int64_t, int64_t>> pairs;
@@ -108,6 +137,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.dim_v = o.dim_v > 0 ? o.dim_v : o.dim;
     s.causal = parse_causal(o.causal);
     s.path = parse_attention_path(o.path);
+    apply_modifiers(o, s);
     shapes.push_back(s);
   }
   return shapes;
@@ -149,6 +179,11 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
   layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
   layouts.options.causal = shape.causal;
+  layouts.options.window = shape.window;
+  layouts.options.align = shape.align;
+  layouts.options.softcap = shape.softcap;
+  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
+  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;
@@ -185,6 +220,12 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   // the rotation defeats, so copies would only multiply the memory the unfused path needs.
   std::optional<Buffer> weights;
   if (result.weights) weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
+  // The modifiers' per-head values, one copy for every rotated set (a few bytes).
+  const std::vector<float> slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
+  const std::vector<float> sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
+  std::optional<Buffer> slopes_buffer, sinks_buffer;
+  if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
+  if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
 
   // The same values in every set: only the addresses have to differ to defeat the cache. A set the
   // device has no memory for ends the rotation there (the first one must fit). The extra sets are
@@ -213,6 +254,8 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     args[r].options = layouts.options;
     args[r].path = shape.path;
     if (weights) args[r].weights = {&*weights, 0};
+    if (slopes_buffer) args[r].alibi = {&*slopes_buffer, *layouts.alibi};
+    if (sinks_buffer) args[r].sinks = {&*sinks_buffer, *layouts.sinks};
   }
   result.rotations = static_cast<int>(sets.size());
   result.plan = plan_attention(context, args[0]);
@@ -293,7 +336,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
     std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
     decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr);
+    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr, slopes, sinks);
   }
   return result;
 }
@@ -340,6 +383,7 @@ int run(const BenchOptions& o) {
   if (sweep) {
     SweepGrid grid = sweep_grid(*sweep, is_cpu_device(device), o.max_seq);
     shapes = std::move(grid.shapes);
+    for (BenchShape& s : shapes) apply_modifiers(o, s);
     report.reduced = grid.reduced;
     report.grid_note = grid.note;
     if (!o.dtype_given) {
@@ -448,6 +492,13 @@ Command add_bench_command(CLI::App& parent) {
           ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  app->add_option("--window", o->modifiers.window, "Sliding window L:R (-1 = unbounded side), e.g. 512:0 with --causal")
+      ->type_name("L:R");
+  app->add_option("--align", o->modifiers.align, "Diagonal of the window and ALiBi without --causal")
+      ->check(CLI::IsMember({"top-left", "bottom-right"}));
+  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")->type_name("FLOAT");
+  app->add_flag("--alibi", o->alibi, "ALiBi with slopes 2^(-8(h+1)/H)");
+  app->add_flag("--sinks", o->sinks, "An attention-sink logit per head");
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
   app->add_flag("--host-time", o->host_time,
                 "Also measure the host microseconds per call of recording it into a command buffer");

@@ -97,7 +97,7 @@ Command add_mha_command(CLI::App& parent) {
               "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--weights", o->weights,
                   "state_dict as .npz: in_proj_weight (3E,E) or q/k/v_proj_weight, in_proj_bias, out_proj.weight, "
-                  "out_proj.bias")
+                  "out_proj.bias; optional per-head f32 (H,) sinks (attention-sink logits) and alibi_slopes")
       ->required();
   app->add_option("--query", o->query, "Query: (batch, seq_q, E), '<f4' or '<f2'")->required();
   app->add_option("--key", o->key, "Key: (batch, seq_k, kdim); with --value; both omitted = self-attention");
@@ -108,6 +108,15 @@ Command add_mha_command(CLI::App& parent) {
   app->add_option("--causal", o->causal, "Causal mask alignment")
       ->check(CLI::IsMember({"none", "top-left", "bottom-right"}))
       ->default_str("none");
+  app->add_option("--window", o->window,
+                  "Sliding window L:R around the diagonal: key j is visible to query i iff i+off-L <= j <= i+off+R "
+                  "(each side >= 0, or -1 for unbounded; e.g. 4096:0)");
+  app->add_option("--align", o->align,
+                  "Diagonal of the window and the ALiBi slopes without --causal: top-left (off 0) or bottom-right "
+                  "(off seq_k - seq_q, the default); with --causal, absent or the same")
+      ->check(CLI::IsMember({"top-left", "bottom-right"}));
+  app->add_option("--softcap", o->softcap, "Logit softcap C > 0: score = C·tanh(score / C) (Gemma 2)")
+      ->type_name("FLOAT");
   app->add_option("--key-padding-mask", o->key_padding_mask,
                   "(batch, seq_k) bool or int: nonzero = IGNORE the key (torch's convention)");
   app->add_option("--attn-mask", o->attn_mask,

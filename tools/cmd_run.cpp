@@ -50,7 +50,8 @@ int run(const RunOptions& options) {
                 ": the fused path never stores the attention weights (use --path unfused or auto)");
   OutputFiles::check_destinations(
       {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}},
-      {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask}, {"--kv-lens", options.kv_lens}});
+      {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask}, {"--kv-lens", options.kv_lens},
+       {"--alibi", options.alibi}, {"--sinks", options.sinks}});
   const RunInputs inputs = load_run_inputs(options);
   const AttentionLayouts& layouts = inputs.layouts;
   const AttentionProblem& problem = inputs.problem;
@@ -72,7 +73,7 @@ int run(const RunOptions& options) {
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
   // Optional buffers: std::optional rather than default-constructed Buffers (see the report on
   // buffer.hpp: Buffer() = default needs Allocation complete).
-  std::optional<Buffer> lse, mask, kv_lengths, weights;
+  std::optional<Buffer> lse, mask, kv_lengths, weights, alibi, sinks;
 
   AttentionArgs args;
   args.q = {&q, layouts.q};
@@ -100,6 +101,15 @@ int run(const RunOptions& options) {
       kv_lengths->upload(inputs.kv_lengths.data(), inputs.kv_lengths.size() * sizeof(int32_t));
     args.kv_lengths = {&*kv_lengths, 0};
   }
+
+  const auto upload_values = [&](const std::optional<HeadValues>& h, std::optional<Buffer>& buffer, HeadValuesRef& ref) {
+    if (!h) return;
+    buffer.emplace(allocate(context, h->values.size() * sizeof(float)));
+    buffer->upload(h->values.data(), h->values.size() * sizeof(float));
+    ref = {&*buffer, h->layout};
+  };
+  upload_values(inputs.alibi, alibi, args.alibi);
+  upload_values(inputs.sinks, sinks, args.sinks);
 
   attention(context, args);
 
@@ -158,6 +168,17 @@ Command add_run_command(CLI::App& parent) {
       ->check(CLI::IsMember({"none", "top-left", "bottom-right"}))
       ->default_str("none");
   app->add_option("--scale", o->scale, "Score scale (default 1/sqrt(dim_qk)); any finite value")->type_name("FLOAT");
+  app->add_option("--window", o->modifiers.window,
+                  "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (-1 = unbounded side)")
+      ->type_name("L:R");
+  app->add_option("--align", o->modifiers.align,
+                  "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
+                  "top-left: off = 0); with --causal it must agree or be absent")
+      ->check(CLI::IsMember({"top-left", "bottom-right"}));
+  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")->type_name("FLOAT");
+  app->add_option("--alibi", o->alibi, "ALiBi slopes: (heads,) or (batch, heads) '<f4'; bias -slope*|i+off-j|");
+  app->add_option("--sinks", o->sinks,
+                  "Attention-sink logits: (heads,) '<f4', in each row's softmax denominator without a value");
   app->add_option("--dtype", o->dtype, "Storage dtype to compute in (default: Q's; bf16 converts the inputs)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");

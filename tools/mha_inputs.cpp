@@ -1,5 +1,6 @@
 #include "mha_inputs.hpp"
 
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "mha_state_dict.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
+#include "modifier_options.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -73,6 +75,9 @@ MhaInputs MhaLoaded::inputs() const {
   in.key = key;
   in.value = value;
   in.causal = causal;
+  in.window = window;
+  in.align = align;
+  in.softcap = softcap;
   in.key_padding_mask = key_padding_mask;
   in.attn_mask = attn_mask;
   return in;
@@ -84,6 +89,13 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
                             "only ") + (o.key.empty() ? "--value" : "--key") + " was given");
   MhaLoaded l;
   l.causal = parse_causal(o.causal);
+  // The score modifiers' options, parsed as `run` parses them (modifier_options.hpp); whether the
+  // alignment agrees with causal is checked with the inputs below, by the library.
+  AttentionOptions modifiers;
+  apply_modifier_options(ModifierOptions{o.window, o.align, o.softcap}, modifiers);
+  l.window = modifiers.window;
+  l.align = modifiers.align;
+  l.softcap = modifiers.softcap;
   l.weights = load_mha_state_dict(o.weights, o.heads, o.kv_heads);
   const MhaWeights& w = l.weights;
   const int64_t E = w.embed_dim;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct MhaOptions {
   std::string out, attn_weights, heatmap;
   int64_t heads = 0, kv_heads = 0;  // kv_heads 0: from the weights
   std::string causal = "none";
+  std::string window, align, softcap;  // the score modifiers; empty = absent (window "L:R")
   std::string dtype;  // empty = the query's dtype
   std::string path = "auto";
   std::string device;
@@ -31,6 +33,9 @@ struct MhaLoaded {
   std::vector<uint8_t> key_padding_mask;  // (batch, seq_k), nonzero = ignore; empty when absent
   std::vector<float> attn_mask;           // (seq_q, seq_k) additive; empty when absent
   Causal causal = Causal::none;
+  std::optional<Window> window;
+  std::optional<Align> align;
+  std::optional<float> softcap;
   DType dtype = DType::f32;
   bool out_f16 = false;  // write O as '<f2' (the query was '<f2' and the dtype is f16)
 

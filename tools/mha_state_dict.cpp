@@ -10,8 +10,9 @@
 namespace vkattn::cli {
 namespace {
 
-constexpr const char* kKnownNames[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
-                                       "in_proj_bias",   "out_proj.weight", "out_proj.bias"};
+constexpr const char* kKnownNames[] = {"in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
+                                       "in_proj_bias",   "out_proj.weight", "out_proj.bias", "sinks",
+                                       "alibi_slopes"};
 
 std::string known_names() {
   std::string s;
@@ -156,6 +157,10 @@ MhaWeights load_mha_state_dict(const std::string& path, int64_t heads, int64_t k
                                                          str(w.kv_heads) + ", H = " + str(heads));
     w.out_proj_bias = dict.floats("out_proj.bias", {E}, "(E) with E = " + str(E));
   }
+  // The score modifiers that are weights of the layer: one f32 value per head each, or absent.
+  if (dict.has("sinks")) w.sinks = dict.floats("sinks", {heads}, "(H) with H = " + str(heads) + " (one per head)");
+  if (dict.has("alibi_slopes"))
+    w.alibi_slopes = dict.floats("alibi_slopes", {heads}, "(H) with H = " + str(heads) + " (one per head)");
   return w;
 }
 

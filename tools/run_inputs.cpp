@@ -129,6 +129,15 @@ RunInputs load_run_inputs(const RunOptions& options) {
   layouts.options.causal = parse_causal(options.causal);
   if (!options.scale.empty()) layouts.options.scale = parse_float(options.scale, "--scale");
   if (!options.mask.empty()) load_mask(options.mask, inputs);
+  apply_modifier_options(options.modifiers, layouts.options);
+  if (!options.alibi.empty()) {
+    inputs.alibi = load_head_values(options.alibi, "--alibi", q.shape[0], q.shape[1], true);
+    layouts.alibi = inputs.alibi->layout;
+  }
+  if (!options.sinks.empty()) {
+    inputs.sinks = load_head_values(options.sinks, "--sinks", q.shape[0], q.shape[1], false);
+    layouts.sinks = inputs.sinks->layout;
+  }
 
   // The library's checks (shapes, dims, GQA, mask broadcast, scale) give the library's messages.
   inputs.problem = check_attention(layouts);

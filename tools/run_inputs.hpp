@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "modifier_options.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -22,6 +23,8 @@ struct RunOptions {
   std::string scale;  // empty = default 1/sqrt(dim_qk); parsed as float, "inf"/"nan" included
   std::string dtype;  // empty = Q's dtype
   std::string device;
+  ModifierOptions modifiers;  // --window, --align, --softcap
+  std::string alibi, sinks;   // .npy files; empty = absent
 };
 
 struct RunInputs {
@@ -30,6 +33,7 @@ struct RunInputs {
   std::vector<float> q, k, v;      // values as read (rounded to the dtype on upload)
   std::vector<std::byte> mask;     // device bytes for layouts.mask: 0/1 bytes, f32 or f16
   std::vector<int32_t> kv_lengths;  // empty when absent
+  std::optional<HeadValues> alibi, sinks;  // with layouts.alibi / layouts.sinks
   bool out_f16 = false;             // write O as '<f2' (Q was '<f2' and the dtype is not bf16)
 };
 

@@ -61,20 +61,29 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
     o.weights.assign(static_cast<std::size_t>(in.average_weights ? B * Sq * Sk : B * H * Sq * Sk), 0.0);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  // The score modifiers, in attention's order (reference.cpp): scale·q·k -> softcap -> + ALiBi ->
+  // + attn_mask -> the boolean masks (causal, window, key padding) -> softmax with the sink.
+  const double softcap = in.softcap ? static_cast<double>(*in.softcap) : 0.0;
+  const int64_t off = call.diagonal_offset();
+  const Window window = in.window.value_or(Window{});
   std::vector<int64_t> keys;
   std::vector<double> p;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / group;
+      const double slope = dims.has_alibi ? static_cast<double>(w.alibi_slopes[static_cast<std::size_t>(h)]) : 0.0;
       for (int64_t i = 0; i < Sq; ++i) {
-        // Visible keys: causal rule, key padding (nonzero = ignore), and attn_mask entries of -inf.
-        // Masked keys are skipped, not weighted by 0, so NaN/Inf in them cannot leak into the row.
-        int64_t end = Sk;
+        // Visible keys: causal rule, the window (i + off - left <= j <= i + off + right), key padding
+        // (nonzero = ignore), and attn_mask entries of -inf. Masked keys are skipped, not weighted by
+        // 0, so NaN/Inf in them cannot leak into the row.
+        int64_t begin = 0, end = Sk;
         if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
         if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
+        if (window.left >= 0) begin = std::max<int64_t>(0, i + off - window.left);
+        if (window.right >= 0) end = std::min(end, i + off + window.right + 1);
         keys.clear();
         p.clear();
-        for (int64_t j = 0; j < end; ++j) {
+        for (int64_t j = begin; j < end; ++j) {
           if (!in.key_padding_mask.empty() && in.key_padding_mask[static_cast<std::size_t>(b * Sk + j)] != 0) {
             continue;
           }
@@ -86,13 +95,18 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
             dot += q[static_cast<std::size_t>((b * Sq + i) * E + h * D + d)] *
                    k[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
           }
+          double score = detail::score(scale, dot, 0.0);
+          if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
+          if (dims.has_alibi) score = detail::add_bias(score, -slope * static_cast<double>(std::llabs(i + off - j)));
           keys.push_back(j);
-          p.push_back(detail::score(scale, dot, bias));
+          p.push_back(detail::add_bias(score, bias));
         }
         if (keys.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
-        double max = p[0];
+        // The sink joins the max and the denominator, with no value: it only scales the row down.
+        const double sink = dims.has_sinks ? static_cast<double>(w.sinks[static_cast<std::size_t>(h)]) : 0.0;
+        double max = dims.has_sinks ? sink : p[0];
         for (const double s : p) max = std::max(max, s);
-        double sum = 0.0;
+        double sum = dims.has_sinks ? std::exp(sink - max) : 0.0;
         for (double& s : p) {
           s = std::exp(s - max);
           sum += s;

@@ -1,11 +1,54 @@
 // MhaWeights::from_packed: torch's packed in_proj_weight split into the three projections.
 #include "vkattn/mha_types.hpp"
 
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "size_check.hpp"
 
 namespace vkattn {
+namespace {
+
+std::string float_text(float v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// A per-head weight (sinks, ALiBi slopes): empty (none) or (H) finite values. True when given.
+bool check_head_weights(const char* name, const std::vector<float>& values, int64_t heads) {
+  if (values.empty()) return false;
+  detail::check_size(name, values.size(), heads, detail::shape_string({heads}), " (one per head, or none)");
+  for (std::size_t h = 0; h < values.size(); ++h)
+    if (!std::isfinite(values[h]))
+      throw Error(std::string(name) + "[" + std::to_string(h) + "] is " + float_text(values[h]) +
+                  ": the values must be finite");
+  return true;
+}
+
+// The modifier options, checked as attention() checks them (lib/src/problem.cpp, same wording);
+// returns the call's alignment.
+Align check_modifier_options(const MhaInputs& in) {
+  if (in.align && *in.align != Align::top_left && *in.align != Align::bottom_right)
+    throw Error("align: invalid value " + std::to_string(static_cast<int>(*in.align)));
+  Align align = in.align.value_or(Align::bottom_right);
+  if (in.causal != Causal::none) {
+    const Align causal_align = in.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
+    if (in.align && *in.align != causal_align)
+      throw Error(std::string("align (") + to_string(*in.align) + ") must agree with causal (" + to_string(in.causal) +
+                  ") or be absent: one alignment serves causal, the window and ALiBi");
+    align = causal_align;
+  }
+  if (in.window && (in.window->left < -1 || in.window->right < -1))
+    throw Error("window: (" + std::to_string(in.window->left) + ", " + std::to_string(in.window->right) +
+                ") sides must be >= 0, or -1 for unbounded");
+  if (in.softcap && !(std::isfinite(*in.softcap) && *in.softcap > 0.0f))
+    throw Error("softcap: must be finite and > 0, got " + float_text(*in.softcap));
+  return align;
+}
+
+}  // namespace
 
 MhaWeights MhaWeights::from_packed(int64_t embed_dim, int64_t num_heads, std::span<const float> in_proj_weight,
                                    std::span<const float> in_proj_bias, std::span<const float> out_proj_weight,
@@ -78,6 +121,8 @@ MhaDims check_mha_weights(const MhaWeights& w) {
     check_size("in_proj_bias", w.in_proj_bias.size(), 0, "(bias is false)");
     check_size("out_proj_bias", w.out_proj_bias.size(), 0, "(bias is false)");
   }
+  d.has_sinks = check_head_weights("sinks", w.sinks, H);
+  d.has_alibi = check_head_weights("alibi_slopes", w.alibi_slopes, H);
   return d;
 }
 
@@ -89,6 +134,7 @@ MhaCall check_mha_inputs(const MhaDims& d, const MhaInputs& in) {
   detail::check_non_negative("seq_k", in.seq_k);
   if (in.causal != Causal::none && in.causal != Causal::top_left && in.causal != Causal::bottom_right)
     throw Error("causal: invalid value " + std::to_string(static_cast<int>(in.causal)));
+  const Align align = check_modifier_options(in);
   const int64_t B = in.batch, Sq = in.seq_q, Sk = in.seq_k, E = d.embed_dim;
   // Every count the layer and its reference derive from these sizes, checked before any is used:
   // with them in range no product below (nor the layer's byte sizes) can wrap.
@@ -105,6 +151,7 @@ MhaCall check_mha_inputs(const MhaDims& d, const MhaInputs& in) {
   check_size("query", in.query.size(), query_size, shape_string({B, Sq, E}));
   MhaCall call;
   call.batch = B, call.seq_q = Sq, call.seq_k = Sk;
+  call.align = align;
   // Self-attention: key and value both empty, seq_k == seq_q, and a query that is not itself empty
   // (with no query rows there is nothing to attend from, and an empty key then just means no keys).
   // seq_k must be given (equal to seq_q) rather than inferred, so that key/value left empty by

@@ -24,6 +24,16 @@ int64_t AttentionProblem::causal_key_end(int64_t i) const {
   return seq_k;
 }
 
+int64_t AttentionProblem::visible_key_begin(int64_t i) const {
+  if (window_left < 0) return 0;
+  return std::clamp<int64_t>(i + diagonal_offset() - window_left, 0, seq_k);
+}
+
+int64_t AttentionProblem::visible_key_end(int64_t i) const {
+  if (window_right < 0) return seq_k;
+  return std::clamp<int64_t>(i + diagonal_offset() + window_right + 1, 0, seq_k);
+}
+
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -128,6 +138,56 @@ void check_mask(const MaskLayout& m, const AttentionProblem& p) {
                            static_cast<uint128>(m.seq_q - 1) * m.stride_q + m.seq_k);
 }
 
+// ALiBi slopes (heads) or (batch, heads); sinks (heads).
+void check_head_values(const char* name, const HeadValuesLayout& l, const AttentionProblem& p, bool per_batch_allowed) {
+  const std::string shape = l.describe();
+  if (l.heads != p.heads || (l.batch != 1 && (!per_batch_allowed || l.batch != p.batch))) {
+    fail(std::string(name) + ": shape " + shape + " must be (heads) = (" + str(p.heads) + ")" +
+         (per_batch_allowed ? " or (batch, heads) = (" + str(p.batch) + ", " + str(p.heads) + ")" : std::string()));
+  }
+  if (l.offset < 0) fail(std::string(name) + ".offset (" + str(l.offset) + ") must be >= 0");
+  check_extent(name, static_cast<uint128>(l.offset) + static_cast<uint128>(l.batch) * static_cast<uint128>(l.heads));
+}
+
+// The score modifiers: the window's sides, the alignment against causal, the softcap, the per-head
+// tensors' shapes. Resolves the call's alignment and the visible band (causal folded in).
+void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
+  const AttentionOptions& o = layouts.options;
+  if (o.align && *o.align != Align::top_left && *o.align != Align::bottom_right)
+    fail("align: invalid value " + str(static_cast<int>(*o.align)));
+  if (p.causal != Causal::none) {
+    const Align causal_align = p.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
+    if (o.align && *o.align != causal_align)
+      fail(std::string("align (") + to_string(*o.align) + ") must agree with causal (" + to_string(p.causal) +
+           ") or be absent: one alignment serves causal, the window and ALiBi");
+    p.align = causal_align;
+    p.window_right = 0;
+  } else {
+    p.align = o.align.value_or(Align::bottom_right);
+  }
+  if (o.window) {
+    const Window& w = *o.window;
+    if (w.left < -1 || w.right < -1)
+      fail("window: (" + str(w.left) + ", " + str(w.right) + ") sides must be >= 0, or -1 for unbounded");
+    p.window_left = w.left;
+    if (w.right >= 0) p.window_right = p.window_right >= 0 ? std::min(p.window_right, w.right) : w.right;
+  }
+  if (o.softcap) {
+    const float c = *o.softcap;
+    if (!std::isfinite(c) || !(c > 0.0f)) fail("softcap: must be finite and > 0, got " + float_str(c));
+    p.softcap = c;
+  }
+  if (layouts.alibi) {
+    check_head_values("alibi", *layouts.alibi, p, true);
+    p.has_alibi = true;
+    p.alibi_per_batch = layouts.alibi->batch != 1;
+  }
+  if (layouts.sinks) {
+    check_head_values("sinks", *layouts.sinks, p, false);
+    p.has_sinks = true;
+  }
+}
+
 }  // namespace
 
 AttentionProblem check_attention(const AttentionLayouts& layouts) {
@@ -184,6 +244,7 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
   }
 
   if (layouts.mask) check_mask(*layouts.mask, p);
+  check_modifiers(layouts, p);
 
   if (layouts.options.scale) {
     const float s = *layouts.options.scale;

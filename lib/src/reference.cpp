@@ -37,12 +37,16 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
   layouts.has_kv_lengths = !in.kv_lengths.empty();
   layouts.has_lse = true;
   layouts.options = in.options;
+  layouts.alibi = in.alibi_layout;
+  layouts.sinks = in.sinks_layout;
   const AttentionProblem p = check_attention(layouts);
 
   check_span("q", in.q.size(), in.q_layout.required_elements());
   check_span("k", in.k.size(), in.k_layout.required_elements());
   check_span("v", in.v.size(), in.v_layout.required_elements());
   if (in.mask_layout) check_span("mask", in.mask.size(), in.mask_layout->required_elements());
+  if (in.alibi_layout) check_span("alibi", in.alibi.size(), in.alibi_layout->required_elements());
+  if (in.sinks_layout) check_span("sinks", in.sinks.size(), in.sinks_layout->required_elements());
   if (!in.kv_lengths.empty()) {
     if (static_cast<int64_t>(in.kv_lengths.size()) != p.batch) {
       throw Error("kv_lengths: " + std::to_string(in.kv_lengths.size()) + " values given, batch is " +
@@ -83,6 +87,8 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
   }
 
   const double scale = static_cast<double>(p.scale);
+  const double softcap = static_cast<double>(p.softcap);
+  const int64_t off = p.diagonal_offset();
   const MaskLayout* mask = in.mask_layout ? &*in.mask_layout : nullptr;
   std::vector<int64_t> keys;   // visible key indices of the current row
   std::vector<double> scores;  // their scaled, biased scores
@@ -92,11 +98,16 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
     const int64_t kv_len = in.kv_lengths.empty() ? p.seq_k : in.kv_lengths[static_cast<std::size_t>(b)];
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = h / p.group_size();
+      const double slope =
+          in.alibi_layout ? static_cast<double>(in.alibi[static_cast<std::size_t>(in.alibi_layout->index(b, h))]) : 0.0;
+      const double sink = in.sinks_layout ? static_cast<double>(in.sinks[static_cast<std::size_t>(in.sinks_layout->index(0, h))])
+                                          : -inf;
       for (const int64_t i : rows) {
-        const int64_t end = std::min({p.seq_k, kv_len, p.causal_key_end(i)});
+        // Causal, the window and the key lengths: the visible key range.
+        const int64_t end = std::min({p.seq_k, kv_len, p.visible_key_end(i)});
         keys.clear();
         scores.clear();
-        for (int64_t j = 0; j < end; ++j) {
+        for (int64_t j = p.visible_key_begin(i); j < end; ++j) {
           double bias = 0.0;
           if (mask) {
             const float m = in.mask[static_cast<std::size_t>(mask->index(b, h, i, j))];
@@ -115,8 +126,12 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
             dot += static_cast<double>(in.q[static_cast<std::size_t>(in.q_layout.index(b, h, i, d))]) *
                    static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
           }
+          // scale * q.k -> softcap (finite scores only: NaN/Inf inputs propagate) -> + ALiBi -> + float mask
+          double score = detail::score(scale, dot, 0.0);
+          if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
+          if (in.alibi_layout) score = detail::add_bias(score, -slope * static_cast<double>(std::llabs(i + off - j)));
           keys.push_back(j);
-          scores.push_back(detail::score(scale, dot, bias));
+          scores.push_back(detail::add_bias(score, bias));
         }
 
         const std::size_t row = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);
@@ -124,14 +139,17 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
         double* weight_row = in.weights ? o.weights.data() + row * static_cast<std::size_t>(p.seq_k) : nullptr;
         if (weight_row) std::fill(weight_row, weight_row + p.seq_k, 0.0);
         if (keys.empty()) {
+          // No visible key: O = 0 and LSE = -inf, or the sink's logit (its term alone in the sum).
           std::fill(out_row, out_row + p.dim_v, 0.0);
-          o.lse[row] = -inf;
+          o.lse[row] = sink;
           continue;
         }
-        // Max over the visible scores; NaN scores propagate through the sums below.
-        double max = scores[0];
+        // Max over the visible scores (and the sink); NaN scores propagate through the sums below.
+        double max = in.sinks_layout ? sink : scores[0];
         for (const double s : scores) max = std::max(max, s);
-        double sum = 0.0;
+        if (std::isnan(sink)) max = sink;
+        // The sink joins the denominator with no value.
+        double sum = in.sinks_layout ? std::exp(sink - max) : 0.0;
         std::fill(acc.begin(), acc.end(), 0.0);
         for (std::size_t n = 0; n < keys.size(); ++n) {
           const double w = std::exp(scores[n] - max);

@@ -15,11 +15,16 @@ inline double saturate_to_f32_range(double x) {
   return x > kMax ? kMax : x < -kMax ? -kMax : x;
 }
 
+// A score plus a bias (ALiBi's, a float mask's), saturating; an infinite score (an Inf input) or bias
+// (+inf; -inf masks, and is handled before this) propagates.
+inline double add_bias(double score, double bias) {
+  if (std::isinf(score) || std::isinf(bias)) return score + bias;
+  return saturate_to_f32_range(score + bias);
+}
+
 // The biased score of a visible key (a -inf bias masks it, and is handled before this).
 inline double score(double scale, double dot, double bias) {
-  const double scaled = saturate_to_f32_range(scale * dot);
-  if (std::isinf(scaled) || std::isinf(bias)) return scaled + bias;  // Inf input / +inf bias: propagate
-  return saturate_to_f32_range(scaled + bias);
+  return add_bias(saturate_to_f32_range(scale * dot), bias);
 }
 
 }  // namespace vkattn::detail

@@ -69,6 +69,30 @@ Causal parse_causal(std::string_view name) {
   throw Error("causal: unknown '" + std::string(name) + "' (expected none, top-left or bottom-right)");
 }
 
+const char* to_string(Align align) {
+  switch (align) {
+    case Align::top_left:
+      return "top-left";
+    case Align::bottom_right:
+      return "bottom-right";
+  }
+  return "invalid";
+}
+
+Align parse_align(std::string_view name) {
+  if (name == "top-left") return Align::top_left;
+  if (name == "bottom-right") return Align::bottom_right;
+  throw Error("align: unknown '" + std::string(name) + "' (expected top-left or bottom-right)");
+}
+
+std::string HeadValuesLayout::describe() const {
+  std::ostringstream s;
+  if (batch == 1) s << "(" << heads << ")";
+  else s << "(" << batch << ", " << heads << ")";
+  if (offset != 0) s << " offset " << offset;
+  return s.str();
+}
+
 const char* to_string(AttentionPath path) {
   switch (path) {
     case AttentionPath::automatic:

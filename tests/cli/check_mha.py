@@ -59,6 +59,13 @@ class Case:
     path: str = None  # --path (None: auto)
     weights: str = None  # None | 'per-head' | 'average'
     heatmap: bool = False
+    # The score modifiers: options (--window "L:R", --align, --softcap) and the state_dict's per-head
+    # arrays 'sinks' and 'alibi_slopes'.
+    window: str = None
+    align: str = None
+    softcap: float = None
+    sinks: bool = False
+    alibi: bool = False
 
     @property
     def compute_dtype(self):
@@ -81,6 +88,13 @@ CASES = [
     Case("f16_from_f32", dtype="f16", seq_q=9, seq_k=12, key_padding_mask="bool"),
     Case("bf16_from_f32", dtype="bf16", embed=32, heads=4, seq_q=10, seq_k=10, attn_mask="float"),
     Case("many_heads_heatmap", embed=40, heads=20, seq_q=6, seq_k=8, heatmap=True),
+    Case("window_sinks_causal", seq_q=12, causal="top-left", window="4:-1", sinks=True, weights="per-head"),
+    Case("alibi_softcap_window_top_left", heads=2, seq_q=5, seq_k=9, align="top-left", window="2:1", softcap=0.5,
+         alibi=True, key_padding_mask="bool", weights="average"),
+    Case("gqa_every_modifier_f16", heads=4, kv_heads=2, seq_q=7, seq_k=15, window="-1:3", softcap=1.0, sinks=True,
+         alibi=True, attn_mask="float", file_dtype="f2", path="unfused"),
+    Case("every_modifier_fused", seq_q=9, seq_k=20, causal="bottom-right", window="6:-1", softcap=0.75, sinks=True,
+         alibi=True, path="fused"),
 ]
 
 
@@ -96,6 +110,10 @@ def generate(case, directory):
     rng = np.random.default_rng(zlib.crc32(case.name.encode()))
     file_type = np.float16 if case.file_dtype == "f2" else np.float32
     d = mha_reference.state_dict(rng, case.embed, case.heads, case.kv_heads, case.kdim, case.vdim, case.bias)
+    if case.sinks:
+        d["sinks"] = rng.uniform(-1.0, 2.0, case.heads).astype(np.float32)
+    if case.alibi:
+        d["alibi_slopes"] = np.exp2(-8.0 * np.arange(1, case.heads + 1) / case.heads).astype(np.float32)
     np.savez(os.path.join(directory, "w.npz"), **d)
     query = rng.standard_normal((case.batch, case.seq_q, case.embed)).astype(file_type)
     np.save(os.path.join(directory, "query.npy"), query)
@@ -130,6 +148,12 @@ def generate(case, directory):
         args += ["--attn-mask", "mask.npy"]
     if case.causal != "none":
         args += ["--causal", case.causal]
+    if case.window:
+        args += ["--window", case.window]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
     if case.pass_kv_heads:
         args += ["--kv-heads", str(case.kv_heads)]
     if case.dtype:
@@ -146,7 +170,9 @@ def generate(case, directory):
     out, p = mha_reference.multi_head_attention(
         seen, round_to(query, dtype), None if key is None else round_to(key, dtype),
         None if value is None else round_to(value, dtype), heads=case.heads, kv_heads=case.kv_heads,
-        causal=case.causal, key_padding_mask=kpm, attn_mask=mask)
+        causal=case.causal, key_padding_mask=kpm, attn_mask=mask,
+        window=tuple(int(x) for x in case.window.split(":")) if case.window else None, align=case.align,
+        softcap=case.softcap)
     if case.weights == "average":
         p = p.mean(axis=1)
     return args, out, p
@@ -255,6 +281,19 @@ def error_cases():
         ("missing_heads", base, []),
         ("missing_query_file", {"w.npz": d}, heads),
         # Values beyond the compute dtype's range (the layer stores inputs and weights in it).
+        # The score modifiers: bad option values and per-head arrays of the wrong shape or not finite.
+        ("window_not_l_r", base, heads + ["--window", "5"]),
+        ("window_side_below_minus_one", base, heads + ["--window=-2:0"]),
+        ("window_side_not_integer", base, heads + ["--window", "4:x"]),
+        ("softcap_zero", base, heads + ["--softcap", "0"]),
+        ("softcap_negative", base, heads + ["--softcap=-1.5"]),
+        ("softcap_not_a_number", base, heads + ["--softcap", "big"]),
+        ("align_against_causal", base, heads + ["--causal", "bottom-right", "--align", "top-left"]),
+        ("align_unknown", base, heads + ["--align", "middle"]),
+        ("sinks_wrong_shape", dict(base, **{"w.npz": dict(d, sinks=np.zeros(3, np.float32))}), heads),
+        ("alibi_slopes_2d", dict(base, **{"w.npz": dict(d, alibi_slopes=np.ones((2, 4), np.float32))}), heads),
+        ("sinks_not_finite", dict(base, **{"w.npz": dict(d, sinks=np.array([0, np.inf, 0, 0], np.float32))}), heads),
+        ("alibi_slopes_float64", dict(base, **{"w.npz": dict(d, alibi_slopes=np.ones(4, np.float64))}), heads),
         ("query_overflows_f16", dict(base, **{"query.npy": np.where(query > 1.5, 1e5, query).astype(np.float32)}),
          heads + ["--dtype", "f16"]),
         ("weight_overflows_f16", dict(base, **{"w.npz": dict(d, **{"out_proj.weight": d["out_proj.weight"] * 1e6})}),

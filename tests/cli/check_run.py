@@ -149,11 +149,32 @@ def error_cases():
         # float32 values beyond the compute dtype's range would become inf (then NaN everywhere).
         ("f16_overflow", dict(base, **{"k.npy": overflowing(kv, 7.5e4)}), ["--dtype", "f16"]),
         ("bf16_overflow", dict(base, **{"v.npy": overflowing(kv, 3.4e38)}), ["--dtype", "bf16"]),
+        # Score modifiers
+        ("window_one_side", base, ["--window", "16"]),
+        ("window_not_integers", base, ["--window", "a:b"]),
+        ("window_side_below_minus_1", base, ["--window", "-2:0"]),
+        ("window_three_sides", base, ["--window", "1:2:3"]),
+        ("softcap_zero", base, ["--softcap", "0"]),
+        ("softcap_negative", base, ["--softcap", "-5"]),
+        ("softcap_inf", base, ["--softcap", "inf"]),
+        ("align_unknown", base, ["--align", "diagonal"]),
+        ("align_disagrees_with_causal", base, ["--align", "top-left", "--causal", "bottom-right"]),
+        ("alibi_wrong_shape", dict(base, **{"a.npy": np.ones(3, np.float32)}), ["--alibi", "a.npy"]),
+        ("alibi_float64", dict(base, **{"a.npy": np.ones(2, np.float64)}), ["--alibi", "a.npy"]),
+        ("alibi_nan", dict(base, **{"a.npy": np.array([0.5, np.nan], np.float32)}), ["--alibi", "a.npy"]),
+        ("sinks_per_batch", dict(base, **{"s.npy": np.ones((2, 2), np.float32)}), ["--sinks", "s.npy"]),
+        ("sinks_inf", dict(base, **{"s.npy": np.array([0.5, np.inf], np.float32)}), ["--sinks", "s.npy"]),
+        ("sinks_missing_file", base, ["--sinks", "nothing.npy"]),
     ]
 
 
 # The message an error case must give, where the wording is the point of the case.
 EXPECTED_MESSAGE = {
+    "window_side_below_minus_1": "--window: the left side -2 must be >= 0, or -1 for unbounded",
+    "softcap_zero": "--softcap: 0 must be finite and > 0",
+    "align_disagrees_with_causal": "align (top-left) must agree with causal (bottom-right)",
+    "alibi_wrong_shape": "--alibi (a.npy): shape (3,) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
+    "sinks_per_batch": "--sinks (s.npy): shape (2, 2) must be (heads,) = (2,)",
     "f16_overflow": "--k (k.npy): 2 values overflow f16 (largest magnitude 75000 > 65504)",
     "bf16_overflow": "--v (v.npy): 2 values overflow bf16 (largest magnitude 3.4e+38 > 3.38953e+38)",
 }

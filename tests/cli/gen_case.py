@@ -49,6 +49,12 @@ class Case:
     weights: bool = False  # also --weights p.npy, checked against the reference's softmax weights
     heatmap: bool = False  # also --heatmap heads.png (checked to be a PNG)
     path: str = None  # --path passed to vkattn run (None: the default, auto)
+    # Score modifiers: --window L:R, --align, --softcap, --alibi slopes ('h': (H,), 'bh': (B,H)), --sinks
+    window: tuple = None
+    align: str = None
+    softcap: float = None
+    alibi: str = None
+    sinks: bool = False
 
     def __post_init__(self):
         self.kv_heads = self.kv_heads or self.heads
@@ -100,6 +106,23 @@ CASES = [
     Case("decode_seq_k_20000_causal_kv", batch=2, heads=2, seq_q=1, seq_k=20000, dim=64, causal="bottom-right",
          kv_lengths=[20000, 15001]),
     Case("decode_seq_k_20000_f16", batch=1, heads=2, seq_q=1, seq_k=20000, dim=128, file_dtype="f2"),
+    # Score modifiers
+    Case("window_two_sided_gqa", heads=4, kv_heads=2, seq_q=37, seq_k=53, window=(7, 3)),
+    Case("window_causal_kv_poisoned", batch=3, seq_q=20, seq_k=70, window=(16, -1), causal="bottom-right",
+         kv_lengths=[70, 0, 33], poison=True),
+    Case("window_top_left_sq_gt_sk", seq_q=53, seq_k=37, window=(5, 5), align="top-left", weights=True),
+    Case("window_unfused", seq_q=40, seq_k=64, window=(-1, 4), mask="bool", path="unfused"),
+    Case("alibi_heads_causal", heads=4, seq_q=33, seq_k=50, alibi="h", causal="top-left"),
+    Case("alibi_batch_heads_softcap_mask", seq_q=30, seq_k=17, alibi="bh", softcap=20.0, mask="f32", align="top-left",
+         weights=True),
+    Case("softcap_f16", heads=4, seq_q=41, seq_k=41, file_dtype="f2", softcap=5.0, causal="bottom-right"),
+    Case("sinks_fully_masked_rows", seq_q=9, seq_k=4, causal="bottom-right", sinks=True, weights=True),
+    Case("sinks_kv_lengths_gqa", batch=3, heads=4, kv_heads=2, seq_q=17, seq_k=33, kv_lengths=[0, 7, 33], sinks=True),
+    Case("modifiers_all_at_once", batch=2, heads=4, kv_heads=2, seq_q=31, seq_k=57, dim=40, window=(16, -1),
+         causal="bottom-right", alibi="bh", softcap=5.0, sinks=True, mask="bool", mask_shape="bh",
+         kv_lengths=[57, 20], poison=True, dtype="bf16"),
+    Case("decode_seq_k_20000_window_sinks", batch=1, heads=4, kv_heads=2, seq_q=1, seq_k=20000, dim=64,
+         window=(1000, 0), sinks=True, alibi="h"),
 ]
 
 
@@ -172,11 +195,28 @@ def generate(case, seed=0):
         args += ["--heatmap", "heads.png"]
     if case.path:
         args += ["--path", case.path]
+    alibi = sinks = None
+    if case.window is not None:
+        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
+    if case.alibi:
+        shape = (case.heads,) if case.alibi == "h" else (case.batch, case.heads)
+        alibi = (rng.random(shape) * 0.5).astype(np.float32)
+        files["alibi"] = alibi
+        args += ["--alibi", "alibi.npy"]
+    if case.sinks:
+        sinks = (rng.random(case.heads) * 4.0 - 1.0).astype(np.float32)
+        files["sinks"] = sinks
+        args += ["--sinks", "sinks.npy"]
 
     dtype = case.compute_dtype
     seen = [sdpa_reference.round_to(x, dtype) for x in (q, k, v)]
     out, lse, p = sdpa_reference.attention(*seen, causal=case.causal, scale=case.scale, mask=mask,
-                                           kv_lengths=case.kv_lengths, weights=True)
+                                           kv_lengths=case.kv_lengths, weights=True, window=case.window,
+                                           align=case.align, softcap=case.softcap, alibi=alibi, sinks=sinks)
     return files, args, (out, lse, p), seen[2]
 
 

@@ -10,6 +10,13 @@ key_padding_mask nonzero = ignore the key; a bool attn_mask True = not allowed (
 float one added (-inf masks); causal top-left (j <= i) or bottom-right (j <= i + Sk - Sq).
 Where vkattn differs from torch on purpose: a query row with every key masked gives an attention
 output of 0 (so the layer output is out_proj.bias) and all-zero weights, where torch gives NaN.
+
+vkattn's score modifiers (README, "Score modifiers"), which torch's layer lacks: with the diagonal
+offset off = 0 (top-left) or Sk - Sq (bottom-right; causal's alignment when causal is set, else
+`align`, default bottom-right), the score s = scale·q·k becomes c·tanh(s/c) (softcap c), then
+s - slope[h]·|i + off - j| (state_dict 'alibi_slopes'), then s + attn_mask; a window (L, R) hides
+keys outside i + off - L <= j <= i + off + R (-1: that side unbounded); the sink logit of head h
+(state_dict 'sinks') joins each row's softmax denominator as e^sink, with no value.
 """
 import numpy as np
 
@@ -62,7 +69,7 @@ def linear(x, w, b):
 
 
 def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="none", key_padding_mask=None,
-                         attn_mask=None):
+                         attn_mask=None, window=None, align=None, softcap=None):
     """Returns (out (B,Sq,E), weights (B,H,Sq,Sk)) in float64. key/value None: self-attention."""
     query = np.asarray(query, np.float64)
     key = query if key is None else np.asarray(key, np.float64)
@@ -88,6 +95,19 @@ def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="
         visible &= j <= i
     elif causal == "bottom-right":
         visible &= j <= i + seq_k - seq_q
+    top_left = causal == "top-left" or (causal == "none" and align == "top-left")
+    off = 0 if top_left else seq_k - seq_q
+    if softcap is not None:
+        scores = softcap * np.tanh(scores / softcap)
+    if "alibi_slopes" in d:
+        slopes = d["alibi_slopes"].astype(np.float64)
+        scores = scores - slopes[None, :, None, None] * np.abs(i + off - j)[None, None]
+    if window is not None:
+        left, right = window
+        if left >= 0:
+            visible &= j >= i + off - left
+        if right >= 0:
+            visible &= j <= i + off + right
     if key_padding_mask is not None:
         visible &= ~np.asarray(key_padding_mask, bool)[:, None, None, :]
     if attn_mask is not None:
@@ -100,7 +120,14 @@ def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="
 
     row_max = scores.max(axis=-1, keepdims=True)
     empty = row_max == -np.inf
+    sink = None
+    if "sinks" in d:
+        sink = d["sinks"].astype(np.float64)[None, :, None, None]
+        row_max = np.maximum(row_max, sink)
     p = np.exp(scores - np.where(empty, 0.0, row_max))
-    p = np.where(empty, 0.0, p / np.where(empty, 1.0, p.sum(axis=-1, keepdims=True)))
+    denominator = p.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        denominator = denominator + np.exp(sink - row_max)
+    p = np.where(empty, 0.0, p / np.where(empty, 1.0, denominator))
     attn = (p @ v).transpose(0, 2, 1, 3).reshape(batch, seq_q, embed)
     return linear(attn, wo, bo), p

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "vkattn/error.hpp"
@@ -134,6 +135,23 @@ void check_accepted(const vkattn::AttentionLayouts& l, const vkattn::AttentionPr
       violated("an invalid mask type");
     if (m.required_elements() < m.seq_k) violated("mask required_elements below seq_k");
   }
+  // The modifiers as README.md, "Score modifiers" allows them.
+  if (l.options.window && (l.options.window->left < -1 || l.options.window->right < -1))
+    violated("a window side below -1");
+  if (l.options.softcap && !(std::isfinite(*l.options.softcap) && *l.options.softcap > 0.0f))
+    violated("a softcap that is not finite and positive");
+  if (p.causal != vkattn::Causal::none && l.options.align &&
+      (*l.options.align == vkattn::Align::top_left) != (p.causal == vkattn::Causal::top_left))
+    violated("an alignment that disagrees with causal");
+  if (p.align != vkattn::Align::top_left && p.align != vkattn::Align::bottom_right) violated("an invalid alignment");
+  if (p.causal != vkattn::Causal::none && p.window_right != 0) violated("causal without a right side of 0");
+  for (const auto& [name, values, per_batch] :
+       {std::tuple{"alibi", &l.alibi, true}, std::tuple{"sinks", &l.sinks, false}}) {
+    if (!*values) continue;
+    const vkattn::HeadValuesLayout& v = **values;
+    if (v.heads != p.heads || v.offset < 0 || (v.batch != 1 && !(per_batch && v.batch == p.batch)))
+      violated(name);
+  }
   const TensorLayout& o = l.out;
   // In double: the product of checked sizes may exceed int64 (the check bounds each, not all).
   const double elements = static_cast<double>(o.batch) * static_cast<double>(o.heads) * static_cast<double>(o.seq) *
@@ -199,6 +217,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                                         std::numeric_limits<float>::max(),
                                         std::numeric_limits<float>::denorm_min()};
     l.options.scale = f.ConsumeBool() ? f.PickValueInArray(kScales) : f.ConsumeFloatingPoint<float>();
+  }
+  // The score modifiers, read last so the corpus' earlier inputs keep their meaning: a window (sides
+  // anywhere in int64), an alignment (any enum value), a softcap (NaN, inf, 0, negative, tiny), ALiBi
+  // slopes and sinks of any shape and offset.
+  if (f.ConsumeBool()) l.options.window = vkattn::Window{interesting(f), interesting(f)};
+  if (f.ConsumeBool()) l.options.align = any_enum<vkattn::Align>(f, 2);
+  if (f.ConsumeBool()) {
+    static constexpr float kCaps[] = {0.0f, -1.0f, 30.0f, std::numeric_limits<float>::quiet_NaN(),
+                                      std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min()};
+    l.options.softcap = f.ConsumeBool() ? f.PickValueInArray(kCaps) : f.ConsumeFloatingPoint<float>();
+  }
+  for (std::optional<vkattn::HeadValuesLayout>* values : {&l.alibi, &l.sinks}) {
+    if (!f.ConsumeBool()) continue;
+    vkattn::HeadValuesLayout v;
+    v.batch = f.ConsumeBool() ? 1 : (f.ConsumeBool() ? l.q.batch : interesting(f));
+    v.heads = f.ConsumeIntegralInRange<int>(0, 3) ? l.q.heads : interesting(f);
+    v.offset = f.ConsumeBool() ? 0 : interesting(f);
+    *values = v;
   }
 
   try {

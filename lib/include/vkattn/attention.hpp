@@ -32,6 +32,13 @@ struct MaskRef {
   MaskLayout layout;
 };
 
+// Per-head f32 values of a score modifier (ALiBi slopes, sink logits) in a Buffer; the layout's offset
+// is in elements from buffer->offset().
+struct HeadValuesRef {
+  const Buffer* buffer = nullptr;  // nullptr: absent
+  HeadValuesLayout layout;
+};
+
 struct AttentionArgs {
   TensorRef q, k, v;  // (B,H,Sq,Dqk), (B,G,Sk,Dqk), (B,G,Sk,Dv); one dtype
   TensorRef out;      // (B,H,Sq,Dv), same dtype
@@ -44,6 +51,10 @@ struct AttentionArgs {
   // key of a fully masked row. Requesting them needs the unfused path (chosen by `automatic`).
   BufferSlice weights;
   AttentionOptions options;
+  // Optional score modifiers given as tensors (README, "Score modifiers"): ALiBi slopes (H) or (B, H),
+  // bias -slope * |i + off - j|; attention-sink logits (H), in each row's softmax denominator.
+  HeadValuesRef alibi;
+  HeadValuesRef sinks;
   AttentionPath path = AttentionPath::automatic;
 };
 
@@ -103,6 +114,8 @@ struct AttentionBuffers {
   const Buffer* v = nullptr;
   const Buffer* out = nullptr;
   const Buffer* mask = nullptr;  // with layouts.mask
+  const Buffer* alibi = nullptr;  // with layouts.alibi
+  const Buffer* sinks = nullptr;  // with layouts.sinks
   BufferSlice lse;               // with layouts.has_lse
   BufferSlice kv_lengths;        // with layouts.has_kv_lengths
   BufferSlice weights;           // with AttentionSpec::weights

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct MhaWeights {
   std::vector<float> in_proj_bias;     // (E + 2*kv_dim): q, k, v biases; empty when !bias
   std::vector<float> out_proj_weight;  // (E, E)
   std::vector<float> out_proj_bias;    // (E); empty when !bias
+  // Score modifiers that are weights of the layer (README, "Score modifiers"), f32, each empty (none)
+  // or (num_heads), finite: attention-sink logits (gpt-oss; each row's softmax denominator gains
+  // e^sink[h], with no value) and ALiBi slopes (BLOOM, MPT; bias -slope[h]·|i + off - j|).
+  std::vector<float> sinks;
+  std::vector<float> alibi_slopes;
 
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : num_heads; }
   int64_t effective_kdim() const { return kdim > 0 ? kdim : embed_dim; }
@@ -54,6 +60,12 @@ struct MhaInputs {
   // Empty = none; else (seq_q, seq_k) f32 added to the scaled scores of every batch and head
   // (torch's float attn_mask; -inf masks a key).
   std::vector<float> attn_mask;
+  // The score modifiers that are options (README, "Score modifiers"), as AttentionOptions takes them:
+  // a sliding window (sides >= 0 or -1 = unbounded), the alignment of the window and ALiBi without
+  // causal (with causal: absent or causal's; default bottom-right) and a logit softcap c > 0.
+  std::optional<Window> window;
+  std::optional<Align> align;
+  std::optional<float> softcap;
   bool need_weights = false;
   bool average_weights = true;  // torch's average_attn_weights
 };
@@ -62,6 +74,7 @@ struct MhaInputs {
 struct MhaDims {
   int64_t embed_dim = 0, num_heads = 0, kv_heads = 0, kdim = 0, vdim = 0;
   bool bias = true;
+  bool has_sinks = false, has_alibi = false;  // MhaWeights::sinks, alibi_slopes given
   int64_t head_dim() const { return embed_dim / num_heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of the projected key and value
 };
@@ -70,15 +83,21 @@ struct MhaDims {
 struct MhaCall {
   int64_t batch = 0, seq_q = 0, seq_k = 0;
   bool self_attention = false;  // key and value are the query
+  // The call's one alignment (causal's when causal is set, else MhaInputs::align or bottom-right) and
+  // its diagonal offset: query i sits at key i + diagonal_offset (0 or seq_k - seq_q).
+  Align align = Align::bottom_right;
+  int64_t diagonal_offset() const { return align == Align::top_left ? 0 : seq_k - seq_q; }
 };
 
-// Checks the weights (E % H == 0, H % kv_heads == 0, every array's size, no product of sizes past
-// 2^60 values); throws Error naming the array with the expected and given sizes.
+// Checks the weights (E % H == 0, H % kv_heads == 0, every array's size, finite sinks and ALiBi
+// slopes, no product of sizes past 2^60 values); throws Error naming the array with the expected and
+// given sizes.
 MhaDims check_mha_weights(const MhaWeights& weights);
 
 // Checks the inputs against the layer's sizes (query, key, value, key_padding_mask, attn_mask, the
-// causal value; every product of sizes the layer computes, the weights P's when need_weights, at most
-// 2^60 values) and works out self-attention; throws Error naming the array.
+// causal value, the window, align (agreeing with causal) and softcap; every product of sizes the
+// layer computes, the weights P's when need_weights, at most 2^60 values) and works out
+// self-attention and the alignment; throws Error naming the array or option.
 MhaCall check_mha_inputs(const MhaDims& dims, const MhaInputs& inputs);
 
 }  // namespace vkattn

@@ -15,10 +15,24 @@ struct AttentionProblem {
   Causal causal = Causal::none;
   DType dtype = DType::f32;
   bool has_mask = false, has_kv_lengths = false, has_lse = false;
+  // Score modifiers, resolved. `align` is the call's one alignment (causal's when causal is set);
+  // window_left/right the visible band around the diagonal with causal folded in (right = 0), -1 =
+  // unbounded on that side; softcap 0 = none.
+  Align align = Align::bottom_right;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  bool has_alibi = false, alibi_per_batch = false, has_sinks = false;
 
   int64_t group_size() const { return heads / kv_heads; }  // query heads per KV head
   // Last visible key + 1 for query row i under the causal rule (seq_k when not causal); may be <= 0.
   int64_t causal_key_end(int64_t i) const;
+  // The diagonal offset of the call's alignment: 0 (top-left) or seq_k - seq_q (bottom-right).
+  int64_t diagonal_offset() const { return align == Align::top_left ? 0 : seq_k - seq_q; }
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // Keys [visible_key_begin(i), visible_key_end(i)) of query row i pass causal and the window,
+  // clamped to [0, seq_k] (empty when begin >= end).
+  int64_t visible_key_begin(int64_t i) const;
+  int64_t visible_key_end(int64_t i) const;
 };
 
 // The tensors of one call, described without data.
@@ -28,6 +42,10 @@ struct AttentionLayouts {
   bool has_kv_lengths = false;
   bool has_lse = false;
   AttentionOptions options;
+  // ALiBi slopes, (heads) or (batch, heads): bias -slope * |i + off - j| on every score.
+  std::optional<HeadValuesLayout> alibi;
+  // Attention-sink logits, (heads): each row's softmax denominator gains e^sink, with no value.
+  std::optional<HeadValuesLayout> sinks;
 };
 
 // Checks shapes, dims (1..256), dtypes (Q, K, V, O share one), GQA divisibility, mask broadcast,

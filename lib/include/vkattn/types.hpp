@@ -26,6 +26,20 @@ const char* to_string(Causal causal);
 // Parses "none" | "top-left" | "bottom-right"; throws Error otherwise.
 Causal parse_causal(std::string_view name);
 
+// The alignment of the diagonal that causal masking, a sliding window and ALiBi measure from: query
+// i sits at key i + off, off = 0 (top_left) or seq_k - seq_q (bottom_right).
+enum class Align { top_left, bottom_right };
+
+const char* to_string(Align align);
+// Parses "top-left" | "bottom-right"; throws Error otherwise.
+Align parse_align(std::string_view name);
+
+// A sliding window around the diagonal: key j is visible to query i iff
+// i + off - left <= j <= i + off + right (off: the call's Align). Either side -1 = unbounded.
+struct Window {
+  int64_t left = -1, right = -1;
+};
+
 // A 4-D tensor (batch, heads, seq, dim) in a buffer, with element strides for the first three
 // dimensions; the last dimension is contiguous. `offset` is in elements from the start of the buffer
 // (or buffer slice) the tensor lives in. A (batch, seq, heads, dim) array is described in place by
@@ -90,12 +104,35 @@ const char* to_string(AttentionPath path);  // "auto" | "fused" | "unfused"
 // Parses "auto" | "fused" | "unfused"; throws Error otherwise.
 AttentionPath parse_attention_path(std::string_view name);
 
-// Options that are not tensors.
+// Per-head f32 values of a score modifier (ALiBi slopes, attention-sink logits): dense (heads) when
+// batch is 1 (shared by every batch), or (batch, heads). `offset` is in elements.
+struct HeadValuesLayout {
+  int64_t batch = 1, heads = 0;
+  int64_t offset = 0;
+
+  int64_t required_elements() const { return offset + batch * heads; }
+  // Index of the value of (b, h), offset included.
+  int64_t index(int64_t b, int64_t h) const { return offset + (batch == 1 ? 0 : b * heads) + h; }
+  std::string describe() const;  // "(8)" or "(2, 8)"
+};
+
+// Options that are not tensors. The score modifiers (README, "Score modifiers") apply in this order
+// to the score of query i and key j: s = scale * q.k -> softcap -> + ALiBi -> + float mask -> the
+// boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sinks (tensors of the
+// call) in its denominator.
 struct AttentionOptions {
   // Default 1/sqrt(dim_qk); any finite value. A score scale * (q . k) (+ float-mask bias) beyond
   // the f32 range saturates to +-FLT_MAX, so finite inputs never give NaN (README, Semantics).
   std::optional<float> scale;
   Causal causal = Causal::none;
+  // Sliding window (each side >= 0, or -1 unbounded); absent: no window.
+  std::optional<Window> window;
+  // The alignment of the window and ALiBi without causal (default bottom_right, FlashAttention's);
+  // with causal set, absent or equal to causal's.
+  std::optional<Align> align;
+  // Logit softcap c > 0 (finite): s = c * tanh(s / c) (Gemma 2). Absent: none. A score that is NaN
+  // or infinite (from a NaN/Inf input) stays as it is, so such inputs still propagate.
+  std::optional<float> softcap;
 };
 
 }  // namespace vkattn

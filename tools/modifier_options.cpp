@@ -1,0 +1,50 @@
+#include "modifier_options.hpp"
+
+#include <cmath>
+
+#include "cli_numbers.hpp"
+#include "npy.hpp"
+#include "run_inputs.hpp"
+#include "window_option.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::cli {
+
+void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options) {
+  if (!typed.window.empty()) options.window = parse_window(typed.window);
+  if (!typed.align.empty()) {
+    if (typed.align != "top-left" && typed.align != "bottom-right")
+      throw Error("--align: '" + typed.align + "' is not top-left or bottom-right");
+    options.align = parse_align(typed.align);
+  }
+  if (!typed.softcap.empty()) {
+    const float c = parse_float(typed.softcap, "--softcap");
+    if (!std::isfinite(c) || !(c > 0.0f)) throw Error("--softcap: " + typed.softcap + " must be finite and > 0");
+    options.softcap = c;
+  }
+}
+
+HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,
+                            bool per_batch_allowed) {
+  const std::string what = std::string(option) + " (" + path + ")";
+  const npy::Array array = npy::read(path);
+  if (array.kind != npy::Kind::f32)
+    throw Error(what + ": dtype '" + array.descr + "' is not supported; use float32 ('<f4')");
+  const std::string shapes = "(heads,) = (" + std::to_string(heads) + ",)" +
+                             (per_batch_allowed ? " or (batch, heads) = (" + std::to_string(batch) + ", " +
+                                                      std::to_string(heads) + ")"
+                                                : std::string());
+  const auto& s = array.shape;
+  const bool per_head = s.size() == 1 && s[0] == heads;
+  const bool per_batch = per_batch_allowed && s.size() == 2 && s[0] == batch && s[1] == heads;
+  if (!per_head && !per_batch) throw Error(what + ": shape " + array.shape_string() + " must be " + shapes);
+  HeadValues h;
+  h.layout = HeadValuesLayout{per_batch ? batch : 1, heads, 0};
+  h.values = npy::to_floats(array, path);
+  for (std::size_t i = 0; i < h.values.size(); ++i)
+    if (!std::isfinite(h.values[i]))
+      throw Error(what + ": value " + std::to_string(i) + " is not finite (" + std::to_string(h.values[i]) + ")");
+  return h;
+}
+
+}  // namespace vkattn::cli

@@ -1,0 +1,37 @@
+// The score modifiers on the command line (README, "Score modifiers"), shared by `vkattn run`,
+// `bench` and `mha`: --window L:R, --align, --softcap C as options, and the per-head tensors (ALiBi
+// slopes, sink logits) as .npy files. Every bad value is one Error naming the option and the value.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vkattn/types.hpp"
+
+namespace vkattn::cli {
+
+// As typed; empty = not given.
+struct ModifierOptions {
+  std::string window;   // "L:R", each side an integer >= 0 or -1 (unbounded)
+  std::string align;    // "top-left" | "bottom-right"
+  std::string softcap;  // a finite number > 0
+};
+
+// Sets options.window/align/softcap from what was typed; throws Error naming the option. Whether the
+// alignment agrees with --causal is the library's check (check_attention), with its message.
+void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options);
+
+// Per-head f32 values read from an .npy file: (heads,), or (batch, heads) where `per_batch_allowed`.
+struct HeadValues {
+  HeadValuesLayout layout;
+  std::vector<float> values;
+};
+
+// Reads `path` for `option` ("--alibi", "--sinks"): '<f4' only, finite values, shape (heads,) or
+// (batch, heads); throws Error naming the option, the file and what is wrong.
+HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,
+                            bool per_batch_allowed);
+
+}  // namespace vkattn::cli
