@@ -110,7 +110,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     add(c, 7090);
   }
   // The score modifiers (README, "Score modifiers"): the window, align and softcap as options of the
-  // call, sinks and ALiBi slopes as weights of the layer; cases 7100-7109.
+  // call, sinks and ALiBi slopes as weights of the layer; cases 7100-7109 (--quick: 7102, every one at once).
   {
     LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
     c.causal = Causal::top_left;
@@ -118,7 +118,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.sinks = true;
     c.padding = true;
     c.seq_q = c.seq_k = 20;
-    add(c, 7100);
+    add(c, 7100, false);
   }
   {
     LayerCase c;  // a two-sided window aligned top-left, softcap and ALiBi, cross-attention, f16
@@ -129,7 +129,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.align = Align::top_left;
     c.softcap = 1.0f;
     c.alibi = true;
-    add(c, 7101);
+    add(c, 7101, false);
   }
   {
     LayerCase c;  // every modifier with an attn_mask, GQA 4:1, bf16
@@ -155,7 +155,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.sinks = true;
     c.alibi = true;
     c.seq_q = c.seq_k = 13;
-    add(c, n++);
+    add(c, n++, false);
   }
   {
     LayerCase c;  // decode over 300 keys with a window and sinks (the fused path splits the keys)
@@ -167,7 +167,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.sinks = true;
     c.alibi = true;
     c.seq_q = 1, c.seq_k = 300;
-    add(c, 7105);
+    add(c, 7105, false);
   }
   out.push_back(std::move(s));
 }
