@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "layout_check.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {
@@ -140,13 +141,7 @@ void check_mask(const MaskLayout& m, const AttentionProblem& p) {
 
 // ALiBi slopes (heads) or (batch, heads); sinks (heads).
 void check_head_values(const char* name, const HeadValuesLayout& l, const AttentionProblem& p, bool per_batch_allowed) {
-  const std::string shape = l.describe();
-  if (l.heads != p.heads || (l.batch != 1 && (!per_batch_allowed || l.batch != p.batch))) {
-    fail(std::string(name) + ": shape " + shape + " must be (heads) = (" + str(p.heads) + ")" +
-         (per_batch_allowed ? " or (batch, heads) = (" + str(p.batch) + ", " + str(p.heads) + ")" : std::string()));
-  }
-  if (l.offset < 0) fail(std::string(name) + ".offset (" + str(l.offset) + ") must be >= 0");
-  check_extent(name, static_cast<uint128>(l.offset) + static_cast<uint128>(l.batch) * static_cast<uint128>(l.heads));
+  detail::check_head_values_layout(name, l, p.batch, p.heads, per_batch_allowed);
 }
 
 // The score modifiers: the window's sides, the alignment against causal, the softcap, the per-head
@@ -189,6 +184,26 @@ void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_tensor_layout(const char* name, const TensorLayout& t) {
+  check_sizes(name, t);
+  check_strides(name, t);
+}
+
+void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64_t batch, int64_t heads,
+                              bool per_batch_allowed) {
+  const std::string shape = l.describe();
+  if (l.heads != heads || (l.batch != 1 && (!per_batch_allowed || l.batch != batch))) {
+    fail(std::string(name) + ": shape " + shape + " must be (heads) = (" + str(heads) + ")" +
+         (per_batch_allowed ? " or (batch, heads) = (" + str(batch) + ", " + str(heads) + ")" : std::string()));
+  }
+  if (l.offset < 0) fail(std::string(name) + ".offset (" + str(l.offset) + ") must be >= 0");
+  check_extent(name, static_cast<uint128>(l.offset) + static_cast<uint128>(l.batch) * static_cast<uint128>(l.heads));
+}
+
+}  // namespace detail
 
 AttentionProblem check_attention(const AttentionLayouts& layouts) {
   const TensorLayout& q = layouts.q;

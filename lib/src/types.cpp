@@ -151,6 +151,16 @@ std::string TensorLayout::describe() const {
   return s.str();
 }
 
+const char* to_string(KvQuant quant) {
+  switch (quant) {
+    case KvQuant::none:
+      return "none";
+    case KvQuant::q8_0:
+      return "q8_0";
+  }
+  return "invalid";
+}
+
 std::size_t mask_type_size(MaskType type) {
   switch (type) {
     case MaskType::boolean:

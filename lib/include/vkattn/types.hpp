@@ -116,6 +116,14 @@ struct HeadValuesLayout {
   std::string describe() const;  // "(8)" or "(2, 8)"
 };
 
+// How K and V (a KV cache, packed K/V) are stored. none: as the call's dtype (q's). q8_0: ggml's
+// 8-bit blocks (vkattn/q8_0.hpp): the tensor's element indices, strides and offset included, are cut
+// into blocks of 32, element e being value e % 32 of block e / 32 (34 bytes each); Q and O keep the
+// call's dtype. Room for other 8-bit formats.
+enum class KvQuant { none, q8_0 };
+
+const char* to_string(KvQuant quant);  // "none" | "q8_0"
+
 // Options that are not tensors. The score modifiers (README, "Score modifiers") apply in this order
 // to the score of query i and key j: s = scale * q.k -> softcap -> + ALiBi -> + float mask -> the
 // boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sinks (tensors of the

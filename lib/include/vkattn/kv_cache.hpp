@@ -1,0 +1,93 @@
+// A paged KV cache (FlashAttention's and vLLM's layout) and the attention over it, with new tokens
+// optionally appended first: the layouts, and the checks of them and of the block table's values.
+// The semantics (the contract of issue 14):
+//   - K and V caches are dense (num_pages, page_size, kv_heads, dim). block_table (batch, max_pages)
+//     int32 and cache_lens (batch) int32: sequence b's keys are its tokens 0 .. len_b - 1, token t
+//     being row t % page_size of page block_table[b][t / page_size]. Any page size >= 1; several
+//     sequences may share a page (read only). Table entries past a sequence's last page are unused
+//     and may hold anything (-1, say).
+//   - Append (k_new, v_new (batch, kv_heads, seq_new, dim)): written at tokens cache_lens[b] ..
+//     cache_lens[b] + seq_new - 1, whose pages must already be in the table, before attending;
+//     len_b = cache_lens[b] + seq_new (else len_b = cache_lens[b]). A q8_0 cache stores them
+//     quantized (quantize_q8_0). An appended row must belong to its sequence alone: no other token,
+//     of this sequence or another, may map to it (two writers, or a reader racing a writer).
+//   - Q (batch, heads, seq_q, dim_qk), O (batch, heads, seq_q, dim_v), LSE (batch, heads, seq_q).
+//     Each sequence is a dense problem of seq_k = len_b keys: causal and the alignment are per
+//     sequence (bottom-right: off = len_b - seq_q), and so are the window, ALiBi, softcap and sinks
+//     (AttentionOptions, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
+//     (the sink's logit with sinks). No explicit mask or kv_lengths: cache_lens are the key lengths.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "vkattn/problem.hpp"
+#include "vkattn/types.hpp"
+
+namespace vkattn {
+
+// K or V cache, dense (num_pages, page_size, kv_heads, dim) from the start of its buffer. Element
+// (p, s, g, d) is index ((p * page_size + s) * kv_heads + g) * dim + d; with KvQuant::q8_0 that index
+// is cut into 34-byte blocks of 32 (types.hpp, KvQuant), so dim must be a multiple of 32.
+struct PagedKvLayout {
+  DType dtype = DType::f32;  // the call's dtype (q's); with q8_0 the storage is the blocks instead
+  KvQuant quant = KvQuant::none;
+  int64_t num_pages = 0, page_size = 0, kv_heads = 0, dim = 0;
+
+  static PagedKvLayout dense(DType dtype, int64_t num_pages, int64_t page_size, int64_t kv_heads, int64_t dim,
+                             KvQuant quant = KvQuant::none);
+  int64_t index(int64_t page, int64_t slot, int64_t head, int64_t d) const {
+    return ((page * page_size + slot) * kv_heads + head) * dim + d;
+  }
+  int64_t element_count() const { return num_pages * page_size * kv_heads * dim; }
+  // Bytes of the cache: element_count() * dtype size, or its q8_0 blocks.
+  int64_t required_bytes() const;
+  std::string describe() const;  // "q8_0 (64, 16, 2, 128)"
+};
+
+// The tensors of one paged call, described without data. The block table is int32 (batch,
+// max_pages), dense; cache_lens int32 (batch).
+struct PagedAttentionLayouts {
+  TensorLayout q;                   // (batch, heads, seq_q, dim_qk)
+  PagedKvLayout k_cache, v_cache;   // dims dim_qk and dim_v; the same pages, page size and heads
+  int64_t max_pages = 0;            // the block table's columns
+  // Both or neither: (batch, kv_heads, seq_new, dim_qk | dim_v), in the call's dtype.
+  std::optional<TensorLayout> k_new, v_new;
+  TensorLayout out;                 // (batch, heads, seq_q, dim_v)
+  bool has_lse = false;
+  AttentionOptions options;
+  std::optional<HeadValuesLayout> alibi;  // (heads) or (batch, heads)
+  std::optional<HeadValuesLayout> sinks;  // (heads)
+};
+
+struct PagedProblem {
+  // Q, O and the options resolved as for a dense call; its seq_k is capacity(), the most keys a
+  // sequence can have. Use sequence() for one sequence's rules.
+  AttentionProblem attention;
+  int64_t num_pages = 0, page_size = 0, max_pages = 0, seq_new = 0;
+  KvQuant quant = KvQuant::none;
+  bool has_append() const { return seq_new > 0; }
+  int64_t capacity() const { return max_pages * page_size; }
+  // The dense problem of a sequence of seq_k keys (its length after the append).
+  AttentionProblem sequence(int64_t seq_k) const {
+    AttentionProblem p = attention;
+    p.seq_k = seq_k;
+    return p;
+  }
+};
+
+// Checks the layouts (sizes, strides, dtypes, dims 1..256, GQA divisibility, the caches agreeing,
+// q8_0's dim a multiple of 32, the capacity max_pages * page_size within int32 and holding the
+// append, the options and modifiers) and throws vkattn::Error naming the argument and its values.
+PagedProblem check_paged_attention(const PagedAttentionLayouts& layouts);
+
+// The checks that need the values (a host that has them, the reference): block_table (batch *
+// max_pages values) and cache_lens (batch). cache_lens[b] in [0, capacity - seq_new]; the table
+// entries a sequence uses (its first ceil(len_b / page_size)) in [0, num_pages); every appended row
+// held by its own token alone. Throws Error naming the entry and its value.
+void check_paged_values(const PagedProblem& problem, std::span<const int32_t> block_table,
+                        std::span<const int32_t> cache_lens);
+
+}  // namespace vkattn

@@ -1,0 +1,33 @@
+// What the serving references (paged_reference.cpp, varlen_reference.cpp) share: K/V data to f32
+// values, and one sequence's dense problem handed to reference::attention.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "vkattn/serving_reference.hpp"
+
+namespace vkattn::reference::detail {
+
+// The f32 values of K or V data holding at least `elements` values: a copy of the values, or the
+// q8_0 bytes dequantized. Throws Error naming `name` when the data is of the other kind or short.
+std::vector<float> kv_values(const char* name, const KvData& data, KvQuant quant, int64_t elements);
+
+// Throws "<name>: <given> values given, layout needs <needed>" when short (reference.cpp's wording).
+void check_span(const char* name, std::size_t given, int64_t needed);
+
+// One sequence: Q (1, heads, seq_q, dim_qk), K and V (1, kv_heads, seq_k, dim) with their spans,
+// and the call's modifiers, ALiBi taken for batch element `b`. seq_k may be 0 (K and V then
+// unread): every row fully masked, by the dense reference's own rule.
+struct Sequence {
+  TensorLayout q_layout, k_layout, v_layout;
+  std::span<const float> q, k, v;
+  int64_t seq_k = 0;
+};
+Outputs attend(const Sequence& s, const AttentionOptions& options, const std::optional<HeadValuesLayout>& alibi_layout,
+               std::span<const float> alibi, const std::optional<HeadValuesLayout>& sinks_layout,
+               std::span<const float> sinks, int64_t b);
+
+}  // namespace vkattn::reference::detail

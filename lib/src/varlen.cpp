@@ -1,0 +1,90 @@
+// check_varlen_attention and check_cu_seqlens: the packed batch's own rules, then the dense rules
+// (check_attention) on the packed tensors as one batch, so that both layouts word a bad argument
+// the same way.
+#include "vkattn/varlen.hpp"
+
+#include <string>
+
+#include "layout_check.hpp"
+#include "size_check.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/q8_0.hpp"
+
+namespace vkattn {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+[[noreturn]] void fail(const std::string& message) { throw Error(message); }
+
+void check_packed(const char* name, const TensorLayout& t) {
+  if (t.batch != 1)
+    fail(std::string(name) + ".batch (" + str(t.batch) +
+         ") must be 1: a packed tensor is (1, heads, total, dim), its sequences told apart by cu_seqlens");
+}
+
+// q8_0 cuts element indices into blocks of 32: each row of each head must start a block.
+void check_q8_0_layout(const char* name, const TensorLayout& t) {
+  const std::string n(name);
+  if (t.dim % kQ8_0BlockElements != 0)
+    fail(n + ".dim (" + str(t.dim) + ") must be a multiple of 32 for q8_0 (its blocks are 32 elements of a row)");
+  const std::pair<const char*, int64_t> fields[] = {
+      {"stride_head", t.stride_head}, {"stride_seq", t.stride_seq}, {"offset", t.offset}};
+  for (const auto& [field, value] : fields)
+    if (value % kQ8_0BlockElements != 0)
+      fail(n + "." + field + " (" + str(value) + ") must be a multiple of 32 for q8_0 (every row starts a block)");
+}
+
+}  // namespace
+
+VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
+  if (l.batch < 1) fail("batch (" + str(l.batch) + ") must be at least 1 (cu_seqlens hold batch + 1 values)");
+  check_packed("q", l.q);
+  check_packed("k", l.k);
+  check_packed("v", l.v);
+  check_packed("out", l.out);
+  if (l.kv_quant != KvQuant::none && l.kv_quant != KvQuant::q8_0)
+    fail("kv_quant: invalid value " + str(static_cast<int>(l.kv_quant)));
+
+  // ALiBi's batch is the number of sequences, not the packed tensors' 1: checked here, and handed to
+  // check_attention as (heads).
+  AttentionLayouts dense;
+  dense.q = l.q;
+  dense.k = l.k;
+  dense.v = l.v;
+  dense.out = l.out;
+  dense.has_lse = l.has_lse;
+  dense.options = l.options;
+  dense.sinks = l.sinks;
+  if (l.alibi) {
+    detail::check_head_values_layout("alibi", *l.alibi, l.batch, l.q.heads, true);
+    dense.alibi = HeadValuesLayout{1, l.alibi->heads, 0};
+  }
+
+  VarlenProblem p;
+  p.attention = check_attention(dense);
+  if (l.alibi) p.attention.alibi_per_batch = l.alibi->batch != 1;
+  if (l.kv_quant == KvQuant::q8_0) {
+    check_q8_0_layout("k", l.k);
+    check_q8_0_layout("v", l.v);
+  }
+  p.batch = l.batch;
+  p.kv_quant = l.kv_quant;
+  return p;
+}
+
+void check_cu_seqlens(const char* name, std::span<const int32_t> cu, int64_t batch, int64_t total,
+                      const char* total_name) {
+  const std::string n(name);
+  detail::check_size(name, cu.size(), batch + 1, detail::shape_string({batch + 1}), " (batch + 1)");
+  if (cu[0] != 0) fail(n + "[0] (" + str(cu[0]) + ") must be 0");
+  for (std::size_t b = 1; b < cu.size(); ++b)
+    if (cu[b] < cu[b - 1])
+      fail(n + "[" + str(static_cast<int64_t>(b)) + "] (" + str(cu[b]) + ") < " + n + "[" +
+           str(static_cast<int64_t>(b - 1)) + "] (" + str(cu[b - 1]) + "): the offsets must be non-decreasing");
+  if (cu[static_cast<std::size_t>(batch)] != total)
+    fail(n + "[" + str(batch) + "] (" + str(cu[static_cast<std::size_t>(batch)]) + ") must equal " + total_name +
+         " (" + str(total) + ")");
+}
+
+}  // namespace vkattn

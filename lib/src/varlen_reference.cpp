@@ -1,0 +1,72 @@
+// reference::varlen_attention: each sequence of the packed batch is a window onto the packed
+// tensors (an offset of cu_seqlens rows, no copy), attended as a dense call of reference::attention.
+#include <string>
+
+#include "sequence_reference.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::reference {
+
+VarlenOutputs varlen_attention(const VarlenInputs& in) {
+  if (in.cu_seqlens_q.empty())
+    throw Error("cu_seqlens_q: no values given; it holds batch + 1 values (at least 2)");
+  const int64_t batch = static_cast<int64_t>(in.cu_seqlens_q.size()) - 1;
+  VarlenAttentionLayouts l;
+  l.q = in.q_layout;
+  l.k = in.k_layout;
+  l.v = in.v_layout;
+  l.out = packed_layout(in.q_layout.dtype, in.q_layout.seq, in.q_layout.heads, in.v_layout.dim);
+  l.kv_quant = in.kv_quant;
+  l.batch = batch;
+  l.has_lse = true;
+  l.options = in.options;
+  l.alibi = in.alibi_layout;
+  l.sinks = in.sinks_layout;
+  const VarlenProblem p = check_varlen_attention(l);
+
+  detail::check_span("q", in.q.size(), in.q_layout.required_elements());
+  if (in.alibi_layout) detail::check_span("alibi", in.alibi.size(), in.alibi_layout->required_elements());
+  if (in.sinks_layout) detail::check_span("sinks", in.sinks.size(), in.sinks_layout->required_elements());
+  check_cu_seqlens("cu_seqlens_q", in.cu_seqlens_q, batch, p.total_q(), "total_q (q.seq)");
+  check_cu_seqlens("cu_seqlens_k", in.cu_seqlens_k, batch, p.total_k(), "total_k (k.seq)");
+  const std::vector<float> k = detail::kv_values("k", in.k, p.kv_quant, in.k_layout.required_elements());
+  const std::vector<float> v = detail::kv_values("v", in.v, p.kv_quant, in.v_layout.required_elements());
+
+  const AttentionProblem& a = p.attention;
+  VarlenOutputs o;
+  o.total_q = p.total_q();
+  o.heads = a.heads;
+  o.dim_v = a.dim_v;
+  o.out.resize(static_cast<std::size_t>(o.total_q * a.heads * a.dim_v));
+  o.lse.resize(static_cast<std::size_t>(a.heads * o.total_q));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t q0 = in.cu_seqlens_q[static_cast<std::size_t>(b)];
+    const int64_t k0 = in.cu_seqlens_k[static_cast<std::size_t>(b)];
+    const int64_t seq_q = in.cu_seqlens_q[static_cast<std::size_t>(b + 1)] - q0;
+    const int64_t seq_k = in.cu_seqlens_k[static_cast<std::size_t>(b + 1)] - k0;
+    if (seq_q == 0) continue;
+    detail::Sequence s;
+    s.q_layout = in.q_layout;
+    s.q_layout.seq = seq_q;
+    s.q_layout.offset += q0 * in.q_layout.stride_seq;
+    s.k_layout = in.k_layout;
+    s.v_layout = in.v_layout;
+    s.k_layout.seq = s.v_layout.seq = seq_k;
+    s.k_layout.offset += k0 * in.k_layout.stride_seq;
+    s.v_layout.offset += k0 * in.v_layout.stride_seq;
+    s.q = in.q;
+    s.k = k;
+    s.v = v;
+    s.seq_k = seq_k;
+    const Outputs r = detail::attend(s, in.options, in.alibi_layout, in.alibi, in.sinks_layout, in.sinks, b);
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t i = 0; i < seq_q; ++i) {
+        for (int64_t d = 0; d < a.dim_v; ++d)
+          o.out[static_cast<std::size_t>(((q0 + i) * a.heads + h) * a.dim_v + d)] = r.at(0, h, i, d);
+        o.lse[static_cast<std::size_t>(h * o.total_q + q0 + i)] = r.lse[static_cast<std::size_t>(h * seq_q + i)];
+      }
+  }
+  return o;
+}
+
+}  // namespace vkattn::reference
