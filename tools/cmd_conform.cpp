@@ -34,7 +34,7 @@ struct ConformOptions {
   std::string profile;  // --profile: a device profile's id; "" for the device's own plans
   uint64_t seed = conform::kDefaultBaseSeed;
   bool quick = false, json = false, list = false, validation = false;
-  std::string shard;  // "K/N": the K-th of N contiguous parts of the (path, case) runs; "" = all
+  std::string shard;  // "K/N": on every path, the K-th of N contiguous parts of the cases; "" = all
 };
 
 // --shard K/N -> (K - 1, N): 1 <= K <= N.
@@ -180,18 +180,18 @@ int run(const ConformOptions& o) {
   const std::vector<PathSpec> paths = selected_paths(o.paths);
   const conform::DeviceProfile* profile = o.profile.empty() ? nullptr : &conform::find_device_profile(o.profile);
   const bool progress = isatty(fileno(stderr)) != 0;
-  // --shard: a contiguous part of the runs in their order (path by path), so that the parts share few
-  // pipelines and each builds its own few.
-  std::size_t first = 0, end = cases.size() * paths.size();
+  // --shard: on every path the same contiguous part of the cases (neighbouring cases share their
+  // pipelines more often than cases far apart), so that the parts take about as long as each other.
+  std::size_t first = 0, end = cases.size();
   if (!o.shard.empty()) {
     const auto [k, n] = parse_shard(o.shard);
-    const std::size_t all = end;
-    first = all * k / n;
-    end = all * (k + 1) / n;
+    first = cases.size() * k / n;
+    end = cases.size() * (k + 1) / n;
     if (first == end)
-      throw Error("--shard " + o.shard + ": part of " + std::to_string(all) + " runs is empty; use fewer parts");
+      throw Error("--shard " + o.shard + ": part of " + std::to_string(cases.size()) +
+                  " cases is empty; use fewer parts");
   }
-  const std::size_t total = end - first;
+  const std::size_t total = (end - first) * paths.size();
 
   ConformSetup setup;
   setup.seed = o.seed;
@@ -202,8 +202,6 @@ int run(const ConformOptions& o) {
   std::optional<DeviceInfo> device;
   for (std::size_t p = 0; p < paths.size(); ++p) {
     const PathSpec& path = paths[p];
-    const std::size_t path_first = std::max(first, p * cases.size()), path_end = std::min(end, (p + 1) * cases.size());
-    if (path_first >= path_end) continue;  // none of this shard's runs
     setup.paths.push_back(path.label);
     auto sink = std::make_shared<MessageSink>();
     ContextOptions options;
@@ -231,7 +229,7 @@ int run(const ConformOptions& o) {
     run_options.path = path.path;
     if (profile) run_options.profile = &profile->info;
     if (o.validation) run_options.take_validation_messages = [sink] { return sink->take(); };
-    for (std::size_t i = path_first - p * cases.size(); i < path_end - p * cases.size(); ++i) {
+    for (std::size_t i = first; i < end; ++i) {
       const SelectedCase& c = cases[i];
       if (progress)
         std::fprintf(stderr, "\r\033[K[%zu/%zu] %s on %s", runs.size() + 1, total, c.id.c_str(), path.label.c_str());
@@ -288,8 +286,8 @@ Command add_conform_command(CLI::App& parent) {
       ->delimiter(',')
       ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "unfused"}));
   app->add_option("--shard", o->shard,
-                  "K/N: run only the K-th of N contiguous parts of the (path, case) runs, e.g. to spread a run "
-                  "over processes")
+                  "K/N: run only the K-th of N contiguous parts of the cases, on every path, e.g. to spread a "
+                  "run over processes")
       ->type_name("K/N");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--profile", o->profile,

@@ -76,11 +76,12 @@ def main():
     c.expect(done.returncode == 0 and "3 runs (1 case on 3 paths): 3 passed" in done.stdout and "dtype" in done.stdout,
              "the table report, fused = the three fused kernels")
     shards = []
+    three = ["representative/0", "representative/1", "representative/2"]
     for shard in ("1/3", "2/3", "3/3"):
-        done = run(args.vkattn, "--filter", "representative/0", "--path", "fused", "--shard", shard, "--json")
+        done = run(args.vkattn, "--filter", *three, "--path", "fused-tiled,unfused", "--shard", shard, "--json")
         shards.append([(x["id"], x["path"]) for x in json.loads(done.stdout)["runs"]] if done.returncode == 0 else [])
-    c.expect(shards == [[("representative/0", p)] for p in ("fused/tiled", "fused/rowwise", "fused/subgroup")],
-             f"--shard K/3 runs the K-th third of the runs: {shards}")
+    c.expect(shards == [[(i, "fused/tiled"), (i, "unfused")] for i in three],
+             f"--shard K/3 runs the K-th third of the cases on every path: {shards}")
 
     for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2),
                       (["--shard", "0/2"], 1), (["--shard", "2"], 1),
