@@ -34,7 +34,12 @@ prefill H8 1024x1024 d64 and d128, and decode H32 over KV8, d128, 8k and 32k key
 as name=...,type=...,ne=[...],op_params=[i:v,...],sources=T[ne],T[ne],...; the shape is read from the
 sources (Q [D, seq_q, H, B], K [D, seq_k, KVH, B], V [Dv, seq_k, KVH, B], a 4th source is the mask,
 a 5th the sinks) and op_params (scale, max_bias, softcap, prec). ggml prints no FLOP rate for them,
-so the GFLOP/s come from us/run and the FLOP count below.
+so the GFLOP/s come from us/run and the FLOP count below. Mind the time: test-backend-ops sizes a
+generic case's graph by memory, not FLOPs (32 GiB / the op's bytes, up to ~8000 runs), so a prefill
+case of a few MB runs thousands of times — hours on lavapipe (measured: the 1024x1024 d64 case had not
+finished after 5 minutes on a quiet machine, nor its round after 67 minutes under load). The decode
+cases (33 and 131 MB) take one and a few minutes: `--test-file bench/ggml-issue12-shapes.txt
+--params decode` runs those.
 
 What differs between the two sides is printed under the table (and kept in the JSON): ggml's test
 keeps Q and O in f32 (vkattn stores Q, K, V and O in one dtype), adds an f16 mask when mask=1
