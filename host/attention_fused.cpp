@@ -38,6 +38,15 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
   };
   const Binding q = tensor(slots.q, l.q), o = tensor(slots.out, l.out);
+  // A paged cache is bound whole from the chunk's first KV head (its layout's offset): any key may be
+  // in any page. The chunk's rows of the block table start at its first batch.
+  const std::optional<PagedKeys>& paged = plan.paged;
+  const auto cache = [&](uint32_t slot, const TensorLayout& t, int64_t elements) {
+    return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(elements - t.offset)};
+  };
+  const Binding block_table =
+      paged ? Binding{slots.block_table, kv_offset * uint64_t(paged->max_pages), 4, uint64_t(p.batch * paged->max_pages)}
+            : kPlaceholder;
   const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
   const Binding lse = l.has_lse ? Binding{slots.lse, lse_offset, 4, rows_total} : kPlaceholder;
   Binding mask = kPlaceholder;
@@ -65,7 +74,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   push.group = u32(p.group_size());
   push.keys_per_split = plan.keys_per_split;
   push.flags = mask_flags(p.causal, l.mask);
-  if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
+  // (A paged call's key lengths are the cache lengths, which the kernels read as the sequence's keys.)
+  if (l.has_kv_lengths && !paged) push.flags |= kFlagKvLengths;
   if (l.has_lse) push.flags |= kFlagWriteLse;
   if (split) push.flags |= kFlagPartial;
   // Rows readable four elements at a time (the tiled kernel; it checks the binding offsets itself).
@@ -79,6 +89,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+  if (paged) {  // the block table's row stride, the pool's pages, the appended tokens (shader_abi.h)
+    push.m_sb = u32(paged->max_pages);
+    push.m_sh = u32(paged->num_pages);
+    push.m_ss = u32(paged->seq_new);
+  }
   const bool tiled = !cfg.subgroup && !cfg.rowwise;
   if (tiled && vec4_rows(ql)) push.flags |= FLAG_VEC_Q;
   if (tiled && vec4_rows(kl)) push.flags |= FLAG_VEC_K;
@@ -90,7 +105,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
       cfg.workgroup_size(),
       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
-      cfg.heads, cfg.vec_loads ? 1u : 0u, modifier_constants(p, l.options)};
+      cfg.heads, cfg.vec_loads ? 1u : 0u, paged ? paged->page_size : 0u, modifier_constants(p, l.options)};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
@@ -146,8 +161,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     push.tile_base = t0;
     for (uint32_t s0 = 0; s0 < plan.splits; s0 += plan.splits_per_dispatch) {
       const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
-      // (Band splits start at each workgroup's own first key: K and V are bound whole.)
-      const int64_t k0 = plan.band_splits ? 0 : int64_t(s0) * plan.keys_per_split;
+      // (Band splits start at each workgroup's own first key, and a paged call's keys are anywhere in
+      // its caches: K and V are bound whole.)
+      const int64_t k0 = plan.band_splits || paged ? 0 : int64_t(s0) * plan.keys_per_split;
       const int64_t nk = plan.band_splits ? p.seq_k : std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
       const auto key_range = [&](TensorLayout t) {
         t.offset += k0 * t.stride_seq;
@@ -160,8 +176,14 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       d.pipeline = fused;
       d.use(layout);
       d.bind(0, q, offsetof(AttentionPush, q_off));
-      d.bind(1, tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
-      d.bind(2, tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
+      if (paged) {
+        d.bind(1, cache(slots.k, kl, paged->k_elements), offsetof(AttentionPush, k_off));
+        d.bind(2, cache(slots.v, vl, paged->v_elements), offsetof(AttentionPush, v_off));
+        d.bind(BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
+      } else {
+        d.bind(1, tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
+        d.bind(2, tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
+      }
       d.bind(3, o, offsetof(AttentionPush, o_off));
       d.bind(4, lse, offsetof(AttentionPush, lse_off));
       d.bind(5, mask, offsetof(AttentionPush, m_off));

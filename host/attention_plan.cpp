@@ -266,9 +266,10 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 }
 
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                      bool packing_allowed) {
+                      bool packing_allowed, const PagedKeys* paged) {
   LaunchPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
+  if (paged) plan.paged = *paged;
   const AttentionProblem& p = plan.problem;
 
   // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
@@ -289,12 +290,16 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   bool key_ranges = false;
   // Per-batch ALiBi slopes are indexed b * heads + h with the chunk's heads: whole rows of them only.
   if (p.alibi_per_batch && plan.head_chunk < p.heads) plan.batch_chunk = 1;
-  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range)) {
-    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range))
+  // A paged cache is bound whole (any key may sit in any page): plan_paged checked that it fits, and
+  // only the other tensors are cut into chunks.
+  const bool with_kv = !paged;
+  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range, with_kv)) {
+    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range, with_kv))
       plan.batch_chunk = 1;
-    while (plan.head_chunk > group && !chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range))
+    while (plan.head_chunk > group &&
+           !chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range, with_kv))
       plan.head_chunk -= group;
-    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range)) {
+    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range, with_kv)) {
       key_ranges = true;
       if (!chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, group), plan.alignment, max_range, false))
         throw unsupported("binding: the queries, output, mask or LSE of one batch x one GQA group span more than "
@@ -432,7 +437,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // The packed kernel's tiles are not query-row tiles: its partials (partial_row) and the combine
   // assume one range. Past that (a huge split count), plan without packing.
   // (So are the tiled kernel's when it packs heads.)
-  if (c.heads_per_workgroup(group) > 1 && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false);
+  if (c.heads_per_workgroup(group) > 1 && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false, paged);
   // Rows per (batch, head) of the largest (first) range: the last may hold fewer.
   const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
   const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "pipelines.hpp"
 #include "vkattn/attention.hpp"
+#include "vkattn/kv_cache.hpp"
 #include "vkattn/problem.hpp"
 
 namespace vkattn::detail {
@@ -53,8 +55,20 @@ struct KernelConfig {
   uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : heads; }
 };
 
+// K and V as a paged KV cache (vkattn/kv_cache.hpp) instead of dense tensors: the kernels look each
+// key's row up in the block table (PAGE_SIZE specialization constant) and bind the caches whole.
+struct PagedKeys {
+  uint32_t page_size = 0;
+  int64_t max_pages = 0, num_pages = 0;
+  int64_t seq_new = 0;                           // tokens appended before attending
+  int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * dim)
+};
+
 struct LaunchPlan {
   AttentionProblem problem;
+  // Set for a paged call (plan_paged): the layouts' K and V are then the caches seen as (batch,
+  // kv_heads, capacity, dim) tensors of batch stride 0 and seq stride kv_heads * dim.
+  std::optional<PagedKeys> paged;
   KernelConfig config;
   uint32_t splits = 1;
   uint32_t keys_per_split = 0;
@@ -91,8 +105,21 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 // head's query rows fill less than a workgroup's tile;
 // packing_allowed = false plans without (plan_fused does so itself when packed partials would need
 // more than one range of query tiles, which the packed kernel does not do).
+// `paged`: K and V are a paged cache (plan_paged builds the layouts); their bytes must fit one binding.
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                      bool packing_allowed = true);
+                      bool packing_allowed = true, const PagedKeys* paged = nullptr);
+
+// A paged call planned (plan_paged): its checked problem, the dense view of its tensors the fused
+// kernels run on (K and V: the caches as (batch, kv_heads, capacity, dim) of batch stride 0) and the
+// plan (plan.paged set).
+struct PagedCall {
+  PagedProblem problem;
+  AttentionLayouts dense;
+  LaunchPlan plan;
+};
+// Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error. q8_0
+// caches are refused (ErrorCode::unsupported) until a kernel reads them.
+PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,

@@ -22,8 +22,12 @@ struct AttentionSlots {
   // the list's alignment.
   uint32_t workspace = 9;
   uint32_t alibi = 10, sinks = 11;  // the score modifiers' per-head tensors
+  // A paged call's (k and v are then its caches): the block table (at the byte offset its plan's
+  // emit was given) and the tokens to append.
+  uint32_t block_table = 12, k_new = 13, v_new = 14;
 };
-inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and the eleven above
+inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and slots q .. sinks above
+inline constexpr uint32_t kPagedSlotCount = 15;      // and a paged call's three more
 
 // A call planned on either path.
 struct PlannedAttention {
@@ -52,6 +56,11 @@ void emit_attention(ContextImpl& context, CommandList& list, const PlannedAttent
                     const AttentionLayouts& layouts, const AttentionSlots& slots = {});
 void emit_fused_attention(ContextImpl& context, CommandList& list, const LaunchPlan& plan,
                           const AttentionLayouts& layouts, const AttentionSlots& slots);
+// A paged call (plan.paged): the append of k_new and v_new into the caches first when the layouts
+// give them (plan.paged->seq_new > 0), a barrier, then the fused dispatches.
+void emit_paged_attention(ContextImpl& context, CommandList& list, const LaunchPlan& plan,
+                          const AttentionLayouts& layouts, const std::optional<TensorLayout>& k_new,
+                          const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {});
 
 // The barriers vkattn's synchronous calls put around recorded attention: prior host/transfer/shader
 // writes before the kernels read, and the kernels' writes before host or transfer reads.

@@ -82,6 +82,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_WINDOW_LEFT] = c.modifiers.window_left;
   key.spec[SPEC_ATTENTION_WINDOW_RIGHT] = c.modifiers.window_right;
   key.spec[SPEC_ATTENTION_SOFTCAP] = c.modifiers.softcap;
+  key.spec[SPEC_ATTENTION_PAGE_SIZE] = c.page_size;
   return key;
 }
 
@@ -93,6 +94,13 @@ PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, ui
   key.spec[SPEC_COMBINE_DV] = dim_v;
   key.spec[SPEC_COMBINE_WORKGROUP] = workgroup;
   key.spec[SPEC_COMBINE_MODIFIERS] = sinks;
+  return key;
+}
+
+PipelineKey kv_append_pipeline(DType dtype) {
+  PipelineKey key;
+  key.shader = Shader::kv_append;
+  key.types[0] = dtype;
   return key;
 }
 
@@ -164,6 +172,7 @@ std::string module_name(const PipelineKey& key) {
     case Shader::attention_subgroup_decode: return "attention_subgroup_decode_" + t0;
     case Shader::attention_combine: return "attention_combine_" + t0;
     case Shader::attention_softmax: return "attention_softmax";
+    case Shader::kv_append: return "kv_append_" + t0;
     case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
     case Shader::gemm_subgroup:
       return "gemm_subgroup_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
@@ -179,6 +188,7 @@ KernelKind kernel_kind(Shader shader) {
     case Shader::attention_subgroup_decode: return KernelKind::attention;
     case Shader::attention_combine: return KernelKind::combine;
     case Shader::attention_softmax: return KernelKind::softmax;
+    case Shader::kv_append: return KernelKind::kv_append;
     case Shader::gemm:
     case Shader::gemm_subgroup: return KernelKind::gemm;
   }
@@ -208,10 +218,11 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
   cache_loaded_ = !initial.empty();
   try {
-    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 11, sizeof(AttentionPush));
+    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 12, sizeof(AttentionPush));
     layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 5, sizeof(CombinePush));
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));
+    layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush));
   } catch (...) {
     release();
     throw;

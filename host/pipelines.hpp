@@ -21,7 +21,7 @@
 
 namespace vkattn::detail {
 
-enum class KernelKind { attention, combine, gemm, softmax };
+enum class KernelKind { attention, combine, gemm, softmax, kv_append };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types).
 enum class Shader : uint8_t {
@@ -32,10 +32,11 @@ enum class Shader : uint8_t {
   gemm,
   attention_subgroup,
   attention_subgroup_decode,
-  gemm_subgroup
+  gemm_subgroup,
+  kv_append
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 15;
+inline constexpr std::size_t kMaxSpecConstants = 16;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -63,6 +64,7 @@ struct AttentionConstants {
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
   uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
   uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
+  uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
 };
 // The GEMM's (SPEC_GEMM_*).
@@ -80,6 +82,8 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
 // `sinks`: MOD_SINKS when the combine adds the sinks to each row's denominator, else 0.
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks);
 PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers);
+// The append of new tokens to a paged KV cache (kv_append.comp), for storage type `dtype`.
+PipelineKey kv_append_pipeline(DType dtype);
 // The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
@@ -128,7 +132,7 @@ class PipelineRegistry {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;
-  KernelLayout layouts_[4];
+  KernelLayout layouts_[5];
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;

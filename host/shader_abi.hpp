@@ -23,12 +23,16 @@ struct SoftmaxPush {
 struct GemmPush {
   GEMM_PUSH_MEMBERS
 };
+struct KvAppendPush {
+  KV_APPEND_PUSH_MEMBERS
+};
 
 // Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
 static_assert(sizeof(CombinePush) == 13 * 4);
 static_assert(sizeof(SoftmaxPush) == 17 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
+static_assert(sizeof(KvAppendPush) == 20 * 4);
 static_assert(sizeof(AttentionPush) <= 128 && sizeof(CombinePush) <= 128 && sizeof(SoftmaxPush) <= 128 &&
               sizeof(GemmPush) <= 128);
 

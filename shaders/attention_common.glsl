@@ -13,6 +13,16 @@ layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
 layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
 layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };  // (max m, sum l) per row
+layout(binding = BLOCK_TABLE_BINDING) readonly buffer BlockTableBuf { int block_table[]; };
+
+// Paged K and V (shader_abi.h, "Paged KV caches"): the page size, 0 for dense tensors.
+layout(constant_id = SPEC_ATTENTION_PAGE_SIZE) const uint PAGE_SIZE = 0;
+const bool PAGED = PAGE_SIZE != 0u;
+
+// The keys of the workgroup's sequence (begin_sequence sets it first thing in main): the call's seq_k,
+// or a paged sequence's own length. The causal rule, the window and ALiBi align to it.
+uint g_seq_k;
+#define SEQ_K g_seq_k
 
 #include "mask.glsl"
 #include "causal.glsl"
@@ -47,6 +57,22 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
 // (Band splits bind K and V whole: their splits do not start at a fixed key.)
 uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - pc.split_base * pc.keys_per_split; }
 
+// Sets the keys of batch b's sequence (SEQ_K): seq_k, or for a paged cache cache_lens[b] plus the
+// tokens appended before the call, clamped to [0, seq_k] (the table's capacity).
+void begin_sequence(uint b) {
+  g_seq_k = pc.seq_k;
+  if (PAGED) g_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b] + int(pc.m_ss), 0, int(pc.seq_k)));
+}
+
+// The row of key j of batch b in the K and V bindings, in units of their seq strides: binding_key(j)
+// for dense tensors; for a paged cache, row j % PAGE_SIZE of page block_table[b][j / PAGE_SIZE] (an
+// entry outside [0, num_pages) is clamped into it: a bad table reads wrong keys, never out of bounds).
+uint key_row(uint b, uint j) {
+  if (!PAGED) return binding_key(j);
+  const int entry = block_table[pc.m_off + b * pc.m_sb + j / PAGE_SIZE];
+  return uint(clamp(entry, 0, int(pc.m_sh) - 1)) * PAGE_SIZE + j % PAGE_SIZE;
+}
+
 // The first query row of this workgroup's tile. A dispatch covers one range of query tiles from
 // pc.tile_base (the host cuts seq_q into ranges: the workspace budget and maxComputeWorkGroupCount[0]),
 // so the row is global: the causal rule, the mask, Q, O and LSE all use it with the full seq_q.
@@ -63,16 +89,17 @@ uint partial_row(uint split, uint b, uint h, uint i) {
   return ((split * batches + b) * pc.heads + h) * range_rows + (i - range_first);
 }
 
-// Keys [begin, end) a workgroup visits: its split of the key range, cut by key padding, by the causal
-// limit and the window's right side of its last query row, and by the window's left side of its first
-// (key tiles outside every row's band are never visited). With MOD_BAND_SPLITS (a window with a left
+// Keys [begin, end) a workgroup visits (after begin_sequence): its split of the key range, cut by the
+// sequence's keys, by key padding, by the causal limit and the window's right side of its last query
+// row, and by the window's left side of its first (key tiles outside every row's band are never
+// visited). With MOD_BAND_SPLITS (a window with a left
 // side; the host sizes the splits by the band, not seq_k) the splits count from the band's first key,
 // so a workgroup's work is its band's, however long the sequence.
 uvec2 workgroup_key_range(uint split, uint b, uint first_row, uint last_row) {
   const uint band_begin = HAS_WINDOW ? window_key_begin(first_row) : 0u;
   const uint base = (MODIFIERS & MOD_BAND_SPLITS) != 0u ? band_begin : 0u;
   const uint begin = max(base + split * pc.keys_per_split, band_begin);
-  uint end = min(pc.seq_k, base + (split + 1u) * pc.keys_per_split);
+  uint end = min(SEQ_K, base + (split + 1u) * pc.keys_per_split);
   if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   end = min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row));
   if (HAS_WINDOW) end = min(end, window_key_end(last_row));

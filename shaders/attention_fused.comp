@@ -207,6 +207,7 @@ void main() {
   const uint kvh = gl_WorkGroupID.y;  // HEADS > 1: the workgroup's heads are one GQA group
   const uint h0 = HEADS > 1u ? kvh * pc.group : kvh;
   const uint b = gl_WorkGroupID.z / pc.splits;
+  begin_sequence(b);
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kv_head = HEADS > 1u ? kvh : kvh / pc.group;
   const uint i0 = tile_first_row();
@@ -262,13 +263,13 @@ void main() {
     for (uint e = tid; e < BC * SK; e += WG) {
       const uint c = e / SK, d4 = e % SK;
       const uint j = tile + c;
-      sK[e] = (j < key_end && d4 < DQK4) ? load_slot(TENSOR_K, k_head + binding_key(j) * pc.k_ss, d4, DQK, vec_k)
+      sK[e] = (j < key_end && d4 < DQK4) ? load_slot(TENSOR_K, k_head + key_row(b, j) * pc.k_ss, d4, DQK, vec_k)
                                          : SHARED_T(0);
     }
     for (uint e = tid; e < BC * SV; e += WG) {
       const uint c = e / SV, d4 = e % SV;
       const uint j = tile + c;
-      sV[e] = (j < key_end && d4 < DV4) ? load_slot(TENSOR_V, v_head + binding_key(j) * pc.v_ss, d4, DV, vec_v)
+      sV[e] = (j < key_end && d4 < DV4) ? load_slot(TENSOR_V, v_head + key_row(b, j) * pc.v_ss, d4, DV, vec_v)
                                         : SHARED_T(0);
     }
     if (mask_kind != MASK_NONE) {

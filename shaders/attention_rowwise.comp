@@ -37,6 +37,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / pc.splits;
+  begin_sequence(b);
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = h / pc.group;
   const uint i0 = tile_first_row();
@@ -81,11 +82,11 @@ void main() {
     barrier();
     for (uint e = tid; e < BC * DQK4; e += LANES) {
       const uint c = e / DQK4, j = tile + c;
-      sK[e] = j < key_end ? load_row_vec4(TENSOR_K, k_head + binding_key(j) * pc.k_ss, e % DQK4, DQK) : vec4(0.0);
+      sK[e] = j < key_end ? load_row_vec4(TENSOR_K, k_head + key_row(b, j) * pc.k_ss, e % DQK4, DQK) : vec4(0.0);
     }
     for (uint e = tid; e < BC * DV4; e += LANES) {
       const uint c = e / DV4, j = tile + c;
-      sV[e] = j < key_end ? load_row_vec4(TENSOR_V, v_head + binding_key(j) * pc.v_ss, e % DV4, DV) : vec4(0.0);
+      sV[e] = j < key_end ? load_row_vec4(TENSOR_V, v_head + key_row(b, j) * pc.v_ss, e % DV4, DV) : vec4(0.0);
     }
     barrier();
 

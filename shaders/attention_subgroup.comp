@@ -62,6 +62,7 @@ bool finite(float x) { return !(isnan(x) || isinf(x)); }
 void main() {
   const uint lane = gl_SubgroupInvocationID;
   const uint b = gl_WorkGroupID.z / pc.splits;
+  begin_sequence(b);
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
@@ -132,7 +133,7 @@ void main() {
     float kv[KB * NQ], vv[KB * NV];
     bool v_bad[KB];
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
-      const uint jb = binding_key(min(j0 + c, key_end - 1u));
+      const uint jb = key_row(b, min(j0 + c, key_end - 1u));
       const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
       [[unroll]] for (uint n = 0u; n < NQ; ++n) {
         const uint d = n * LANES + lane;
@@ -221,7 +222,7 @@ void main() {
     [[unroll]] for (uint e = 0u; e < R * DVP; ++e) acc[e] = 0.0;
   }
   [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
-    const uint jb = binding_key(j);
+    const uint jb = key_row(b, j);
     const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
     float kx[NQ], vx[NV];
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {

@@ -123,6 +123,7 @@ void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
 void main() {
   const uint lane = gl_SubgroupInvocationID;
   const uint b = gl_WorkGroupID.z / pc.splits;
+  begin_sequence(b);
   const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
@@ -186,9 +187,11 @@ void main() {
     // Partial dots over this lane's dims, then summed over the lanes. Keys past key_end read key_end
     // - 1 (in the binding) and are masked below.
     float dots[BR * KB];
+    uint rows[KB];  // the keys' rows in K and V (looked up once: a paged cache reads its block table)
     [[unroll]] for (uint e = 0u; e < BR * KB; ++e) dots[e] = 0.0;
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
-      const uint krow = k_head + binding_key(min(j0 + c, key_end - 1u)) * pc.k_ss;
+      rows[c] = key_row(b, min(j0 + c, key_end - 1u));
+      const uint krow = k_head + rows[c] * pc.k_ss;
       [[unroll]] for (uint n = 0u; n < NQ; ++n) {
         float x[E];
         load_chunk(TENSOR_K, krow, n * LANES + lane, DQK, x);
@@ -234,7 +237,7 @@ void main() {
     // O += P V over this lane's dims. V is used as read: a NaN or Inf in it, masked key or not
     // (p = 0 times NaN is NaN), leaves a non-finite accumulator, found after the loop.
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
-      const uint vrow = v_head + binding_key(min(j0 + c, key_end - 1u)) * pc.v_ss;
+      const uint vrow = v_head + rows[c] * pc.v_ss;
       [[unroll]] for (uint n = 0u; n < NV; ++n) {
         float x[E];
         load_chunk(TENSOR_V, vrow, n * LANES + lane, DV, x);
@@ -258,7 +261,8 @@ void main() {
     [[unroll]] for (uint e = 0u; e < BR * VW; ++e) acc[e] = 0.0;
   }
   [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
-    const uint krow = k_head + binding_key(j) * pc.k_ss, vrow = v_head + binding_key(j) * pc.v_ss;
+    const uint jb = key_row(b, j);
+    const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
     float dot_qk[BR], down[BR];
     [[unroll]] for (uint r = 0u; r < BR; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {

@@ -2,12 +2,18 @@
 #ifndef VKATTN_CAUSAL_GLSL
 #define VKATTN_CAUSAL_GLSL
 
+// The keys of the current sequence: the call's seq_k, or a kernel's own per-sequence count (the fused
+// kernels' paged calls: attention_common.glsl defines SEQ_K before including this file).
+#ifndef SEQ_K
+#define SEQ_K pc.seq_k
+#endif
+
 // One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
 uint causal_key_end(uint causal, uint i) {
-  int end = int(pc.seq_k);
+  int end = int(SEQ_K);
   if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
-  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(pc.seq_k) - int(pc.seq_q);
-  return uint(clamp(end, 0, int(pc.seq_k)));
+  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(SEQ_K) - int(pc.seq_q);
+  return uint(clamp(end, 0, int(SEQ_K)));
 }
 
 #endif

@@ -49,17 +49,17 @@ layout(binding = ALIBI_BINDING) readonly buffer AlibiBuf { float alibi_slopes[];
 uint kv_len_offset() { return pc.kv_len_off & 0xffffu; }
 
 // The diagonal of the call's alignment: query i sits at key i + diagonal_offset().
-int diagonal_offset() { return (MODIFIERS & MOD_ALIGN_TOP_LEFT) != 0u ? 0 : int(pc.seq_k) - int(pc.seq_q); }
+int diagonal_offset() { return (MODIFIERS & MOD_ALIGN_TOP_LEFT) != 0u ? 0 : int(SEQ_K) - int(pc.seq_q); }
 
 // Keys [window_key_begin(i), window_key_end(i)) of query row i are inside the window, clamped to
 // [0, seq_k]; the whole range without one.
 uint window_key_begin(uint i) {
   if (WINDOW_LEFT < 0) return 0u;
-  return uint(clamp(int(i) + diagonal_offset() - WINDOW_LEFT, 0, int(pc.seq_k)));
+  return uint(clamp(int(i) + diagonal_offset() - WINDOW_LEFT, 0, int(SEQ_K)));
 }
 uint window_key_end(uint i) {
-  if (WINDOW_RIGHT < 0) return pc.seq_k;
-  return uint(clamp(int(i) + diagonal_offset() + WINDOW_RIGHT + 1, 0, int(pc.seq_k)));
+  if (WINDOW_RIGHT < 0) return SEQ_K;
+  return uint(clamp(int(i) + diagonal_offset() + WINDOW_RIGHT + 1, 0, int(SEQ_K)));
 }
 
 // The ALiBi slope of (batch b, query head h): slopes (heads) or (batch, heads).

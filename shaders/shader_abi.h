@@ -40,6 +40,15 @@
  * so 16 bits hold it): ALiBi's is the high half of kv_len_off, the sinks' the high half of lse_off
  * (modifiers.glsl reads them; the host binds them at offsetof(...) + 2). */
 
+/* ---- Paged KV caches (SPEC_ATTENTION_PAGE_SIZE > 0) ----
+ * K and V are caches (num_pages, page_size, kv_heads, dim): the push block's k_sb and v_sb are 0 (no
+ * batch) and the mask's members, unused (a paged call has no explicit mask), carry the block table:
+ * m_off its element offset in BLOCK_TABLE_BINDING, m_sb its row stride (max_pages), m_sh num_pages
+ * (entries are clamped to it), m_ss the tokens appended before the call (seq_new). The key lengths'
+ * binding holds cache_lens: sequence b has cache_lens[b] + seq_new keys, clamped to [0, seq_k], seq_k
+ * being the capacity max_pages * page_size. */
+#define BLOCK_TABLE_BINDING 11
+
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
@@ -61,7 +70,8 @@
 #define SPEC_ATTENTION_WINDOW_LEFT 12   /* int: the window's left side, -1 = unbounded (no window: -1, -1) */
 #define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
 #define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
-#define SPEC_ATTENTION_COUNT 15
+#define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
+#define SPEC_ATTENTION_COUNT 16
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -147,6 +157,17 @@
   uint lse_off, write_lse; /* lse_off's high half: the sinks' offset (modifiers.glsl) */    \
   uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */
+
+/* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
+ * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b. The caches'
+ * offsets are their bindings' element offsets; a token whose page is out of the table or the pool is
+ * not written. */
+#define KV_APPEND_PUSH_MEMBERS                                                               \
+  uint batch, kv_heads, seq_new, dim_qk, dim_v;                                              \
+  uint page_size, max_pages, num_pages;                                                      \
+  uint kn_sb, kn_sh, kn_ss, kn_off;                                                          \
+  uint vn_sb, vn_sh, vn_ss, vn_off;                                                          \
+  uint kc_off, vc_off, bt_off, lens_off;
 
 /* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
  * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are

@@ -9,6 +9,7 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_subgroup_${dtype} SOURCE attention_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_subgroup_decode_${dtype} SOURCE attention_subgroup_decode.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_combine_${dtype} SOURCE attention_combine.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME kv_append_${dtype} SOURCE kv_append.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 
 # The row softmax of the three-stage path touches only f32 scores: one module.

@@ -1,0 +1,211 @@
+// Paged-KV-cache attention (vkattn/paged_attention.hpp): the append of new tokens (kv_append.comp),
+// then the fused kernels reading the caches through the block table (plan_paged). A prepared call
+// keeps its command list; record() checks the buffers and replays it.
+#include "vkattn/paged_attention.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "attention_record.hpp"
+#include "call_buffers.hpp"
+#include "command_list.hpp"
+#include "context_impl.hpp"
+#include "int_math.hpp"
+#include "shader_abi.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+namespace detail {
+namespace {
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// k_new and v_new written into the caches at tokens cache_lens[b] .. (kv_append.comp).
+void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const TensorLayout& k_new,
+                    const TensorLayout& v_new, const AttentionSlots& slots) {
+  const PagedKeys& paged = *plan.paged;
+  const AttentionProblem& p = plan.problem;
+  const uint64_t esize = dtype_size(p.dtype);
+  const auto tensor = [&](uint32_t slot, const TensorLayout& t) {
+    return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
+  };
+  KvAppendPush push{};
+  push.batch = u32(p.batch);
+  push.kv_heads = u32(p.kv_heads);
+  push.seq_new = u32(paged.seq_new);
+  push.dim_qk = u32(p.dim_qk);
+  push.dim_v = u32(p.dim_v);
+  push.page_size = paged.page_size;
+  push.max_pages = u32(paged.max_pages);
+  push.num_pages = u32(paged.num_pages);
+  push.kn_sb = u32(k_new.stride_batch), push.kn_sh = u32(k_new.stride_head), push.kn_ss = u32(k_new.stride_seq);
+  push.vn_sb = u32(v_new.stride_batch), push.vn_sh = u32(v_new.stride_head), push.vn_ss = u32(v_new.stride_seq);
+
+  Dispatch d;
+  d.use(c.pipelines->layout(KernelKind::kv_append));
+  d.pipeline = c.pipelines->get(kv_append_pipeline(p.dtype));
+  d.bind(0, tensor(slots.k_new, k_new), offsetof(KvAppendPush, kn_off));
+  d.bind(1, tensor(slots.v_new, v_new), offsetof(KvAppendPush, vn_off));
+  d.bind(2, Binding{slots.k, 0, esize, uint64_t(paged.k_elements)}, offsetof(KvAppendPush, kc_off));
+  d.bind(3, Binding{slots.v, 0, esize, uint64_t(paged.v_elements)}, offsetof(KvAppendPush, vc_off));
+  d.bind(4, Binding{slots.block_table, 0, 4, uint64_t(p.batch * paged.max_pages)}, offsetof(KvAppendPush, bt_off));
+  d.bind(5, Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)}, offsetof(KvAppendPush, lens_off));
+  d.set_push(push);
+  d.groups = {u32(ceil_div(uint64_t(std::max(p.dim_qk, p.dim_v)), 64)), u32(paged.seq_new), u32(p.batch * p.kv_heads)};
+  // The caches may still be read (an earlier step's attention) or written (its append) by work
+  // recorded before this in the same command buffer.
+  list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+  list.dispatch(d);
+  list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);  // the new rows, before attending
+}
+
+}  // namespace
+
+void emit_paged_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
+                          const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
+                          const AttentionSlots& slots) {
+  if (plan.paged->seq_new > 0) emit_kv_append(c, list, plan, *k_new, *v_new, slots);
+  emit_fused_attention(c, list, plan, layouts, slots);
+}
+
+}  // namespace detail
+
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+struct PreparedPagedAttention::Impl {
+  std::shared_ptr<detail::ContextImpl> context;
+  PagedAttentionLayouts layouts;
+  detail::PagedCall call;
+  AttentionPlan report;
+  detail::CommandList list;
+
+  // Throws Error naming the argument unless every buffer is given as the layouts say, valid, of this
+  // Context and large enough, and no output (O, LSE, and the caches when appending) shares a byte
+  // with another argument. `workspace` null: the Context's scratch.
+  void check(const PagedAttentionBuffers& b, const BufferSlice* workspace) const {
+    const AttentionProblem& p = call.plan.problem;
+    const uint64_t esize = dtype_size(p.dtype);
+    const bool append = call.problem.has_append();
+    std::array<detail::BufferExtent, 12> extents{};
+    std::size_t n = 0;
+    const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
+                         uint64_t first_element, uint64_t elements, bool output) {
+      detail::check_binding(name, buffer, byte_offset, element_size, elements);
+      const uint64_t base = buffer->offset() + byte_offset;
+      extents[n++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
+    };
+    const auto tensor = [&](const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
+      add(name, buffer, 0, esize, uint64_t(t.offset), uint64_t(t.required_elements()), output);
+    };
+    const auto optional = [&](const char* name, bool given, bool expected) {
+      if (given && !expected) throw Error(std::string(name) + ": given, but the call was prepared without it");
+      if (!given && expected) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
+      return expected;
+    };
+    tensor("q", b.q, layouts.q, false);
+    add("k_cache", b.k_cache, 0, esize, 0, uint64_t(layouts.k_cache.element_count()), append);
+    add("v_cache", b.v_cache, 0, esize, 0, uint64_t(layouts.v_cache.element_count()), append);
+    tensor("out", b.out, layouts.out, true);
+    add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.problem.max_pages),
+        false);
+    add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
+    if (optional("k_new", b.k_new != nullptr, append)) tensor("k_new", b.k_new, *layouts.k_new, false);
+    if (optional("v_new", b.v_new != nullptr, append)) tensor("v_new", b.v_new, *layouts.v_new, false);
+    if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
+      add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
+    const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
+      if (optional(name, buffer != nullptr, l.has_value()))
+        add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
+    };
+    head_values("alibi", b.alibi, layouts.alibi);
+    head_values("sinks", b.sinks, layouts.sinks);
+    if (workspace && call.plan.workspace_bytes > 0) {
+      if (!workspace->buffer)
+        throw Error("workspace: the call needs " + str(call.plan.workspace_bytes) +
+                    " bytes for its split-KV partials (workspace_bytes()), but none was given");
+      add("workspace", workspace->buffer, workspace->offset, 1, 0, call.plan.workspace_bytes, true);
+    }
+    detail::check_extents(*context, std::span(extents.data(), n));
+  }
+
+  void replay(VkCommandBuffer cmd, const PagedAttentionBuffers& b, VkBuffer workspace, uint64_t workspace_offset) const {
+    const auto tensor = [](const Buffer* buffer) {
+      return buffer ? detail::SlotBase{buffer->handle(), buffer->offset()} : detail::SlotBase{};
+    };
+    const auto slice = [](const BufferSlice& x) {
+      return x.buffer ? detail::SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : detail::SlotBase{};
+    };
+    constexpr detail::AttentionSlots s;
+    static_assert(detail::kPagedSlotCount == 15 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
+                  s.kv_lengths == 7 && s.workspace == 9 && s.alibi == 10 && s.sinks == 11 && s.block_table == 12 &&
+                  s.k_new == 13 && s.v_new == 14);
+    const std::array<detail::SlotBase, detail::kPagedSlotCount> slots = {
+        detail::SlotBase{}, tensor(b.q),     tensor(b.k_cache),  tensor(b.v_cache),
+        tensor(b.out),      slice(b.lse),    detail::SlotBase{}, slice(b.cache_lens),
+        detail::SlotBase{}, detail::SlotBase{workspace, detail::align_up(workspace_offset, call.plan.alignment)},
+        tensor(b.alibi),    tensor(b.sinks), slice(b.block_table), tensor(b.k_new),
+        tensor(b.v_new)};
+    list.replay(*context, cmd, slots);
+  }
+};
+
+PreparedPagedAttention::PreparedPagedAttention(Context& context, const PagedAttentionLayouts& layouts)
+    : impl_(std::make_unique<Impl>()) {
+  detail::ContextImpl& c = detail::impl_of(context);
+  c.check_usable();
+  Impl& p = *impl_;
+  p.context = detail::shared_impl_of(context);
+  p.layouts = layouts;
+  p.call = detail::plan_paged(c.info, c.kernel, layouts);
+  p.report = detail::report_of(detail::PlannedAttention{p.call.plan, std::nullopt});
+  p.list = detail::CommandList(p.call.plan.alignment);
+  detail::emit_paged_attention(c, p.list, p.call.plan, p.call.dense, layouts.k_new, layouts.v_new);
+}
+
+PreparedPagedAttention::PreparedPagedAttention(PreparedPagedAttention&&) noexcept = default;
+PreparedPagedAttention& PreparedPagedAttention::operator=(PreparedPagedAttention&&) noexcept = default;
+PreparedPagedAttention::~PreparedPagedAttention() = default;
+
+const PreparedPagedAttention::Impl& PreparedPagedAttention::impl() const {
+  if (!impl_)
+    throw Error("PreparedPagedAttention: used after being moved from (a moved-from PreparedPagedAttention holds no call)");
+  return *impl_;
+}
+
+const PagedAttentionLayouts& PreparedPagedAttention::layouts() const { return impl().layouts; }
+const AttentionPlan& PreparedPagedAttention::plan() const { return impl().report; }
+uint64_t PreparedPagedAttention::workspace_bytes() const { return impl().call.plan.workspace_bytes; }
+
+void PreparedPagedAttention::record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers,
+                                    BufferSlice workspace) const {
+  const Impl& p = impl();
+  p.context->check_usable();
+  if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
+  p.check(buffers, &workspace);
+  if (p.call.plan.workspace_bytes == 0)
+    p.replay(command_buffer, buffers, VK_NULL_HANDLE, 0);
+  else
+    p.replay(command_buffer, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+}
+
+void PreparedPagedAttention::run(const PagedAttentionBuffers& buffers) const {
+  const Impl& p = impl();
+  p.check(buffers, nullptr);
+  p.context->submit_with_scratch(p.call.plan.workspace_bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
+    detail::barrier_before_attention(cmd);
+    p.replay(cmd, buffers, scratch, 0);
+    detail::barrier_after_attention(cmd);
+  });
+}
+
+void paged_attention(Context& context, const PagedAttentionLayouts& layouts, const PagedAttentionBuffers& buffers) {
+  PreparedPagedAttention(context, layouts).run(buffers);
+}
+
+}  // namespace vkattn

@@ -1,0 +1,83 @@
+// Planning a paged-KV-cache call (vkattn/kv_cache.hpp) on the fused kernels: the caches are seen as
+// dense (batch, kv_heads, capacity, dim) tensors of batch stride 0, whose key rows the kernels look
+// up in the block table, and the dense planner does the rest (kernel, tiles, splits by the table's
+// capacity, lavapipe's loop limit, chunks of the other tensors).
+#include <algorithm>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// The cache as the kernels address it: key j of sequence b, KV head g is row (page, slot) of the pool
+// with seq stride kv_heads * dim; the layout's seq is the capacity (the most keys a sequence has).
+TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
+  TensorLayout t;
+  t.dtype = dtype;
+  t.batch = batch;
+  t.heads = cache.kv_heads;
+  t.seq = capacity;
+  t.dim = cache.dim;
+  t.stride_batch = 0;
+  t.stride_head = cache.dim;
+  t.stride_seq = cache.kv_heads * cache.dim;
+  return t;
+}
+
+}  // namespace
+
+PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts) {
+  PagedCall call;
+  call.problem = check_paged_attention(layouts);
+  const PagedProblem& pp = call.problem;
+  if (pp.quant != KvQuant::none)
+    throw unsupported(std::string("k_cache.quant: ") + to_string(pp.quant) +
+                      " caches are not run by the kernels yet (the fp64 reference and quantize_q8_0 take them)");
+
+  AttentionLayouts& d = call.dense;
+  d.q = layouts.q;
+  d.out = layouts.out;
+  d.k = cache_view(layouts.q.dtype, layouts.q.batch, layouts.k_cache, pp.capacity());
+  d.v = cache_view(layouts.q.dtype, layouts.q.batch, layouts.v_cache, pp.capacity());
+  d.has_kv_lengths = true;  // the cache lengths, bound where the key lengths are
+  d.has_lse = layouts.has_lse;
+  d.options = layouts.options;
+  d.alibi = layouts.alibi;
+  d.sinks = layouts.sinks;
+
+  PagedKeys keys;
+  keys.page_size = static_cast<uint32_t>(pp.page_size);
+  keys.max_pages = pp.max_pages;
+  keys.num_pages = pp.num_pages;
+  keys.seq_new = pp.seq_new;
+  keys.k_elements = layouts.k_cache.element_count();
+  keys.v_elements = layouts.v_cache.element_count();
+  // Both caches are bound whole (any key may be in any page), and indexed with 32 bits.
+  const uint64_t alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
+  for (const auto& [name, cache] : {std::pair{"k_cache", &layouts.k_cache}, std::pair{"v_cache", &layouts.v_cache}}) {
+    const uint64_t bytes = uint64_t(cache->required_bytes());
+    if (bytes + alignment > device.max_storage_buffer_range || uint64_t(cache->element_count()) > kMaxIndex)
+      throw unsupported(std::string("binding: ") + name + " " + cache->describe() + " holds " + str(bytes) +
+                        " bytes; a paged cache is bound whole and must fit one binding (maxStorageBufferRange " +
+                        str(device.max_storage_buffer_range) + " bytes of " + device.name + ")");
+  }
+  const uint64_t table_bytes = uint64_t(pp.attention.batch) * uint64_t(pp.max_pages) * 4;
+  if (table_bytes + alignment > device.max_storage_buffer_range)
+    throw unsupported("binding: block_table (" + str(uint64_t(pp.attention.batch)) + ", " + str(uint64_t(pp.max_pages)) +
+                      ") exceeds maxStorageBufferRange (" + str(device.max_storage_buffer_range) + " bytes) of " +
+                      device.name);
+  // The append: one workgroup row per new token, one layer per (sequence, KV head).
+  if (uint64_t(pp.seq_new) > device.max_workgroup_count[1] ||
+      uint64_t(pp.attention.batch * pp.attention.kv_heads) > device.max_workgroup_count[2])
+    throw unsupported("grid: appending " + str(uint64_t(pp.seq_new)) + " tokens to " +
+                      str(uint64_t(pp.attention.batch)) + " x " + str(uint64_t(pp.attention.kv_heads)) +
+                      " (batch x kv_heads) exceeds maxComputeWorkGroupCount of " + device.name);
+  call.plan = plan_fused(device, variant, d, true, &keys);
+  return call;
+}
+
+}  // namespace vkattn::detail
