@@ -1,0 +1,276 @@
+// Paged-KV-cache conformance cases (paged_case.hpp): built from the seed, run through
+// PreparedPagedAttention with poisoned, guarded outputs, compared with reference::paged_attention.
+#include "conform/paged_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+#include "conform/attention_case.hpp"
+#include "conform/compare.hpp"
+#include "conform/guarded_buffer.hpp"
+
+namespace vkattn::conform {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Buffer upload_bytes(Context& ctx, const void* data, std::size_t bytes) {
+  Buffer b = Buffer::allocate(ctx, std::max<std::size_t>(bytes, 4));
+  if (bytes) b.upload(data, bytes);
+  return b;
+}
+
+std::vector<uint8_t> encoded(DType dtype, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  return bytes;
+}
+
+std::vector<float> decoded(DType dtype, const std::vector<uint8_t>& bytes) {
+  std::vector<float> values(bytes.size() / dtype_size(dtype));
+  decode(dtype, bytes.data(), values.data(), values.size());
+  return values;
+}
+
+}  // namespace
+
+std::string describe(const PagedCase& c) {
+  std::ostringstream s;
+  s << c.name << ": " << to_string(c.dtype) << " H" << c.heads << "/KV" << c.kv_heads << " seq_q " << c.seq_q << " d"
+    << c.dim_qk << "/" << c.dim_v << " page " << c.page_size << " cache_lens {";
+  for (std::size_t b = 0; b < c.cache_lens.size(); ++b) s << (b ? ", " : "") << c.cache_lens[b];
+  s << "}";
+  if (c.seq_new) s << " append " << c.seq_new;
+  if (c.shared_pages) s << " shared " << c.shared_pages << " pages";
+  s << " causal " << to_string(c.causal);
+  if (c.window) s << " window " << c.window->left << ":" << c.window->right;
+  if (c.align) s << " align " << to_string(*c.align);
+  if (c.softcap) s << " softcap " << *c.softcap;
+  if (c.alibi_batch) s << " alibi (" << (c.alibi_batch > 1 ? "B,H" : "H") << ")";
+  if (c.sinks) s << " sinks";
+  s << " seed " << c.seed;
+  return s.str();
+}
+
+PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const auto rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
+  const int64_t batch = static_cast<int64_t>(c.cache_lens.size()), ps = c.page_size, g = c.kv_heads;
+
+  // The block table: each sequence's pages (its tokens after the append), handed out from a shuffled
+  // pool; sequence 1 reuses sequence 0's first shared_pages pages.
+  std::vector<int64_t> need(static_cast<std::size_t>(batch));
+  int64_t distinct = c.spare_pages, max_need = 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    need[std::size_t(b)] = (c.cache_lens[std::size_t(b)] + c.seq_new + ps - 1) / ps;
+    distinct += need[std::size_t(b)] - (b == 1 ? c.shared_pages : 0);
+    max_need = std::max(max_need, need[std::size_t(b)]);
+  }
+  const int64_t num_pages = std::max<int64_t>(distinct, 1), max_pages = max_need + c.spare_columns;
+  std::vector<int32_t> order(static_cast<std::size_t>(num_pages));
+  std::iota(order.begin(), order.end(), 0);
+  if (c.shuffle_pages) std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> table(static_cast<std::size_t>(batch * max_pages), -1);
+  std::size_t next = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < need[std::size_t(b)]; ++i)
+      table[std::size_t(b * max_pages + i)] =
+          b == 1 && i < c.shared_pages ? table[std::size_t(i)] : order[next++];
+
+  // The caches: every token a sequence holds gets values; every other row (spare pages, the rows an
+  // append writes, past a sequence's end) NaN, which the kernels must never read.
+  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk);
+  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v);
+  std::vector<float> k_cache(std::size_t(kl.element_count()), kNaN), v_cache(std::size_t(vl.element_count()), kNaN);
+  double v_scale = 1e-30;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < c.cache_lens[std::size_t(b)]; ++t) {
+      const int64_t page = table[std::size_t(b * max_pages + t / ps)], slot = t % ps;
+      for (int64_t h = 0; h < g; ++h) {
+        for (int64_t d = 0; d < c.dim_qk; ++d) k_cache[std::size_t(kl.index(page, slot, h, d))] = rounded();
+        for (int64_t d = 0; d < c.dim_v; ++d) {
+          float& x = v_cache[std::size_t(vl.index(page, slot, h, d))];
+          x = rounded();
+          v_scale = std::max(v_scale, double(std::fabs(x)));
+        }
+      }
+    }
+
+  PagedAttentionLayouts layouts;
+  layouts.q = TensorLayout::bhsd(c.dtype, batch, c.heads, c.seq_q, c.dim_qk);
+  layouts.k_cache = kl;
+  layouts.v_cache = vl;
+  layouts.max_pages = max_pages;
+  layouts.out = TensorLayout::bhsd(c.dtype, batch, c.heads, c.seq_q, c.dim_v);
+  layouts.has_lse = c.lse;
+  layouts.options.causal = c.causal;
+  layouts.options.window = c.window;
+  layouts.options.align = c.align;
+  layouts.options.softcap = c.softcap;
+  std::vector<float> q(std::size_t(layouts.q.element_count())), k_new, v_new;
+  for (float& x : q) x = rounded();
+  if (c.seq_new) {
+    layouts.k_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_qk);
+    layouts.v_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_v);
+    k_new.resize(std::size_t(layouts.k_new->element_count()));
+    v_new.resize(std::size_t(layouts.v_new->element_count()));
+    for (float& x : k_new) x = rounded();
+    for (float& x : v_new) {
+      x = rounded();
+      v_scale = std::max(v_scale, double(std::fabs(x)));
+    }
+  }
+  // ALiBi slopes in [0, 1) and sink logits around log(longest sequence): heavy enough that a sink left
+  // out or counted twice shows in every dtype.
+  int64_t longest = 1;
+  for (int32_t len : c.cache_lens) longest = std::max<int64_t>(longest, len + c.seq_new);
+  const float sink_base = static_cast<float>(std::log(double(longest)));
+  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
+  std::vector<float> alibi, sinks;
+  if (c.alibi_batch) {
+    layouts.alibi = HeadValuesLayout{c.alibi_batch, c.heads, 0};
+    alibi.resize(std::size_t(layouts.alibi->required_elements()));
+    for (float& x : alibi) x = slope_dist(rng);
+  }
+  if (c.sinks) {
+    layouts.sinks = HeadValuesLayout{1, c.heads, 0};
+    sinks.resize(std::size_t(c.heads));
+    for (float& x : sinks) x = sink_dist(rng);
+  }
+
+  reference::PagedInputs in;
+  in.q_layout = layouts.q;
+  in.q = q;
+  in.k_cache_layout = kl;
+  in.v_cache_layout = vl;
+  in.k_cache.values = k_cache;
+  in.v_cache.values = v_cache;
+  in.max_pages = max_pages;
+  in.block_table = table;
+  in.cache_lens = c.cache_lens;
+  in.k_new_layout = layouts.k_new;
+  in.v_new_layout = layouts.v_new;
+  in.k_new = k_new;
+  in.v_new = v_new;
+  in.options = layouts.options;
+  in.alibi_layout = layouts.alibi;
+  in.sinks_layout = layouts.sinks;
+  in.alibi = alibi;
+  in.sinks = sinks;
+  const reference::PagedOutputs ref = reference::paged_attention(in);
+
+  const std::vector<uint8_t> k_bytes = encoded(c.dtype, k_cache), v_bytes = encoded(c.dtype, v_cache);
+  Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));
+  Buffer k_buf = upload_bytes(ctx, k_bytes.data(), k_bytes.size());
+  Buffer v_buf = upload_bytes(ctx, v_bytes.data(), v_bytes.size());
+  Buffer table_buf = upload_bytes(ctx, table.data(), table.size() * 4);
+  Buffer lens_buf = upload_bytes(ctx, c.cache_lens.data(), c.cache_lens.size() * 4);
+  std::optional<Buffer> k_new_buf, v_new_buf, alibi_buf, sinks_buf;
+  if (c.seq_new) {
+    k_new_buf.emplace(upload_bytes(ctx, encoded(c.dtype, k_new).data(), k_new.size() * dtype_size(c.dtype)));
+    v_new_buf.emplace(upload_bytes(ctx, encoded(c.dtype, v_new).data(), v_new.size() * dtype_size(c.dtype)));
+  }
+  if (c.alibi_batch) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
+  if (c.sinks) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
+  const uint64_t rows = uint64_t(batch * c.heads * c.seq_q);
+  GuardedBuffer out(ctx, rows * uint64_t(c.dim_v) * dtype_size(c.dtype));
+  GuardedBuffer lse(ctx, std::max<uint64_t>(rows, 1) * 4);
+
+  PagedAttentionBuffers bufs;
+  bufs.q = &q_buf;
+  bufs.k_cache = &k_buf;
+  bufs.v_cache = &v_buf;
+  bufs.out = &out.buffer();
+  bufs.block_table = {&table_buf, 0};
+  bufs.cache_lens = {&lens_buf, 0};
+  if (c.seq_new) bufs.k_new = &*k_new_buf, bufs.v_new = &*v_new_buf;
+  if (c.lse) bufs.lse = {&lse.buffer(), 0};
+  if (c.alibi_batch) bufs.alibi = &*alibi_buf;
+  if (c.sinks) bufs.sinks = &*sinks_buf;
+
+  const PreparedPagedAttention prepared(ctx, layouts);
+  PagedResult result;
+  result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
+  // Two steps of one plan, each from the original caches, on fresh poison.
+  for (int step = 0; step < 2; ++step) {
+    k_buf.upload(k_bytes.data(), k_bytes.size());
+    v_buf.upload(v_bytes.data(), v_bytes.size());
+    out.reset();
+    lse.reset();
+    prepared.run(bufs);
+    std::string guard;
+    const std::vector<float> gpu_out = decoded(c.dtype, out.download("out", guard));
+    std::vector<float> gpu_lse;
+    if (c.lse) {
+      const std::vector<uint8_t> bytes = lse.download("lse", guard);
+      gpu_lse.resize(rows);
+      std::memcpy(gpu_lse.data(), bytes.data(), rows * 4);
+    }
+    const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
+    result.worst = std::max(result.worst, cmp.worst);
+    std::string text = guard + cmp.text;
+    // After an append both caches hold exactly the reference's values (bit for bit: a copy), the
+    // untouched rows (NaN included) unchanged.
+    if (c.seq_new) {
+      for (const auto& [name, buf, values] : {std::tuple{"k_cache", &k_buf, &ref.k_cache}, std::tuple{"v_cache", &v_buf, &ref.v_cache}}) {
+        std::vector<uint8_t> got(values->size() * dtype_size(c.dtype));
+        buf->download(got.data(), got.size());
+        const std::vector<uint8_t> want = encoded(c.dtype, *values);
+        const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+        if (diff.first != got.end())
+          text += std::string(name) + " after the append differs from the reference at byte " +
+                  std::to_string(diff.first - got.begin()) + "\n";
+      }
+    }
+    if (!text.empty()) {
+      result.text = "step " + std::to_string(step + 1) + ": " + text;
+      return result;
+    }
+  }
+  result.ok = true;
+  return result;
+}
+
+std::vector<PagedCase> paged_cases(bool long_cases) {
+  std::vector<PagedCase> cases;
+  const auto add = [&](PagedCase c) {
+    c.seed = case_seed(kDefaultBaseSeed, 9000 + cases.size());
+    cases.push_back(std::move(c));
+  };
+  if (long_cases) {
+    PagedCase c{.name = "65,536 keys, page 16, decode with an append", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
+                .dim_qk = 64, .dim_v = 64, .page_size = 16, .cache_lens = {65535, 700}, .seq_new = 1};
+    add(c);
+    return cases;
+  }
+  add({.name = "decode, page 16, GQA 8:2, lengths 0/1/16/37", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
+       .cache_lens = {0, 1, 16, 37}});
+  add({.name = "decode, page 1, dim_v != dim_qk", .dtype = DType::f32, .heads = 3, .kv_heads = 1, .dim_qk = 40,
+       .dim_v = 24, .page_size = 1, .cache_lens = {5, 9, 2}});
+  add({.name = "decode, page 256, d128", .dtype = DType::bf16, .heads = 4, .kv_heads = 4, .dim_qk = 128,
+       .dim_v = 128, .page_size = 256, .cache_lens = {300, 1}});
+  add({.name = "chunked prefill, shared prefix pages, seq_q > a sequence's keys", .dtype = DType::f32, .heads = 4,
+       .kv_heads = 2, .seq_q = 20, .page_size = 16, .cache_lens = {40, 40, 17}, .shared_pages = 2});
+  add({.name = "append across a page edge", .dtype = DType::f16, .heads = 4, .kv_heads = 2, .seq_q = 4,
+       .page_size = 16, .cache_lens = {14, 30, 0}, .seq_new = 4});
+  add({.name = "append one token, causal top-left", .dtype = DType::f32, .heads = 2, .kv_heads = 1, .dim_qk = 32,
+       .dim_v = 32, .page_size = 16, .cache_lens = {15, 16}, .seq_new = 1, .causal = Causal::top_left});
+  add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2, .seq_q = 2,
+       .page_size = 16, .cache_lens = {100, 0, 257}, .window = Window{64, 0}, .softcap = 30.0f, .alibi_batch = 3,
+       .sinks = true});
+  add({.name = "two-sided window top-left, ALiBi (H), sinks, no causal", .dtype = DType::f16, .heads = 4,
+       .kv_heads = 1, .seq_q = 3, .page_size = 8, .cache_lens = {50, 3}, .causal = Causal::none,
+       .window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true});
+  add({.name = "prefill 64 rows, no causal", .dtype = DType::bf16, .heads = 2, .kv_heads = 1, .seq_q = 64,
+       .page_size = 16, .cache_lens = {100, 64}, .causal = Causal::none});
+  return cases;
+}
+
+}  // namespace vkattn::conform
