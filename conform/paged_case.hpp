@@ -12,6 +12,8 @@
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_runner.hpp"
+
 namespace vkattn::conform {
 
 struct PagedCase {
@@ -39,6 +41,10 @@ struct PagedCase {
 
 std::string describe(const PagedCase& c);
 
+// The features a case exercises, as (group, value) pairs for `vkattn conform`'s tables: "dtype",
+// "layout" ("paged 16"), "heads", "mask" (the causal alignment) and each modifier.
+std::vector<std::pair<std::string, std::string>> features(const PagedCase& c);
+
 struct PagedResult {
   bool ok = false;
   std::string text;    // what went wrong (empty when ok)
@@ -51,10 +57,14 @@ struct PagedResult {
 // library (a refusal) propagates.
 PagedResult run_paged_case(Context& context, const PagedCase& c);
 
+// The same in `vkattn conform`'s frame (case_runner.hpp): skipped on the three-stage path (it takes
+// no paged caches) and under a device profile (paged calls are planned for the device they run on).
+CaseResult run_paged_case(Context& context, const PagedCase& c, const RunOptions& options);
+
 // The catalog: page sizes 1, 16 and 256; shuffled and shared pages; cache lengths 0, 1, a page edge
 // and past it; appends that cross a page boundary; decode and chunked prefill (seq_q > a sequence's
 // keys included); GQA; causal in both alignments; every modifier; every dtype. `long_cases`: a
 // sequence of 65,536 keys (lavapipe's loop limit).
-std::vector<PagedCase> paged_cases(bool long_cases);
+std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases);
 
 }  // namespace vkattn::conform

@@ -3,7 +3,7 @@
 // fused kernel), the long case on lavapipe's loop limit, and the refusals that need a device.
 #include <doctest/doctest.h>
 
-#include "conform/paged_case.hpp"
+#include "conform/catalog.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -26,7 +26,7 @@ void run_all(const std::vector<conform::PagedCase>& cases) {
 
 TEST_SUITE("paged") {
   TEST_CASE("paged KV cache: page sizes, shared pages, appends, modifiers, every dtype") {
-    run_all(conform::paged_cases(false));
+    run_all(conform::catalog_section("paged", base_seed()).paged_cases);
   }
 
   TEST_CASE("paged KV cache: q8_0 caches are refused until a kernel reads them") {
@@ -72,5 +72,5 @@ TEST_SUITE("paged") {
 }
 
 TEST_SUITE("long") {
-  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append") { run_all(conform::paged_cases(true)); }
+  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append") { run_all(conform::catalog_section("long-paged", base_seed()).paged_cases); }
 }
