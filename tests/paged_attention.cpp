@@ -11,7 +11,9 @@ using namespace vkattn::test;
 
 namespace {
 
+// The paged cases run on the fused kernels only: the --path=unfused runs of a suite skip them.
 void run_all(const std::vector<conform::PagedCase>& cases) {
+  if (attention_path() == AttentionPath::unfused) return;
   for (const conform::PagedCase& c : cases) {
     if (!device_supports(c.dtype)) continue;
     INFO(conform::describe(c));
