@@ -433,3 +433,44 @@ TEST_SUITE("unit") {
       }
   }
 }
+
+TEST_SUITE("unit") {
+  // A paged call (plan_paged) is the dense planner on the caches' view: its plan must fit every
+  // device class like a dense one, bind the caches whole (one dispatch per range of splits, none by
+  // key range), and a cache that no binding can hold must be refused by name.
+  TEST_CASE("planner presets: paged decode (batch 8, GQA 32/8, d128, 32k capacity) fits every device class") {
+    PagedAttentionLayouts l;
+    l.q = TensorLayout::bhsd(DType::f16, 8, 32, 1, 128);
+    l.out = l.q;
+    l.k_cache = PagedKvLayout::dense(DType::f16, 2272, 16, 8, 128);
+    l.v_cache = l.k_cache;
+    l.max_pages = 2048;
+    l.options.causal = Causal::bottom_right;
+    for (const DeviceProfile& preset : device_profiles()) {
+      INFO("device: " << preset.info.name);
+      if (!preset.info.storage_16bit) {
+        CHECK(contains(error_message([&] { (void)detail::plan_paged(preset.info, KernelVariant::automatic, l); }),
+                       "storageBuffer16BitAccess"));
+        continue;
+      }
+      detail::PagedCall call;
+      REQUIRE_NOTHROW(call = detail::plan_paged(preset.info, KernelVariant::automatic, l));
+      REQUIRE(call.plan.paged.has_value());
+      CHECK(call.plan.paged->page_size == 16u);
+      CHECK(call.plan.problem.seq_k == 2048 * 16);  // splits sized by the capacity
+      CHECK(call.plan.splits > 1);
+      CHECK(call.plan.splits_per_dispatch == call.plan.splits);  // caches bound whole, never by key range
+      check_plan(preset, call.dense, call.plan);
+    }
+    // 2^27 bytes is lavapipe's binding range: a cache of 2^27 bytes (plus the offset alignment) is refused.
+    const DeviceProfile& llvmpipe = conform::find_device_profile("llvmpipe");
+    PagedAttentionLayouts big = l;
+    big.k_cache = PagedKvLayout::dense(DType::f16, 32768, 16, 8, 16);
+    big.v_cache = big.k_cache;
+    big.q = TensorLayout::bhsd(DType::f16, 8, 32, 1, 16);
+    big.out = big.q;
+    REQUIRE(llvmpipe.info.max_storage_buffer_range == (uint64_t(1) << 27));
+    CHECK(contains(error_message([&] { (void)detail::plan_paged(llvmpipe.info, KernelVariant::automatic, big); }),
+                   "a paged cache is bound whole and must fit one binding"));
+  }
+}
