@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "vkattn/reference.hpp"
+#include "vkattn/serving_reference.hpp"
 
 namespace vkattn::cli {
 
@@ -52,6 +53,23 @@ double weight_error(double got, double want) {
   return std::fabs(got - want);
 }
 
+// |got - want| / norm for one element of O. Non-finite reference values must be matched exactly (NaN
+// by NaN, +inf by +inf); a non-finite GPU value where the reference has a finite one is +inf.
+double output_error(double got, double want, double norm) {
+  if (std::isnan(want) || std::isinf(want))
+    return (std::isnan(want) ? std::isnan(got) : got == want) ? 0.0 : std::numeric_limits<double>::infinity();
+  if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+  return std::fabs(got - want) / norm;
+}
+
+// max|V| over the finite values (O is a convex combination of V's rows), 1 when there are none.
+double max_abs_finite(std::span<const float> v) {
+  double max_v = 0.0;
+  for (float x : v)
+    if (std::isfinite(x)) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
+  return max_v > 0.0 ? max_v : 1.0;
+}
+
 // `layout` restricted to batch b: same strides, one batch, the offset moved to it.
 TensorLayout one_batch(TensorLayout layout, int64_t b) {
   layout.offset += b * layout.stride_batch;
@@ -78,12 +96,9 @@ std::vector<int64_t> sample_rows(const AttentionProblem& p) {
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
                                     std::span<const float> gpu_out, const Buffer* gpu_weights, std::span<const float> alibi,
-                                    std::span<const float> sinks) {
+                                    std::span<const float> sinks, std::span<const int32_t> kv_lengths) {
   const std::vector<int64_t> rows = sample_rows(problem);
-  double max_v = 0.0;
-  for (float x : v)
-    if (std::isfinite(x)) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
-  const double norm = max_v > 0.0 ? max_v : 1.0;
+  const double norm = max_abs_finite(v);
 
   CheckResult result;
   result.tolerance = check_tolerance(problem.dtype);
@@ -105,6 +120,7 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
     in.alibi = alibi;
     in.sinks_layout = layouts.sinks;
     in.sinks = sinks;
+    if (!kv_lengths.empty()) in.kv_lengths = kv_lengths.subspan(static_cast<std::size_t>(b), 1);
     in.weights = result.weights_checked;
     const reference::Outputs ref = reference::attention(in, rows);
     for (int64_t h = 0; h < problem.heads; ++h)
@@ -113,16 +129,7 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
           const double want = ref.at(0, h, i, d);
           const double got =
               gpu_out[static_cast<std::size_t>(((b * problem.heads + h) * problem.seq_q + i) * problem.dim_v + d)];
-          double err;
-          if (std::isnan(want) || std::isinf(want)) {
-            // Non-finite reference values must be matched exactly (NaN by NaN, +inf by +inf).
-            err = (std::isnan(want) ? std::isnan(got) : got == want) ? 0.0 : std::numeric_limits<double>::infinity();
-          } else if (!std::isfinite(got)) {
-            err = std::numeric_limits<double>::infinity();
-          } else {
-            err = std::fabs(got - want) / norm;
-          }
-          result.max_err_over_max_v = std::max(result.max_err_over_max_v, err);
+          result.max_err_over_max_v = std::max(result.max_err_over_max_v, output_error(got, want, norm));
         }
     if (!result.weights_checked) continue;
     // One row of P at a time: the sampled rows are spread over seq_q, and P may be far larger than
@@ -140,6 +147,63 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
         }
       }
   }
+  return result;
+}
+
+CheckResult check_paged_against_reference(const PagedCheckInputs& in, std::span<const float> gpu_out) {
+  const PagedAttentionLayouts& layouts = *in.layouts;
+  const TensorLayout& ql = layouts.q;
+  const int64_t batch = ql.batch, heads = ql.heads, seq_q = ql.seq, dim_qk = ql.dim, dim_v = layouts.out.dim;
+  const int64_t max_pages = layouts.max_pages;
+  // The reference computes every row of a sequence: all of them, or the first and last sequence.
+  double cost = 0;
+  for (const int32_t len : in.cache_lens)
+    cost += 2.0 * static_cast<double>(heads * seq_q) * static_cast<double>(len) * static_cast<double>(dim_qk + dim_v);
+  std::vector<int64_t> chosen;
+  for (int64_t b = 0; b < batch; ++b)
+    if (cost <= kBudget || b == 0 || b == batch - 1) chosen.push_back(b);
+
+  // The chosen sequences as a batch of their own: their Q rows, block-table rows and lengths; the
+  // caches are shared.
+  const int64_t n = static_cast<int64_t>(chosen.size());
+  const std::size_t q_per_batch = static_cast<std::size_t>(heads * seq_q * dim_qk);
+  std::vector<float> q;
+  std::vector<int32_t> table, lens;
+  for (const int64_t b : chosen) {
+    const auto at = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * q_per_batch);
+    q.insert(q.end(), in.q.begin() + at, in.q.begin() + at + static_cast<std::ptrdiff_t>(q_per_batch));
+    table.insert(table.end(), in.block_table.begin() + b * max_pages, in.block_table.begin() + (b + 1) * max_pages);
+    lens.push_back(in.cache_lens[static_cast<std::size_t>(b)]);
+  }
+  reference::PagedInputs ref_in;
+  ref_in.q_layout = TensorLayout::bhsd(ql.dtype, n, heads, seq_q, dim_qk);
+  ref_in.q = q;
+  ref_in.k_cache_layout = layouts.k_cache;
+  ref_in.v_cache_layout = layouts.v_cache;
+  ref_in.k_cache.values = in.k_cache;
+  ref_in.v_cache.values = in.v_cache;
+  ref_in.max_pages = max_pages;
+  ref_in.block_table = table;
+  ref_in.cache_lens = lens;
+  ref_in.options = layouts.options;
+  ref_in.alibi_layout = layouts.alibi;
+  ref_in.alibi = in.alibi;
+  ref_in.sinks_layout = layouts.sinks;
+  ref_in.sinks = in.sinks;
+  const reference::PagedOutputs ref = reference::paged_attention(ref_in);
+
+  CheckResult result;
+  result.tolerance = check_tolerance(ql.dtype);
+  result.rows_checked = static_cast<std::size_t>(n * seq_q);
+  const double norm = max_abs_finite(in.v_cache);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < seq_q; ++i)
+        for (int64_t d = 0; d < dim_v; ++d) {
+          const double got =
+              gpu_out[static_cast<std::size_t>(((chosen[static_cast<std::size_t>(c)] * heads + h) * seq_q + i) * dim_v + d)];
+          result.max_err_over_max_v = std::max(result.max_err_over_max_v, output_error(got, ref.at(c, h, i, d), norm));
+        }
   return result;
 }
 

@@ -48,6 +48,10 @@ Json result_json(const BenchResult& r) {
               {"softcap", s.softcap ? Json(*s.softcap) : Json(nullptr)},
               {"alibi", s.alibi},
               {"sinks", s.sinks},
+              // "dense" or "paged 16"; kv_lengths: null without --lengths (then seq_k is their maximum)
+              {"layout", layout_name(s)},
+              {"page_size", s.page_size > 0 ? Json(s.page_size) : Json(nullptr)},
+              {"kv_lengths", s.kv_lengths.empty() ? Json(nullptr) : Json(s.kv_lengths)},
               {"path", path_name(r)},
               {"kernel", r.skipped ? Json(nullptr) : Json(r.plan.kernel ? r.plan.kernel : "")},
               {"splits", measured(r, r.plan.splits)},
@@ -76,10 +80,11 @@ Json result_json(const BenchResult& r) {
               {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)},
               {"host_us_prepared_median", r.host_prepared ? Json(r.host_prepared->us_median) : Json(nullptr)},
               {"host_us_prepared_min", r.host_prepared ? Json(r.host_prepared->us_min) : Json(nullptr)},
-              // null without --copy: GB/s of K and V read by the call (median time), and of copies of as
-              // many bytes by vkCmdCopyBuffer and by a copy shader (median times), timed in the same run
-              {"kv_bytes", r.copy ? Json(r.kv_bytes) : Json(nullptr)},
-              {"kv_gbps", r.copy ? Json(gb_per_s(r.kv_bytes, r.ms_median)) : Json(nullptr)},
+              // Bytes of K and V the call reads (each sequence's keys) and their GB/s over the median time;
+              // null without --copy: GB/s of copies of as many bytes by vkCmdCopyBuffer and by a copy
+              // shader (median times), timed in the same run
+              {"kv_bytes", measured(r, r.kv_bytes)},
+              {"kv_gbps", measured(r, gb_per_s(r.kv_bytes, r.ms_median))},
               {"copy_transfer_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->transfer_ms_median)) : Json(nullptr)},
               {"copy_shader_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->shader_ms_median)) : Json(nullptr)}};
 }
@@ -180,17 +185,17 @@ void print_table(const BenchReport& report) {
   // a probability). The P column appears only when some shape's weights were checked.
   bool any_weights = false;
   for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.check->weights_checked);
-  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %13s %13s%s\n", "batch",
-              "heads", "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "path", "dev_MiB", "peak_MiB", "rot",
-              "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "first_ms(pl)", "O_err/max|V|",
+  std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-9s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %9s %13s %13s%s\n",
+              "batch", "heads", "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "layout", "path", "dev_MiB",
+              "peak_MiB", "rot", "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "kv_GB/s", "first_ms(pl)", "O_err/max|V|",
               any_weights ? "     P_abs_err" : "");
   const CheckResult* first_check = nullptr;
   for (const BenchResult& r : report.results) {
     const BenchShape& s = r.shape;
-    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s ", static_cast<long long>(s.batch),
+    std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-9s ", static_cast<long long>(s.batch),
                 static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.seq_q),
                 static_cast<long long>(s.seq_k), static_cast<long long>(s.dim_qk), static_cast<long long>(s.dim_v),
-                to_string(r.dtype), to_string(s.causal));
+                to_string(r.dtype), to_string(s.causal), layout_name(s).c_str());
     if (r.skipped) {
       std::printf("%-20s skipped: %s\n", path_name(r), r.reason.c_str());
       continue;
@@ -211,18 +216,37 @@ void print_table(const BenchReport& report) {
     }
     char first[48];
     std::snprintf(first, sizeof first, "%.1f(%d)", r.first_run_ms, r.first_run_pipelines);
-    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %13s %13s", path.c_str(), mib(r.device_bytes),
-                mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps, first, err);
+    std::printf("%-20s %9.2f %9.2f %4d %5d %10.4g %10.4g %9.4g %9.4g %9.4g %13s %13s", path.c_str(), mib(r.device_bytes),
+                mib(r.peak_device_bytes), r.rotations, r.iters, r.ms_median, r.ms_min, r.tflops, r.gbps,
+                gb_per_s(r.kv_bytes, r.ms_median), first, err);
     if (any_weights) std::printf(" %13s", weight_err);
     std::printf("\n");
   }
+  bool any_paged = false;
+  for (const BenchResult& r : report.results) any_paged = any_paged || (r.check && r.shape.page_size > 0);
   if (first_check)
-    std::printf("check: fp64 reference on up to 64 sampled rows; O_err/max|V|: max |O - O_ref| / max|V|%s; "
+    std::printf("check: fp64 reference on up to 64 sampled rows%s; O_err/max|V|: max |O - O_ref| / max|V|%s; "
                 "tolerance %g\n",
+                any_paged ? " (paged: reference::paged_attention on every row of every sequence, or of the first and "
+                            "last where all would take too long)"
+                          : "",
                 any_weights ? "; P_abs_err: max |P - P_ref| where the reference can afford P" : "",
                 first_check->tolerance);
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
+  std::printf("kv_GB/s: bytes of K and V read (each sequence's keys x kv heads x (dqk+dv) x element size) over the "
+              "median time; layout: dense K/V, or paged N: a cache of N-token pages (a pool just big enough, handed "
+              "out shuffled) read through a block table\n");
+  for (const BenchResult& r : report.results) {  // --lengths: the same for every shape of the run
+    if (r.shape.kv_lengths.empty()) continue;
+    std::string text;
+    for (const int64_t len : r.shape.kv_lengths) {
+      if (!text.empty()) text += ',';
+      text += std::to_string(len);
+    }
+    std::printf("kv lengths (seq_k is their maximum): %s\n", text.c_str());
+    break;
+  }
   std::printf("first_ms(pl): host time of the shape's first run, which built pl pipelines; on lavapipe they "
               "JIT-compile at that first dispatch unless Mesa's shader cache holds them already\n");
   for (const BenchResult& r : report.results)

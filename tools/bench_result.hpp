@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench_check.hpp"
 #include "bench_copy.hpp"
@@ -28,7 +29,16 @@ struct BenchShape {
   std::optional<Align> align;
   std::optional<float> softcap;
   bool alibi = false, sinks = false;
+  // --lengths: the keys of each batch entry (seq_k is then their maximum); empty: seq_k each.
+  std::vector<int64_t> kv_lengths;
+  // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
+  int64_t page_size = 0;
 };
+
+// "dense" or "paged 16": the K/V layout a result was measured with.
+inline std::string layout_name(const BenchShape& shape) {
+  return shape.page_size > 0 ? "paged " + std::to_string(shape.page_size) : "dense";
+}
 
 struct BenchResult {
   BenchShape shape;
@@ -57,7 +67,8 @@ struct BenchResult {
   // --host-time: host microseconds per call of recording the call into a command buffer: through
   // record_attention, which plans on every call, and through a PreparedAttention made once.
   std::optional<HostTime> host_record, host_prepared;
-  // --copy: bytes of K and V the call reads, and copies of as many bytes timed in the same run.
+  // Bytes of K and V the call reads (kv_read_bytes: each sequence's keys only), reported as GB/s over
+  // the median time; --copy: copies of as many bytes timed in the same run.
   uint64_t kv_bytes = 0;
   std::optional<CopyTiming> copy;
 };

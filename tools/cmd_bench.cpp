@@ -3,8 +3,6 @@
 // version it was measured with (README.md, "Command line": bench). The shapes come from the command line or from a
 // preset (`--sweep`, bench_sweep.hpp); the writers are in bench_output.hpp.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -15,14 +13,15 @@
 #include <vector>
 
 #include "bench_check.hpp"
+#include "bench_common.hpp"
 #include "bench_metrics.hpp"
 #include "bench_output.hpp"
+#include "bench_paged.hpp"
 #include "bench_progress.hpp"
 #include "bench_result.hpp"
 #include "bench_sweep.hpp"
 #include "commands.hpp"
 #include "host_time.hpp"
-#include "modifier_options.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
@@ -34,72 +33,13 @@
 namespace vkattn::cli {
 namespace {
 
-struct BenchOptions {
-  int64_t batch = 1, heads = 8, kv_heads = 0;  // 0: kv_heads = heads
-  std::vector<int64_t> seq_q = {1024}, seq_k;  // lists: one result per (seq_q, seq_k) pair
-  int64_t dim = 64, dim_v = 0;                 // 0: dim_v = dim
-  std::string dtype = "f32", causal = "none", device, kernel = "auto";
-  std::string path = "auto";
-  std::string sweep;        // "": the shapes above
-  int64_t max_seq = 0;      // 0: the preset's every sequence length
-  int64_t max_memory_mib = 0;  // 0: the device's largest memory heap
-  int warmup = 3, iters = 10;
-  bool counts_given = false;  // --warmup or --iters on the command line without --budget: honoured exactly
-  bool dtype_given = false;
-  std::string shape_option_given;  // the first of --seq-q, --batch, ... given, for the --sweep error
-  double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
-  uint64_t seed = 1;
-  bool check = false, json = false, csv = false;
-  bool host_time = false;
-  bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
-  ModifierOptions modifiers;         // --window, --align, --softcap
-  bool alibi = false, sinks = false;  // --alibi, --sinks
-};
-
-// ALiBi's slopes for `heads` heads, 2^(-8(h+1)/H) (Press et al.; exact for a power of two), and sink
-// logits (fixed values around 0, as a trained model's are): what `--alibi` and `--sinks` give.
-std::vector<float> alibi_slopes(int64_t heads) {
-  std::vector<float> s(static_cast<std::size_t>(heads));
-  for (int64_t h = 0; h < heads; ++h)
-    s[static_cast<std::size_t>(h)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
-  return s;
-}
-std::vector<float> sink_logits(int64_t heads) {
-  std::vector<float> s(static_cast<std::size_t>(heads));
-  for (int64_t h = 0; h < heads; ++h) s[static_cast<std::size_t>(h)] = 0.25f * static_cast<float>(h % 5) - 0.5f;
-  return s;
-}
-
 // --host-time: rounds of calls recorded into one command buffer (median and minimum per call reported).
 constexpr int kHostTimeRounds = 9, kHostTimeCalls = 200;
-
-// A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
-class ShapeSkipped : public Error {
- public:
-  using Error::Error;
-};
-
-// Random values already rounded to the dtype: exactly what the GPU will see, so the reference can be
-// fed the same numbers.
-std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& x : values) x = round_to(dtype, normal(rng));
-  return values;
-}
 
 // One set of device tensors; several are rotated through so the inputs are not cache-resident.
 struct TensorSet {
   Buffer q, k, v, out;
 };
-
-Buffer upload(Context& context, DType dtype, const std::vector<float>& values) {
-  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  encode(dtype, values.data(), bytes.data(), values.size());
-  Buffer buffer = Buffer::allocate(context, std::max<uint64_t>(bytes.size(), 16));
-  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
-  return buffer;
-}
 
 // The run's modifiers onto a shape (every shape of a run, sweeps included, gets the same).
 void apply_modifiers(const BenchOptions& o, BenchShape& s) {
@@ -113,7 +53,10 @@ void apply_modifiers(const BenchOptions& o, BenchShape& s) {
 }
 
 std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
-  const std::vector<int64_t>& sk = o.seq_k.empty() ? o.seq_q : o.seq_k;
+  // --lengths: seq_k is the longest sequence's (at least 1: a dense K holds a key or more).
+  const std::vector<int64_t> longest = {
+      o.lengths.empty() ? 0 : std::max<int64_t>(1, *std::max_element(o.lengths.begin(), o.lengths.end()))};
+  const std::vector<int64_t>& sk = !o.lengths.empty() ? longest : o.seq_k.empty() ? o.seq_q : o.seq_k;
   std::vector<std::pair<int64_t, int64_t>> pairs;
   if (o.seq_q.size() == sk.size()) {
     for (std::size_t i = 0; i < sk.size(); ++i) pairs.emplace_back(o.seq_q[i], sk[i]);
@@ -128,7 +71,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
   std::vector<BenchShape> shapes;
   for (const auto& [seq_q, seq_k] : pairs) {
     BenchShape s;
-    s.batch = o.batch;
+    s.batch = o.lengths.empty() || o.batch_given ? o.batch : static_cast<int64_t>(o.lengths.size());
     s.heads = o.heads;
     s.kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
     s.seq_q = seq_q;
@@ -137,39 +80,12 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.dim_v = o.dim_v > 0 ? o.dim_v : o.dim;
     s.causal = parse_causal(o.causal);
     s.path = parse_attention_path(o.path);
+    s.kv_lengths = o.lengths;
+    s.page_size = o.page_size;
     apply_modifiers(o, s);
     shapes.push_back(s);
   }
   return shapes;
-}
-
-std::string mib_text(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return text;
-}
-
-// Before anything is allocated: the buffers of one call (one input set, O, P when written) against
-// --max-memory, the device's largest heap and its per-buffer limits; the library would refuse the
-// last two as well, but the bench says which shape and why, and skips it in a sweep. The workspace
-// is not known before the buffers exist: a failure to allocate it surfaces as out-of-memory.
-void check_shape_fits(const BenchOptions& o, const DeviceInfo& device, const std::vector<uint64_t>& buffers) {
-  uint64_t total = 0, largest = 0;
-  for (uint64_t b : buffers) {
-    total += b;
-    largest = std::max(largest, b);
-  }
-  const uint64_t limit_mib = static_cast<uint64_t>(o.max_memory_mib);
-  if (limit_mib > 0 && total > limit_mib * 1024 * 1024)
-    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than --max-memory " +
-                       std::to_string(limit_mib) + " MiB");
-  if (device.device_memory_bytes > 0 && total > device.device_memory_bytes)
-    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than the " +
-                       mib_text(device.device_memory_bytes) + " heap of " + device.name);
-  for (const auto& [limit, name] : {std::pair{device.max_buffer_size, "maxBufferSize"},
-                                    std::pair{device.max_allocation_size, "maxMemoryAllocationSize"}})
-    if (limit > 0 && largest > limit)
-      throw ShapeSkipped("a buffer of " + mib_text(largest) + " exceeds " + name + " (" + mib_text(limit) + ")");
 }
 
 BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {
@@ -184,6 +100,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   layouts.options.softcap = shape.softcap;
   if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
+  layouts.has_kv_lengths = !shape.kv_lengths.empty();
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;
@@ -226,11 +143,18 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   std::optional<Buffer> slopes_buffer, sinks_buffer;
   if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
   if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
+  // --lengths: kv_lengths (B) int32, one buffer for every rotated set (a few bytes).
+  const std::vector<int32_t> kv_lengths(shape.kv_lengths.begin(), shape.kv_lengths.end());
+  std::optional<Buffer> lengths_buffer;
+  if (!kv_lengths.empty()) lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
 
   // The same values in every set: only the addresses have to differ to defeat the cache. A set the
   // device has no memory for ends the rotation there (the first one must fit). The extra sets are
-  // counted apart (rotated_input_bytes): a caller running this shape once needs only one.
-  const int wanted = rotation_count(attention_bytes(problem));
+  // counted apart (rotated_input_bytes): a caller running this shape once needs only one. The bytes
+  // a call touches: Q, O and the K/V it reads (with --lengths, each sequence's keys only).
+  result.kv_bytes = kv_read_bytes(shape, dtype);
+  const double touched_bytes = static_cast<double>(bytes_of(layouts.q) + out_bytes + result.kv_bytes);
+  const int wanted = rotation_count(touched_bytes);
   std::vector<TensorSet> sets;
   sets.reserve(static_cast<std::size_t>(wanted));
   uint64_t after_first_set = 0;
@@ -256,6 +180,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     if (weights) args[r].weights = {&*weights, 0};
     if (slopes_buffer) args[r].alibi = {&*slopes_buffer, *layouts.alibi};
     if (sinks_buffer) args[r].sinks = {&*sinks_buffer, *layouts.sinks};
+    if (lengths_buffer) args[r].kv_lengths = {&*lengths_buffer, 0};
   }
   result.rotations = static_cast<int>(sets.size());
   result.plan = plan_attention(context, args[0]);
@@ -269,47 +194,12 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     if (weights) weights->fill(0xFF);
   }
 
-  // The first run builds the call's pipelines (and, on lavapipe, JIT-compiles them at their first
-  // dispatch): its host time is reported apart. It is the first warm-up, or with --warmup 0 the
-  // first timed run.
-  const std::size_t pipelines_before = context.pipeline_count();
-  const auto first_start = std::chrono::steady_clock::now();
-  const double first_gpu_ms = time_attention(context, args, 0, 1).at(0);
-  result.first_run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
-  result.first_run_pipelines = static_cast<int>(context.pipeline_count() - pipelines_before);
-
-  std::vector<double> ms;
-  if (o.counts_given) {
-    if (o.warmup > 0) {
-      ms = time_attention(context, args, o.warmup - 1, o.iters);
-    } else {
-      ms = {first_gpu_ms};
-      if (o.iters > 1) {
-        const std::vector<double> rest = time_attention(context, args, 0, o.iters - 1);
-        ms.insert(ms.end(), rest.begin(), rest.end());
-      }
-    }
-  } else {
-    // One probe run (a warm-up after the first run, whose time is mostly building the pipelines)
-    // says how long a run takes; then as many warm-ups and timed runs as the defaults ask for, fewer
-    // where they would exceed the budget. The first run and the probe count as two of the warm-ups.
-    // A 2-core lavapipe needs seconds per run on the default problem; a GPU gets the full counts.
-    const double probe_ms = std::max(time_attention(context, args, 0, 1).at(0), 1e-3);
-    const double budget_ms = o.budget_s * 1e3;
-    const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 2, 0));
-    const int iters = std::clamp(static_cast<int>(budget_ms / probe_ms), 1, o.iters);
-    ms = time_attention(context, args, warmup, iters);
-  }
-  if (ms.empty()) throw Error("time_attention returned no timings");
+  time_runs(context, o, [&](int warmup, int iters) { return time_attention(context, args, warmup, iters); }, result);
   // Everything of the shape was allocated at once by now (inputs, outputs, P, the scratch).
   result.peak_device_bytes = context.memory_stats().peak_bytes - baseline - result.rotated_input_bytes;
-  result.iters = static_cast<int>(ms.size());
-  result.ms_median = median(ms);
-  result.ms_min = *std::min_element(ms.begin(), ms.end());
   const double seconds = result.ms_median * 1e-3;
-  result.tflops = seconds > 0 ? attention_flops(problem) / seconds * 1e-12 : 0.0;
-  result.gbps = seconds > 0 ? attention_bytes(problem) / seconds * 1e-9 : 0.0;
-  result.kv_bytes = bytes_of(layouts.k) + bytes_of(layouts.v);
+  result.tflops = seconds > 0 ? credited_flops(problem, shape.kv_lengths, false) / seconds * 1e-12 : 0.0;
+  result.gbps = seconds > 0 ? touched_bytes / seconds * 1e-9 : 0.0;
   if (o.copy) result.copy = time_copies(context, result.kv_bytes, std::max(o.warmup, 1), result.iters);
 
   if (o.host_time) {
@@ -336,7 +226,8 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
     std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
     decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr, slopes, sinks);
+    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr, slopes, sinks,
+                                           kv_lengths);
   }
   return result;
 }
@@ -361,6 +252,15 @@ void check_usage(const BenchOptions& o) {
     throw Error("--sweep " + o.sweep + " sets the shapes; drop " + o.shape_option_given);
   if (o.sweep.empty() && o.max_seq > 0)
     throw Error("--max-seq caps the sequence lengths of a --sweep preset; give --sweep prefill|decode|scaling");
+  if (!o.lengths.empty() && !o.seq_k.empty())
+    throw Error("--lengths gives each sequence's keys (seq_k is their maximum); drop --seq-k");
+  if (!o.lengths.empty() && o.batch_given && static_cast<int64_t>(o.lengths.size()) != o.batch)
+    throw Error("--lengths gives " + std::to_string(o.lengths.size()) + " lengths for --batch " +
+                std::to_string(o.batch) + "; give one per batch entry (or drop --batch)");
+  if (o.page_size > 0 && o.path == "unfused")
+    throw Error("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
+  if (o.page_size > 0 && o.host_time)
+    throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
 }
 
 int run(const BenchOptions& o) {
@@ -405,7 +305,8 @@ int run(const BenchOptions& o) {
                     sweep ? sweep_label(*sweep, shape)
                           : "seq_q " + std::to_string(shape.seq_q) + " seq_k " + std::to_string(shape.seq_k));
     try {
-      report.results.push_back(bench_one(context, o, shape, dtype));
+      report.results.push_back(shape.page_size > 0 ? bench_paged(context, o, shape, dtype)
+                                                   : bench_one(context, o, shape, dtype));
       any_ran = true;
     } catch (const ShapeSkipped& e) {
       if (!sweep)
@@ -436,11 +337,11 @@ int run(const BenchOptions& o) {
       const bool p_failed = r.check->weights_checked && !(r.check->max_weight_err <= r.check->tolerance);
       char message[320];
       std::snprintf(message, sizeof message,
-                    "check failed: batch %lld heads %lld seq_q %lld seq_k %lld dim %lld %s: %s %.3g exceeds the %s "
+                    "check failed: batch %lld heads %lld seq_q %lld seq_k %lld dim %lld %s %s: %s %.3g exceeds the %s "
                     "tolerance %g (seed %llu)",
                     static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.heads),
                     static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k),
-                    static_cast<long long>(r.shape.dim_qk), r.plan.path ? r.plan.path : "",
+                    static_cast<long long>(r.shape.dim_qk), layout_name(r.shape).c_str(), r.plan.path ? r.plan.path : "",
                     p_failed ? "max_weight_err" : "max_err_over_max_v", p_failed ? r.check->max_weight_err : r.check->max_err_over_max_v,
                     to_string(r.dtype), r.check->tolerance, static_cast<unsigned long long>(o.seed));
       throw Error(message);
@@ -468,6 +369,18 @@ Command add_bench_command(CLI::App& parent) {
   shape_options.push_back(app->add_option("--seq-k", o->seq_k, "Key sequence length(s) (default: seq-q)")
                               ->delimiter(',')
                               ->check(kPositive));
+  shape_options.push_back(
+      app->add_option("--lengths", o->lengths,
+                      "Keys of each sequence, one per batch entry (sets the batch without --batch), e.g. "
+                      "32768,512,512: dense with kv_lengths and seq_k their maximum, or with --paged the "
+                      "sequences' cache lengths. FLOPs count each sequence's visible pairs, kv GB/s its keys")
+          ->delimiter(',')
+          ->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<int32_t>::max()})));
+  shape_options.push_back(
+      app->add_option("--paged", o->page_size,
+                      "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
+                      "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
+          ->check(kPositive));
   shape_options.push_back(
       app->add_option("--dim", o->dim, "Head dim of Q and K (1..256)")->capture_default_str()->check(kPositive));
   shape_options.push_back(app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive));
@@ -530,12 +443,14 @@ Command add_bench_command(CLI::App& parent) {
                   "MiB of device buffers a shape may need (inputs, output, P); a sweep skips larger shapes, a "
                   "single run refuses them (default: the device's memory)")
       ->check(kPositive);
-  return {app, [o, warmup, iters, budget, dtype, shape_options]() {
+  const CLI::Option* batch = shape_options.front();
+  return {app, [o, warmup, iters, budget, dtype, batch, shape_options]() {
             // Counts on the command line are honoured exactly, unless --budget is given as well: then
             // they are the caps of the budget rule (how bench/compare_torch.py gets the same counts
             // and the same budget on both sides).
             o->counts_given = (warmup->count() > 0 || iters->count() > 0) && budget->count() == 0;
             o->dtype_given = dtype->count() > 0;
+            o->batch_given = batch->count() > 0;
             for (const CLI::Option* option : shape_options)
               if (option->count() > 0 && o->shape_option_given.empty()) o->shape_option_given = option->get_name();
             return run(*o);

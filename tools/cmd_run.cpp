@@ -1,7 +1,6 @@
 // `vkattn run`: attention on .npy files, for checking the library against anything that can write
 // numpy arrays (PyTorch, JAX, a reference script). Inputs are checked completely before a device is
 // opened; outputs are written only after the run succeeded, each whole (see output_files.hpp).
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,27 +11,15 @@
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_inputs.hpp"
+#include "run_paged.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
-#include "vkattn/numeric.hpp"
 
 namespace vkattn::cli {
 namespace {
-
-// Buffer::allocate wants at least one byte; an empty tensor still gets a (tiny) buffer.
-Buffer allocate(Context& context, uint64_t bytes) { return Buffer::allocate(context, std::max<uint64_t>(bytes, 16)); }
-
-Buffer upload_tensor(Context& context, const TensorLayout& layout, const std::vector<float>& values) {
-  const DType dtype = layout.dtype;
-  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  encode(dtype, values.data(), bytes.data(), values.size());
-  Buffer buffer = allocate(context, bytes.size());
-  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
-  return buffer;
-}
 
 // "--weights", "--heatmap" or "--weights/--heatmap": the options that asked for the weights P.
 std::string weights_flags(const RunOptions& o) {
@@ -42,6 +29,7 @@ std::string weights_flags(const RunOptions& o) {
 }
 
 int run(const RunOptions& options) {
+  if (options.paged()) return run_paged(options);
   const AttentionPath path = parse_attention_path(options.path);
   const std::string flags = weights_flags(options);
   const bool want_weights = !flags.empty();
@@ -65,11 +53,11 @@ int run(const RunOptions& options) {
   if (want_weights)
     check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(), flags);
 
-  Buffer q = upload_tensor(context, layouts.q, inputs.q);
-  Buffer k = upload_tensor(context, layouts.k, inputs.k);
-  Buffer v = upload_tensor(context, layouts.v, inputs.v);
+  Buffer q = upload_encoded(context, layouts.q.dtype, inputs.q);
+  Buffer k = upload_encoded(context, layouts.k.dtype, inputs.k);
+  Buffer v = upload_encoded(context, layouts.v.dtype, inputs.v);
   const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(layouts.out.dtype);
-  Buffer out = allocate(context, out_bytes);
+  Buffer out = allocate_at_least(context, out_bytes);
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
   // Optional buffers: std::optional rather than default-constructed Buffers (see the report on
   // buffer.hpp: Buffer() = default needs Allocation complete).
@@ -83,20 +71,21 @@ int run(const RunOptions& options) {
   args.options = layouts.options;
   args.path = path;
   if (want_weights) {
-    weights.emplace(allocate(context, weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k)));
+    weights.emplace(
+        allocate_at_least(context, weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k)));
     args.weights = {&*weights, 0};
   }
   if (layouts.has_lse) {
-    lse.emplace(allocate(context, rows * sizeof(float)));
+    lse.emplace(allocate_at_least(context, rows * sizeof(float)));
     args.lse = {&*lse, 0};
   }
   if (layouts.mask) {
-    mask.emplace(allocate(context, inputs.mask.size()));
+    mask.emplace(allocate_at_least(context, inputs.mask.size()));
     if (!inputs.mask.empty()) mask->upload(inputs.mask.data(), inputs.mask.size());
     args.mask = {&*mask, *layouts.mask};
   }
   if (layouts.has_kv_lengths) {
-    kv_lengths.emplace(allocate(context, inputs.kv_lengths.size() * sizeof(int32_t)));
+    kv_lengths.emplace(allocate_at_least(context, inputs.kv_lengths.size() * sizeof(int32_t)));
     if (!inputs.kv_lengths.empty())
       kv_lengths->upload(inputs.kv_lengths.data(), inputs.kv_lengths.size() * sizeof(int32_t));
     args.kv_lengths = {&*kv_lengths, 0};
@@ -104,7 +93,7 @@ int run(const RunOptions& options) {
 
   const auto upload_values = [&](const std::optional<HeadValues>& h, std::optional<Buffer>& buffer, HeadValuesRef& ref) {
     if (!h) return;
-    buffer.emplace(allocate(context, h->values.size() * sizeof(float)));
+    buffer.emplace(allocate_at_least(context, h->values.size() * sizeof(float)));
     buffer->upload(h->values.data(), h->values.size() * sizeof(float));
     ref = {&*buffer, h->layout};
   };
@@ -117,14 +106,7 @@ int run(const RunOptions& options) {
   std::vector<std::byte> out_raw(out_bytes);
   if (out_bytes) out.download(out_raw.data(), out_bytes);
   const std::vector<int64_t> out_shape = {layouts.out.batch, layouts.out.heads, layouts.out.seq, layouts.out.dim};
-  std::vector<std::byte> out_file;
-  if (inputs.out_f16 && layouts.out.dtype == DType::f16) {
-    out_file = npy::serialize(out_shape, "<f2", out_raw);
-  } else {
-    std::vector<float> values(static_cast<std::size_t>(layouts.out.element_count()));
-    decode(layouts.out.dtype, out_raw.data(), values.data(), values.size());
-    out_file = npy::serialize_floats(out_shape, values, inputs.out_f16);
-  }
+  const std::vector<std::byte> out_file = output_npy(out_raw, layouts.out.dtype, out_shape, inputs.out_f16);
 
   OutputFiles files;
   files.stage(options.out, out_file);
@@ -159,8 +141,8 @@ Command add_run_command(CLI::App& parent) {
   app->footer("Outputs are written all or none: a regular file is replaced atomically, a symlink followed, a "
               "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--q", o->q, "Q: (batch, heads, seq_q, dim_qk), '<f4' or '<f2'")->required();
-  app->add_option("--k", o->k, "K: (batch, kv_heads, seq_k, dim_qk)")->required();
-  app->add_option("--v", o->v, "V: (batch, kv_heads, seq_k, dim_v)")->required();
+  app->add_option("--k", o->k, "K: (batch, kv_heads, seq_k, dim_qk) (or a paged cache: --k-cache ...)");
+  app->add_option("--v", o->v, "V: (batch, kv_heads, seq_k, dim_v)");
   app->add_option("--mask", o->mask,
                   "Mask: (seq_q, seq_k) or (B|1, H|1, seq_q, seq_k); bool (true = attend) or '<f4'/'<f2' (added)");
   app->add_option("--kv-lens", o->kv_lens, "Key lengths: (batch,) '<i4' or '<i8'; keys j >= kv_lens[b] are masked");
@@ -194,6 +176,27 @@ Command add_run_command(CLI::App& parent) {
                   "scores, softmax, P·V")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "fused", "unfused"}));
+  // A paged KV cache instead of --k/--v (run_paged.hpp).
+  app->add_option("--k-cache", o->k_cache, "Paged K cache instead of --k: (num_pages, page_size, kv_heads, dim_qk)");
+  app->add_option("--v-cache", o->v_cache, "Paged V cache: (num_pages, page_size, kv_heads, dim_v)");
+  app->add_option("--block-table", o->block_table,
+                  "Pages of each sequence: (batch, max_pages) '<i4' or '<i8'; token t of sequence b is row "
+                  "t % page_size of page block_table[b][t / page_size]");
+  app->add_option("--cache-lens", o->cache_lens, "Tokens in each sequence's cache (its keys): (batch,) '<i4' or '<i8'");
+  app->add_option("--k-new", o->k_new,
+                  "Keys appended to the cache before attending: (batch, kv_heads, seq_new, dim_qk)");
+  app->add_option("--v-new", o->v_new, "Values appended with --k-new: (batch, kv_heads, seq_new, dim_v)");
+  app->add_option("--k-cache-out", o->k_cache_out, "Output: the K cache after the append, in O's dtype");
+  app->add_option("--v-cache-out", o->v_cache_out, "Output: the V cache after the append, in O's dtype");
+  app->add_option("--kv-dtype", o->kv_dtype, "Paged caches stored as ggml q8_0 blocks (default: the compute dtype)")
+      ->check(CLI::IsMember({"q8_0"}));
+  app->add_flag("--check", o->check,
+                "Paged cache: compare O, LSE and the caches after the append with the fp64 CPU reference (one "
+                "line on stdout; an error, and no outputs, when they differ)");
+  // Which of --k/--v and the paged options go together: a usage error (exit 2), before any file is read.
+  app->final_callback([o]() {
+    if (const std::string error = run_usage_error(*o); !error.empty()) throw CLI::ValidationError(error);
+  });
   return {app, [o]() { return run(*o); }};
 }
 

@@ -1,5 +1,6 @@
 #include "run_inputs.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -8,17 +9,10 @@
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/numeric.hpp"
 
 namespace vkattn::cli {
 namespace {
-
-// Q, K and V must be (batch, heads, seq, dim): the layout is what the library checks, but only a
-// 4-D array can be described as one.
-void require_4d(const npy::Array& array, const std::string& path, const char* role) {
-  if (array.shape.size() != 4)
-    throw Error(path + ": " + role + " must be a 4-D array (batch, heads, seq, dim), got shape " +
-                array.shape_string());
-}
 
 TensorLayout dense(DType dtype, const std::vector<int64_t>& s) {
   return TensorLayout::bhsd(dtype, s[0], s[1], s[2], s[3]);
@@ -87,33 +81,56 @@ float parse_float(const std::string& text, const std::string& what) {
   return value;  // ERANGE overflow gives +-inf, rejected later as non-finite
 }
 
+npy::Array read_4d(const std::string& path, const char* role, const char* dims) {
+  // The layout is what the library checks, but only a 4-D array can be described as one.
+  npy::Array array = npy::read(path);
+  if (array.shape.size() != 4)
+    throw Error(path + ": " + role + " must be a 4-D array " + dims + ", got shape " + array.shape_string());
+  return array;
+}
+
+DType compute_dtype(const RunOptions& options, const npy::Array& q,
+                    const std::vector<std::pair<const npy::Array*, std::string>>& others, const char* together) {
+  if (!options.dtype.empty()) return parse_dtype(options.dtype);
+  // Without --dtype the files' dtype is the compute dtype, so the others must share Q's: silently
+  // rounding a float32 K to float16 would be a surprise.
+  for (const auto& [array, path] : others)
+    if (array->kind != q.kind)
+      throw Error(path + ": dtype '" + array->descr + "' differs from Q's '" + q.descr + "' (" + options.q + "); " +
+                  together + " must share one dtype, or pass --dtype to convert");
+  return q.kind == npy::Kind::f16 ? DType::f16 : DType::f32;
+}
+
+Buffer allocate_at_least(Context& context, uint64_t bytes) {
+  return Buffer::allocate(context, std::max<uint64_t>(bytes, 16));
+}
+
+Buffer upload_encoded(Context& context, DType dtype, std::span<const float> values) {
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  Buffer buffer = allocate_at_least(context, bytes.size());
+  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
+  return buffer;
+}
+
+std::vector<std::byte> output_npy(std::span<const std::byte> device_bytes, DType dtype,
+                                  const std::vector<int64_t>& shape, bool as_f16) {
+  if (as_f16 && dtype == DType::f16) return npy::serialize(shape, "<f2", device_bytes);
+  std::vector<float> values(device_bytes.size() / dtype_size(dtype));
+  decode(dtype, device_bytes.data(), values.data(), values.size());
+  return npy::serialize_floats(shape, values, as_f16);
+}
+
 RunInputs load_run_inputs(const RunOptions& options) {
   RunInputs inputs;
-  const npy::Array q = npy::read(options.q);
-  const npy::Array k = npy::read(options.k);
-  const npy::Array v = npy::read(options.v);
-  require_4d(q, options.q, "Q");
-  require_4d(k, options.k, "K");
-  require_4d(v, options.v, "V");
+  const npy::Array q = read_4d(options.q, "Q");
+  const npy::Array k = read_4d(options.k, "K");
+  const npy::Array v = read_4d(options.v, "V");
   inputs.q = npy::to_floats(q, options.q);
   inputs.k = npy::to_floats(k, options.k);
   inputs.v = npy::to_floats(v, options.v);
 
-  // Without --dtype the files' dtype is the compute dtype, so K and V must share Q's: silently
-  // rounding a float32 K to float16 would be a surprise.
-  DType dtype;
-  if (!options.dtype.empty()) {
-    dtype = parse_dtype(options.dtype);
-  } else {
-    const auto same_as_q = [&](const npy::Array& array, const std::string& path) {
-      if (array.kind != q.kind)
-        throw Error(path + ": dtype '" + array.descr + "' differs from Q's '" + q.descr + "' (" + options.q +
-                    "); Q, K and V must share one dtype, or pass --dtype to convert");
-    };
-    same_as_q(k, options.k);
-    same_as_q(v, options.v);
-    dtype = q.kind == npy::Kind::f16 ? DType::f16 : DType::f32;
-  }
+  const DType dtype = compute_dtype(options, q, {{&k, options.k}, {&v, options.v}}, "Q, K and V");
   inputs.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
   check_fits_dtype(inputs.q, dtype, "--q (" + options.q + ")");
   check_fits_dtype(inputs.k, dtype, "--k (" + options.k + ")");

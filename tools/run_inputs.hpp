@@ -8,7 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <span>
+
 #include "modifier_options.hpp"
+#include "npy.hpp"
+#include "vkattn/buffer.hpp"
+#include "vkattn/context.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -25,6 +30,13 @@ struct RunOptions {
   std::string device;
   ModifierOptions modifiers;  // --window, --align, --softcap
   std::string alibi, sinks;   // .npy files; empty = absent
+  // A paged KV cache instead of --k/--v (run_paged.hpp); empty = absent.
+  std::string k_cache, v_cache, block_table, cache_lens;
+  std::string k_new, v_new;              // appended first: both or neither
+  std::string k_cache_out, v_cache_out;  // the caches after the append
+  std::string kv_dtype;                  // empty = the compute dtype; "q8_0"
+  bool check = false;                    // compare with the fp64 reference (paged only)
+  bool paged() const { return !k_cache.empty(); }
 };
 
 struct RunInputs {
@@ -43,5 +55,22 @@ RunInputs load_run_inputs(const RunOptions& options);
 // Parses a --scale value like a C float literal ("0.125", "-2", "1e-3", "inf", "nan"); throws Error
 // when it is not a number. Non-finite values are returned as such (and rejected by the checks).
 float parse_float(const std::string& text, const std::string& what);
+
+// Shared by the dense run (cmd_run.cpp) and the paged one (run_paged.cpp).
+
+// Reads `path` and requires a 4-D array: "<path>: <role> must be a 4-D array <dims>, got shape ...".
+npy::Array read_4d(const std::string& path, const char* role, const char* dims = "(batch, heads, seq, dim)");
+// The compute dtype: --dtype, else Q's file dtype, which every array of `others` (array, its path)
+// must then share ("Q, K and V must share one dtype" with `together` = "Q, K and V").
+DType compute_dtype(const RunOptions& options, const npy::Array& q,
+                    const std::vector<std::pair<const npy::Array*, std::string>>& others, const char* together);
+// A device buffer of at least 16 bytes (an empty tensor still gets one), and one holding `values`
+// encoded in `dtype`.
+Buffer allocate_at_least(Context& context, uint64_t bytes);
+Buffer upload_encoded(Context& context, DType dtype, std::span<const float> values);
+// An output file from device bytes in `dtype`: '<f2' as is when `as_f16` and the dtype is f16, else
+// decoded to float32 (or rounded to '<f2' when `as_f16`).
+std::vector<std::byte> output_npy(std::span<const std::byte> device_bytes, DType dtype,
+                                  const std::vector<int64_t>& shape, bool as_f16);
 
 }  // namespace vkattn::cli

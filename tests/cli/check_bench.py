@@ -2,7 +2,9 @@
 """Checks `vkattn bench --sweep` end to end on tiny versions of its presets (--max-seq): the JSON
 schema bench/compare_torch.py reads, the shapes of each preset, CSV that parses and agrees with the
 JSON, the scaling fits of both paths, --check, skipped shapes with their reason, usage errors (one
-stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only.
+stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only. Also the
+paged KV cache (--paged) and per-sequence key lengths (--lengths): checked, their layout named, their
+FLOPs and K/V bytes counted per sequence.
 
     /usr/bin/python3 tests/cli/check_bench.py --vkattn build/release/tools/vkattn
 
@@ -25,7 +27,7 @@ TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
-            "first_run_pipelines"]
+            "first_run_pipelines", "layout", "page_size", "kv_lengths", "kv_bytes", "kv_gbps"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
 F16_TOLERANCE = 2e-3  # README.md, "Precision"
 
@@ -227,8 +229,8 @@ def check_progress_on_a_terminal(checks, vkattn):
 
 
 def check_copy(checks, vkattn):
-    """--copy: the call's K/V bytes and GB/s, and copies of as many bytes (vkCmdCopyBuffer, a copy shader)
-    timed in the same run, in JSON, CSV and the table; null without --copy."""
+    """--copy: copies of as many bytes as the call's K/V (vkCmdCopyBuffer, a copy shader) timed in the same
+    run, in JSON, CSV and the table; null without --copy (the call's own K/V bytes and GB/s are always there)."""
     shape = ["--heads", "4", "--kv-heads", "1", "--seq-q", "1", "--seq-k", "1000", "--dim", "64", "--dtype", "f32", *FAST]
     keys = ["kv_bytes", "kv_gbps", "copy_transfer_gbps", "copy_shader_gbps"]
     out = run_ok(checks, "copy json", vkattn, *shape, "--copy", "--json")
@@ -243,7 +245,11 @@ def check_copy(checks, vkattn):
     out = run_ok(checks, "no copy json", vkattn, *shape, "--json")
     if out:
         r = json.loads(out)["results"][0]
-        checks.check("copy: null without --copy", all(k in r and r[k] is None for k in keys), str({k: r.get(k) for k in keys}))
+        checks.check("copy: copies null without --copy", all(k in r and r[k] is None for k in keys[2:]),
+                     str({k: r.get(k) for k in keys}))
+        checks.check("copy: kv_bytes and kv_gbps without --copy too",
+                     r.get("kv_bytes") == 2 * 1000 * 64 * 4 and isinstance(r.get("kv_gbps"), float) and r["kv_gbps"] > 0,
+                     str({k: r.get(k) for k in keys}))
     out = run_ok(checks, "copy csv", vkattn, *shape, "--copy", "--csv")
     if out:
         rows = list(csv.DictReader(io.StringIO(out)))
@@ -253,6 +259,58 @@ def check_copy(checks, vkattn):
         line = [l for l in out.splitlines() if l.startswith("copy (seq_q 1 seq_k 1000)")]
         checks.check("copy: the table's copy line", len(line) == 1 and "vkCmdCopyBuffer" in line[0] and "copy shader" in line[0],
                      repr(out[-400:]))
+
+
+def decode_flops(heads, lengths, dim_qk, dim_v):
+    """One query per sequence, causal bottom-right: it sees every key of its sequence."""
+    return 2.0 * heads * sum(lengths) * (dim_qk + dim_v)
+
+
+def check_paged(checks, vkattn):
+    """--paged PAGE_SIZE and --lengths: checked against the references, the layout named in JSON, CSV and the
+    table, FLOPs and K/V bytes counted per sequence."""
+    heads, kv_heads, dim = 8, 2, 64
+    shape = ["--heads", str(heads), "--kv-heads", str(kv_heads), "--seq-q", "1", "--dim", str(dim), "--dtype", "f16",
+             "--causal", "bottom-right", *FAST]
+    cases = [("paged decode", ["--seq-k", "100", "--paged", "16"], "paged 16", [100]),
+             ("paged lengths", ["--lengths", "40,7,0", "--paged", "16"], "paged 16", [40, 7, 0]),
+             ("paged lengths, page 1", ["--lengths", "40,7,0", "--paged", "1"], "paged 1", [40, 7, 0]),
+             ("dense lengths", ["--lengths", "40,7,0"], "dense", [40, 7, 0])]
+    for name, extra, layout, lengths in cases:
+        out = run_ok(checks, name, vkattn, *shape, *extra, "--check", "--json")
+        if out is None:
+            continue
+        doc = json.loads(out)
+        check_schema(checks, name, doc, None)
+        r = doc["results"][0]
+        checks.check(f"{name}: layout {layout!r}", r["layout"] == layout, repr(r["layout"]))
+        checks.check(f"{name}: page_size", r["page_size"] == (int(layout.split()[1]) if " " in layout else None),
+                     repr(r["page_size"]))
+        checks.check(f"{name}: batch {len(lengths)}, seq_k {max(lengths)}",
+                     r["batch"] == len(lengths) and r["seq_k"] == max(lengths), f"{r['batch']} {r['seq_k']}")
+        checks.check(f"{name}: kv_lengths", r["kv_lengths"] == (lengths if "--lengths" in extra else None),
+                     repr(r["kv_lengths"]))
+        err = r["max_err_over_max_v"]
+        checks.check(f"{name}: --check within the f16 tolerance", err is not None and err <= F16_TOLERANCE, repr(err))
+        kv_bytes = sum(lengths) * kv_heads * 2 * dim * 2
+        checks.check(f"{name}: kv_bytes counts each sequence's keys", r["kv_bytes"] == kv_bytes,
+                     f"{r['kv_bytes']} vs {kv_bytes}")
+        ms = r["ms_median"]
+        checks.check(f"{name}: kv_gbps is kv_bytes over the median time",
+                     math.isclose(r["kv_gbps"], kv_bytes / (ms * 1e6), rel_tol=1e-9), f"{r['kv_gbps']} vs {ms}")
+        want = decode_flops(heads, lengths, dim, dim) / (ms * 1e-3) * 1e-12
+        checks.check(f"{name}: TFLOP/s count each sequence's visible pairs", math.isclose(r["tflops"], want, rel_tol=1e-9),
+                     f"{r['tflops']} vs {want}")
+    table = run_ok(checks, "paged table", vkattn, *shape, "--lengths", "40,7,0", "--paged", "16", "--check")
+    if table is not None:
+        rows = [l for l in table.splitlines() if " paged 16 " in l and "fused" in l]
+        checks.check("paged table: the row names the layout", len(rows) == 1, table[-600:])
+        checks.check("paged table: kv_GB/s column and the lengths",
+                     "kv_GB/s" in table and "kv lengths (seq_k is their maximum): 40,7,0" in table, table[-600:])
+    out = run_ok(checks, "paged csv", vkattn, *shape, "--seq-k", "100", "--paged", "16", "--csv")
+    if out is not None:
+        rows = list(csv.DictReader(io.StringIO(out)))
+        checks.check("paged csv: layout column", len(rows) == 1 and rows[0].get("layout") == "paged 16", str(rows)[:300])
 
 
 def check_usage_errors(checks, vkattn):
@@ -265,6 +323,11 @@ def check_usage_errors(checks, vkattn):
         (["--max-seq", "256"], "--max-seq"),
         (["--sweep", "decode", "--max-seq", "100"], "leaves no shape"),
         (["--sweep", "training"], "--sweep"),
+        (["--batch", "2", "--lengths", "40,7,0"], "--lengths"),
+        (["--batch", "2", "--lengths", "40,7,0", "--paged", "16"], "--lengths"),
+        (["--paged", "0"], "--paged"),
+        (["--sweep", "decode", "--paged", "16"], "drop --paged"),
+        (["--paged", "16", "--path", "unfused"], "--paged"),
     ]
     for args, expect in cases:
         proc = bench(vkattn, *args)
@@ -282,6 +345,7 @@ def main():
     check_usage_errors(checks, args.vkattn)
     check_single_run(checks, args.vkattn)
     check_copy(checks, args.vkattn)
+    check_paged(checks, args.vkattn)
     check_counts_and_budget(checks, args.vkattn)
     check_first_run(checks, args.vkattn)
     check_prefill(checks, args.vkattn)

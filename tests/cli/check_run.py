@@ -10,14 +10,22 @@ One line per case: PASS/FAIL, the max error of O normalised by max|V| against th
 ("Precision") tolerance of the compute dtype, the LSE error, and for the cases that ask for them (--weights) the max
 error of the attention weights P against the same tolerance (P's entries are at most 1, so no
 normalisation; masked keys and fully masked rows must be exactly 0). Exits 1 when any case fails.
+
+The paged_* cases run `vkattn run --k-cache ... --block-table ... --cache-lens ...` over a paged KV
+cache (shuffled pages, rows no sequence holds set to NaN): the NumPy reference gathers each
+sequence's pages into a dense K and V (after the append of --k-new/--v-new) and runs the dense
+reference on it, so causal and the modifiers align to the sequence's own length; the caches written
+by --k-cache-out/--v-cache-out must equal the inputs with the new rows written, exactly.
 """
 import argparse
+import dataclasses
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 try:
     import numpy as np
@@ -27,6 +35,7 @@ except ImportError:
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_case  # noqa: E402
+import sdpa_reference  # noqa: E402
 
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # README.md, "Precision", normalised by max|V|
 LSE_TOLERANCE = 1e-4  # |LSE - ref| <= tol * (1 + |ref|): f32 arithmetic on the same rounded inputs
@@ -101,6 +110,190 @@ def check_case(vkattn, case, directory, seed):
     return ok, detail, seconds
 
 
+@dataclasses.dataclass
+class PagedCase:
+    """A `vkattn run` over a paged KV cache: len(cache_lens) sequences, their pages handed out from a
+    shuffled pool (plus spare_pages no sequence uses), a spare -1 column in the block table."""
+    name: str
+    cache_lens: list
+    heads: int = 4
+    kv_heads: int = 2
+    seq_q: int = 1
+    dim: int = 32
+    dim_v: int = None  # None: = dim
+    page_size: int = 16
+    seq_new: int = 0  # --k-new/--v-new of this many tokens, appended first
+    spare_pages: int = 2
+    file_dtype: str = "f4"
+    dtype: str = None  # --dtype (None: the files')
+    int_dtype: type = np.int32  # of --block-table and --cache-lens
+    causal: str = "bottom-right"
+    window: tuple = None
+    align: str = None
+    softcap: float = None
+    alibi: str = None  # 'h': (H,), 'bh': (B,H)
+    sinks: bool = False
+    check: bool = False  # also --check: stdout must say it passed
+    cache_out: bool = False  # also --k-cache-out/--v-cache-out, compared exactly
+
+    def __post_init__(self):
+        self.dim_v = self.dim_v or self.dim
+
+    @property
+    def compute_dtype(self):
+        return self.dtype or ("f16" if self.file_dtype == "f2" else "f32")
+
+
+PAGED_CASES = [
+    PagedCase("paged_gqa_shuffled_lens_0_1_17", cache_lens=[0, 1, 17], heads=8, kv_heads=2, seq_q=3),
+    PagedCase("paged_append_across_page_edge", cache_lens=[14, 30, 5], seq_new=4, seq_q=4, cache_out=True,
+              check=True, int_dtype=np.int64),
+    PagedCase("paged_f16_append_gqa", cache_lens=[40, 0, 23], heads=4, kv_heads=1, seq_new=1, dim=64,
+              file_dtype="f2", cache_out=True),
+    PagedCase("paged_modifiers_top_left", cache_lens=[0, 9, 33], seq_q=5, causal="none", window=(6, 2),
+              align="top-left", softcap=5.0, alibi="bh", sinks=True, page_size=8, dim=24, dim_v=40, check=True),
+    PagedCase("paged_bf16_from_f32_window_sinks", cache_lens=[50, 3], seq_q=2, window=(16, 0), sinks=True,
+              alibi="h", dtype="bf16", seq_new=2, cache_out=True),
+]
+
+
+def paged_pages(case, rng):
+    """(block table (B, max_pages) with -1 past each sequence's pages, num_pages): shuffled pages."""
+    ps = case.page_size
+    need = [-(-(length + case.seq_new) // ps) for length in case.cache_lens]
+    num_pages = sum(need) + case.spare_pages
+    order = rng.permutation(num_pages)
+    table = np.full((len(need), max(need + [1]) + 1), -1, dtype=np.int64)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used:used + n]
+        used += n
+    return table, num_pages
+
+
+def generate_paged(case, seed):
+    """(files, `vkattn run` args, (O, LSE) of the reference, expected caches (K, V) after the append
+    in the compute dtype, V values the GPU sees)."""
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()) + seed)
+    file_type = np.float16 if case.file_dtype == "f2" else np.float32
+    batch, heads, groups, ps = len(case.cache_lens), case.heads, case.kv_heads, case.page_size
+    table, num_pages = paged_pages(case, rng)
+    kc = np.full((num_pages, ps, groups, case.dim), np.nan, dtype=file_type)  # rows nobody holds: NaN
+    vc = np.full((num_pages, ps, groups, case.dim_v), np.nan, dtype=file_type)
+    for b, length in enumerate(case.cache_lens):
+        for t in range(length):
+            page, slot = table[b, t // ps], t % ps
+            kc[page, slot] = rng.standard_normal((groups, case.dim))
+            vc[page, slot] = rng.standard_normal((groups, case.dim_v))
+    q = rng.standard_normal((batch, heads, case.seq_q, case.dim)).astype(file_type)
+    kn = rng.standard_normal((batch, groups, case.seq_new, case.dim)).astype(file_type)
+    vn = rng.standard_normal((batch, groups, case.seq_new, case.dim_v)).astype(file_type)
+    files = {"q": q, "kc": kc, "vc": vc, "bt": table.astype(case.int_dtype),
+             "cl": np.asarray(case.cache_lens, dtype=case.int_dtype)}
+    args = ["--q", "q.npy", "--k-cache", "kc.npy", "--v-cache", "vc.npy", "--block-table", "bt.npy",
+            "--cache-lens", "cl.npy", "--out", "out.npy", "--lse", "lse.npy"]
+    if case.seq_new:
+        files.update(kn=kn, vn=vn)
+        args += ["--k-new", "kn.npy", "--v-new", "vn.npy"]
+    if case.cache_out:
+        args += ["--k-cache-out", "kc_out.npy", "--v-cache-out", "vc_out.npy"]
+    if case.causal != "none":
+        args += ["--causal", case.causal]
+    if case.dtype:
+        args += ["--dtype", case.dtype]
+    if case.window is not None:
+        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
+    alibi = sinks = None
+    if case.alibi:
+        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
+        files["alibi"] = alibi
+        args += ["--alibi", "alibi.npy"]
+    if case.sinks:
+        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
+        files["sinks"] = sinks
+        args += ["--sinks", "sinks.npy"]
+    if case.check:
+        args += ["--check"]
+
+    # The caches after the append, then each sequence's keys gathered into a dense (1, G, len, D).
+    dtype = case.compute_dtype
+    q_seen, k_seen, v_seen = (sdpa_reference.round_to(x, dtype) for x in (q, kc, vc))
+    kn_seen, vn_seen = sdpa_reference.round_to(kn, dtype), sdpa_reference.round_to(vn, dtype)
+    v_used = [vn_seen.ravel()]
+    for b, length in enumerate(case.cache_lens):
+        for t in range(length, length + case.seq_new):
+            page, slot = table[b, t // ps], t % ps
+            k_seen[page, slot] = kn_seen[b, :, t - length]
+            v_seen[page, slot] = vn_seen[b, :, t - length]
+    out = np.zeros((batch, heads, case.seq_q, case.dim_v))
+    lse = np.full((batch, heads, case.seq_q), -np.inf)
+    for b, length in enumerate(case.cache_lens):
+        tokens = np.arange(length + case.seq_new)
+        rows = (table[b, tokens // ps], tokens % ps)
+        k = k_seen[rows].transpose(1, 0, 2)[None]  # (1, G, len, D)
+        v = v_seen[rows].transpose(1, 0, 2)[None]
+        v_used.append(v.ravel())
+        if tokens.size == 0:  # no keys: O = 0, LSE = -inf, or the sink's logit
+            if sinks is not None:
+                lse[b] = sinks[:, None]
+            continue
+        out[b], lse[b] = sdpa_reference.attention(
+            q_seen[b:b + 1], k, v, causal=case.causal, window=case.window, align=case.align, softcap=case.softcap,
+            alibi=alibi[b:b + 1] if alibi is not None and alibi.ndim == 2 else alibi, sinks=sinks)
+    return files, args, (out, lse), (k_seen, v_seen), np.concatenate(v_used)
+
+
+def check_paged_case(vkattn, case, directory, seed):
+    files, args, (ref_out, ref_lse), (ref_kc, ref_vc), v_seen = generate_paged(case, seed)
+    gen_case.write(directory, files)
+    start = time.time()
+    proc = subprocess.run([vkattn, "run"] + args, cwd=directory, capture_output=True, text=True, timeout=900)
+    seconds = time.time() - start
+    if proc.returncode != 0:
+        return False, f"vkattn run exited {proc.returncode}: {proc.stderr.strip()}", seconds
+    if case.check != proc.stdout.startswith("check: passed"):
+        return False, f"stdout {proc.stdout!r} (--check {'given' if case.check else 'not given'})", seconds
+    out_f16 = case.file_dtype == "f2" and case.compute_dtype != "bf16"
+    expected_dtype = np.float16 if out_f16 else np.float32
+    results = {}
+    for name, shape, dtype in [("out", ref_out.shape, expected_dtype), ("lse", ref_lse.shape, np.float32)] + (
+            [("kc_out", ref_kc.shape, expected_dtype), ("vc_out", ref_vc.shape, expected_dtype)] if case.cache_out
+            else []):
+        results[name] = np.load(os.path.join(directory, name + ".npy"))
+        if results[name].dtype != dtype or results[name].shape != shape:
+            return (False, f"{name}.npy is {results[name].dtype} {results[name].shape}, expected "
+                    f"{np.dtype(dtype)} {shape}", seconds)
+    finite_v = np.abs(v_seen[np.isfinite(v_seen)])
+    scale = float(finite_v.max()) if finite_v.size and finite_v.max() > 0 else 1.0
+    err = compare(results["out"], ref_out, scale)
+    lse_err = compare(results["lse"], ref_lse, 1.0)
+    finite = np.isfinite(ref_lse)
+    if np.isfinite(lse_err) and finite.any():
+        got = results["lse"][finite].astype(np.float64)
+        lse_err = float(np.max(np.abs(got - ref_lse[finite]) / (1.0 + np.abs(ref_lse[finite]))))
+    tol = TOLERANCE[case.compute_dtype]
+    ok = err <= tol and lse_err <= LSE_TOLERANCE
+    detail = f"err {err:.2e} / tol {tol:.0e}  lse {lse_err:.2e} / {LSE_TOLERANCE:.0e}"
+    if np.isinf(ref_lse).any():
+        detail += f"  ({int(np.isinf(ref_lse).sum())} rows without keys)"
+    if case.cache_out:
+        # Copies of the rounded inputs with the new rows written: bit for bit, NaN rows included.
+        caches_ok = True
+        for name, want in (("kc_out", ref_kc), ("vc_out", ref_vc)):
+            got = results[name].astype(np.float32)
+            if not np.array_equal(got, want.astype(np.float32), equal_nan=True):
+                bad = np.argwhere(~((got == want) | (np.isnan(got) & np.isnan(want))))
+                caches_ok = False
+                detail += f"  {name}.npy differs at {len(bad)} values (first {tuple(int(i) for i in bad[0])})"
+        ok = ok and caches_ok
+        detail += "  caches ok" if caches_ok else ""
+    return ok, detail, seconds
+
+
 def save(directory, name, array):
     np.save(os.path.join(directory, name), array)
 
@@ -165,6 +358,38 @@ def error_cases():
         ("sinks_per_batch", dict(base, **{"s.npy": np.ones((2, 2), np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_inf", dict(base, **{"s.npy": np.array([0.5, np.inf], np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_missing_file", base, ["--sinks", "nothing.npy"]),
+    ] + paged_error_cases(q, kv)
+
+
+def paged_error_cases(q, kv):
+    """Bad paged-cache input: Q (2, 2, 8, 16) over caches of 4 pages of 16 rows, 2 KV heads."""
+    rng = np.random.default_rng(8)
+    cache = rng.standard_normal((4, 16, 2, 16)).astype(np.float32)
+    table = np.array([[0, 1], [2, 3]], np.int32)
+    lens = np.array([20, 3], np.int32)
+    files = {"q.npy": q, "kc.npy": cache, "vc.npy": cache, "bt.npy": table, "cl.npy": lens}
+    paged = ["--k-cache", "kc.npy", "--v-cache", "vc.npy", "--block-table", "bt.npy", "--cache-lens", "cl.npy",
+             "--k-cache-out", "kc_out.npy", "--v-cache-out", "vc_out.npy"]
+    no_table = paged[:4] + paged[6:]
+    q32 = {"q.npy": np.zeros((2, 2, 1, 32), np.float32), "kc.npy": np.zeros((4, 16, 2, 32), np.float32),
+           "vc.npy": np.zeros((4, 16, 2, 32), np.float32)}
+    new = rng.standard_normal((2, 2, 13, 16)).astype(np.float32)
+    return [
+        ("paged_missing_block_table", files, no_table),
+        ("paged_block_table_float", dict(files, **{"bt.npy": table.astype(np.float32)}), paged),
+        ("paged_cache_lens_2d", dict(files, **{"cl.npy": lens[None]}), paged),
+        ("paged_k_with_k_cache", dict(files, **{"k.npy": kv, "v.npy": kv}), ["--k", "k.npy"] + paged),
+        ("paged_mask", dict(files, **{"mask.npy": np.ones((8, 20), bool)}), paged + ["--mask", "mask.npy"]),
+        ("paged_k_new_alone", dict(files, **{"kn.npy": new}), paged + ["--k-new", "kn.npy"]),
+        ("paged_weights", files, paged + ["--weights", "p.npy"]),
+        ("paged_cache_lens_beyond_capacity", dict(files, **{"cl.npy": np.array([33, 3], np.int32)}), paged),
+        ("paged_append_beyond_capacity", dict(files, **{"kn.npy": new, "vn.npy": new}),
+         paged + ["--k-new", "kn.npy", "--v-new", "vn.npy"]),
+        ("paged_table_entry_not_a_page", dict(files, **{"bt.npy": np.array([[0, 1], [4, -1]], np.int32)}), paged),
+        ("paged_cache_3d", dict(files, **{"kc.npy": cache[0]}), paged),
+        ("paged_f16_cache_f32_q", dict(files, **{"vc.npy": cache.astype(np.float16)}), paged),
+        ("paged_q8_0", dict(files, **q32), paged + ["--kv-dtype", "q8_0"]),
+        ("paged_check_dense", {"q.npy": q, "k.npy": kv, "v.npy": kv}, ["--check"]),
     ]
 
 
@@ -177,7 +402,25 @@ EXPECTED_MESSAGE = {
     "sinks_per_batch": "--sinks (s.npy): shape (2, 2) must be (heads,) = (2,)",
     "f16_overflow": "--k (k.npy): 2 values overflow f16 (largest magnitude 75000 > 65504)",
     "bf16_overflow": "--v (v.npy): 2 values overflow bf16 (largest magnitude 3.4e+38 > 3.38953e+38)",
+    "paged_missing_block_table": "--k-cache needs --block-table",
+    "paged_block_table_float": "--block-table (bt.npy): dtype '<f4' is not supported; use int32 ('<i4') or int64",
+    "paged_cache_lens_2d": "--cache-lens (cl.npy): shape (1, 2) must be (batch,) = (2,)",
+    "paged_k_with_k_cache": "--k with --k-cache: give dense K and V (--k, --v) or a paged cache",
+    "paged_mask": "--mask cannot be used with a paged cache: the cache lengths (--cache-lens) are the key lengths",
+    "paged_k_new_alone": "--k-new needs --v-new",
+    "paged_weights": "--weights cannot be used with a paged cache",
+    "paged_cache_lens_beyond_capacity":
+        "cache_lens[0] (33) exceeds the block table's capacity max_pages * page_size = 2 * 16 = 32",
+    "paged_append_beyond_capacity": "cache_lens[0] (20) + k_new.seq (13) = 33 exceeds the block table's capacity",
+    "paged_table_entry_not_a_page": "block_table[1][0] (4) is not a page: must be in [0, 4)",
+    "paged_cache_3d": "kc.npy: the K cache must be a 4-D array (num_pages, page_size, kv_heads, dim)",
+    "paged_f16_cache_f32_q": "vc.npy: dtype '<f2' differs from Q's '<f4'",
+    "paged_q8_0": "k_cache.quant: q8_0 caches are not run by the kernels yet",
+    "paged_check_dense": "--check needs a paged cache",
 }
+# Usage errors (which options go together) exit 2; bad values exit 1.
+EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
+                                      "paged_k_new_alone", "paged_weights", "paged_check_dense")}
 
 
 def overflowing(array, magnitude):
@@ -198,12 +441,16 @@ def check_error_case(vkattn, name, files, extra, directory):
             open(path, "wb").write(content)
         else:
             np.save(path, content)
-    args = ["run", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy", "--lse", "lse.npy"] + extra
+    dense = [] if "--k-cache" in extra else ["--k", "k.npy", "--v", "v.npy"]
+    args = ["run", "--q", "q.npy"] + dense + ["--out", "out.npy", "--lse", "lse.npy"] + extra
     proc = subprocess.run([vkattn] + args, cwd=directory, capture_output=True, text=True, timeout=300)
     lines = proc.stderr.splitlines()
-    leftovers = [f for f in os.listdir(directory) if f.startswith(("out.npy", "lse.npy", "p.npy", "heads.png"))]
+    leftovers = [f for f in os.listdir(directory)
+                 if f.startswith(("out.npy", "lse.npy", "p.npy", "heads.png", "kc_out.npy", "vc_out.npy"))]
     if proc.returncode == 0:
         return False, "succeeded, expected a failure"
+    if name in EXPECTED_EXIT and proc.returncode != EXPECTED_EXIT[name]:
+        return False, f"exit {proc.returncode}, expected {EXPECTED_EXIT[name]}: {proc.stderr.strip()!r}"
     if len(lines) != 1 or not lines[0].startswith("vkattn: error: "):
         return False, f"stderr is not one 'vkattn: error:' line: {proc.stderr!r}"
     if leftovers:
@@ -232,7 +479,7 @@ def main():
 
     errors = error_cases()
     if args.list:
-        for case in gen_case.CASES:
+        for case in gen_case.CASES + PAGED_CASES:
             print(case.name)
         for name, _, _ in errors:
             print("error:" + name)
@@ -241,7 +488,9 @@ def main():
     if not os.path.exists(vkattn):
         sys.exit(f"check_run: error: {vkattn} does not exist (build it, or pass --vkattn)")
 
-    selected = args.case or [c.name for c in gen_case.CASES] + ([] if args.no_errors else ["error:" + e[0] for e in errors])
+    paged = {c.name: c for c in PAGED_CASES}
+    selected = args.case or [c.name for c in gen_case.CASES] + list(paged) + (
+        [] if args.no_errors else ["error:" + e[0] for e in errors])
     root = args.keep or tempfile.mkdtemp(prefix="vkattn-check-")
     failures = 0
     for name in selected:
@@ -252,6 +501,8 @@ def main():
                 sys.exit(f"check_run: error: no case named {name!r} (see --list)")
             ok, detail = check_error_case(vkattn, *matches[0], directory)
             seconds = 0.0
+        elif name in paged:
+            ok, detail, seconds = check_paged_case(vkattn, paged[name], directory, args.seed)
         else:
             ok, detail, seconds = check_case(vkattn, gen_case.find_case(name), directory, args.seed)
         failures += not ok

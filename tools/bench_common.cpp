@@ -1,0 +1,130 @@
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "bench_metrics.hpp"
+#include "vkattn/numeric.hpp"
+
+namespace vkattn::cli {
+
+std::vector<float> alibi_slopes(int64_t heads) {
+  std::vector<float> s(static_cast<std::size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h)
+    s[static_cast<std::size_t>(h)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
+  return s;
+}
+
+std::vector<float> sink_logits(int64_t heads) {
+  std::vector<float> s(static_cast<std::size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h) s[static_cast<std::size_t>(h)] = 0.25f * static_cast<float>(h % 5) - 0.5f;
+  return s;
+}
+
+std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& x : values) x = round_to(dtype, normal(rng));
+  return values;
+}
+
+Buffer upload(Context& context, DType dtype, const std::vector<float>& values) {
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  return upload_bytes(context, bytes.data(), bytes.size());
+}
+
+Buffer upload_bytes(Context& context, const void* data, std::size_t bytes) {
+  Buffer buffer = Buffer::allocate(context, std::max<uint64_t>(bytes, 16));
+  if (bytes) buffer.upload(data, bytes);
+  return buffer;
+}
+
+std::string mib_text(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+void check_shape_fits(const BenchOptions& o, const DeviceInfo& device, const std::vector<uint64_t>& buffers) {
+  uint64_t total = 0, largest = 0;
+  for (uint64_t b : buffers) {
+    total += b;
+    largest = std::max(largest, b);
+  }
+  const uint64_t limit_mib = static_cast<uint64_t>(o.max_memory_mib);
+  if (limit_mib > 0 && total > limit_mib * 1024 * 1024)
+    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than --max-memory " +
+                       std::to_string(limit_mib) + " MiB");
+  if (device.device_memory_bytes > 0 && total > device.device_memory_bytes)
+    throw ShapeSkipped("needs " + mib_text(total) + " of device buffers, more than the " +
+                       mib_text(device.device_memory_bytes) + " heap of " + device.name);
+  for (const auto& [limit, name] : {std::pair{device.max_buffer_size, "maxBufferSize"},
+                                    std::pair{device.max_allocation_size, "maxMemoryAllocationSize"}})
+    if (limit > 0 && largest > limit)
+      throw ShapeSkipped("a buffer of " + mib_text(largest) + " exceeds " + name + " (" + mib_text(limit) + ")");
+}
+
+std::vector<int64_t> sequence_lengths(const BenchShape& shape) {
+  if (!shape.kv_lengths.empty()) return shape.kv_lengths;
+  return std::vector<int64_t>(static_cast<std::size_t>(shape.batch), shape.seq_k);
+}
+
+uint64_t kv_read_bytes(const BenchShape& shape, DType dtype) {
+  uint64_t keys = 0;
+  for (const int64_t len : sequence_lengths(shape)) keys += static_cast<uint64_t>(len);
+  return keys * static_cast<uint64_t>(shape.kv_heads * (shape.dim_qk + shape.dim_v)) * dtype_size(dtype);
+}
+
+double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& lengths, bool per_sequence) {
+  if (!per_sequence) return attention_flops(problem, lengths);
+  double pairs = 0;
+  for (const int64_t len : lengths) {
+    AttentionProblem p = problem;
+    p.seq_k = len;
+    pairs += visible_pairs(p, len);
+  }
+  return 2.0 * static_cast<double>(problem.heads) * pairs * static_cast<double>(problem.dim_qk + problem.dim_v);
+}
+
+void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, BenchResult& result) {
+  // The first run builds the call's pipelines (and, on lavapipe, JIT-compiles them at their first
+  // dispatch): its host time is reported apart. It is the first warm-up, or with --warmup 0 the
+  // first timed run.
+  const std::size_t pipelines_before = context.pipeline_count();
+  const auto first_start = std::chrono::steady_clock::now();
+  const double first_gpu_ms = timer(0, 1).at(0);
+  result.first_run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
+  result.first_run_pipelines = static_cast<int>(context.pipeline_count() - pipelines_before);
+
+  std::vector<double> ms;
+  if (o.counts_given) {
+    if (o.warmup > 0) {
+      ms = timer(o.warmup - 1, o.iters);
+    } else {
+      ms = {first_gpu_ms};
+      if (o.iters > 1) {
+        const std::vector<double> rest = timer(0, o.iters - 1);
+        ms.insert(ms.end(), rest.begin(), rest.end());
+      }
+    }
+  } else {
+    // One probe run (a warm-up after the first run, whose time is mostly building the pipelines)
+    // says how long a run takes; then as many warm-ups and timed runs as the defaults ask for, fewer
+    // where they would exceed the budget. The first run and the probe count as two of the warm-ups.
+    // A 2-core lavapipe needs seconds per run on the default problem; a GPU gets the full counts.
+    const double probe_ms = std::max(timer(0, 1).at(0), 1e-3);
+    const double budget_ms = o.budget_s * 1e3;
+    const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 2, 0));
+    const int iters = std::clamp(static_cast<int>(budget_ms / probe_ms), 1, o.iters);
+    ms = timer(warmup, iters);
+  }
+  if (ms.empty()) throw Error("bench: the timer returned no timings");
+  result.iters = static_cast<int>(ms.size());
+  result.ms_median = median(ms);
+  result.ms_min = *std::min_element(ms.begin(), ms.end());
+}
+
+}  // namespace vkattn::cli

@@ -1,0 +1,96 @@
+// What the two measurements of `vkattn bench` share: the options, the random inputs, the memory
+// checks before a shape is allocated, the rule that decides how many runs are timed, and the bytes
+// and FLOPs each result is credited with. The dense call is measured in cmd_bench.cpp, the paged one
+// (--paged) in bench_paged.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_result.hpp"
+#include "modifier_options.hpp"
+#include "vkattn/buffer.hpp"
+#include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/problem.hpp"
+
+namespace vkattn::cli {
+
+struct BenchOptions {
+  int64_t batch = 1, heads = 8, kv_heads = 0;  // 0: kv_heads = heads
+  std::vector<int64_t> seq_q = {1024}, seq_k;  // lists: one result per (seq_q, seq_k) pair
+  int64_t dim = 64, dim_v = 0;                 // 0: dim_v = dim
+  std::string dtype = "f32", causal = "none", device, kernel = "auto";
+  std::string path = "auto";
+  std::string sweep;        // "": the shapes above
+  int64_t max_seq = 0;      // 0: the preset's every sequence length
+  int64_t max_memory_mib = 0;  // 0: the device's largest memory heap
+  int warmup = 3, iters = 10;
+  bool counts_given = false;  // --warmup or --iters on the command line without --budget: honoured exactly
+  bool dtype_given = false;
+  bool batch_given = false;   // --batch on the command line (else --lengths sets the batch)
+  std::string shape_option_given;  // the first of --seq-q, --batch, ... given, for the --sweep error
+  double budget_s = 5.0;      // otherwise: GPU seconds the timed runs may take
+  uint64_t seed = 1;
+  bool check = false, json = false, csv = false;
+  bool host_time = false;
+  bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
+  ModifierOptions modifiers;         // --window, --align, --softcap
+  bool alibi = false, sinks = false;  // --alibi, --sinks
+  int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
+  std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each
+};
+
+// A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
+class ShapeSkipped : public Error {
+ public:
+  using Error::Error;
+};
+
+// ALiBi's slopes for `heads` heads, 2^(-8(h+1)/H) (Press et al.; exact for a power of two), and sink
+// logits (fixed values around 0, as a trained model's are): what `--alibi` and `--sinks` give.
+std::vector<float> alibi_slopes(int64_t heads);
+std::vector<float> sink_logits(int64_t heads);
+
+// Random values already rounded to the dtype: exactly what the GPU will see, so the reference can be
+// fed the same numbers.
+std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64& rng);
+
+// `values` encoded in `dtype` in a new device buffer (at least 16 bytes).
+Buffer upload(Context& context, DType dtype, const std::vector<float>& values);
+Buffer upload_bytes(Context& context, const void* data, std::size_t bytes);
+
+std::string mib_text(uint64_t bytes);
+
+// Before anything is allocated: the buffers of one call (one input set, O, P when written) against
+// --max-memory, the device's largest heap and its per-buffer limits; the library would refuse the
+// last two as well, but the bench says which shape and why, and skips it in a sweep. The workspace
+// is not known before the buffers exist: a failure to allocate it surfaces as out-of-memory.
+void check_shape_fits(const BenchOptions& o, const DeviceInfo& device, const std::vector<uint64_t>& buffers);
+
+// The keys of each sequence of `shape`: its kv_lengths, or seq_k for every batch entry.
+std::vector<int64_t> sequence_lengths(const BenchShape& shape);
+
+// Bytes of K and V the call reads: each sequence's keys x kv_heads x (dim_qk + dim_v) x the element
+// size (the whole of K and V for a dense call without --lengths).
+uint64_t kv_read_bytes(const BenchShape& shape, DType dtype);
+
+// FLOPs credited to a call: 2 (dim_qk + dim_v) per visible (query, key) pair, counted per sequence.
+// Dense: `problem` is the call's, and a sequence of len_b keys sees its first len_b keys of seq_k
+// (kv_lengths). Paged (`per_sequence`): each sequence is a problem of its own with seq_k = len_b
+// (its causal diagonal and window follow its own length).
+double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& lengths, bool per_sequence);
+
+// The GPU milliseconds of `iters` timed runs after `warmup` untimed ones of one call, each in its own
+// submission between timestamps.
+using RunTimer = std::function<std::vector<double>(int warmup, int iters)>;
+
+// Times a shape with `timer`: its first run apart (host time, pipelines it built), then as many
+// warm-ups and timed runs as the counts or the budget of `o` give. Fills first_run_ms,
+// first_run_pipelines, iters, ms_median and ms_min of `result`.
+void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, BenchResult& result);
+
+}  // namespace vkattn::cli

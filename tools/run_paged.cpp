@@ -1,0 +1,325 @@
+#include "run_paged.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "conform/compare.hpp"
+#include "dtype_overflow.hpp"
+#include "npy.hpp"
+#include "output_files.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/kv_cache.hpp"
+#include "vkattn/numeric.hpp"
+#include "vkattn/paged_attention.hpp"
+#include "vkattn/serving_reference.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+constexpr const char* kPagedSet = "--k-cache, --v-cache, --block-table and --cache-lens";
+
+// Everything the paged call needs, read and checked; the float values already rounded to the dtype
+// (what the device and the reference see).
+struct PagedInputs {
+  PagedAttentionLayouts layouts;
+  PagedProblem problem;
+  std::vector<float> q, k_cache, v_cache, k_new, v_new;
+  std::vector<int32_t> block_table, cache_lens;
+  std::optional<HeadValues> alibi, sinks;
+  bool out_f16 = false;  // O and the caches written as '<f2' (Q was '<f2' and the dtype is not bf16)
+};
+
+// The values of a float tensor in `dtype`, refusing overflow like the dense run.
+std::vector<float> rounded_values(const npy::Array& array, const std::string& option, const std::string& path,
+                                  DType dtype) {
+  std::vector<float> values = npy::to_floats(array, path);
+  check_fits_dtype(values, dtype, option + " (" + path + ")");
+  for (float& x : values) x = round_to(dtype, x);
+  return values;
+}
+
+// --block-table (batch, max_pages) or --cache-lens (batch,): '<i4' or '<i8', values within int32.
+std::vector<int32_t> read_int32(const std::string& path, const char* option, int64_t batch, bool table,
+                                int64_t* columns) {
+  const std::string what = std::string(option) + " (" + path + ")";
+  const npy::Array array = npy::read(path);
+  if (array.kind != npy::Kind::i32 && array.kind != npy::Kind::i64)
+    throw Error(what + ": dtype '" + array.descr + "' is not supported; use int32 ('<i4') or int64 ('<i8')");
+  const auto& s = array.shape;
+  if (table ? s.size() != 2 || s[0] != batch : s.size() != 1 || s[0] != batch)
+    throw Error(what + ": shape " + array.shape_string() + " must be " +
+                (table ? "(batch, max_pages) with batch = " + std::to_string(batch) + " (Q's)"
+                       : "(batch,) = (" + std::to_string(batch) + ",)"));
+  if (columns) *columns = s[1];
+  const std::vector<int64_t> wide = npy::to_ints(array, path);
+  std::vector<int32_t> values(wide.size());
+  for (std::size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < INT32_MIN || wide[i] > INT32_MAX)
+      throw Error(what + ": value " + std::to_string(i) + " (" + std::to_string(wide[i]) + ") does not fit int32");
+    values[i] = static_cast<int32_t>(wide[i]);
+  }
+  return values;
+}
+
+PagedInputs load_paged_inputs(const RunOptions& o) {
+  PagedInputs in;
+  const char* cache_dims = "(num_pages, page_size, kv_heads, dim)";
+  const char* new_dims = "(batch, kv_heads, seq_new, dim)";
+  const npy::Array q = read_4d(o.q, "Q");
+  const npy::Array kc = read_4d(o.k_cache, "the K cache", cache_dims);
+  const npy::Array vc = read_4d(o.v_cache, "the V cache", cache_dims);
+  std::optional<npy::Array> kn, vn;
+  std::vector<std::pair<const npy::Array*, std::string>> others = {{&kc, o.k_cache}, {&vc, o.v_cache}};
+  if (!o.k_new.empty()) {
+    kn = read_4d(o.k_new, "the new K", new_dims);
+    vn = read_4d(o.v_new, "the new V", new_dims);
+    others.insert(others.end(), {{&*kn, o.k_new}, {&*vn, o.v_new}});
+  }
+  const DType dtype = compute_dtype(o, q, others, "Q, the caches and the new K/V");
+  in.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
+  in.q = rounded_values(q, "--q", o.q, dtype);
+  in.k_cache = rounded_values(kc, "--k-cache", o.k_cache, dtype);
+  in.v_cache = rounded_values(vc, "--v-cache", o.v_cache, dtype);
+  if (kn) {
+    in.k_new = rounded_values(*kn, "--k-new", o.k_new, dtype);
+    in.v_new = rounded_values(*vn, "--v-new", o.v_new, dtype);
+  }
+  const int64_t batch = q.shape[0], heads = q.shape[1];
+  int64_t max_pages = 0;
+  in.block_table = read_int32(o.block_table, "--block-table", batch, true, &max_pages);
+  in.cache_lens = read_int32(o.cache_lens, "--cache-lens", batch, false, nullptr);
+
+  PagedAttentionLayouts& l = in.layouts;
+  const KvQuant quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
+  const auto cache = [&](const npy::Array& a) {
+    return PagedKvLayout::dense(dtype, a.shape[0], a.shape[1], a.shape[2], a.shape[3], quant);
+  };
+  const auto dense = [&](const std::vector<int64_t>& s) { return TensorLayout::bhsd(dtype, s[0], s[1], s[2], s[3]); };
+  l.q = dense(q.shape);
+  l.k_cache = cache(kc);
+  l.v_cache = cache(vc);
+  l.max_pages = max_pages;
+  if (kn) l.k_new = dense(kn->shape), l.v_new = dense(vn->shape);
+  l.out = TensorLayout::bhsd(dtype, batch, heads, q.shape[2], vc.shape[3]);
+  l.has_lse = !o.lse.empty() || o.check;
+  l.options.causal = parse_causal(o.causal);
+  if (!o.scale.empty()) l.options.scale = parse_float(o.scale, "--scale");
+  apply_modifier_options(o.modifiers, l.options);
+  if (!o.alibi.empty()) {
+    in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
+    l.alibi = in.alibi->layout;
+  }
+  if (!o.sinks.empty()) {
+    in.sinks = load_head_values(o.sinks, "--sinks", batch, heads, false);
+    l.sinks = in.sinks->layout;
+  }
+  // The library's checks, with its messages: the layouts, then the table and lengths' values.
+  in.problem = check_paged_attention(l);
+  if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
+  check_paged_values(in.problem, in.block_table, in.cache_lens);
+  return in;
+}
+
+// max|V| over the rows the sequences hold and the appended ones: the scale of O's error.
+double v_scale(const PagedInputs& in) {
+  double scale = 0.0;
+  const auto see = [&](float x) {
+    if (std::isfinite(x)) scale = std::max(scale, double(std::fabs(x)));
+  };
+  const PagedKvLayout& vl = in.layouts.v_cache;
+  const int64_t max_pages = in.problem.max_pages;
+  for (std::size_t b = 0; b < in.cache_lens.size(); ++b)
+    for (int64_t t = 0; t < in.cache_lens[b]; ++t) {
+      const int64_t page = in.block_table[b * std::size_t(max_pages) + std::size_t(t / vl.page_size)];
+      for (int64_t g = 0; g < vl.kv_heads; ++g)
+        for (int64_t d = 0; d < vl.dim; ++d) see(in.v_cache[std::size_t(vl.index(page, t % vl.page_size, g, d))]);
+    }
+  for (float x : in.v_new) see(x);
+  return scale;
+}
+
+// --check: O, LSE and (after an append) both caches against reference::paged_attention. One line on
+// stdout when they agree; an Error naming the first difference when not.
+void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std::span<const float> lse,
+                 std::span<const std::byte> k_after, std::span<const std::byte> v_after) {
+  const PagedAttentionLayouts& l = in.layouts;
+  reference::PagedInputs r;
+  r.q_layout = l.q;
+  r.q = in.q;
+  r.k_cache_layout = l.k_cache;
+  r.v_cache_layout = l.v_cache;
+  r.k_cache.values = in.k_cache;
+  r.v_cache.values = in.v_cache;
+  r.max_pages = l.max_pages;
+  r.block_table = in.block_table;
+  r.cache_lens = in.cache_lens;
+  r.k_new_layout = l.k_new;
+  r.v_new_layout = l.v_new;
+  r.k_new = in.k_new;
+  r.v_new = in.v_new;
+  r.options = l.options;
+  r.alibi_layout = l.alibi;
+  r.sinks_layout = l.sinks;
+  if (in.alibi) r.alibi = in.alibi->values;
+  if (in.sinks) r.sinks = in.sinks->values;
+  const reference::PagedOutputs ref = reference::paged_attention(r);
+
+  const DType dtype = l.q.dtype;
+  std::vector<float> out(out_raw.size() / dtype_size(dtype));
+  decode(dtype, out_raw.data(), out.data(), out.size());
+  const conform::Comparison cmp = conform::compare_outputs(ref, out, lse, v_scale(in), dtype);
+  if (!cmp.ok()) {
+    // The summary and the first mismatch: one line.
+    const std::size_t first = cmp.text.find('\n');
+    const std::size_t second = first == std::string::npos ? first : cmp.text.find('\n', first + 1);
+    throw Error("--check: O/LSE differ from the fp64 reference: " + cmp.text.substr(0, second));
+  }
+  std::string caches;
+  if (in.problem.has_append()) {
+    for (const auto& [option, got, want, layout] : {std::tuple{"--k-cache", k_after, &ref.k_cache, &l.k_cache},
+                                                    std::tuple{"--v-cache", v_after, &ref.v_cache, &l.v_cache}}) {
+      std::vector<std::byte> bytes(want->size() * dtype_size(dtype));
+      encode(dtype, want->data(), bytes.data(), want->size());
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] == got[i]) continue;
+        const int64_t e = int64_t(i / dtype_size(dtype)), row = e / layout->dim, token = row / layout->kv_heads;
+        throw Error(std::string("--check: ") + option + " after the append differs from the reference's at [" +
+                    std::to_string(token / layout->page_size) + "][" + std::to_string(token % layout->page_size) +
+                    "][" + std::to_string(row % layout->kv_heads) + "][" + std::to_string(e % layout->dim) +
+                    "] (page, slot, kv head, dim)");
+      }
+    }
+    caches = "; both caches after the append equal the reference's";
+  }
+  std::printf("check: passed: O and LSE within the %s tolerances of the fp64 reference (worst %.3g of the "
+              "tolerance)%s\n",
+              to_string(dtype), cmp.worst, caches.c_str());
+}
+
+Buffer upload_ints(Context& context, const std::vector<int32_t>& values) {
+  Buffer buffer = allocate_at_least(context, values.size() * sizeof(int32_t));
+  if (!values.empty()) buffer.upload(values.data(), values.size() * sizeof(int32_t));
+  return buffer;
+}
+
+std::vector<std::byte> download(const Buffer& buffer, uint64_t bytes) {
+  std::vector<std::byte> raw(bytes);
+  if (bytes) buffer.download(raw.data(), bytes);
+  return raw;
+}
+
+}  // namespace
+
+std::string run_usage_error(const RunOptions& o) {
+  const std::string paged = std::string("a paged cache (") + kPagedSet + ")";
+  if (!o.paged()) {
+    const std::pair<const char*, bool> paged_only[] = {
+        {"--v-cache", !o.v_cache.empty()},         {"--block-table", !o.block_table.empty()},
+        {"--cache-lens", !o.cache_lens.empty()},   {"--k-new", !o.k_new.empty()},
+        {"--v-new", !o.v_new.empty()},             {"--k-cache-out", !o.k_cache_out.empty()},
+        {"--v-cache-out", !o.v_cache_out.empty()}, {"--kv-dtype", !o.kv_dtype.empty()},
+        {"--check", o.check}};
+    for (const auto& [flag, given] : paged_only)
+      if (given) return std::string(flag) + " needs " + paged + "; the dense run (--k, --v) does not take it";
+    if (o.k.empty()) return std::string("--k is required, or a paged cache: ") + kPagedSet;
+    if (o.v.empty()) return "--v is required";
+    return "";
+  }
+  if (!o.k.empty() || !o.v.empty())
+    return std::string(o.k.empty() ? "--v" : "--k") + " with --k-cache: give dense K and V (--k, --v) or " + paged +
+           ", not both";
+  for (const auto& [flag, path] : {std::pair{"--v-cache", &o.v_cache}, std::pair{"--block-table", &o.block_table},
+                                   std::pair{"--cache-lens", &o.cache_lens}})
+    if (path->empty()) return std::string("--k-cache needs ") + flag + " (a paged cache is " + kPagedSet + " together)";
+  if (o.k_new.empty() != o.v_new.empty())
+    return std::string(o.k_new.empty() ? "--v-new needs --k-new" : "--k-new needs --v-new") +
+           " (new keys and values are appended together)";
+  for (const auto& [flag, path] : {std::pair{"--mask", &o.mask}, std::pair{"--kv-lens", &o.kv_lens}})
+    if (!path->empty())
+      return std::string(flag) +
+             " cannot be used with a paged cache: the cache lengths (--cache-lens) are the key lengths";
+  for (const auto& [flag, path] : {std::pair{"--weights", &o.weights}, std::pair{"--heatmap", &o.heatmap}})
+    if (!path->empty())
+      return std::string(flag) + " cannot be used with a paged cache: it runs on the fused kernels, which never "
+                                 "store the attention weights";
+  if (o.path == "unfused")
+    return "--path unfused cannot run a paged cache: it runs on the fused kernels only (use --path fused or auto)";
+  return "";
+}
+
+int run_paged(const RunOptions& o) {
+  OutputFiles::check_destinations(
+      {{"--out", o.out}, {"--lse", o.lse}, {"--k-cache-out", o.k_cache_out}, {"--v-cache-out", o.v_cache_out}},
+      {{"--q", o.q}, {"--k-cache", o.k_cache}, {"--v-cache", o.v_cache}, {"--block-table", o.block_table},
+       {"--cache-lens", o.cache_lens}, {"--k-new", o.k_new}, {"--v-new", o.v_new}, {"--alibi", o.alibi},
+       {"--sinks", o.sinks}});
+  const PagedInputs in = load_paged_inputs(o);
+  const PagedAttentionLayouts& l = in.layouts;
+  const DType dtype = l.q.dtype;
+
+  ContextOptions context_options;
+  context_options.device = o.device;
+  Context context(context_options);
+  // The library's own refusals (q8_0 caches, a cache beyond one binding) come from planning.
+  const PreparedPagedAttention prepared(context, l);
+  if (in.problem.quant != KvQuant::none)  // the library runs q8_0 now, but the caches below are not quantized
+    throw Error("--kv-dtype " + o.kv_dtype + ": vkattn run does not quantize the caches it uploads yet");
+
+  Buffer q = upload_encoded(context, dtype, in.q);
+  Buffer k_cache = upload_encoded(context, dtype, in.k_cache);
+  Buffer v_cache = upload_encoded(context, dtype, in.v_cache);
+  Buffer table = upload_ints(context, in.block_table);
+  Buffer lens = upload_ints(context, in.cache_lens);
+  const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
+  const uint64_t rows = uint64_t(l.out.batch * l.out.heads * l.out.seq);
+  Buffer out = allocate_at_least(context, out_bytes);
+  std::optional<Buffer> k_new, v_new, lse, alibi, sinks;
+  PagedAttentionBuffers b;
+  b.q = &q;
+  b.k_cache = &k_cache;
+  b.v_cache = &v_cache;
+  b.out = &out;
+  b.block_table = {&table, 0};
+  b.cache_lens = {&lens, 0};
+  if (l.k_new) {
+    b.k_new = &k_new.emplace(upload_encoded(context, dtype, in.k_new));
+    b.v_new = &v_new.emplace(upload_encoded(context, dtype, in.v_new));
+  }
+  if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
+  if (in.alibi) b.alibi = &alibi.emplace(upload_encoded(context, DType::f32, in.alibi->values));
+  if (in.sinks) b.sinks = &sinks.emplace(upload_encoded(context, DType::f32, in.sinks->values));
+  prepared.run(b);
+
+  const std::vector<std::byte> out_raw = download(out, out_bytes);
+  std::vector<float> lse_values(l.has_lse ? rows : 0);
+  if (!lse_values.empty()) lse->download(lse_values.data(), rows * sizeof(float));
+  const bool caches_wanted = !o.k_cache_out.empty() || !o.v_cache_out.empty() || (o.check && in.problem.has_append());
+  const uint64_t k_bytes = uint64_t(l.k_cache.required_bytes()), v_bytes = uint64_t(l.v_cache.required_bytes());
+  const std::vector<std::byte> k_after = caches_wanted ? download(k_cache, k_bytes) : std::vector<std::byte>();
+  const std::vector<std::byte> v_after = caches_wanted ? download(v_cache, v_bytes) : std::vector<std::byte>();
+  if (o.check) check_paged(in, out_raw, lse_values, k_after, v_after);
+
+  OutputFiles files;
+  files.stage(o.out, output_npy(out_raw, dtype, {l.out.batch, l.out.heads, l.out.seq, l.out.dim}, in.out_f16));
+  if (!o.lse.empty()) {
+    const std::vector<int64_t> shape = {l.out.batch, l.out.heads, l.out.seq};
+    files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
+  }
+  const auto cache_shape = [](const PagedKvLayout& c) {
+    return std::vector<int64_t>{c.num_pages, c.page_size, c.kv_heads, c.dim};
+  };
+  if (!o.k_cache_out.empty())
+    files.stage(o.k_cache_out, output_npy(k_after, dtype, cache_shape(l.k_cache), in.out_f16));
+  if (!o.v_cache_out.empty())
+    files.stage(o.v_cache_out, output_npy(v_after, dtype, cache_shape(l.v_cache), in.out_f16));
+  files.commit();
+  return 0;
+}
+
+}  // namespace vkattn::cli
