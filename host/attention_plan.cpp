@@ -13,6 +13,14 @@ namespace vkattn::detail {
 namespace {
 
 
+// A paged cache on a CPU device: at most this many keys per split. Inside a page the keys of one KV
+// head are kv_heads * dim elements apart, and a decode workgroup streams one head: over a long key
+// range it reads 256 of every 2048 bytes (8 KV heads, d128, f16), which the CPU's prefetchers do not
+// follow. With short splits, the workgroups of all KV heads (consecutive in the grid) read one narrow
+// window of the cache at about the same time. Measured on lavapipe (bench/results/README.md, issue
+// 14): batch 1, 32k keys, GQA 32/8, d128, f16, page 16: 75-102 ms with the default splits, 54 ms
+// with 1024 keys per split, 53-58 ms for dense K/V.
+constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
@@ -389,6 +397,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
         uint64_t(plan.query_tiles) * (plan.head_chunk / c.heads_per_workgroup(group)) * plan.batch_chunk;
     uint64_t splits = ceil_div(tiles, max_tiles);
     if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
+    if (paged && device.is_cpu())
+      splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kCpuPagedKeysPerSplit)));
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
     plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);
