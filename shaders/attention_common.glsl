@@ -57,6 +57,13 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
 // (Band splits bind K and V whole: their splits do not start at a fixed key.)
 uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - pc.split_base * pc.keys_per_split; }
 
+// The grid's z covers (split, batch) split-major: z = split * batches + b (batches: of this dispatch).
+// lavapipe hands each of its threads a contiguous run of the grid's workgroups (x fastest, then y,
+// then z): batch-major, one long sequence among short ones put all of its splits on one thread
+// (bench/results/README.md, issue 14); split-major spreads them over all.
+uint workgroup_batch() { return gl_WorkGroupID.z % (gl_NumWorkGroups.z / pc.splits); }
+uint workgroup_split() { return pc.split_base + gl_WorkGroupID.z / (gl_NumWorkGroups.z / pc.splits); }
+
 // Sets the keys of batch b's sequence (SEQ_K): seq_k, or for a paged cache cache_lens[b] plus the
 // tokens appended before the call, clamped to [0, seq_k] (the table's capacity).
 void begin_sequence(uint b) {

@@ -206,9 +206,9 @@ void main() {
   const uint lane = tid % TPR;
   const uint kvh = gl_WorkGroupID.y;  // HEADS > 1: the workgroup's heads are one GQA group
   const uint h0 = HEADS > 1u ? kvh * pc.group : kvh;
-  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint b = workgroup_batch();
   begin_sequence(b);
-  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
+  const uint split = workgroup_split();
   const uint kv_head = HEADS > 1u ? kvh : kvh / pc.group;
   const uint i0 = tile_first_row();
   const uint causal = pc.flags & CAUSAL_MASK;

@@ -36,9 +36,9 @@ shared vec4 sV[ROWWISE_V_TILE(BC, DV)];
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h = gl_WorkGroupID.y;
-  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint b = workgroup_batch();
   begin_sequence(b);
-  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
+  const uint split = workgroup_split();
   const uint kvh = h / pc.group;
   const uint i0 = tile_first_row();
   // Component r of every vec4 below belongs to query row i[r].

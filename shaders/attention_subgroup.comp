@@ -61,9 +61,9 @@ bool finite(float x) { return !(isnan(x) || isinf(x)); }
 
 void main() {
   const uint lane = gl_SubgroupInvocationID;
-  const uint b = gl_WorkGroupID.z / pc.splits;
+  const uint b = workgroup_batch();
   begin_sequence(b);
-  const uint split = pc.split_base + gl_WorkGroupID.z % pc.splits;
+  const uint split = workgroup_split();
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
   const uint tile_rows = PACKED ? pc.group * pc.seq_q : pc.seq_q;
