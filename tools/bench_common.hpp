@@ -93,4 +93,25 @@ using RunTimer = std::function<std::vector<double>(int warmup, int iters)>;
 // first_run_pipelines, iters, ms_median and ms_min of `result`.
 void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, BenchResult& result);
 
+
+// The rotated input sets of a bench shape: up to `wanted` sets made by make_set(), the same values in
+// each (only the addresses differ, to defeat the cache). A set the device has no memory for ends the
+// rotation there; the first one must fit. Returns the bytes the sets after the first hold (counted
+// apart: a caller running the shape once needs only one).
+template <typename Set, typename MakeSet>
+uint64_t make_rotated_sets(Context& context, int wanted, std::vector<Set>& sets, MakeSet make_set) {
+  sets.reserve(static_cast<std::size_t>(wanted));
+  uint64_t after_first_set = 0;
+  for (int r = 0; r < wanted; ++r) {
+    try {
+      sets.push_back(make_set());
+    } catch (const Error&) {
+      if (r == 0) throw;
+      break;
+    }
+    if (r == 0) after_first_set = context.memory_stats().current_bytes;
+  }
+  return context.memory_stats().current_bytes - after_first_set;
+}
+
 }  // namespace vkattn::cli

@@ -120,19 +120,10 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const double touched_bytes = static_cast<double>(q_bytes + out_bytes + result.kv_bytes);
   const int wanted = rotation_count(touched_bytes);
   std::vector<PagedSet> sets;
-  sets.reserve(static_cast<std::size_t>(wanted));
-  uint64_t after_first_set = 0;
-  for (int r = 0; r < wanted; ++r) {
-    try {
-      sets.push_back(PagedSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
-                              Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))});
-    } catch (const Error&) {
-      if (r == 0) throw;
-      break;
-    }
-    if (r == 0) after_first_set = context.memory_stats().current_bytes;
-  }
-  result.rotated_input_bytes = context.memory_stats().current_bytes - after_first_set;
+  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
+    return PagedSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
+                    Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
+  });
   result.rotations = static_cast<int>(sets.size());
   std::vector<PagedAttentionBuffers> buffers(sets.size());
   for (std::size_t r = 0; r < sets.size(); ++r) {

@@ -148,27 +148,16 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   std::optional<Buffer> lengths_buffer;
   if (!kv_lengths.empty()) lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
 
-  // The same values in every set: only the addresses have to differ to defeat the cache. A set the
-  // device has no memory for ends the rotation there (the first one must fit). The extra sets are
-  // counted apart (rotated_input_bytes): a caller running this shape once needs only one. The bytes
-  // a call touches: Q, O and the K/V it reads (with --lengths, each sequence's keys only).
+  // Rotated input sets (make_rotated_sets), counted from the bytes a call touches: Q, O and the K/V
+  // it reads (with --lengths, each sequence's keys only).
   result.kv_bytes = kv_read_bytes(shape, dtype);
   const double touched_bytes = static_cast<double>(bytes_of(layouts.q) + out_bytes + result.kv_bytes);
   const int wanted = rotation_count(touched_bytes);
   std::vector<TensorSet> sets;
-  sets.reserve(static_cast<std::size_t>(wanted));
-  uint64_t after_first_set = 0;
-  for (int r = 0; r < wanted; ++r) {
-    try {
-      sets.push_back(TensorSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
-                               Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))});
-    } catch (const Error&) {
-      if (r == 0) throw;
-      break;
-    }
-    if (r == 0) after_first_set = context.memory_stats().current_bytes;
-  }
-  result.rotated_input_bytes = context.memory_stats().current_bytes - after_first_set;
+  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
+    return TensorSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
+                     Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
+  });
   std::vector<AttentionArgs> args(sets.size());
   for (std::size_t r = 0; r < sets.size(); ++r) {
     args[r].q = {&sets[r].q, layouts.q};
