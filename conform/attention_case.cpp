@@ -58,7 +58,9 @@ const char* to_string(MaskKind mask) {
 
 std::string describe(const AttentionCase& c) {
   std::ostringstream s;
-  s << vkattn::to_string(c.dtype) << " B" << c.batch << " H" << c.heads << "/KV" << c.kv_heads << " Sq" << c.seq_q
+  s << vkattn::to_string(c.dtype);
+  if (c.kv_quant != KvQuant::none) s << " K/V " << vkattn::to_string(c.kv_quant);
+  s << " B" << c.batch << " H" << c.heads << "/KV" << c.kv_heads << " Sq" << c.seq_q
     << " Sk" << c.seq_k << " D" << c.dim_qk << "/" << c.dim_v << " causal=" << vkattn::to_string(c.causal);
   if (!c.kv_lengths.empty()) s << " kv_lengths=" << list(c.kv_lengths);
   if (!c.gpu_kv_lengths.empty()) s << " gpu_kv_lengths=" << list(c.gpu_kv_lengths);
@@ -86,6 +88,7 @@ std::string describe(const AttentionCase& c) {
 std::vector<std::pair<std::string, std::string>> features(const AttentionCase& c) {
   std::vector<std::pair<std::string, std::string>> f;
   f.emplace_back("dtype", vkattn::to_string(c.dtype));
+  if (c.kv_quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + vkattn::to_string(c.kv_quant));
 
   int mask_kinds = 0;
   if (c.causal != Causal::none) {

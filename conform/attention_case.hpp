@@ -25,6 +25,7 @@ const char* to_string(MaskKind mask);
 
 struct AttentionCase {
   DType dtype = DType::f32;
+  KvQuant kv_quant = KvQuant::none;  // q8_0: K and V are uploaded as quantize_q8_0 blocks of their values
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, dim_qk = 64, dim_v = 64;
   Causal causal = Causal::none;
   LayoutKind layout = LayoutKind::bhsd;  // of q, k, v and out alike

@@ -60,6 +60,24 @@ struct HostTensor {
   }
 };
 
+// A tensor's values as q8_0 blocks (its elements from index 0, a whole number of blocks: q8_0
+// layouts have offsets, strides and dims of whole blocks), and its values replaced by those the blocks
+// stand for. A block with a value q8_0 cannot hold (the NaN of a gap, a poisoned key's NaN or Inf)
+// gets a NaN scale: all its values are NaN, which the kernels must not read either.
+std::vector<uint8_t> q8_0_blocks(HostTensor& t) {
+  std::vector<float> finite(t.values);
+  finite.resize((finite.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, kNaN);
+  std::vector<bool> unheld(finite.size() / kQ8_0BlockElements, false);
+  for (std::size_t e = 0; e < finite.size(); ++e)
+    if (!std::isfinite(finite[e])) finite[e] = 0.0f, unheld[e / kQ8_0BlockElements] = true;
+  std::vector<uint8_t> bytes = quantize_q8_0(finite, kQ8_0BlockElements);
+  for (std::size_t b = 0; b < unheld.size(); ++b)
+    if (unheld[b]) bytes[b * kQ8_0BlockBytes] = 0x00, bytes[b * kQ8_0BlockBytes + 1] = 0x7e;  // f16 NaN
+  const std::vector<float> values = dequantize_q8_0(bytes);
+  std::copy_n(values.begin(), t.values.size(), t.values.begin());
+  return bytes;
+}
+
 // An empty tensor (a zero extent) still gets a small buffer: Buffer::allocate wants at least a byte.
 Buffer upload_bytes(Context& ctx, const void* data, std::size_t bytes) {
   Buffer buffer = Buffer::allocate(ctx, std::max<std::size_t>(bytes, 16));
@@ -234,11 +252,19 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
     for (int64_t e = sinks_layout->offset; e < sinks_layout->required_elements(); ++e)
       sinks[static_cast<std::size_t>(e)] = sink_dist(rng);
   }
+  // q8_0 K and V: the blocks of the drawn values (gaps: 0, blocks whose scale is NaN where a whole
+  // block is gap), and what they stand for is what the reference sees.
+  std::vector<uint8_t> k_q8_0, v_q8_0;
+  if (c.kv_quant == KvQuant::q8_0) {
+    k_q8_0 = q8_0_blocks(k);
+    v_q8_0 = q8_0_blocks(v);
+  }
   const double v_scale = max_abs_finite(v);
   const bool want_weights = options.path == AttentionPath::unfused;
 
   // GPU buffers. Inputs carry their gaps (NaN) too; outputs are poisoned and guarded.
-  const std::vector<uint8_t> qb = q.encoded(), kb = k.encoded(), vb = v.encoded();
+  const std::vector<uint8_t> qb = q.encoded(), kb = k_q8_0.empty() ? k.encoded() : k_q8_0,
+                             vb = v_q8_0.empty() ? v.encoded() : v_q8_0;
   Buffer q_buf = upload_bytes(ctx, qb.data(), qb.size());
   Buffer k_buf = upload_bytes(ctx, kb.data(), kb.size());
   Buffer v_buf = upload_bytes(ctx, vb.data(), vb.size());
@@ -268,6 +294,7 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
   args.q = {&q_buf, q.layout};
   args.k = {&k_buf, k.layout};
   args.v = {&v_buf, v.layout};
+  args.kv_quant = c.kv_quant;
   args.out = {&out_buf.buffer(), out_layout};
   if (lse_buf) args.lse = {&lse_buf->buffer(), lse_offset};
   if (mask) args.mask = {&*mask_buf, mask->layout};

@@ -299,6 +299,48 @@ CaseSection strided(const Builder& b) {
   return s;
 }
 
+// K and V as q8_0 blocks (AttentionLayouts::kv_quant) on every fused kernel: decode over split keys,
+// prefill with poisoned hidden keys, an offset that leaves the blocks' bindings unaligned, the
+// modifiers. The three-stage path must refuse them.
+CaseSection q8_0_kv(const Builder& b) {
+  CaseSection s = section("masks-q8_0", "K and V stored as q8_0 blocks");
+  const char* refusal = "kv_quant: q8_0 K and V run on the fused path only";
+  AttentionCase c = b.base(DType::f16, 1, 3000, 128, 400);
+  c.batch = 2;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.layout = LayoutKind::bshd;
+  c.kv_lengths = {3000, 700};
+  s.cases.push_back(c);
+  c = b.base(DType::f32, 33, 70, 64, 401);
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.causal = Causal::bottom_right;
+  c.poison_hidden_kv = true;
+  s.cases.push_back(c);
+  c = b.base(DType::bf16, 20, 40, 32, 402);
+  c.dim_v = 64;
+  c.batch = 2;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.offset = 32;  // one block (34 bytes) before K and V: their data start 2 bytes off a 4-byte word
+  c.mask = MaskKind::boolean;
+  c.kv_lengths = {40, 9};
+  s.cases.push_back(c);
+  c = b.base(DType::f16, 3, 300, 64, 403);
+  c.heads = 4;
+  c.kv_heads = 1;
+  c.window = Window{100, 0};
+  c.causal = Causal::bottom_right;
+  c.softcap = 20.0f;
+  c.alibi_batch = 1;
+  c.sinks = true;
+  s.cases.push_back(c);
+  for (AttentionCase& x : s.cases) x.kv_quant = KvQuant::q8_0, x.unfused_refusal = refusal;
+  s.quick = {0, 2};
+  return s;
+}
+
 // A representative subset (fused, split + combine, every mask kind, every dtype, strided layouts)
 // small enough to run again under synchronization validation, which is slow and is the only thing
 // that catches a missing barrier on lavapipe (docs/devices.md).
@@ -362,6 +404,7 @@ void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed) {
   out.push_back(scales(b));
   out.push_back(overflow(b));
   out.push_back(strided(b));
+  out.push_back(q8_0_kv(b));
   out.push_back(representative(b));
 }
 

@@ -38,11 +38,28 @@ std::vector<float> decoded(DType dtype, const std::vector<uint8_t>& bytes) {
   return values;
 }
 
+// q8_0 blocks of rows of `dim` values, a row of NaN (no sequence's token) as blocks whose scale is
+// an f16 NaN: every value it stands for is NaN, as in the f32 caches.
+std::vector<uint8_t> q8_0_with_nan_rows(const std::vector<float>& values, int64_t dim) {
+  std::vector<float> finite(values);
+  for (float& x : finite)
+    if (std::isnan(x)) x = 0.0f;
+  std::vector<uint8_t> bytes = quantize_q8_0(finite, dim);
+  for (std::size_t e = 0; e < values.size(); e += kQ8_0BlockElements)
+    if (std::isnan(values[e])) {
+      uint8_t* block = bytes.data() + e / kQ8_0BlockElements * kQ8_0BlockBytes;
+      block[0] = 0x00, block[1] = 0x7e;  // f16 quiet NaN
+    }
+  return bytes;
+}
+
 }  // namespace
 
 std::string describe(const PagedCase& c) {
   std::ostringstream s;
-  s << c.name << ": " << to_string(c.dtype) << " H" << c.heads << "/KV" << c.kv_heads << " seq_q " << c.seq_q << " d"
+  s << c.name << ": " << to_string(c.dtype);
+  if (c.quant != KvQuant::none) s << " K/V " << to_string(c.quant);
+  s << " H" << c.heads << "/KV" << c.kv_heads << " seq_q " << c.seq_q << " d"
     << c.dim_qk << "/" << c.dim_v << " page " << c.page_size << " cache_lens {";
   for (std::size_t b = 0; b < c.cache_lens.size(); ++b) s << (b ? ", " : "") << c.cache_lens[b];
   s << "}";
@@ -85,9 +102,10 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
           b == 1 && i < c.shared_pages ? table[std::size_t(i)] : order[next++];
 
   // The caches: every token a sequence holds gets values; every other row (spare pages, the rows an
-  // append writes, past a sequence's end) NaN, which the kernels must never read.
-  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk);
-  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v);
+  // append writes, past a sequence's end) NaN, which the kernels must never read (q8_0: blocks whose
+  // scale is NaN, below).
+  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk, c.quant);
+  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v, c.quant);
   std::vector<float> k_cache(std::size_t(kl.element_count()), kNaN), v_cache(std::size_t(vl.element_count()), kNaN);
   double v_scale = 1e-30;
   for (int64_t b = 0; b < batch; ++b)
@@ -164,9 +182,18 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
   in.sinks_layout = layouts.sinks;
   in.alibi = alibi;
   in.sinks = sinks;
+  std::vector<uint8_t> k_bytes, v_bytes;
+  if (c.quant == KvQuant::q8_0) {
+    k_bytes = q8_0_with_nan_rows(k_cache, c.dim_qk);
+    v_bytes = q8_0_with_nan_rows(v_cache, c.dim_v);
+    in.k_cache = {{}, k_bytes};
+    in.v_cache = {{}, v_bytes};
+  } else {
+    k_bytes = encoded(c.dtype, k_cache);
+    v_bytes = encoded(c.dtype, v_cache);
+  }
   const reference::PagedOutputs ref = reference::paged_attention(in);
 
-  const std::vector<uint8_t> k_bytes = encoded(c.dtype, k_cache), v_bytes = encoded(c.dtype, v_cache);
   Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));
   Buffer k_buf = upload_bytes(ctx, k_bytes.data(), k_bytes.size());
   Buffer v_buf = upload_bytes(ctx, v_bytes.data(), v_bytes.size());
@@ -216,10 +243,25 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
     const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
     result.worst = std::max(result.worst, cmp.worst);
     std::string text = guard + cmp.text;
-    // After an append both caches hold exactly the reference's values (bit for bit: a copy), the
-    // untouched rows (NaN included) unchanged.
+    // After an append both caches hold exactly the reference's values (bit for bit: a copy, or the
+    // blocks quantize_q8_0 makes, compared as the values they stand for), the untouched rows (NaN
+    // included) unchanged.
     if (c.seq_new) {
       for (const auto& [name, buf, values] : {std::tuple{"k_cache", &k_buf, &ref.k_cache}, std::tuple{"v_cache", &v_buf, &ref.v_cache}}) {
+        if (c.quant == KvQuant::q8_0) {
+          std::vector<uint8_t> got(std::size_t(q8_0_bytes(int64_t(values->size()))));
+          buf->download(got.data(), got.size());
+          const std::vector<float> got_values = dequantize_q8_0(got);
+          for (std::size_t e = 0; e < got_values.size(); ++e) {
+            const float a = got_values[e], b = (*values)[e];
+            if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
+              text += std::string(name) + " after the append differs from the reference at element " +
+                      std::to_string(e) + ": " + std::to_string(a) + " vs " + std::to_string(b) + "\n";
+              break;
+            }
+          }
+          continue;
+        }
         std::vector<uint8_t> got(values->size() * dtype_size(c.dtype));
         buf->download(got.data(), got.size());
         const std::vector<uint8_t> want = encoded(c.dtype, *values);
@@ -241,6 +283,7 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
 std::vector<std::pair<std::string, std::string>> features(const PagedCase& c) {
   std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)},
                                                         {"layout", "paged " + std::to_string(c.page_size)}};
+  if (c.quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + to_string(c.quant));
   f.emplace_back("heads", c.kv_heads == c.heads ? "MHA" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
   f.emplace_back("mask", c.causal == Causal::none ? std::string("none") : std::string("causal ") + to_string(c.causal));
   if (c.seq_new) f.emplace_back("layout", "append");
@@ -296,6 +339,16 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "two-sided window top-left, ALiBi (H), sinks, no causal", .dtype = DType::f16, .heads = 4,
        .kv_heads = 1, .seq_q = 3, .page_size = 8, .cache_lens = {50, 3}, .causal = Causal::none,
        .window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true});
+  // q8_0 caches: the decode form (GQA packed), the element-wise kernels' reads with modifiers, and
+  // prefill rows.
+  add({.name = "q8_0, decode with an append, page 16, GQA 8:2", .dtype = DType::f16, .quant = KvQuant::q8_0,
+       .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .cache_lens = {0, 1, 15, 300}, .seq_new = 1});
+  add({.name = "q8_0, page 1, window, ALiBi (H), softcap, sinks", .dtype = DType::f32, .quant = KvQuant::q8_0,
+       .heads = 3, .kv_heads = 1, .seq_q = 2, .dim_qk = 32, .dim_v = 64, .page_size = 1, .cache_lens = {45, 9},
+       .window = Window{30, 0}, .softcap = 30.0f, .alibi_batch = 1, .sinks = true});
+  add({.name = "q8_0, prefill 40 rows, shared prefix pages, append across a page edge", .dtype = DType::bf16,
+       .quant = KvQuant::q8_0, .heads = 2, .kv_heads = 1, .seq_q = 40, .page_size = 16, .cache_lens = {78, 70},
+       .seq_new = 3, .shared_pages = 2, .causal = Causal::none});
   add({.name = "prefill 64 rows, no causal", .dtype = DType::bf16, .heads = 2, .kv_heads = 1, .seq_q = 64,
        .page_size = 16, .cache_lens = {100, 64}, .causal = Causal::none});
   return cases;

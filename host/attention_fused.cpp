@@ -7,6 +7,7 @@
 #include "int_math.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
+#include "kv_storage.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
 #include "vkattn/attention.hpp"
@@ -42,7 +43,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   // in any page. The chunk's rows of the block table start at its first batch.
   const std::optional<PagedKeys>& paged = plan.paged;
   const auto cache = [&](uint32_t slot, const TensorLayout& t, int64_t elements) {
-    return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(elements - t.offset)};
+    return kv_binding(slot, p.dtype, p.kv_quant, t.offset, elements);
+  };
+  const auto kv_tensor = [&](uint32_t slot, const TensorLayout& t) {
+    return kv_binding(slot, p.dtype, p.kv_quant, t.offset, t.required_elements());
   };
   const Binding block_table =
       paged ? Binding{slots.block_table, kv_offset * uint64_t(paged->max_pages), 4, uint64_t(p.batch * paged->max_pages)}
@@ -96,8 +100,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   }
   const bool tiled = !cfg.subgroup && !cfg.rowwise;
   if (tiled && vec4_rows(ql)) push.flags |= FLAG_VEC_Q;
-  if (tiled && vec4_rows(kl)) push.flags |= FLAG_VEC_K;
-  if (tiled && vec4_rows(vl)) push.flags |= FLAG_VEC_V;
+  // (q8_0 K and V are read block by block: kv_values.glsl.)
+  const bool kv_as_q = p.kv_quant == KvQuant::none;
+  if (tiled && kv_as_q && vec4_rows(kl)) push.flags |= FLAG_VEC_K;
+  if (tiled && kv_as_q && vec4_rows(vl)) push.flags |= FLAG_VEC_V;
 
   const KernelLayout& layout = c.pipelines->layout(KernelKind::attention);
   AttentionConstants constants{
@@ -105,7 +111,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
       cfg.workgroup_size(),
       cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
-      cfg.heads, cfg.vec_loads ? 1u : 0u, paged ? paged->page_size : 0u, modifier_constants(p, l.options)};
+      cfg.heads, cfg.vec_loads ? 1u : 0u, paged ? paged->page_size : 0u, modifier_constants(p, l.options),
+      p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
@@ -181,8 +188,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
         d.bind(2, cache(slots.v, vl, paged->v_elements), offsetof(AttentionPush, v_off));
         d.bind(BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
       } else {
-        d.bind(1, tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
-        d.bind(2, tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
+        d.bind(1, kv_tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
+        d.bind(2, kv_tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
       }
       d.bind(3, o, offsetof(AttentionPush, o_off));
       d.bind(4, lse, offsetof(AttentionPush, lse_off));

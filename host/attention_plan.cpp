@@ -1,4 +1,5 @@
 #include "attention_plan.hpp"
+#include "kv_storage.hpp"
 #include "int_math.hpp"
 
 #include <algorithm>
@@ -44,6 +45,10 @@ TensorLayout rebase(TensorLayout l, int64_t b0, int64_t nb, int64_t h0, int64_t 
 uint64_t binding_bytes(int64_t first, int64_t end, uint64_t esize, uint64_t alignment) {
   return alignment - 1 + (uint64_t(end - first) * esize + 3) / 4 * 4;
 }
+// The same for K or V (kv_storage.hpp: q8_0 blocks).
+uint64_t kv_binding_bytes(const TensorLayout& t, KvQuant quant, uint64_t alignment) {
+  return alignment - 1 + (kv_bytes(t.dtype, quant, t.required_elements()) - kv_bytes(t.dtype, quant, t.offset) + 3) / 4 * 4;
+}
 
 // Whether every binding of a chunk fits in one descriptor range (K and V whole, or only the others
 // when K and V are bound by key range).
@@ -52,7 +57,9 @@ bool chunk_fits(const AttentionLayouts& a, uint64_t alignment, uint64_t max_rang
     return binding_bytes(l.offset, l.required_elements(), dtype_size(l.dtype), alignment);
   };
   if (bytes(a.q) > max_range || bytes(a.out) > max_range) return false;
-  if (with_kv && (bytes(a.k) > max_range || bytes(a.v) > max_range)) return false;
+  if (with_kv && (kv_binding_bytes(a.k, a.kv_quant, alignment) > max_range ||
+                  kv_binding_bytes(a.v, a.kv_quant, alignment) > max_range))
+    return false;
   const uint64_t rows = uint64_t(a.q.batch * a.q.heads * a.q.seq);
   if (a.has_lse && rows * 4 + alignment > max_range) return false;
   return !a.mask || binding_bytes(a.mask->offset, a.mask->required_elements(), mask_type_size(a.mask->type),
@@ -343,7 +350,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       return t.dim % chunk == 0 && t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 &&
              t.stride_seq % chunk == 0;
     };
-    plan.config.vec_loads = chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
+    // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
+    plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
   }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
@@ -377,7 +385,10 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   uint64_t keys_per_binding = UINT64_MAX;
   if (key_ranges) {
     // Keys of one KV head that one binding holds from any start: (n - 1) * stride_seq + dim elements.
-    const uint64_t elements = (max_range - plan.alignment - 4) / dtype_size(p.dtype);
+    // (q8_0: whole blocks, 34 bytes per 32 elements.)
+    const uint64_t usable = max_range - plan.alignment - 4;
+    const uint64_t elements = p.kv_quant == KvQuant::q8_0 ? usable / kQ8_0BlockBytes * kQ8_0BlockElements
+                                                          : usable / dtype_size(p.dtype);
     for (const TensorLayout* t : {&layouts.k, &layouts.v}) {
       const uint64_t dim = uint64_t(t->dim), stride = std::max<uint64_t>(uint64_t(t->stride_seq), 1);
       keys_per_binding = std::min(keys_per_binding, elements < dim ? 0 : (elements - dim) / stride + 1);

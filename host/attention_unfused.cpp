@@ -147,6 +147,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
 UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights) {
   UnfusedPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
+  if (plan.problem.kv_quant != KvQuant::none)
+    throw unsupported(std::string("kv_quant: ") + to_string(plan.problem.kv_quant) +
+                      " K and V run on the fused path only, not the three-stage path (weights, --path unfused)");
   plan.weights = weights;
   plan.gemm = choose_gemm(device);
   const AttentionProblem& p = plan.problem;

@@ -5,6 +5,8 @@
 // is recorded.
 #include "call_buffers.hpp"
 
+#include "kv_storage.hpp"
+
 #include <algorithm>
 #include <array>
 #include <string>
@@ -74,6 +76,12 @@ CallNeeds::Need tensor_need(const Layout& layout, uint64_t element_size, bool ou
   return {true, output, element_size, uint64_t(layout.required_elements()), uint64_t(layout.offset) * element_size};
 }
 
+// K or V as stored (kv_storage.hpp): q8_0 in 16-bit units, as they are bound.
+CallNeeds::Need kv_need(const TensorLayout& t, KvQuant quant) {
+  const Binding b = kv_binding(0, t.dtype, quant, 0, t.required_elements());
+  return {true, false, b.element_size, b.elements, kv_bytes(t.dtype, quant, t.offset)};
+}
+
 }  // namespace
 
 CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
@@ -82,8 +90,8 @@ CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint6
   const uint64_t esize = dtype_size(p.dtype), rows = uint64_t(p.batch) * p.heads * p.seq_q;
   CallNeeds n;
   n.need[CallNeeds::q] = tensor_need(l.q, esize, false);
-  n.need[CallNeeds::k] = tensor_need(l.k, esize, false);
-  n.need[CallNeeds::v] = tensor_need(l.v, esize, false);
+  n.need[CallNeeds::k] = kv_need(l.k, p.kv_quant);
+  n.need[CallNeeds::v] = kv_need(l.v, p.kv_quant);
   n.need[CallNeeds::out] = tensor_need(l.out, esize, true);
   if (l.mask) n.need[CallNeeds::mask] = tensor_need(*l.mask, mask_type_size(l.mask->type), false);
   if (l.alibi) n.need[CallNeeds::alibi] = tensor_need(*l.alibi, 4, false);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <tuple>
 
 #include "attention_plan.hpp"
 #include "attention_record.hpp"
@@ -13,6 +14,7 @@
 #include "command_list.hpp"
 #include "context_impl.hpp"
 #include "int_math.hpp"
+#include "kv_storage.hpp"
 #include "shader_abi.hpp"
 #include "vkattn/error.hpp"
 
@@ -45,15 +47,18 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
 
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::kv_append));
-  d.pipeline = c.pipelines->get(kv_append_pipeline(p.dtype));
+  const bool q8_0 = p.kv_quant == KvQuant::q8_0;
+  d.pipeline = c.pipelines->get(kv_append_pipeline(p.dtype, q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q));
   d.bind(0, tensor(slots.k_new, k_new), offsetof(KvAppendPush, kn_off));
   d.bind(1, tensor(slots.v_new, v_new), offsetof(KvAppendPush, vn_off));
-  d.bind(2, Binding{slots.k, 0, esize, uint64_t(paged.k_elements)}, offsetof(KvAppendPush, kc_off));
-  d.bind(3, Binding{slots.v, 0, esize, uint64_t(paged.v_elements)}, offsetof(KvAppendPush, vc_off));
+  d.bind(2, kv_binding(slots.k, p.dtype, p.kv_quant, 0, paged.k_elements), offsetof(KvAppendPush, kc_off));
+  d.bind(3, kv_binding(slots.v, p.dtype, p.kv_quant, 0, paged.v_elements), offsetof(KvAppendPush, vc_off));
   d.bind(4, Binding{slots.block_table, 0, 4, uint64_t(p.batch * paged.max_pages)}, offsetof(KvAppendPush, bt_off));
   d.bind(5, Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)}, offsetof(KvAppendPush, lens_off));
   d.set_push(push);
-  d.groups = {u32(ceil_div(uint64_t(std::max(p.dim_qk, p.dim_v)), 64)), u32(paged.seq_new), u32(p.batch * p.kv_heads)};
+  // x: the larger dim's elements, or its q8_0 blocks (one invocation quantizes a block).
+  const uint64_t per_row = uint64_t(std::max(p.dim_qk, p.dim_v)) / (q8_0 ? uint64_t(kQ8_0BlockElements) : 1u);
+  d.groups = {u32(ceil_div(per_row, 64)), u32(paged.seq_new), u32(p.batch * p.kv_heads)};
   // The caches may still be read (an earlier step's attention) or written (its append) by work
   // recorded before this in the same command buffer.
   list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
@@ -109,8 +114,12 @@ struct PreparedPagedAttention::Impl {
       return expected;
     };
     tensor("q", b.q, layouts.q, false);
-    add("k_cache", b.k_cache, 0, esize, 0, uint64_t(layouts.k_cache.element_count()), append);
-    add("v_cache", b.v_cache, 0, esize, 0, uint64_t(layouts.v_cache.element_count()), append);
+    // (As bound: a q8_0 cache in 16-bit units.)
+    for (const auto& [name, buffer, cache] : {std::tuple{"k_cache", b.k_cache, &layouts.k_cache},
+                                              std::tuple{"v_cache", b.v_cache, &layouts.v_cache}}) {
+      const detail::Binding bound = detail::kv_binding(0, p.dtype, p.kv_quant, 0, cache->element_count());
+      add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
+    }
     tensor("out", b.out, layouts.out, true);
     add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.problem.max_pages),
         false);

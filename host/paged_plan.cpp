@@ -34,9 +34,6 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   PagedCall call;
   call.problem = check_paged_attention(layouts);
   const PagedProblem& pp = call.problem;
-  if (pp.quant != KvQuant::none)
-    throw unsupported(std::string("k_cache.quant: ") + to_string(pp.quant) +
-                      " caches are not run by the kernels yet (the fp64 reference and quantize_q8_0 take them)");
 
   AttentionLayouts& d = call.dense;
   d.q = layouts.q;
@@ -48,6 +45,7 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   d.options = layouts.options;
   d.alibi = layouts.alibi;
   d.sinks = layouts.sinks;
+  d.kv_quant = pp.quant;
 
   PagedKeys keys;
   keys.page_size = static_cast<uint32_t>(pp.page_size);

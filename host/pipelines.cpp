@@ -83,6 +83,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_WINDOW_RIGHT] = c.modifiers.window_right;
   key.spec[SPEC_ATTENTION_SOFTCAP] = c.modifiers.softcap;
   key.spec[SPEC_ATTENTION_PAGE_SIZE] = c.page_size;
+  key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
   return key;
 }
 
@@ -97,10 +98,12 @@ PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, ui
   return key;
 }
 
-PipelineKey kv_append_pipeline(DType dtype) {
+PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format) {
   PipelineKey key;
   key.shader = Shader::kv_append;
   key.types[0] = dtype;
+  key.spec_count = SPEC_KV_APPEND_COUNT;
+  key.spec[SPEC_KV_APPEND_FORMAT] = kv_format;
   return key;
 }
 

@@ -36,7 +36,7 @@ enum class Shader : uint8_t {
   kv_append
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 16;
+inline constexpr std::size_t kMaxSpecConstants = 18;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -66,6 +66,7 @@ struct AttentionConstants {
   uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
   uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
+  uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {
@@ -82,8 +83,9 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
 // `sinks`: MOD_SINKS when the combine adds the sinks to each row's denominator, else 0.
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks);
 PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers);
-// The append of new tokens to a paged KV cache (kv_append.comp), for storage type `dtype`.
-PipelineKey kv_append_pipeline(DType dtype);
+// The append of new tokens to a paged KV cache (kv_append.comp): new rows of storage type `dtype`,
+// caches of KV_FORMAT_* `kv_format` (shader_abi.h).
+PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format);
 // The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);

@@ -139,6 +139,7 @@ AttentionSpec AttentionSpec::of(const AttentionArgs& args) {
   spec.layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
   spec.layouts.has_lse = args.lse.buffer != nullptr;
   spec.layouts.options = args.options;
+  spec.layouts.kv_quant = args.kv_quant;
   spec.weights = args.weights.buffer != nullptr;
   spec.path = args.path;
   return spec;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pipelines.hpp"
 #include "shader_abi.h"
 
 namespace vkattn::detail {
@@ -33,6 +34,7 @@ static_assert(sizeof(CombinePush) == 13 * 4);
 static_assert(sizeof(SoftmaxPush) == 17 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
 static_assert(sizeof(KvAppendPush) == 20 * 4);
+static_assert(SPEC_ATTENTION_COUNT <= kMaxSpecConstants, "PipelineKey holds every specialization constant");
 static_assert(sizeof(AttentionPush) <= 128 && sizeof(CombinePush) <= 128 && sizeof(SoftmaxPush) <= 128 &&
               sizeof(GemmPush) <= 128);
 

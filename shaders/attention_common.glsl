@@ -34,6 +34,7 @@ uint g_seq_k;
 #define ALIBI_BINDING 9
 #define SINKS_BINDING 10
 #include "modifiers.glsl"
+#include "kv_values.glsl"
 
 
 // Elements d4*4 .. d4*4+3 of a row of Q, K or V (`base` its first element, `dim` its length) as f32;
@@ -45,8 +46,8 @@ vec4 load_row_vec4(uint tensor, uint base, uint d4, uint dim) {
     const uint d = d4 * 4u + c;
     if (d < dim) {
       if (tensor == TENSOR_Q) r[c] = to_f32(q[base + d]);
-      else if (tensor == TENSOR_K) r[c] = to_f32(k[base + d]);
-      else r[c] = to_f32(v[base + d]);
+      else if (tensor == TENSOR_K) r[c] = k_value(base + d);
+      else r[c] = v_value(base + d);
     }
   }
   return r;

@@ -125,9 +125,11 @@ SHARED_T load_slot(uint tensor, uint base, uint d4, uint dim, bool vec) {
     const uint d = d4 * 4u + c;
     h[c] = 0u;
     if (d < dim) {
+      // (A q8_0 value d * q, exact in f32, is rounded to the shared tiles' 16-bit type: this kernel
+      // stages K and V as the call's dtype.)
       if (tensor == TENSOR_Q) h[c] = uint(q[base + d]);
-      else if (tensor == TENSOR_K) h[c] = uint(k[base + d]);
-      else h[c] = uint(v[base + d]);
+      else if (tensor == TENSOR_K) h[c] = KV_Q8_0 ? uint(from_f32(k_value(base + d))) : uint(k[base + d]);
+      else h[c] = KV_Q8_0 ? uint(from_f32(v_value(base + d))) : uint(v[base + d]);
     }
   }
   return uvec2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
@@ -254,8 +256,8 @@ void main() {
     [[unroll]] for (uint t = 0u; t < DVT; ++t) acc[r * DVT + t] = vec4(0.0);
   }
 
-  const uint k_head = pc.k_off + b * pc.k_sb + kv_head * pc.k_sh;
-  const uint v_head = pc.v_off + b * pc.v_sb + kv_head * pc.v_sh;
+  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kv_head * pc.k_sh;
+  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kv_head * pc.v_sh;
 
   if (tid == 0u) sVisibleTile = 0u;
   for (uint tile = key_begin; tile < key_end; tile += BC) {

@@ -69,8 +69,8 @@ void main() {
   }
 
   const uvec4 mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
-  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
-  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
 
   vec4 m = vec4(M_INIT);
   vec4 l = vec4(0.0);

@@ -116,8 +116,8 @@ void main() {
           if (nn == n) qr[r * DQKP + nn * LANES + t] = chunk[r * LANES + t];
   }
 
-  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
-  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
   const bool has_mask = MASK_KIND != MASK_NONE;
 
   float m[R], l[R];
@@ -137,13 +137,13 @@ void main() {
       const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
       [[unroll]] for (uint n = 0u; n < NQ; ++n) {
         const uint d = n * LANES + lane;
-        const float x = to_f32(k[krow + min(d, DQK - 1u)]);
+        const float x = k_value(krow + min(d, DQK - 1u));
         kv[c * NQ + n] = d < DQK ? x : 0.0;
       }
       bool bad = false;
       [[unroll]] for (uint n = 0u; n < NV; ++n) {
         const uint d = n * LANES + lane;
-        const float x = to_f32(v[vrow + min(d, DV - 1u)]);
+        const float x = v_value(vrow + min(d, DV - 1u));
         const bool ok = finite(x);
         bad = bad || !ok;
         vv[c * NV + n] = (d < DV && ok) ? x : 0.0;
@@ -227,12 +227,12 @@ void main() {
     float kx[NQ], vx[NV];
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {
       const uint d = n * LANES + lane;
-      const float x = to_f32(k[krow + min(d, DQK - 1u)]);
+      const float x = k_value(krow + min(d, DQK - 1u));
       kx[n] = d < DQK ? x : 0.0;
     }
     [[unroll]] for (uint n = 0u; n < NV; ++n) {
       const uint d = n * LANES + lane;
-      const float x = to_f32(v[vrow + min(d, DV - 1u)]);
+      const float x = v_value(vrow + min(d, DV - 1u));
       vx[n] = d < DV ? x : 0.0;
     }
     float dot_qk[R], down[R];

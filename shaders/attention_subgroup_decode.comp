@@ -92,8 +92,18 @@ void unpack_chunk(CHUNK_T w, out float x[E]) {
 // Elements c*E .. c*E + E - 1 of the row of `dim` elements that starts at element `base` of tensor
 // `t` (TENSOR_Q, _K or _V), as f32; 0 past the row's end (a chunk index past it reads the row's last
 // chunk, so that every read stays in the binding).
+// (q8_0 K and V: a chunk is E elements of one block, never VEC: see kv_values.glsl.)
+Q8_0_RUN(k_words, pc.k_off, E)
+Q8_0_RUN(v_words, pc.v_off, E)
+
 void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
-  if (VEC) {
+  if (KV_Q8_0 && t != TENSOR_Q) {
+    // dim is a multiple of 32, so of E: the row's chunks are whole blocks' parts and in it.
+    const uint e0 = base + min(c, dim / E - 1u) * E;
+    if (t == TENSOR_K) q8_0_run_k_words_E(e0, x);
+    else q8_0_run_v_words_E(e0, x);
+    [[unroll]] for (uint e = 0u; e < E; ++e) x[e] = c * E < dim ? x[e] : 0.0;
+  } else if (VEC) {
     // dim is a multiple of E and base of a chunk: the row's chunks are whole and in it.
     const uint i = base / E + min(c, dim / E - 1u);
     CHUNK_T w;
@@ -107,8 +117,8 @@ void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
       const uint d = c * E + e, i = base + min(d, dim - 1u);
       float y;
       if (t == TENSOR_Q) y = to_f32(q[i]);
-      else if (t == TENSOR_K) y = to_f32(k[i]);
-      else y = to_f32(v[i]);
+      else if (t == TENSOR_K) y = k_value(i);
+      else y = v_value(i);
       x[e] = d < dim ? y : 0.0;
     }
   }
@@ -170,8 +180,8 @@ void main() {
     }
   }
 
-  const uint k_head = pc.k_off + b * pc.k_sb + kvh * pc.k_sh;
-  const uint v_head = pc.v_off + b * pc.v_sb + kvh * pc.v_sh;
+  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
   const bool has_mask = MASK_KIND != MASK_NONE;
 
   float m[BR], l[BR];

@@ -49,6 +49,13 @@
  * being the capacity max_pages * page_size. */
 #define BLOCK_TABLE_BINDING 11
 
+/* ---- K and V storage (SPEC_ATTENTION_KV_FORMAT) ----
+ * KV_FORMAT_AS_Q: the call's dtype, as Q. KV_FORMAT_Q8_0: ggml's q8_0 blocks (34 bytes per 32
+ * elements); the k_off and v_off push words are then in 16-bit units of the binding, and element
+ * indices count from its first block (shaders/kv_values.glsl). */
+#define KV_FORMAT_AS_Q 0u
+#define KV_FORMAT_Q8_0 1u
+
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
@@ -71,7 +78,8 @@
 #define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
 #define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
-#define SPEC_ATTENTION_COUNT 16
+#define SPEC_ATTENTION_KV_FORMAT 17     /* KV_FORMAT_*: how K and V are stored (shaders/kv_values.glsl) */
+#define SPEC_ATTENTION_COUNT 18
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -84,6 +92,9 @@
 #define SPEC_SOFTMAX_WINDOW_RIGHT 3
 #define SPEC_SOFTMAX_SOFTCAP 4
 #define SPEC_SOFTMAX_COUNT 5
+/* kv_append.comp */
+#define SPEC_KV_APPEND_FORMAT 0  /* KV_FORMAT_*: the caches' storage */
+#define SPEC_KV_APPEND_COUNT 1
 /* gemm.comp: a BM x BN tile of C per workgroup, TM x TN per invocation, k in steps of BK */
 #define SPEC_GEMM_BM 0
 #define SPEC_GEMM_BN 1
@@ -161,7 +172,7 @@
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b. The caches'
  * offsets are their bindings' element offsets; a token whose page is out of the table or the pool is
- * not written. */
+ * not written. q8_0 caches (SPEC_KV_APPEND_FORMAT): kc_off and vc_off in 16-bit units. */
 #define KV_APPEND_PUSH_MEMBERS                                                               \
   uint batch, kv_heads, seq_new, dim_qk, dim_v;                                              \
   uint page_size, max_pages, num_pages;                                                      \

@@ -21,4 +21,5 @@ TEST_SUITE("conformance-masks") {
     run_cases(context(), catalog_cases("masks-scales"));
   }
   TEST_CASE("strided layouts and offsets with masks") { run_cases(context(), catalog_cases("masks-strided")); }
+  TEST_CASE("K and V stored as q8_0 blocks") { run_cases(context(), catalog_cases("masks-q8_0")); }
 }

@@ -74,8 +74,8 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
 
   PagedAttentionLayouts layouts;
   layouts.q = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_qk);
-  layouts.k_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_qk);
-  layouts.v_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v);
+  layouts.k_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_qk, shape.kv_quant);
+  layouts.v_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v, shape.kv_quant);
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
   layouts.options.causal = shape.causal;
@@ -99,8 +99,14 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   std::mt19937_64 rng(o.seed);
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   const std::vector<int32_t> table = block_table(pages, num_pages, max_pages, rng);
-  const std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
-  const std::vector<float> v = cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
+  std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
+  std::vector<float> v = cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
+  // --kv-dtype q8_0: the caches uploaded as blocks; k and v become the values the blocks hold.
+  std::vector<uint8_t> k_blocks, v_blocks;
+  if (shape.kv_quant == KvQuant::q8_0) k_blocks = to_q8_0(k, shape.dim_qk), v_blocks = to_q8_0(v, shape.dim_v);
+  const auto upload_cache = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
+    return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
+  };
   const std::vector<int32_t> lens(lengths.begin(), lengths.end());
 
   // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
@@ -121,7 +127,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const int wanted = rotation_count(touched_bytes);
   std::vector<PagedSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return PagedSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
+    return PagedSet{upload(context, dtype, q), upload_cache(k, k_blocks), upload_cache(v, v_blocks),
                     Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
   });
   result.rotations = static_cast<int>(sets.size());
@@ -169,7 +175,10 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
     decode(dtype, raw.data(), out.data(), out.size());
     PagedCheckInputs in;
-    in.layouts = &layouts;
+    // (q8_0: the reference reads the values the blocks hold, k and v.)
+    PagedAttentionLayouts as_values = layouts;
+    as_values.k_cache.quant = as_values.v_cache.quant = KvQuant::none;
+    in.layouts = &as_values;
     in.q = q;
     in.k_cache = k;
     in.v_cache = v;

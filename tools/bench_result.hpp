@@ -33,11 +33,14 @@ struct BenchShape {
   std::vector<int64_t> kv_lengths;
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
   int64_t page_size = 0;
+  // --kv-dtype q8_0: K and V (dense or paged) stored as q8_0 blocks.
+  KvQuant kv_quant = KvQuant::none;
 };
 
 // "dense" or "paged 16": the K/V layout a result was measured with.
 inline std::string layout_name(const BenchShape& shape) {
-  return shape.page_size > 0 ? "paged " + std::to_string(shape.page_size) : "dense";
+  const std::string kv = shape.kv_quant == KvQuant::q8_0 ? " q8_0" : "";
+  return (shape.page_size > 0 ? "paged " + std::to_string(shape.page_size) : "dense") + kv;
 }
 
 struct BenchResult {

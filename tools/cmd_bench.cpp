@@ -26,6 +26,7 @@
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/q8_0.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/timer.hpp"
 #include "weights_budget.hpp"
@@ -82,6 +83,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.path = parse_attention_path(o.path);
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
+    s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
     apply_modifiers(o, s);
     shapes.push_back(s);
   }
@@ -101,14 +103,18 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   layouts.has_kv_lengths = !shape.kv_lengths.empty();
+  layouts.kv_quant = shape.kv_quant;
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;
   const AttentionProblem problem = check_attention(layouts);  // before generating gigabytes of random numbers
   result.weights = shape.path == AttentionPath::unfused;
   const uint64_t p_bytes = result.weights ? weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k) : 0;
-  const auto bytes_of = [](const TensorLayout& l) {
-    return static_cast<uint64_t>(l.element_count()) * dtype_size(l.dtype);
+  const auto bytes_of = [&](const TensorLayout& l) {
+    const uint64_t elements = static_cast<uint64_t>(l.element_count());
+    const bool kv = &l == &layouts.k || &l == &layouts.v;
+    if (kv && shape.kv_quant == KvQuant::q8_0) return elements / kQ8_0BlockElements * kQ8_0BlockBytes;
+    return elements * dtype_size(l.dtype);
   };
   const uint64_t out_bytes = bytes_of(layouts.out);
   if (result.weights) {
@@ -124,8 +130,14 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
 
   std::mt19937_64 rng(o.seed);
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
-  const std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
-  const std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
+  std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
+  std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
+  // --kv-dtype q8_0: K and V uploaded as blocks; k and v become the values the blocks hold.
+  std::vector<uint8_t> k_blocks, v_blocks;
+  if (shape.kv_quant == KvQuant::q8_0) k_blocks = to_q8_0(k, shape.dim_qk), v_blocks = to_q8_0(v, shape.dim_v);
+  const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
+    return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
+  };
 
   // The peak is measured from here: no scratch left over from an earlier shape (a larger one would
   // be reused, hiding this shape's workspace), and the peak starts at what is allocated now.
@@ -155,7 +167,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   const int wanted = rotation_count(touched_bytes);
   std::vector<TensorSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return TensorSet{upload(context, dtype, q), upload(context, dtype, k), upload(context, dtype, v),
+    return TensorSet{upload(context, dtype, q), upload_kv(k, k_blocks), upload_kv(v, v_blocks),
                      Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
   });
   std::vector<AttentionArgs> args(sets.size());
@@ -163,6 +175,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     args[r].q = {&sets[r].q, layouts.q};
     args[r].k = {&sets[r].k, layouts.k};
     args[r].v = {&sets[r].v, layouts.v};
+    args[r].kv_quant = shape.kv_quant;
     args[r].out = {&sets[r].out, layouts.out};
     args[r].options = layouts.options;
     args[r].path = shape.path;
@@ -246,6 +259,8 @@ void check_usage(const BenchOptions& o) {
   if (!o.lengths.empty() && o.batch_given && static_cast<int64_t>(o.lengths.size()) != o.batch)
     throw Error("--lengths gives " + std::to_string(o.lengths.size()) + " lengths for --batch " +
                 std::to_string(o.batch) + "; give one per batch entry (or drop --batch)");
+  if (o.kv_dtype == "q8_0" && o.path == "unfused")
+    throw Error("--kv-dtype q8_0 runs on the fused kernels (the three-stage path reads K and V as the dtype); drop --path unfused");
   if (o.page_size > 0 && o.path == "unfused")
     throw Error("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
   if (o.page_size > 0 && o.host_time)
@@ -370,6 +385,11 @@ Command add_bench_command(CLI::App& parent) {
                       "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
                       "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
           ->check(kPositive));
+  shape_options.push_back(
+      app->add_option("--kv-dtype", o->kv_dtype,
+                      "K and V (dense or --paged) stored as ggml q8_0 blocks (34 bytes per 32 values, quantized "
+                      "from the random values; dims multiples of 32); kv GB/s counts the blocks' bytes")
+          ->check(CLI::IsMember({"q8_0"})));
   shape_options.push_back(
       app->add_option("--dim", o->dim, "Head dim of Q and K (1..256)")->capture_default_str()->check(kPositive));
   shape_options.push_back(app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive));

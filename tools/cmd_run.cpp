@@ -186,9 +186,9 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--k-new", o->k_new,
                   "Keys appended to the cache before attending: (batch, kv_heads, seq_new, dim_qk)");
   app->add_option("--v-new", o->v_new, "Values appended with --k-new: (batch, kv_heads, seq_new, dim_v)");
-  app->add_option("--k-cache-out", o->k_cache_out, "Output: the K cache after the append, in O's dtype");
-  app->add_option("--v-cache-out", o->v_cache_out, "Output: the V cache after the append, in O's dtype");
-  app->add_option("--kv-dtype", o->kv_dtype, "Paged caches stored as ggml q8_0 blocks (default: the compute dtype)")
+  app->add_option("--k-cache-out", o->k_cache_out, "Output: the K cache after the append, in O's dtype (q8_0: f32, the values its blocks hold)");
+  app->add_option("--v-cache-out", o->v_cache_out, "Output: the V cache after the append, in O's dtype (q8_0: f32, the values its blocks hold)");
+  app->add_option("--kv-dtype", o->kv_dtype, "Paged caches stored as ggml q8_0 blocks, quantized from the float caches given (quantize_q8_0; default: the compute dtype)")
       ->check(CLI::IsMember({"q8_0"}));
   app->add_flag("--check", o->check,
                 "Paged cache: compare O, LSE and the caches after the append with the fp64 CPU reference (one "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/paged_attention.hpp"
+#include "vkattn/q8_0.hpp"
 #include "vkattn/serving_reference.hpp"
 
 namespace vkattn::cli {
@@ -30,6 +32,9 @@ struct PagedInputs {
   PagedAttentionLayouts layouts;
   PagedProblem problem;
   std::vector<float> q, k_cache, v_cache, k_new, v_new;
+  // --kv-dtype q8_0: the caches as uploaded, quantize_q8_0 of the values given (k_cache and v_cache
+  // then hold what they stand for, dequantized).
+  std::vector<uint8_t> k_cache_q8_0, v_cache_q8_0;
   std::vector<int32_t> block_table, cache_lens;
   std::optional<HeadValues> alibi, sinks;
   bool out_f16 = false;  // O and the caches written as '<f2' (Q was '<f2' and the dtype is not bf16)
@@ -84,8 +89,10 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   const DType dtype = compute_dtype(o, q, others, "Q, the caches and the new K/V");
   in.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
   in.q = rounded_values(q, "--q", o.q, dtype);
-  in.k_cache = rounded_values(kc, "--k-cache", o.k_cache, dtype);
-  in.v_cache = rounded_values(vc, "--v-cache", o.v_cache, dtype);
+  if (o.kv_dtype.empty()) {
+    in.k_cache = rounded_values(kc, "--k-cache", o.k_cache, dtype);
+    in.v_cache = rounded_values(vc, "--v-cache", o.v_cache, dtype);
+  }
   if (kn) {
     in.k_new = rounded_values(*kn, "--k-new", o.k_new, dtype);
     in.v_new = rounded_values(*vn, "--v-new", o.v_new, dtype);
@@ -123,6 +130,19 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   in.problem = check_paged_attention(l);
   if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
   check_paged_values(in.problem, in.block_table, in.cache_lens);
+  if (in.problem.quant == KvQuant::q8_0) {  // after the layouts' checks (dims of whole blocks)
+    const auto quantized = [](const npy::Array& a, const std::string& option, const std::string& path) {
+      try {
+        return quantize_q8_0(npy::to_floats(a, path), a.shape[3]);
+      } catch (const Error& e) {
+        throw Error(option + " (" + path + "): " + e.what());
+      }
+    };
+    in.k_cache_q8_0 = quantized(kc, "--k-cache", o.k_cache);
+    in.v_cache_q8_0 = quantized(vc, "--v-cache", o.v_cache);
+    in.k_cache = dequantize_q8_0(in.k_cache_q8_0);
+    in.v_cache = dequantize_q8_0(in.v_cache_q8_0);
+  }
   return in;
 }
 
@@ -154,8 +174,13 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
   r.q = in.q;
   r.k_cache_layout = l.k_cache;
   r.v_cache_layout = l.v_cache;
-  r.k_cache.values = in.k_cache;
-  r.v_cache.values = in.v_cache;
+  if (in.problem.quant == KvQuant::q8_0) {
+    r.k_cache.q8_0 = in.k_cache_q8_0;
+    r.v_cache.q8_0 = in.v_cache_q8_0;
+  } else {
+    r.k_cache.values = in.k_cache;
+    r.v_cache.values = in.v_cache;
+  }
   r.max_pages = l.max_pages;
   r.block_table = in.block_table;
   r.cache_lens = in.cache_lens;
@@ -184,11 +209,21 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
   if (in.problem.has_append()) {
     for (const auto& [option, got, want, layout] : {std::tuple{"--k-cache", k_after, &ref.k_cache, &l.k_cache},
                                                     std::tuple{"--v-cache", v_after, &ref.v_cache, &l.v_cache}}) {
-      std::vector<std::byte> bytes(want->size() * dtype_size(dtype));
-      encode(dtype, want->data(), bytes.data(), want->size());
+      // Each element as stored (q8_0: the value its block stands for), bit for bit.
+      const bool q8_0 = in.problem.quant == KvQuant::q8_0;
+      const std::size_t esize = q8_0 ? 4 : dtype_size(dtype);
+      std::vector<std::byte> bytes(want->size() * esize), have(bytes.size());
+      if (q8_0) {
+        const std::vector<float> values = dequantize_q8_0({reinterpret_cast<const uint8_t*>(got.data()), got.size()});
+        std::memcpy(have.data(), values.data(), have.size());
+        std::memcpy(bytes.data(), want->data(), bytes.size());
+      } else {
+        encode(dtype, want->data(), bytes.data(), want->size());
+        std::memcpy(have.data(), got.data(), have.size());
+      }
       for (std::size_t i = 0; i < bytes.size(); ++i) {
-        if (bytes[i] == got[i]) continue;
-        const int64_t e = int64_t(i / dtype_size(dtype)), row = e / layout->dim, token = row / layout->kv_heads;
+        if (bytes[i] == have[i]) continue;
+        const int64_t e = int64_t(i / esize), row = e / layout->dim, token = row / layout->kv_heads;
         throw Error(std::string("--check: ") + option + " after the append differs from the reference's at [" +
                     std::to_string(token / layout->page_size) + "][" + std::to_string(token % layout->page_size) +
                     "][" + std::to_string(row % layout->kv_heads) + "][" + std::to_string(e % layout->dim) +
@@ -266,14 +301,19 @@ int run_paged(const RunOptions& o) {
   ContextOptions context_options;
   context_options.device = o.device;
   Context context(context_options);
-  // The library's own refusals (q8_0 caches, a cache beyond one binding) come from planning.
+  // The library's own refusals (a cache beyond one binding) come from planning.
   const PreparedPagedAttention prepared(context, l);
-  if (in.problem.quant != KvQuant::none)  // the library runs q8_0 now, but the caches below are not quantized
-    throw Error("--kv-dtype " + o.kv_dtype + ": vkattn run does not quantize the caches it uploads yet");
+  const bool q8_0 = in.problem.quant == KvQuant::q8_0;
+  const auto upload_cache = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
+    if (!q8_0) return upload_encoded(context, dtype, values);
+    Buffer buffer = allocate_at_least(context, blocks.size());
+    buffer.upload(blocks.data(), blocks.size());
+    return buffer;
+  };
 
   Buffer q = upload_encoded(context, dtype, in.q);
-  Buffer k_cache = upload_encoded(context, dtype, in.k_cache);
-  Buffer v_cache = upload_encoded(context, dtype, in.v_cache);
+  Buffer k_cache = upload_cache(in.k_cache, in.k_cache_q8_0);
+  Buffer v_cache = upload_cache(in.v_cache, in.v_cache_q8_0);
   Buffer table = upload_ints(context, in.block_table);
   Buffer lens = upload_ints(context, in.cache_lens);
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
@@ -314,10 +354,13 @@ int run_paged(const RunOptions& o) {
   const auto cache_shape = [](const PagedKvLayout& c) {
     return std::vector<int64_t>{c.num_pages, c.page_size, c.kv_heads, c.dim};
   };
-  if (!o.k_cache_out.empty())
-    files.stage(o.k_cache_out, output_npy(k_after, dtype, cache_shape(l.k_cache), in.out_f16));
-  if (!o.v_cache_out.empty())
-    files.stage(o.v_cache_out, output_npy(v_after, dtype, cache_shape(l.v_cache), in.out_f16));
+  // (q8_0 caches are written as the f32 values their blocks stand for.)
+  const auto cache_npy = [&](const std::vector<std::byte>& raw, const PagedKvLayout& c) {
+    if (!q8_0) return output_npy(raw, dtype, cache_shape(c), in.out_f16);
+    return npy::serialize_floats(cache_shape(c), dequantize_q8_0({reinterpret_cast<const uint8_t*>(raw.data()), raw.size()}), false);
+  };
+  if (!o.k_cache_out.empty()) files.stage(o.k_cache_out, cache_npy(k_after, l.k_cache));
+  if (!o.v_cache_out.empty()) files.stage(o.v_cache_out, cache_npy(v_after, l.v_cache));
   files.commit();
   return 0;
 }

@@ -11,6 +11,10 @@ namespace vkattn::detail {
 // `name` and the field.
 void check_tensor_layout(const char* name, const TensorLayout& t);
 
+// A q8_0 tensor (KvQuant::q8_0) cuts its element indices into blocks of 32: dim, the strides and the
+// offset must be multiples of 32, so that every row starts a block. Throws Error naming `name`.
+void check_q8_0_layout(const char* name, const TensorLayout& t);
+
 // ALiBi slopes (heads) or (batch, heads) when per_batch_allowed, sinks (heads); offset >= 0.
 void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64_t batch, int64_t heads,
                               bool per_batch_allowed);

@@ -10,6 +10,7 @@
 
 #include "layout_check.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/q8_0.hpp"
 
 namespace vkattn {
 
@@ -192,6 +193,20 @@ void check_tensor_layout(const char* name, const TensorLayout& t) {
   check_strides(name, t);
 }
 
+void check_q8_0_layout(const char* name, const TensorLayout& t) {
+  const std::string n(name);
+  if (t.dim % kQ8_0BlockElements != 0)
+    fail(n + ".dim (" + str(t.dim) + ") must be a multiple of 32 for q8_0 (its blocks are 32 elements of a row)");
+  // (A batch stride of a single batch is never applied: not judged.)
+  const std::pair<const char*, int64_t> fields[] = {{"stride_batch", t.batch > 1 ? t.stride_batch : 0},
+                                                    {"stride_head", t.stride_head},
+                                                    {"stride_seq", t.stride_seq},
+                                                    {"offset", t.offset}};
+  for (const auto& [field, value] : fields)
+    if (value % kQ8_0BlockElements != 0)
+      fail(n + "." + field + " (" + str(value) + ") must be a multiple of 32 for q8_0 (every row starts a block)");
+}
+
 void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64_t batch, int64_t heads,
                               bool per_batch_allowed) {
   const std::string shape = l.describe();
@@ -243,6 +258,12 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
   check_head_dim("v.dim", v.dim);
 
   check_no_self_overlap("out", out);
+  if (layouts.kv_quant != KvQuant::none && layouts.kv_quant != KvQuant::q8_0)
+    fail("kv_quant: invalid value " + str(static_cast<int>(layouts.kv_quant)));
+  if (layouts.kv_quant == KvQuant::q8_0) {
+    detail::check_q8_0_layout("k", k);
+    detail::check_q8_0_layout("v", v);
+  }
 
   AttentionProblem p;
   p.batch = q.batch;
@@ -253,6 +274,7 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
   p.dim_qk = q.dim;
   p.dim_v = v.dim;
   p.dtype = q.dtype;
+  p.kv_quant = layouts.kv_quant;
   p.causal = layouts.options.causal;
   if (p.causal != Causal::none && p.causal != Causal::top_left && p.causal != Causal::bottom_right) {
     fail("causal: invalid value " + str(static_cast<int>(p.causal)));

@@ -23,18 +23,6 @@ void check_packed(const char* name, const TensorLayout& t) {
          ") must be 1: a packed tensor is (1, heads, total, dim), its sequences told apart by cu_seqlens");
 }
 
-// q8_0 cuts element indices into blocks of 32: each row of each head must start a block.
-void check_q8_0_layout(const char* name, const TensorLayout& t) {
-  const std::string n(name);
-  if (t.dim % kQ8_0BlockElements != 0)
-    fail(n + ".dim (" + str(t.dim) + ") must be a multiple of 32 for q8_0 (its blocks are 32 elements of a row)");
-  const std::pair<const char*, int64_t> fields[] = {
-      {"stride_head", t.stride_head}, {"stride_seq", t.stride_seq}, {"offset", t.offset}};
-  for (const auto& [field, value] : fields)
-    if (value % kQ8_0BlockElements != 0)
-      fail(n + "." + field + " (" + str(value) + ") must be a multiple of 32 for q8_0 (every row starts a block)");
-}
-
 }  // namespace
 
 VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
@@ -43,8 +31,6 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
   check_packed("k", l.k);
   check_packed("v", l.v);
   check_packed("out", l.out);
-  if (l.kv_quant != KvQuant::none && l.kv_quant != KvQuant::q8_0)
-    fail("kv_quant: invalid value " + str(static_cast<int>(l.kv_quant)));
 
   // ALiBi's batch is the number of sequences, not the packed tensors' 1: checked here, and handed to
   // check_attention as (heads).
@@ -56,6 +42,7 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
   dense.has_lse = l.has_lse;
   dense.options = l.options;
   dense.sinks = l.sinks;
+  dense.kv_quant = l.kv_quant;  // check_attention checks q8_0's layouts
   if (l.alibi) {
     detail::check_head_values_layout("alibi", *l.alibi, l.batch, l.q.heads, true);
     dense.alibi = HeadValuesLayout{1, l.alibi->heads, 0};
@@ -64,10 +51,6 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
   VarlenProblem p;
   p.attention = check_attention(dense);
   if (l.alibi) p.attention.alibi_per_batch = l.alibi->batch != 1;
-  if (l.kv_quant == KvQuant::q8_0) {
-    check_q8_0_layout("k", l.k);
-    check_q8_0_layout("v", l.v);
-  }
   p.batch = l.batch;
   p.kv_quant = l.kv_quant;
   return p;

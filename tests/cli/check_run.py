@@ -135,6 +135,7 @@ class PagedCase:
     sinks: bool = False
     check: bool = False  # also --check: stdout must say it passed
     cache_out: bool = False  # also --k-cache-out/--v-cache-out, compared exactly
+    kv_dtype: str = None  # 'q8_0': --kv-dtype q8_0 (the rows nobody holds are 0, not NaN: q8_0 holds no NaN)
 
     def __post_init__(self):
         self.dim_v = self.dim_v or self.dim
@@ -154,7 +155,23 @@ PAGED_CASES = [
               align="top-left", softcap=5.0, alibi="bh", sinks=True, page_size=8, dim=24, dim_v=40, check=True),
     PagedCase("paged_bf16_from_f32_window_sinks", cache_lens=[50, 3], seq_q=2, window=(16, 0), sinks=True,
               alibi="h", dtype="bf16", seq_new=2, cache_out=True),
+    PagedCase("paged_q8_0_append_gqa", cache_lens=[40, 0, 17], heads=4, kv_heads=2, seq_new=2, dim=64, dim_v=32,
+              kv_dtype="q8_0", cache_out=True, check=True),
+    PagedCase("paged_q8_0_f16", cache_lens=[3, 33], seq_q=2, dim=32, file_dtype="f2", kv_dtype="q8_0",
+              softcap=8.0, sinks=True),
 ]
+
+
+def q8_0_values(x):
+    """What ggml's q8_0 blocks hold for float32 x (rows of a multiple of 32 along the last axis): per
+    32 values d = f16(max|x| / 127), q = round(x / d) half away from zero, clamped to [-127, 127],
+    value d * q. Written from the format's definition, not from vkattn's code."""
+    blocks = np.asarray(x, np.float32).reshape(-1, 32)
+    d = (np.abs(blocks).max(axis=1) / np.float32(127)).astype(np.float16).astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.abs(blocks.astype(np.float64)) / d
+    q = np.where(d == 0, 0.0, np.sign(blocks) * np.minimum(np.floor(ratio + 0.5), 127.0))
+    return (d * q).astype(np.float32).reshape(np.shape(x))
 
 
 def paged_pages(case, rng):
@@ -178,8 +195,9 @@ def generate_paged(case, seed):
     file_type = np.float16 if case.file_dtype == "f2" else np.float32
     batch, heads, groups, ps = len(case.cache_lens), case.heads, case.kv_heads, case.page_size
     table, num_pages = paged_pages(case, rng)
-    kc = np.full((num_pages, ps, groups, case.dim), np.nan, dtype=file_type)  # rows nobody holds: NaN
-    vc = np.full((num_pages, ps, groups, case.dim_v), np.nan, dtype=file_type)
+    unheld = 0.0 if case.kv_dtype else np.nan  # rows nobody holds: NaN (q8_0: 0, it has no NaN)
+    kc = np.full((num_pages, ps, groups, case.dim), unheld, dtype=file_type)
+    vc = np.full((num_pages, ps, groups, case.dim_v), unheld, dtype=file_type)
     for b, length in enumerate(case.cache_lens):
         for t in range(length):
             page, slot = table[b, t // ps], t % ps
@@ -218,11 +236,17 @@ def generate_paged(case, seed):
         args += ["--sinks", "sinks.npy"]
     if case.check:
         args += ["--check"]
+    if case.kv_dtype:
+        args += ["--kv-dtype", case.kv_dtype]
 
     # The caches after the append, then each sequence's keys gathered into a dense (1, G, len, D).
+    # q8_0: the caches given are quantized as read; the appended rows after rounding to the dtype.
     dtype = case.compute_dtype
     q_seen, k_seen, v_seen = (sdpa_reference.round_to(x, dtype) for x in (q, kc, vc))
     kn_seen, vn_seen = sdpa_reference.round_to(kn, dtype), sdpa_reference.round_to(vn, dtype)
+    if case.kv_dtype:
+        k_seen, v_seen = q8_0_values(kc), q8_0_values(vc)
+        kn_seen, vn_seen = q8_0_values(kn_seen), q8_0_values(vn_seen)
     v_used = [vn_seen.ravel()]
     for b, length in enumerate(case.cache_lens):
         for t in range(length, length + case.seq_new):
@@ -259,9 +283,10 @@ def check_paged_case(vkattn, case, directory, seed):
         return False, f"stdout {proc.stdout!r} (--check {'given' if case.check else 'not given'})", seconds
     out_f16 = case.file_dtype == "f2" and case.compute_dtype != "bf16"
     expected_dtype = np.float16 if out_f16 else np.float32
+    cache_dtype = np.float32 if case.kv_dtype else expected_dtype  # q8_0 caches: written as f32 values
     results = {}
     for name, shape, dtype in [("out", ref_out.shape, expected_dtype), ("lse", ref_lse.shape, np.float32)] + (
-            [("kc_out", ref_kc.shape, expected_dtype), ("vc_out", ref_vc.shape, expected_dtype)] if case.cache_out
+            [("kc_out", ref_kc.shape, cache_dtype), ("vc_out", ref_vc.shape, cache_dtype)] if case.cache_out
             else []):
         results[name] = np.load(os.path.join(directory, name + ".npy"))
         if results[name].dtype != dtype or results[name].shape != shape:
@@ -388,7 +413,9 @@ def paged_error_cases(q, kv):
         ("paged_table_entry_not_a_page", dict(files, **{"bt.npy": np.array([[0, 1], [4, -1]], np.int32)}), paged),
         ("paged_cache_3d", dict(files, **{"kc.npy": cache[0]}), paged),
         ("paged_f16_cache_f32_q", dict(files, **{"vc.npy": cache.astype(np.float16)}), paged),
-        ("paged_q8_0", dict(files, **q32), paged + ["--kv-dtype", "q8_0"]),
+        ("paged_q8_0_dim_16", files, paged + ["--kv-dtype", "q8_0"]),
+        ("paged_q8_0_nan_cache", dict(q32, **{"bt.npy": table, "cl.npy": lens, "kc.npy": np.full((4, 16, 2, 32), np.nan, np.float32)}),
+         paged + ["--kv-dtype", "q8_0"]),
         ("paged_check_dense", {"q.npy": q, "k.npy": kv, "v.npy": kv}, ["--check"]),
     ]
 
@@ -415,7 +442,8 @@ EXPECTED_MESSAGE = {
     "paged_table_entry_not_a_page": "block_table[1][0] (4) is not a page: must be in [0, 4)",
     "paged_cache_3d": "kc.npy: the K cache must be a 4-D array (num_pages, page_size, kv_heads, dim)",
     "paged_f16_cache_f32_q": "vc.npy: dtype '<f2' differs from Q's '<f4'",
-    "paged_q8_0": "k_cache.quant: q8_0 caches are not run by the kernels yet",
+    "paged_q8_0_dim_16": "k_cache.dim (16) must be a multiple of 32 for q8_0",
+    "paged_q8_0_nan_cache": "--k-cache (kc.npy): quantize_q8_0: values[0] is nan: q8_0 holds finite values only",
     "paged_check_dense": "--check needs a paged cache",
 }
 # Usage errors (which options go together) exit 2; bad values exit 1.

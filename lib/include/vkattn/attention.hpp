@@ -41,6 +41,8 @@ struct HeadValuesRef {
 
 struct AttentionArgs {
   TensorRef q, k, v;  // (B,H,Sq,Dqk), (B,G,Sk,Dqk), (B,G,Sk,Dv); one dtype
+  // K and V stored as q.dtype or as q8_0 blocks (AttentionLayouts::kv_quant; the fused path only).
+  KvQuant kv_quant = KvQuant::none;
   TensorRef out;      // (B,H,Sq,Dv), same dtype
   BufferSlice lse;    // optional f32 (B,H,Sq) dense: log-sum-exp of the scaled, biased scores
   MaskRef mask;       // optional explicit mask, broadcast over batch and heads

@@ -22,6 +22,7 @@ struct AttentionProblem {
   int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   bool has_alibi = false, alibi_per_batch = false, has_sinks = false;
+  KvQuant kv_quant = KvQuant::none;  // how K and V are stored (AttentionLayouts::kv_quant)
 
   int64_t group_size() const { return heads / kv_heads; }  // query heads per KV head
   // Last visible key + 1 for query row i under the causal rule (seq_k when not causal); may be <= 0.
@@ -46,10 +47,15 @@ struct AttentionLayouts {
   std::optional<HeadValuesLayout> alibi;
   // Attention-sink logits, (heads): each row's softmax denominator gains e^sink, with no value.
   std::optional<HeadValuesLayout> sinks;
+  // How K and V are stored: as q.dtype (their dtype must equal it either way), or ggml's q8_0 blocks
+  // (vkattn/q8_0.hpp), whose element indices, offsets and strides included, cut into blocks of 32:
+  // dim, the strides and the offset of K and V must then be multiples of 32. Q and O stay q.dtype.
+  KvQuant kv_quant = KvQuant::none;
 };
 
 // Checks shapes, dims (1..256), dtypes (Q, K, V, O share one), GQA divisibility, mask broadcast,
-// strides (non-negative, last dim contiguous, no overlap of distinct output elements) and the scale.
+// strides (non-negative, last dim contiguous, no overlap of distinct output elements), q8_0's
+// multiples of 32, and the scale.
 // Throws vkattn::Error naming the argument and its values.
 AttentionProblem check_attention(const AttentionLayouts& layouts);
 

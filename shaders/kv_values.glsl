@@ -1,0 +1,71 @@
+// The values of K and V as the fused kernels read them: stored as the call's dtype (STORAGE_T, the
+// bindings k[] and v[] of attention_common.glsl), or as ggml's q8_0 blocks (KV_FORMAT_Q8_0: each run
+// of 32 consecutive elements of a row is 34 bytes, the scale d as f16 bits, then 32 int8 q; the value
+// is f32(d) * q, exact in f32). Include from attention_common.glsl, after the bindings.
+//
+// Addressing. Every kernel forms a K or V element index the same way for both formats, from
+// kv_element_base(pc.k_off) (kv_element_base(pc.v_off)) plus heads, rows and dims times the layout's
+// strides (in elements: q8_0 layouts have rows, strides and offsets that are whole blocks). For the
+// call's dtype that is the element of the binding. For q8_0 the binding is in 16-bit units (34 bytes
+// are 17 of them; a binding's start left below the storage-buffer alignment is even, so its offset
+// in those units fits the push word): the element index counts from the binding's first block and
+// the push offset is added in halfwords by the reader. The format is a specialization constant, so a
+// pipeline carries the reads of one format only.
+#ifndef VKATTN_KV_VALUES_GLSL
+#define VKATTN_KV_VALUES_GLSL
+
+layout(constant_id = SPEC_ATTENTION_KV_FORMAT) const uint KV_FORMAT = KV_FORMAT_AS_Q;
+const bool KV_Q8_0 = KV_FORMAT == KV_FORMAT_Q8_0;
+
+// The same bindings as 32-bit words (q8_0 blocks are 2-byte aligned: the readers pick the halves).
+layout(binding = 1) readonly buffer KWords { uint k_words[]; };
+layout(binding = 2) readonly buffer VWords { uint v_words[]; };
+
+// The element index of a tensor's first element given its binding's push offset.
+uint kv_element_base(uint push_offset) { return KV_Q8_0 ? 0u : push_offset; }
+
+// The 16-bit half `h` of a word (h = 0 low, 1 high) as an f32 from f16 bits.
+float half_of_word(uint word, uint h) { return unpackHalf2x16(word >> (h * 16u)).x; }
+// Byte `i` (0..3) of a word, sign-extended (an int8).
+float int8_of_word(uint word, uint i) { return float(int(word << (24u - 8u * i)) >> 24); }
+
+// q8_0 element `e` (counted from the first block of a binding whose push offset is `off` halfwords):
+// block e / 32 starts at byte 2 * off + 34 * (e / 32); an element reads two words, its block's scale
+// and its own byte.
+#define Q8_0_VALUE(words, off)                                                                      \
+  float q8_0_value_##words(uint e_) {                                                               \
+    const uint block = 2u * (off) + 34u * (e_ >> 5u), byte = block + 2u + (e_ & 31u);               \
+    return half_of_word(words[block >> 2u], (block >> 1u) & 1u) * int8_of_word(words[byte >> 2u], byte & 3u); \
+  }
+Q8_0_VALUE(k_words, pc.k_off)
+Q8_0_VALUE(v_words, pc.v_off)
+
+float k_value(uint e) {
+  if (KV_Q8_0) return q8_0_value_k_words(e);
+  return to_f32(k[e]);
+}
+float v_value(uint e) {
+  if (KV_Q8_0) return q8_0_value_v_words(e);
+  return to_f32(v[e]);
+}
+
+// Elements e0 .. e0 + N - 1 of a q8_0 tensor (N = 4 or 8, e0 a multiple of N: one block holds them):
+// the block's scale, then the N bytes from the words that hold them (N / 4 + 1 words, or N / 4 when
+// the bytes start a word), realigned to whole words by a shift of 0 or 16 bits.
+#define Q8_0_RUN(words, off, N)                                                                     \
+  void q8_0_run_##words##_##N(uint e0, out float x[N]) {                                            \
+    const uint block = 2u * (off) + 34u * (e0 >> 5u), first = block + 2u + (e0 & 31u);              \
+    const float d = half_of_word(words[block >> 2u], (block >> 1u) & 1u);                           \
+    const uint w0 = first >> 2u;                                                                    \
+    const bool shifted = (first & 2u) != 0u;                                                        \
+    uint w[N / 4u + 1u];                                                                            \
+    [[unroll]] for (uint i = 0u; i < N / 4u; ++i) w[i] = words[w0 + i];                             \
+    w[N / 4u] = 0u;                                                                                 \
+    if (shifted) w[N / 4u] = words[w0 + N / 4u]; /* past the block's end when not: never read */    \
+    [[unroll]] for (uint i = 0u; i < N / 4u; ++i) {                                                 \
+      const uint aligned = shifted ? (w[i] >> 16u) | (w[i + 1u] << 16u) : w[i];                     \
+      [[unroll]] for (uint c = 0u; c < 4u; ++c) x[4u * i + c] = d * int8_of_word(aligned, c);       \
+    }                                                                                               \
+  }
+
+#endif
