@@ -50,7 +50,11 @@ void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
 }
 
 std::vector<AttentionCase> catalog_cases(const std::string& section) {
-  return conform::catalog_section(section, base_seed()).cases;
+  const conform::CaseSection s = conform::catalog_section(section, base_seed());
+  if (!quick()) return s.cases;
+  std::vector<AttentionCase> cases;
+  for (const std::size_t i : s.quick) cases.push_back(s.cases[i]);
+  return cases;
 }
 
 void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases) {

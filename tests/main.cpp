@@ -4,6 +4,7 @@
 //   --no-validation    run without the validation layer (shared Context and the adoption test's app)
 //   --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)
 //   --verbose          print each attention case with its time
+//   --quick            run each catalog section's quick subset only (what `vkattn conform --quick` runs)
 //   --kernel=V         the fused-kernel variant (auto, tiled, rowwise, subgroup)
 //   --path=P           the attention path (auto, fused, unfused)
 // doctest would reject an option it does not know, so ours are stripped before argv is handed on.
@@ -33,6 +34,7 @@ constexpr const char* kUsage =
     "  --no-validation    run without the Vulkan validation layer\n"
     "  --seed=N           base seed of every case's random inputs (decimal, or 0x... hex)\n"
     "  --verbose          print each attention case with its time\n"
+    "  --quick            run each catalog section's quick subset only (vkattn conform --quick's cases)\n"
     "  --kernel=V         fused-kernel variant: auto (default), tiled, rowwise or subgroup\n"
     "  --path=P           attention path: auto (default), fused or unfused (also checks the weights)\n";
 
@@ -75,6 +77,8 @@ int main(int argc, char** argv) {
       vkattn::test::set_validation_enabled(false);
     } else if (std::strcmp(arg, "--verbose") == 0) {
       vkattn::test::set_verbose(true);
+    } else if (std::strcmp(arg, "--quick") == 0) {
+      vkattn::test::set_quick(true);
     } else if (std::strncmp(arg, "--seed=", 7) == 0) {
       uint64_t seed = 0;
       if (!parse_seed(arg + 7, seed)) {

@@ -18,6 +18,7 @@ struct Shared {
   bool sync = false;
   bool validation = true;
   bool verbose = false;
+  bool quick = false;
   KernelVariant kernel = KernelVariant::automatic;
   AttentionPath path = AttentionPath::automatic;
   uint64_t seed = conform::kDefaultBaseSeed;
@@ -41,6 +42,9 @@ bool validation_enabled() { return shared().validation; }
 
 void set_verbose(bool enabled) { shared().verbose = enabled; }
 bool verbose() { return shared().verbose; }
+
+void set_quick(bool enabled) { shared().quick = enabled; }
+bool quick() { return shared().quick; }
 
 void set_base_seed(uint64_t seed) { shared().seed = seed; }
 

@@ -26,6 +26,11 @@ bool validation_enabled();
 void set_verbose(bool enabled);
 bool verbose();
 
+// --quick: catalog_cases() gives each catalog section's quick subset (the cases `vkattn conform
+// --quick` runs), not all of it.
+void set_quick(bool enabled);
+bool quick();
+
 // --seed=N: the base seed every case seed derives from (see base_seed()).
 // --kernel=auto|tiled|rowwise|subgroup: the fused-kernel variant of the shared Context (and adopted ones).
 void set_kernel_variant(KernelVariant kernel);
