@@ -36,7 +36,7 @@ enum class Shader : uint8_t {
   kv_append
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 16;
+inline constexpr std::size_t kMaxSpecConstants = 17;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -66,6 +66,7 @@ struct AttentionConstants {
   uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
   uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
+  uint32_t varlen = 0;  // 1: a packed variable-length batch (shader_abi.h); else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {
