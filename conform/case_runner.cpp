@@ -10,6 +10,7 @@
 
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/q8_0_blocks.hpp"
 #include "vkattn/testing.hpp"
 
 namespace vkattn::conform {
@@ -60,20 +61,12 @@ struct HostTensor {
   }
 };
 
-// A tensor's values as q8_0 blocks (its elements from index 0, a whole number of blocks: q8_0
-// layouts have offsets, strides and dims of whole blocks), and its values replaced by those the blocks
-// stand for. A block with a value q8_0 cannot hold (the NaN of a gap, a poisoned key's NaN or Inf)
-// gets a NaN scale: all its values are NaN, which the kernels must not read either.
+// A tensor's values as q8_0 blocks (to_q8_0_blocks), from index 0 to a whole number of blocks (q8_0
+// layouts have offsets, strides and dims of whole blocks; the tail past the last element is a gap).
 std::vector<uint8_t> q8_0_blocks(HostTensor& t) {
-  std::vector<float> finite(t.values);
-  finite.resize((finite.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, kNaN);
-  std::vector<bool> unheld(finite.size() / kQ8_0BlockElements, false);
-  for (std::size_t e = 0; e < finite.size(); ++e)
-    if (!std::isfinite(finite[e])) finite[e] = 0.0f, unheld[e / kQ8_0BlockElements] = true;
-  std::vector<uint8_t> bytes = quantize_q8_0(finite, kQ8_0BlockElements);
-  for (std::size_t b = 0; b < unheld.size(); ++b)
-    if (unheld[b]) bytes[b * kQ8_0BlockBytes] = 0x00, bytes[b * kQ8_0BlockBytes + 1] = 0x7e;  // f16 NaN
-  const std::vector<float> values = dequantize_q8_0(bytes);
+  std::vector<float> values(t.values);
+  values.resize((values.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, kNaN);
+  std::vector<uint8_t> bytes = to_q8_0_blocks(values);
   std::copy_n(values.begin(), t.values.size(), t.values.begin());
   return bytes;
 }

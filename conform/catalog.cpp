@@ -18,6 +18,12 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   CaseSection long_paged{"long-paged", "long", "paged KV cache of 65,536 keys with an append", {}, {},
                          paged_cases(base_seed, true), {}};
   sections.push_back(std::move(long_paged));
+  CaseSection varlen{"varlen", "varlen", "packed variable-length batches: empty and uneven sequences, decode, modifiers, q8_0",
+                     {}, {}, {}, {0, 3, 5, 7}, varlen_cases(base_seed, false)};
+  sections.push_back(std::move(varlen));
+  CaseSection long_varlen{"long-varlen", "long", "packed variable-length batch with a sequence of 70,000 keys", {}, {},
+                          {}, {}, varlen_cases(base_seed, true)};
+  sections.push_back(std::move(long_varlen));
   return sections;
 }
 

@@ -14,6 +14,7 @@
 #include "conform/attention_case.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/q8_0_blocks.hpp"
 
 namespace vkattn::conform {
 namespace {
@@ -36,21 +37,6 @@ std::vector<float> decoded(DType dtype, const std::vector<uint8_t>& bytes) {
   std::vector<float> values(bytes.size() / dtype_size(dtype));
   decode(dtype, bytes.data(), values.data(), values.size());
   return values;
-}
-
-// q8_0 blocks of rows of `dim` values, a row of NaN (no sequence's token) as blocks whose scale is
-// an f16 NaN: every value it stands for is NaN, as in the f32 caches.
-std::vector<uint8_t> q8_0_with_nan_rows(const std::vector<float>& values, int64_t dim) {
-  std::vector<float> finite(values);
-  for (float& x : finite)
-    if (std::isnan(x)) x = 0.0f;
-  std::vector<uint8_t> bytes = quantize_q8_0(finite, dim);
-  for (std::size_t e = 0; e < values.size(); e += kQ8_0BlockElements)
-    if (std::isnan(values[e])) {
-      uint8_t* block = bytes.data() + e / kQ8_0BlockElements * kQ8_0BlockBytes;
-      block[0] = 0x00, block[1] = 0x7e;  // f16 quiet NaN
-    }
-  return bytes;
 }
 
 }  // namespace
@@ -184,8 +170,10 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
   in.sinks = sinks;
   std::vector<uint8_t> k_bytes, v_bytes;
   if (c.quant == KvQuant::q8_0) {
-    k_bytes = q8_0_with_nan_rows(k_cache, c.dim_qk);
-    v_bytes = q8_0_with_nan_rows(v_cache, c.dim_v);
+    // (Rows no sequence holds are NaN: blocks of NaN scale, as unreadable as before.)
+    std::vector<float> k_values(k_cache), v_values(v_cache);
+    k_bytes = to_q8_0_blocks(k_values);
+    v_bytes = to_q8_0_blocks(v_values);
     in.k_cache = {{}, k_bytes};
     in.v_cache = {{}, v_bytes};
   } else {

@@ -48,9 +48,15 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   const auto kv_tensor = [&](uint32_t slot, const TensorLayout& t) {
     return kv_binding(slot, p.dtype, p.kv_quant, t.offset, t.required_elements());
   };
-  const Binding block_table =
+  // A packed variable-length batch (plan.varlen): K and V are bound whole too (a sequence's keys are
+  // anywhere in them), cu_seqlens_q where the block table is and cu_seqlens_k where the key lengths
+  // are (shader_abi.h); the grid's z counts its sequences, the tensors' batch is 1.
+  const std::optional<VarlenRows>& varlen = plan.varlen;
+  const uint64_t batches = varlen ? uint64_t(varlen->batch) : uint64_t(p.batch);
+  Binding block_table =
       paged ? Binding{slots.block_table, kv_offset * uint64_t(paged->max_pages), 4, uint64_t(p.batch * paged->max_pages)}
             : kPlaceholder;
+  if (varlen) block_table = Binding{slots.block_table, 0, 4, batches + 1};
   const uint64_t rows_total = uint64_t(p.batch) * p.heads * p.seq_q;
   const Binding lse = l.has_lse ? Binding{slots.lse, lse_offset, 4, rows_total} : kPlaceholder;
   Binding mask = kPlaceholder;
@@ -58,7 +64,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     const uint64_t msize = mask_type_size(l.mask->type);
     mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
-  const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)} : kPlaceholder;
+  const Binding kv_len = varlen             ? Binding{slots.kv_lengths, 0, 4, batches + 1}
+                         : l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)}
+                                            : kPlaceholder;
   // The score modifiers' per-head tensors, whole (a chunk's heads index them from its h0: see below).
   const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
     return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
@@ -93,6 +101,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   push.v_sb = u32(vl.stride_batch), push.v_sh = u32(vl.stride_head), push.v_ss = u32(vl.stride_seq);
   push.o_sb = u32(ol.stride_batch), push.o_sh = u32(ol.stride_head), push.o_ss = u32(ol.stride_seq);
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+  // A packed tensor's batch stride is never used: the kernels' batch index is then the sequence.
+  if (varlen) push.q_sb = push.k_sb = push.v_sb = push.o_sb = 0;
   if (paged) {  // the block table's row stride, the pool's pages, the appended tokens (shader_abi.h)
     push.m_sb = u32(paged->max_pages);
     push.m_sh = u32(paged->num_pages);
@@ -114,6 +124,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       cfg.heads, cfg.vec_loads ? 1u : 0u, paged ? paged->page_size : 0u, modifier_constants(p, l.options),
       p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
+  constants.varlen = varlen ? 1u : 0u;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
   const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
@@ -148,7 +159,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   for (uint32_t t0 = 0; t0 < plan.query_tiles; t0 += plan.tiles_per_range) {
     const uint32_t tiles = std::min(plan.tiles_per_range, plan.query_tiles - t0);
     const uint64_t row_base = uint64_t(t0) * cfg.rows;
-    const uint64_t range_rows = std::min<uint64_t>(uint64_t(tiles) * cfg.rows, uint64_t(p.seq_q) - row_base);
+    // (A packed batch's one range is every packed row: its tiles count the longest sequence's rows.)
+    const uint64_t range_rows =
+        varlen ? uint64_t(p.seq_q) : std::min<uint64_t>(uint64_t(tiles) * cfg.rows, uint64_t(p.seq_q) - row_base);
     if (split) {
       // The workspace may still be read by the previous range's combine pass, or by an earlier one
       // recorded in this command buffer (write-after-read), and was written by the previous range's
@@ -170,8 +183,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       const uint32_t n = std::min(plan.splits_per_dispatch, plan.splits - s0);
       // (Band splits start at each workgroup's own first key, and a paged call's keys are anywhere in
       // its caches: K and V are bound whole.)
-      const int64_t k0 = plan.band_splits || paged ? 0 : int64_t(s0) * plan.keys_per_split;
-      const int64_t nk = plan.band_splits ? p.seq_k : std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
+      const int64_t k0 = plan.band_splits || paged || varlen ? 0 : int64_t(s0) * plan.keys_per_split;
+      const int64_t nk = plan.band_splits || varlen ? p.seq_k
+                                                    : std::min<int64_t>(int64_t(n) * plan.keys_per_split, p.seq_k - k0);
       const auto key_range = [&](TensorLayout t) {
         t.offset += k0 * t.stride_seq;
         t.seq = nk;
@@ -193,7 +207,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       }
       d.bind(3, o, offsetof(AttentionPush, o_off));
       d.bind(4, lse, offsetof(AttentionPush, lse_off));
-      d.bind(5, mask, offsetof(AttentionPush, m_off));
+      // (A varlen call's m_off is cu_seqlens_q's: it has no mask.)
+      if (varlen)
+        d.bind(BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
+      else
+        d.bind(5, mask, offsetof(AttentionPush, m_off));
       d.bind(6, kv_len, offsetof(AttentionPush, kv_len_off));
       d.bind(7, partial_o);
       d.bind(8, partial_lse);
@@ -204,7 +222,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
         d.unchunked_pipeline = unchunked;
       }
       d.set_push(push);
-      d.groups = {tiles, u32(p.heads) / cfg.heads_per_workgroup(p.group_size()), u32(p.batch) * n};
+      d.groups = {tiles, u32(p.heads) / cfg.heads_per_workgroup(p.group_size()), u32(int64_t(batches)) * n};
       list.dispatch(d);
     }
 
@@ -227,7 +245,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
 void emit_fused_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
                           const AttentionSlots& slots) {
   const AttentionProblem& p = plan.problem;
-  if (plan.batch_chunk == p.batch && plan.head_chunk == p.heads) {
+  if (plan.varlen || (plan.batch_chunk == p.batch && plan.head_chunk == p.heads)) {
     emit_chunk(c, list, plan, layouts, slots, 0, 0);
     return;
   }

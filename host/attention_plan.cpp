@@ -281,11 +281,20 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 }
 
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                      bool packing_allowed, const PagedKeys* paged) {
+                      bool packing_allowed, const PagedKeys* paged, const VarlenRows* varlen) {
   LaunchPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
   if (paged) plan.paged = *paged;
+  if (varlen) plan.varlen = *varlen;
   const AttentionProblem& p = plan.problem;
+  // The problem the kernel, tiles and splits are chosen for: p, or for a packed batch its sequences
+  // as a dense batch of the longest lengths (every workgroup does at most that work).
+  AttentionProblem shape = p;
+  if (varlen) {
+    shape.batch = varlen->batch;
+    shape.seq_q = varlen->max_seq_q;
+    shape.seq_k = varlen->max_seq_k;
+  }
 
   // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
   // of heads as fit in one binding; else (one KV head alone is larger than a binding) one GQA group
@@ -308,7 +317,18 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // A paged cache is bound whole (any key may sit in any page): plan_paged checked that it fits, and
   // only the other tensors are cut into chunks.
   const bool with_kv = !paged;
-  if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range, with_kv)) {
+  if (varlen) {
+    // A packed batch runs as one chunk: its sequences' rows are anywhere in the tensors, and each
+    // workgroup's batch index is a sequence (the grid's z), not a batch of the tensors.
+    if (plan.head_chunk < p.heads || !chunk_fits(layouts, plan.alignment, max_range, true))
+      throw unsupported("binding: a packed variable-length call binds q, k, v, out and the LSE whole, and one of them "
+                        "spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name +
+                        " (q " + layouts.q.describe() + ", k " + layouts.k.describe() + ")");
+    if (uint64_t(varlen->batch) > max_z)
+      throw unsupported("grid: a packed batch of " + str(uint64_t(varlen->batch)) +
+                        " sequences exceeds maxComputeWorkGroupCount[2] (" + str(max_z) + ") of " + device.name);
+    plan.batch_chunk = varlen->batch;
+  } else if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range, with_kv)) {
     if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range, with_kv))
       plan.batch_chunk = 1;
     while (plan.head_chunk > group &&
@@ -332,16 +352,16 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // dims (padded to the subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise for
   // prefill there, tiled for decode.
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
-  const bool cpu_prefill = cpu_auto && p.seq_q >= 16;
+  const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
   const bool subgroup_fits = device.subgroup_shuffle && device.subgroup_size >= 1 &&
                              device.min_subgroup_size == device.subgroup_size &&
                              device.max_subgroup_size == device.subgroup_size &&
                              ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
   const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits);
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
-  plan.config = subgroup  ? choose_subgroup_config(device, p, packing_allowed)
-                : rowwise ? choose_rowwise_config(device, p)
-                          : choose_tiled_config(device, p, packing_allowed);
+  plan.config = subgroup  ? choose_subgroup_config(device, shape, packing_allowed)
+                : rowwise ? choose_rowwise_config(device, shape)
+                          : choose_tiled_config(device, shape, packing_allowed);
   if (plan.config.decode) {
     // 16-byte chunks: whole in every row when the dims and strides are multiples of a chunk (the
     // binding offsets are checked at replay: CommandList picks the element-wise pipeline there).
@@ -355,7 +375,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
-  plan.query_tiles = static_cast<uint32_t>(ceil_div(p.seq_q * int64_t(c.heads_per_workgroup(group)), c.rows));
+  plan.query_tiles = static_cast<uint32_t>(ceil_div(shape.seq_q * int64_t(c.heads_per_workgroup(group)), c.rows));
 
   // Split the key range: for parallelism when (batch, head, query-tile) workgroups are few (decode),
   // on llvmpipe so that no invocation loops more than its limit allows, and by binding size when K
@@ -364,10 +384,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // band of keys, so the splits cut the band, counted from each workgroup's first key (MOD_BAND_SPLITS),
   // not the whole key range: the work per workgroup is the window's, however long the sequence. Not
   // with K and V bound by key range (binding_key counts splits from key 0).
-  uint64_t keys_visited = uint64_t(p.seq_k);
+  uint64_t keys_visited = uint64_t(shape.seq_k);
   if (p.window_left >= 0 && p.window_right >= 0 && !key_ranges) {
     // Query rows of one head a tile spans (packed tiles: at most seq_q).
-    const uint64_t span = std::min<uint64_t>(uint64_t(p.seq_q), c.pack_group ? uint64_t(p.seq_q) : c.rows / c.heads);
+    const uint64_t span =
+        std::min<uint64_t>(uint64_t(shape.seq_q), c.pack_group ? uint64_t(shape.seq_q) : c.rows / c.heads);
     const uint64_t band = span + uint64_t(p.window_left) + uint64_t(p.window_right);
     if (band < keys_visited) {
       keys_visited = band;
@@ -428,11 +449,12 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // One query tile of the chunk over budget (many heads, a long key range): fewer batches, then fewer
   // whole GQA groups per chunk, down to one query tile of one group, which runs even when it alone
   // exceeds the budget (the binding checks below still apply).
-  if (tile_partial_bytes() > usable && plan.batch_chunk > 1) {
+  // (A packed batch keeps its one chunk: its partials are sized by its rows, below.)
+  if (!varlen && tile_partial_bytes() > usable && plan.batch_chunk > 1) {
     plan.batch_chunk = 1;
     split_chunk();
   }
-  while (tile_partial_bytes() > usable && plan.head_chunk > group) {
+  while (!varlen && tile_partial_bytes() > usable && plan.head_chunk > group) {
     plan.head_chunk -= group;
     split_chunk();
   }
@@ -451,17 +473,25 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   const uint64_t range_budget =
       c.heads_per_workgroup(group) > 1 ? usable : std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
-  if (tile_partial_bytes() > 0)
+  if (tile_partial_bytes() > 0 && !varlen)
     tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_partial_bytes()));
+  // A packed batch's partials are indexed by packed row, which one range of query tiles (of every
+  // sequence) covers only whole: one range, its workspace linear in total_q x splits.
+  if (varlen && tiles_per_range < plan.query_tiles)
+    throw unsupported("grid: " + str(plan.query_tiles) + " query tiles of max_seqlen_q " + str(uint64_t(shape.seq_q)) +
+                      " exceed maxComputeWorkGroupCount[0] (" + str(max_x) + ") of " + device.name);
   plan.tiles_per_range = static_cast<uint32_t>(tiles_per_range);
   plan.query_ranges = static_cast<uint32_t>(ceil_div(plan.query_tiles, tiles_per_range));
   // The packed kernel's tiles are not query-row tiles: its partials (partial_row) and the combine
   // assume one range. Past that (a huge split count), plan without packing.
   // (So are the tiled kernel's when it packs heads.)
-  if (c.heads_per_workgroup(group) > 1 && plan.query_ranges > 1) return plan_fused(device, variant, layouts, false, paged);
+  if (c.heads_per_workgroup(group) > 1 && plan.query_ranges > 1)
+    return plan_fused(device, variant, layouts, false, paged, varlen);
   // Rows per (batch, head) of the largest (first) range: the last may hold fewer.
+  // (A packed batch's: every packed row of every head, batch 1.)
   const uint64_t range_rows = std::min<uint64_t>(tiles_per_range * c.rows, uint64_t(p.seq_q));
-  const uint64_t chunk_range_rows = uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;
+  const uint64_t chunk_range_rows =
+      varlen ? uint64_t(p.heads) * uint64_t(p.seq_q) : uint64_t(plan.batch_chunk) * plan.head_chunk * range_rows;
   plan.partial_o_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * uint64_t(p.dim_v) * 4 : 0;
   plan.partial_lse_bytes = plan.splits > 1 ? plan.splits * chunk_range_rows * 8 : 0;  // (max, sum) per row
 

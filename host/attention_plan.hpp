@@ -10,6 +10,7 @@
 #include "vkattn/attention.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/problem.hpp"
+#include "vkattn/varlen.hpp"
 
 namespace vkattn::detail {
 
@@ -64,11 +65,24 @@ struct PagedKeys {
   int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * dim)
 };
 
+// A packed variable-length batch (vkattn/varlen.hpp) instead of dense batches: the layouts are the
+// packed tensors (batch 1, seq = total_q or total_k rows) and the grid's z covers `batch` sequences
+// (SPEC_ATTENTION_VARLEN; the kernels read each one's rows from cu_seqlens). The host does not know
+// the lengths: the query tiles and the key splits are sized by the longest sequence, max_seq_q
+// queries and max_seq_k keys, and the device clamps every sequence to what the grid covers.
+struct VarlenRows {
+  int64_t batch = 0;
+  int64_t max_seq_q = 0, max_seq_k = 0;
+};
+
 struct LaunchPlan {
-  AttentionProblem problem;
+  AttentionProblem problem;  // (a varlen call's: batch 1, seq_q and seq_k the totals)
   // Set for a paged call (plan_paged): the layouts' K and V are then the caches seen as (batch,
   // kv_heads, capacity, dim) tensors of batch stride 0 and seq stride kv_heads * dim.
   std::optional<PagedKeys> paged;
+  // Set for a packed variable-length call (plan_varlen): one chunk, one range of query tiles, K and V
+  // bound whole, and split-KV partials of every packed row ([split][head][packed row]).
+  std::optional<VarlenRows> varlen;
   KernelConfig config;
   uint32_t splits = 1;
   uint32_t keys_per_split = 0;
@@ -106,8 +120,12 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 // packing_allowed = false plans without (plan_fused does so itself when packed partials would need
 // more than one range of query tiles, which the packed kernel does not do).
 // `paged`: K and V are a paged cache (plan_paged builds the layouts); their bytes must fit one binding.
+// `varlen`: the layouts are packed tensors of a variable-length batch (plan_varlen); the tiles, splits
+// and kernel are chosen for `batch` sequences of max_seq_q x max_seq_k, and every tensor must fit one
+// binding (no chunks) and the query tiles one dispatch (no ranges): throws ErrorCode::unsupported if not.
 LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                      bool packing_allowed = true, const PagedKeys* paged = nullptr);
+                      bool packing_allowed = true, const PagedKeys* paged = nullptr,
+                      const VarlenRows* varlen = nullptr);
 
 // A paged call planned (plan_paged): its checked problem, the dense view of its tensors the fused
 // kernels run on (K and V: the caches as (batch, kv_heads, capacity, dim) of batch stride 0) and the
@@ -120,6 +138,19 @@ struct PagedCall {
 // Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error. q8_0
 // caches are refused (ErrorCode::unsupported) until a kernel reads them.
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
+
+// A packed variable-length call planned (plan_varlen): its checked problem, the dense view of its
+// tensors the fused kernels run on (batch 1 packed tensors; ALiBi's slopes as given, (heads) or
+// (batch, heads)) and the plan (plan.varlen set).
+struct VarlenCall {
+  VarlenProblem problem;
+  AttentionLayouts dense;
+  LaunchPlan plan;
+};
+// Plans a varlen call (check_varlen_attention, the max lengths against the totals, then plan_fused
+// with the sizes of VarlenRows); throws Error. q8_0 K and V are refused (ErrorCode::unsupported)
+// until a kernel reads them.
+VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const VarlenAttentionLayouts& layouts);
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,

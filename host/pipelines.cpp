@@ -83,6 +83,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_WINDOW_RIGHT] = c.modifiers.window_right;
   key.spec[SPEC_ATTENTION_SOFTCAP] = c.modifiers.softcap;
   key.spec[SPEC_ATTENTION_PAGE_SIZE] = c.page_size;
+  key.spec[SPEC_ATTENTION_VARLEN] = c.varlen;
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
   return key;
 }

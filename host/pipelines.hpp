@@ -67,6 +67,7 @@ struct AttentionConstants {
   uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
   uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks
+  uint32_t varlen = 0;  // 1: a packed variable-length batch (shader_abi.h); else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

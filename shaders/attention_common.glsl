@@ -19,10 +19,18 @@ layout(binding = BLOCK_TABLE_BINDING) readonly buffer BlockTableBuf { int block_
 layout(constant_id = SPEC_ATTENTION_PAGE_SIZE) const uint PAGE_SIZE = 0;
 const bool PAGED = PAGE_SIZE != 0u;
 
-// The keys of the workgroup's sequence (begin_sequence sets it first thing in main): the call's seq_k,
-// or a paged sequence's own length. The causal rule, the window and ALiBi align to it.
-uint g_seq_k;
+// A packed variable-length batch (shader_abi.h, "Packed variable-length batches"): 1, else 0.
+layout(constant_id = SPEC_ATTENTION_VARLEN) const uint VARLEN_SPEC = 0;
+const bool VARLEN = VARLEN_SPEC != 0u;
+
+// The queries and keys of the workgroup's sequence (begin_sequence sets them first thing in main):
+// the call's seq_q and seq_k, a paged sequence's own key count, or a packed sequence's own lengths.
+// The causal rule, the window and ALiBi align to them.
+uint g_seq_q, g_seq_k;
+#define SEQ_Q g_seq_q
 #define SEQ_K g_seq_k
+// A packed sequence's first rows in Q and O (g_row_q) and in K and V (g_row_k); 0 otherwise.
+uint g_row_q, g_row_k;
 
 #include "mask.glsl"
 #include "causal.glsl"
@@ -65,17 +73,44 @@ uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - 
 uint workgroup_batch() { return gl_WorkGroupID.z % (gl_NumWorkGroups.z / pc.splits); }
 uint workgroup_split() { return pc.split_base + gl_WorkGroupID.z / (gl_NumWorkGroups.z / pc.splits); }
 
-// Sets the keys of batch b's sequence (SEQ_K): seq_k, or for a paged cache cache_lens[b] plus the
-// tokens appended before the call, clamped to [0, seq_k] (the table's capacity).
+// Sets the queries and keys of batch b's sequence (SEQ_Q, SEQ_K) and its first packed rows: seq_q
+// and seq_k; for a paged cache, the keys are cache_lens[b] plus the tokens appended before the call,
+// clamped to [0, seq_k] (the table's capacity); for a packed batch, rows cu_q[b] .. cu_q[b+1] of Q
+// and cu_k[b] .. cu_k[b+1] of K, clamped into the totals (pc.seq_q, pc.seq_k) and each end to at
+// least its start, so that no row outside the tensors is ever read or written.
 void begin_sequence(uint b) {
+  g_seq_q = pc.seq_q;
   g_seq_k = pc.seq_k;
+  g_row_q = 0u;
+  g_row_k = 0u;
   if (PAGED) g_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b] + int(pc.m_ss), 0, int(pc.seq_k)));
+  if (VARLEN) {
+    const int q0 = clamp(block_table[pc.m_off + b], 0, int(pc.seq_q));
+    const int q1 = clamp(block_table[pc.m_off + b + 1u], q0, int(pc.seq_q));
+    const int k0 = clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k));
+    const int k1 = clamp(kv_lengths[kv_len_offset() + b + 1u], k0, int(pc.seq_k));
+    g_row_q = uint(q0);
+    g_seq_q = uint(q1 - q0);
+    g_row_k = uint(k0);
+    g_seq_k = uint(k1 - k0);
+  }
+}
+
+// The row of the sequence's query i in Q and O (its packed row in a varlen call).
+uint query_row(uint i) { return g_row_q + i; }
+
+// The element of the LSE of (batch b, query head h, the sequence's query i): (batch, heads, seq_q),
+// or for a packed batch (heads, total_q) by packed row.
+uint lse_index(uint b, uint h, uint i) {
+  if (VARLEN) return lse_offset() + h * pc.seq_q + g_row_q + i;
+  return lse_offset() + (b * pc.heads + h) * pc.seq_q + i;
 }
 
 // The row of key j of batch b in the K and V bindings, in units of their seq strides: binding_key(j)
-// for dense tensors; for a paged cache, row j % PAGE_SIZE of page block_table[b][j / PAGE_SIZE] (an
+// for dense tensors; the sequence's packed row for a varlen call; for a paged cache, row j % PAGE_SIZE of page block_table[b][j / PAGE_SIZE] (an
 // entry outside [0, num_pages) is clamped into it: a bad table reads wrong keys, never out of bounds).
 uint key_row(uint b, uint j) {
+  if (VARLEN) return g_row_k + j;  // K and V are bound whole (the sequence's keys are anywhere)
   if (!PAGED) return binding_key(j);
   const int entry = block_table[pc.m_off + b * pc.m_sb + j / PAGE_SIZE];
   return uint(clamp(entry, 0, int(pc.m_sh) - 1)) * PAGE_SIZE + j % PAGE_SIZE;
@@ -88,9 +123,12 @@ uint tile_first_row() { return (pc.tile_base + gl_WorkGroupID.x) * BR; }
 
 // The workspace row of the split-KV partial (O, LSE) of global query row i of (split, b, h). The
 // workspace holds one range of query tiles only, reused range after range, so the row is
-// range-local: [split][batch][head][row of the range]; attention_combine.comp reads the same layout.
+// range-local: [split][batch][head][row of the range]; attention_combine.comp reads the same layout
+// (a packed batch's is that of batch 1 over total_q rows).
 // The range's last tile may end past seq_q: rows there are never written, and take no slot.
 uint partial_row(uint split, uint b, uint h, uint i) {
+  // A packed batch: one range of all rows (the host plans no other), [split][head][packed row].
+  if (VARLEN) return (split * pc.heads + h) * pc.seq_q + g_row_q + i;
   const uint range_first = pc.tile_base * BR;
   const uint range_rows = min(gl_NumWorkGroups.x * BR, pc.seq_q - range_first);
   const uint batches = gl_NumWorkGroups.z / pc.splits;

@@ -213,6 +213,8 @@ void main() {
   const uint split = workgroup_split();
   const uint kv_head = HEADS > 1u ? kvh : kvh / pc.group;
   const uint i0 = tile_first_row();
+  // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
+  if (VARLEN && i0 >= SEQ_Q) return;
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const bool vec_q = (pc.flags & FLAG_VEC_Q) != 0u && (pc.q_off & 3u) == 0u;
@@ -220,7 +222,7 @@ void main() {
   const bool vec_v = (pc.flags & FLAG_VEC_V) != 0u && (pc.v_off & 3u) == 0u;
   const float q_scale = pc.scale * HALF_LOG2E;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, SEQ_Q - 1u), min(i0 + BR, SEQ_Q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
@@ -234,8 +236,8 @@ void main() {
     const uint row = group * RPT + r;
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
-    const bool valid = i < pc.seq_q;
-    q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + i * pc.q_ss;
+    const bool valid = i < SEQ_Q;
+    q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + query_row(i) * pc.q_ss;
     const uvec2 row_keys = row_key_range(keys, i);  // causal and the window
     row_begin[r] = row_keys.x;
     row_end[r] = valid ? row_keys.y : 0u;
@@ -283,7 +285,7 @@ void main() {
         const uint i = i0 + row / HEADS;
         const uint j = tile + c;
         const uvec2 row_keys = row_key_range(keys, i);
-        const uint end = i < pc.seq_q ? row_keys.y : 0u;
+        const uint end = i < SEQ_Q ? row_keys.y : 0u;
         // Without a window every row begins at key_begin, which no j here is before.
         const bool in_range = (!HAS_WINDOW || j >= row_keys.x) && j < end;
         const float bias = in_range ? mask_bias(mask_kind, pc.m_off + b * pc.m_sb + (h0 + row % HEADS) * pc.m_sh + i * pc.m_ss + j)
@@ -397,7 +399,7 @@ void main() {
     const uint row = group * RPT + r;
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
-    if (i >= pc.seq_q) continue;
+    if (i >= SEQ_Q) continue;
     // The row's max in natural units (the LSE's), clamped: T_MAX * 2 ln 2 may round past FLT_MAX.
     float m_natural = clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX);
     // Unsplit, the sink joins the row's denominator here (split, the host gives it to the combine):
@@ -422,7 +424,7 @@ void main() {
         partial_lse[2u * prow + 1u] = l[r];
       }
     } else {
-      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
+      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + query_row(i) * pc.o_ss;
       [[unroll]] for (uint t = 0u; t < DVT; ++t) {
         const uint d4 = lane + t * TPR;
         const vec4 val = acc[r * DVT + t] * inv_l;
@@ -430,8 +432,7 @@ void main() {
           if (d4 * 4u + c < DV) o[out_row + d4 * 4u + c] = from_f32(val[c]);
       }
       if (lane == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
-        lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] =
-            empty ? NEG_INF : m_natural + log(l[r]);
+        lse[lse_index(b, h, i)] = empty ? NEG_INF : m_natural + log(l[r]);
     }
   }
 }

@@ -41,12 +41,14 @@ void main() {
   const uint split = workgroup_split();
   const uint kvh = h / pc.group;
   const uint i0 = tile_first_row();
+  // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
+  if (VARLEN && i0 >= SEQ_Q) return;
   // Component r of every vec4 below belongs to query row i[r].
   const uvec4 i = uvec4(i0 + tid) + uvec4(0u, LANES, 2u * LANES, 3u * LANES);
-  const bvec4 row_valid = lessThan(i, uvec4(pc.seq_q));
+  const bvec4 row_valid = lessThan(i, uvec4(SEQ_Q));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0, pc.seq_q - 1u), min(i0 + BR, pc.seq_q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, SEQ_Q - 1u), min(i0 + BR, SEQ_Q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
   // Each row's keys [row_key_begin, row_key_end): causal and the window cut the workgroup's range
   // (which may start at any key: tiles run from key_begin, not from a multiple of BC).
@@ -59,7 +61,7 @@ void main() {
   const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
 
   // Rows past seq_q read row seq_q - 1 (any valid row) and are never written.
-  const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + min(i, uvec4(pc.seq_q - 1u)) * pc.q_ss;
+  const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + (g_row_q + min(i, uvec4(SEQ_Q - 1u))) * pc.q_ss;
   vec4 qT[DQK4 * 4u];
   for (uint d4 = 0u; d4 < DQK4; ++d4) {
     const mat4 rows = mat4(load_row_vec4(TENSOR_Q, q_row[0], d4, DQK), load_row_vec4(TENSOR_Q, q_row[1], d4, DQK),
@@ -186,9 +188,9 @@ void main() {
       partial_lse[2u * prow] = empty[r] ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else {
-      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i[r] * pc.o_ss;
+      const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + query_row(i[r]) * pc.o_ss;
       for (uint d = 0u; d < DV; ++d) o[out_row + d] = from_f32(accT[d][r] * inv_l[r]);
-      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i[r]] = row_lse[r];
+      if ((pc.flags & FLAG_WRITE_LSE) != 0u) lse[lse_index(b, h, i[r])] = row_lse[r];
     }
   }
 }

@@ -137,15 +137,17 @@ void main() {
   const uint split = workgroup_split();
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
-  const uint tile_rows = PACKED ? pc.group * pc.seq_q : pc.seq_q;
+  const uint tile_rows = PACKED ? pc.group * SEQ_Q : SEQ_Q;
+  // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
+  if (VARLEN && i0 >= tile_rows) return;
 
   // The key range is cut by the causal limit and the window's right side of the tile's largest query
   // row and the window's left side of its smallest: with packed heads, the last and first rows unless
   // the tile spans more than one head (then seq_q - 1 and 0).
   const uint last = min(i0 + BR, tile_rows) - 1u;
-  const bool spans_heads = PACKED && i0 / pc.seq_q != last / pc.seq_q;
-  const uint last_row = !PACKED ? last : spans_heads ? pc.seq_q - 1u : last % pc.seq_q;
-  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % pc.seq_q;
+  const bool spans_heads = PACKED && i0 / SEQ_Q != last / SEQ_Q;
+  const uint last_row = !PACKED ? last : spans_heads ? SEQ_Q - 1u : last % SEQ_Q;
+  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % SEQ_Q;
   const uvec2 keys = workgroup_key_range(split, b, first_row, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
@@ -160,8 +162,8 @@ void main() {
     const uint packed = i0 + r;
     row_valid[r] = packed < tile_rows;
     const uint pr = min(packed, tile_rows - 1u);
-    head[r] = PACKED ? kvh * pc.group + pr / pc.seq_q : gl_WorkGroupID.y;
-    row[r] = PACKED ? pr % pc.seq_q : pr;
+    head[r] = PACKED ? kvh * pc.group + pr / SEQ_Q : gl_WorkGroupID.y;
+    row[r] = PACKED ? pr % SEQ_Q : pr;
     const uvec2 rk = row_key_range(keys, row[r]);
     row_key_begin[r] = rk.x;
     row_key_end[r] = row_valid[r] ? rk.y : 0u;
@@ -172,7 +174,7 @@ void main() {
   // Q: this lane's chunks of every row (zeros past the dim).
   float qr[BR * QW];
   [[unroll]] for (uint r = 0u; r < BR; ++r) {
-    const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + row[r] * pc.q_ss;
+    const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + query_row(row[r]) * pc.q_ss;
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {
       float x[E];
       load_chunk(TENSOR_Q, base, n * LANES + lane, DQK, x);
@@ -334,7 +336,7 @@ void main() {
     if (!row_valid[r]) continue;
     const float inv_l = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
     const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
-    const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + row[r] * pc.o_ss;
+    const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + query_row(row[r]) * pc.o_ss;
     [[unroll]] for (uint n = 0u; n < NV; ++n)
       [[unroll]] for (uint e = 0u; e < E; ++e) {
         const uint d = (n * LANES + lane) * E + e;
@@ -349,7 +351,7 @@ void main() {
       partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
-      lse[lse_offset() + (b * pc.heads + head[r]) * pc.seq_q + row[r]] = empty ? NEG_INF : m[r] + log(l[r]);
+      lse[lse_index(b, head[r], row[r])] = empty ? NEG_INF : m[r] + log(l[r]);
     }
   }
 }

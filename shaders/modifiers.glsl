@@ -49,7 +49,7 @@ layout(binding = ALIBI_BINDING) readonly buffer AlibiBuf { float alibi_slopes[];
 uint kv_len_offset() { return pc.kv_len_off & 0xffffu; }
 
 // The diagonal of the call's alignment: query i sits at key i + diagonal_offset().
-int diagonal_offset() { return (MODIFIERS & MOD_ALIGN_TOP_LEFT) != 0u ? 0 : int(SEQ_K) - int(pc.seq_q); }
+int diagonal_offset() { return (MODIFIERS & MOD_ALIGN_TOP_LEFT) != 0u ? 0 : int(SEQ_K) - int(SEQ_Q); }
 
 // Keys [window_key_begin(i), window_key_end(i)) of query row i are inside the window, clamped to
 // [0, seq_k]; the whole range without one.

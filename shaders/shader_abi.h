@@ -56,6 +56,18 @@
 #define KV_FORMAT_AS_Q 0u
 #define KV_FORMAT_Q8_0 1u
 
+/* ---- Packed variable-length batches (SPEC_ATTENTION_VARLEN = 1) ----
+ * Q, K, V and O are packed tensors of batch 1 (vkattn/varlen.hpp): the push block's seq_q and seq_k
+ * are the totals (rows of Q and O, of K and V) and its batch strides are 0. The grid's z covers
+ * (split, sequence) as it covers (split, batch). cu_seqlens_q is bound at BLOCK_TABLE_BINDING (its
+ * element offset in m_off: a varlen call has no block table and no mask), cu_seqlens_k at the key
+ * lengths' binding (its offset in kv_len_off's low half: a varlen call has no key lengths). Sequence
+ * b is queries cu_q[b] .. cu_q[b+1] - 1 and keys cu_k[b] .. cu_k[b+1] - 1, each value clamped into
+ * [0, total] and each end to at least its start (bad offsets read wrong rows, never out of bounds).
+ * Row and key indices inside a sequence are its own (the causal rule, the window and ALiBi align to
+ * its lengths); the LSE (heads, total_q) and the split-KV partials [split][head][packed row] are
+ * indexed by packed row, so that the combine runs as a batch-1 call over total_q rows. */
+
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
@@ -78,6 +90,7 @@
 #define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
 #define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
+#define SPEC_ATTENTION_VARLEN 16        /* 1: a packed variable-length batch (see above); 0 otherwise */
 #define SPEC_ATTENTION_KV_FORMAT 17     /* KV_FORMAT_*: how K and V are stored (shaders/kv_values.glsl) */
 #define SPEC_ATTENTION_COUNT 18
 /* attention_combine.comp */

@@ -474,3 +474,89 @@ TEST_SUITE("unit") {
                    "a paged cache is bound whole and must fit one binding"));
   }
 }
+
+TEST_SUITE("unit") {
+  // A packed variable-length call (plan_varlen) is the dense planner on the packed tensors, sized by
+  // the longest sequence: one chunk, one range of query tiles covering max_seqlen_q rows, splits
+  // covering max_seqlen_k keys within lavapipe's loop budget, and split-KV partials for every packed
+  // row of every head (the combine's batch-1 view).
+  TEST_CASE("planner presets: varlen decode and prefill fit every device class") {
+    struct VarlenShape {
+      const char* name;
+      int64_t batch, total_q, total_k, max_q, max_k;
+    };
+    for (const VarlenShape& s : {VarlenShape{"decode", 16, 16, 16 * 2048, 1, 4096},
+                                 VarlenShape{"prefill", 4, 4096, 4096, 2048, 2048}}) {
+      VarlenAttentionLayouts l;
+      l.q = packed_layout(DType::f16, s.total_q, 32, 128);
+      l.out = l.q;
+      l.k = packed_layout(DType::f16, s.total_k, 8, 128);
+      l.v = l.k;
+      l.batch = s.batch;
+      l.max_seqlen_q = s.max_q;
+      l.max_seqlen_k = s.max_k;
+      l.has_lse = true;
+      l.options.causal = Causal::bottom_right;
+      for (const DeviceProfile& preset : device_profiles()) {
+        INFO("device: " << preset.info.name << ", " << s.name);
+        const DeviceInfo& d = preset.info;
+        if (!d.storage_16bit) {
+          CHECK(contains(error_message([&] { (void)detail::plan_varlen(d, KernelVariant::automatic, l); }),
+                         "storageBuffer16BitAccess"));
+          continue;
+        }
+        detail::VarlenCall call;
+        REQUIRE_NOTHROW(call = detail::plan_varlen(d, KernelVariant::automatic, l));
+        const LaunchPlan& plan = call.plan;
+        const detail::KernelConfig& c = plan.config;
+        INFO("plan: " << describe(plan));
+        REQUIRE(plan.varlen.has_value());
+        CHECK(plan.problem.batch == 1);
+        CHECK(plan.problem.seq_q == s.total_q);
+        CHECK(plan.batch_chunk == s.batch);
+        CHECK(plan.head_chunk == 32);
+        CHECK(plan.query_ranges == 1);
+        CHECK(plan.tiles_per_range == plan.query_tiles);
+        CHECK(uint64_t(plan.query_tiles) * c.rows >= uint64_t(s.max_q) * c.heads_per_workgroup(4));
+        CHECK(uint64_t(plan.splits) * plan.keys_per_split >= uint64_t(s.max_k));
+        CHECK(uint64_t(plan.splits - 1) * plan.keys_per_split < uint64_t(s.max_k));
+        CHECK(plan.splits_per_dispatch >= 1);
+        CHECK(uint64_t(s.batch) * plan.splits_per_dispatch <= d.max_workgroup_count[2]);
+        CHECK(plan.query_tiles <= d.max_workgroup_count[0]);
+        if (plan.splits > 1) {
+          CHECK(plan.partial_o_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 128 * 4);
+          CHECK(plan.partial_lse_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 8);
+          CHECK(plan.partial_o_bytes <= d.max_storage_buffer_range);
+        } else {
+          CHECK(plan.workspace_bytes == 0);
+        }
+        if (d.is_llvmpipe)
+          CHECK(detail::fused_loop_iterations(c, 128, 128, plan.keys_per_split / c.keys_per_tile) <=
+                detail::kLlvmpipeLoopBudget);
+      }
+    }
+  }
+
+  TEST_CASE("planner: varlen plans q8_0 K and V without vector reads, and refuses max_seqlen past the totals") {
+    const DeviceProfile& llvmpipe = conform::find_device_profile("llvmpipe");
+    VarlenAttentionLayouts l;
+    l.q = packed_layout(DType::f32, 8, 4, 64);
+    l.out = l.q;
+    l.k = packed_layout(DType::f32, 8, 1, 64);
+    l.v = l.k;
+    l.batch = 2;
+    l.max_seqlen_q = 9;
+    CHECK(contains(error_message([&] { (void)detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l); }),
+                   "max_seqlen_q (9) must be in [0, total_q (8)]"));
+    l.max_seqlen_q = 0;
+    l.q = l.out = packed_layout(DType::f16, 2, 4, 64);  // decode: the subgroup kernel's decode form
+    l.k = l.v = packed_layout(DType::f16, 4000, 1, 64);
+    l.kv_quant = KvQuant::none;
+    CHECK(detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).plan.config.vec_loads);
+    l.kv_quant = KvQuant::q8_0;  // read block by block (kv_values.glsl), never as 16-byte vectors
+    const detail::LaunchPlan q8 = detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).plan;
+    CHECK(q8.config.decode);
+    CHECK_FALSE(q8.config.vec_loads);
+    CHECK(q8.problem.kv_quant == KvQuant::q8_0);
+  }
+}

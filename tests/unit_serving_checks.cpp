@@ -264,6 +264,35 @@ TEST_SUITE("unit") {
     CHECK(contains(cu_message({0, 4, 4, 9}), "cu_seqlens_q[3] (9) must equal total_q (q.seq) (10)"));
   }
 
+  TEST_CASE("check_varlen_attention and check_varlen_values: max_seqlen_q and max_seqlen_k") {
+    VarlenAttentionLayouts l = valid_varlen();
+    VarlenProblem p = check_varlen_attention(l);
+    CHECK(p.max_seq_q == 10);  // 0: the totals
+    CHECK(p.max_seq_k == 12);
+    l.max_seqlen_q = 6;
+    l.max_seqlen_k = 6;
+    p = check_varlen_attention(l);
+    CHECK(p.max_seq_q == 6);
+    CHECK(p.max_seq_k == 6);
+    const std::vector<int32_t> cu_q = {0, 4, 4, 10}, cu_k = {0, 6, 7, 12};
+    CHECK_NOTHROW(check_varlen_values(l, cu_q, cu_k));
+    l.max_seqlen_q = 5;
+    CHECK(contains(error_message([&] { check_varlen_values(l, cu_q, cu_k); }),
+                   "cu_seqlens_q: sequence 2 has 6 queries, more than max_seqlen_q (5)"));
+    l.max_seqlen_q = 6;
+    l.max_seqlen_k = 5;
+    CHECK(contains(error_message([&] { check_varlen_values(l, cu_q, cu_k); }),
+                   "cu_seqlens_k: sequence 0 has 6 keys, more than max_seqlen_k (5)"));
+    l.max_seqlen_k = 13;
+    CHECK(contains(varlen_message(l), "max_seqlen_k (13) must be in [0, total_k (12)]"));
+    l.max_seqlen_k = -1;
+    CHECK(contains(varlen_message(l), "max_seqlen_k (-1) must be in [0, total_k (12)]"));
+    l.max_seqlen_k = 0;
+    const std::vector<int32_t> bad_k = {0, 6, 7, 11};
+    CHECK(contains(error_message([&] { check_varlen_values(l, cu_q, bad_k); }),
+                   "cu_seqlens_k[3] (11) must equal total_k (k.seq) (12)"));
+  }
+
   TEST_CASE("serving references: data of the wrong kind or size, bad appended values") {
     // Paged: one sequence of 1 token, dim 32, one page of 2.
     const std::vector<float> q(32, 0.0f), kv(64, 1.0f);

@@ -81,18 +81,6 @@ uint64_t kv_read_bytes(const BenchShape& shape, DType dtype) {
   return elements * dtype_size(dtype);
 }
 
-std::vector<uint8_t> to_q8_0(std::vector<float>& values, int64_t dim) {
-  std::vector<float> finite(values);
-  std::vector<bool> nan_block(values.size() / kQ8_0BlockElements, false);
-  for (std::size_t e = 0; e < finite.size(); ++e)
-    if (std::isnan(finite[e])) finite[e] = 0.0f, nan_block[e / kQ8_0BlockElements] = true;
-  std::vector<uint8_t> blocks = quantize_q8_0(finite, dim);
-  for (std::size_t b = 0; b < nan_block.size(); ++b)
-    if (nan_block[b]) blocks[b * kQ8_0BlockBytes] = 0x00, blocks[b * kQ8_0BlockBytes + 1] = 0x7e;  // f16 NaN
-  values = dequantize_q8_0(blocks);
-  return blocks;
-}
-
 double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& lengths, bool per_sequence) {
   if (!per_sequence) return attention_flops(problem, lengths);
   double pairs = 0;

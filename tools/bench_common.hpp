@@ -79,10 +79,6 @@ std::vector<int64_t> sequence_lengths(const BenchShape& shape);
 // size, or q8_0's 34 bytes per 32 elements (the whole of K and V for a dense call without --lengths).
 uint64_t kv_read_bytes(const BenchShape& shape, DType dtype);
 
-// --kv-dtype q8_0: K or V as uploaded, its q8_0 blocks (quantize_q8_0 by rows of `dim`; a block
-// holding a NaN, a row no sequence holds, gets a NaN scale), and `values` replaced by what the blocks
-// stand for (what the reference must see).
-std::vector<uint8_t> to_q8_0(std::vector<float>& values, int64_t dim);
 
 // FLOPs credited to a call: 2 (dim_qk + dim_v) per visible (query, key) pair, counted per sequence.
 // Dense: `problem` is the call's, and a sequence of len_b keys sees its first len_b keys of seq_k

@@ -9,6 +9,7 @@
 
 #include "bench_check.hpp"
 #include "bench_copy.hpp"
+#include "conform/q8_0_blocks.hpp"
 #include "bench_metrics.hpp"
 #include "bench_timing.hpp"
 #include "vkattn/buffer.hpp"
@@ -101,9 +102,10 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const std::vector<int32_t> table = block_table(pages, num_pages, max_pages, rng);
   std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
   std::vector<float> v = cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
-  // --kv-dtype q8_0: the caches uploaded as blocks; k and v become the values the blocks hold.
+  // --kv-dtype q8_0: the caches uploaded as blocks (a NaN row no sequence holds: blocks of NaN
+  // scale); k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
-  if (shape.kv_quant == KvQuant::q8_0) k_blocks = to_q8_0(k, shape.dim_qk), v_blocks = to_q8_0(v, shape.dim_v);
+  if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
   const auto upload_cache = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
     return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
   };

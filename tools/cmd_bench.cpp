@@ -14,6 +14,7 @@
 
 #include "bench_check.hpp"
 #include "bench_common.hpp"
+#include "conform/q8_0_blocks.hpp"
 #include "bench_metrics.hpp"
 #include "bench_output.hpp"
 #include "bench_paged.hpp"
@@ -132,9 +133,10 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
   std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
-  // --kv-dtype q8_0: K and V uploaded as blocks; k and v become the values the blocks hold.
+  // --kv-dtype q8_0: K and V uploaded as blocks (a NaN row no sequence holds: blocks of NaN scale);
+  // k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
-  if (shape.kv_quant == KvQuant::q8_0) k_blocks = to_q8_0(k, shape.dim_qk), v_blocks = to_q8_0(v, shape.dim_v);
+  if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
   const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
     return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
   };

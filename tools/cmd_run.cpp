@@ -12,6 +12,7 @@
 #include "output_files.hpp"
 #include "run_inputs.hpp"
 #include "run_paged.hpp"
+#include "run_varlen.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
@@ -30,6 +31,7 @@ std::string weights_flags(const RunOptions& o) {
 
 int run(const RunOptions& options) {
   if (options.paged()) return run_paged(options);
+  if (options.varlen()) return run_varlen(options);
   const AttentionPath path = parse_attention_path(options.path);
   const std::string flags = weights_flags(options);
   const bool want_weights = !flags.empty();
@@ -190,9 +192,16 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--v-cache-out", o->v_cache_out, "Output: the V cache after the append, in O's dtype (q8_0: f32, the values its blocks hold)");
   app->add_option("--kv-dtype", o->kv_dtype, "Paged caches stored as ggml q8_0 blocks, quantized from the float caches given (quantize_q8_0; default: the compute dtype)")
       ->check(CLI::IsMember({"q8_0"}));
+  // A packed variable-length batch instead of batched Q/K/V (run_varlen.hpp).
+  app->add_option("--cu-seqlens-q", o->cu_seqlens_q,
+                  "Packed sequences: Q (total_q, heads, dim_qk), K/V (total_k, kv_heads, dim) are 3-D and sequence b "
+                  "is Q rows cu_q[b]..cu_q[b+1]-1: (batch + 1,) '<i4' or '<i8'; O is (total_q, heads, dim_v), "
+                  "LSE (heads, total_q)");
+  app->add_option("--cu-seqlens-k", o->cu_seqlens_k,
+                  "With --cu-seqlens-q: sequence b attends K/V rows cu_k[b]..cu_k[b+1]-1 only; (batch + 1,)");
   app->add_flag("--check", o->check,
-                "Paged cache: compare O, LSE and the caches after the append with the fp64 CPU reference (one "
-                "line on stdout; an error, and no outputs, when they differ)");
+                "Paged cache or packed sequences: compare O, LSE (and the caches after an append) with the fp64 "
+                "CPU reference (one line on stdout; an error, and no outputs, when they differ)");
   // Which of --k/--v and the paged options go together: a usage error (exit 2), before any file is read.
   app->final_callback([o]() {
     if (const std::string error = run_usage_error(*o); !error.empty()) throw CLI::ValidationError(error);

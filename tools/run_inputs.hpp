@@ -35,8 +35,11 @@ struct RunOptions {
   std::string k_new, v_new;              // appended first: both or neither
   std::string k_cache_out, v_cache_out;  // the caches after the append
   std::string kv_dtype;                  // empty = the compute dtype; "q8_0"
-  bool check = false;                    // compare with the fp64 reference (paged only)
+  bool check = false;                    // compare with the fp64 reference (paged and varlen only)
+  // A packed variable-length batch (run_varlen.hpp): 3-D --q/--k/--v with these; empty = absent.
+  std::string cu_seqlens_q, cu_seqlens_k;
   bool paged() const { return !k_cache.empty(); }
+  bool varlen() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }
 };
 
 struct RunInputs {

@@ -14,6 +14,7 @@
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
+#include "run_varlen.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/numeric.hpp"
@@ -252,6 +253,7 @@ std::vector<std::byte> download(const Buffer& buffer, uint64_t bytes) {
 }  // namespace
 
 std::string run_usage_error(const RunOptions& o) {
+  if (o.varlen()) return varlen_usage_error(o);
   const std::string paged = std::string("a paged cache (") + kPagedSet + ")";
   if (!o.paged()) {
     const std::pair<const char*, bool> paged_only[] = {
@@ -261,7 +263,10 @@ std::string run_usage_error(const RunOptions& o) {
         {"--v-cache-out", !o.v_cache_out.empty()}, {"--kv-dtype", !o.kv_dtype.empty()},
         {"--check", o.check}};
     for (const auto& [flag, given] : paged_only)
-      if (given) return std::string(flag) + " needs " + paged + "; the dense run (--k, --v) does not take it";
+      if (given)
+        return std::string(flag) + " needs " + paged +
+               (std::string(flag) == "--check" ? " or packed sequences (--cu-seqlens-q, --cu-seqlens-k)" : "") +
+               "; the dense run (--k, --v) does not take it";
     if (o.k.empty()) return std::string("--k is required, or a paged cache: ") + kPagedSet;
     if (o.v.empty()) return "--v is required";
     return "";

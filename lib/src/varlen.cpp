@@ -53,6 +53,14 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
   if (l.alibi) p.attention.alibi_per_batch = l.alibi->batch != 1;
   p.batch = l.batch;
   p.kv_quant = l.kv_quant;
+  const auto max_len = [](const char* name, int64_t value, int64_t total, const char* total_name) {
+    if (value < 0 || value > total)
+      fail(std::string(name) + " (" + str(value) + ") must be in [0, " + total_name + " (" + str(total) +
+           ")]: a bound on every sequence's length, 0 = the total");
+    return value == 0 ? total : value;
+  };
+  p.max_seq_q = max_len("max_seqlen_q", l.max_seqlen_q, p.total_q(), "total_q");
+  p.max_seq_k = max_len("max_seqlen_k", l.max_seqlen_k, p.total_k(), "total_k");
   return p;
 }
 
@@ -68,6 +76,22 @@ void check_cu_seqlens(const char* name, std::span<const int32_t> cu, int64_t bat
   if (cu[static_cast<std::size_t>(batch)] != total)
     fail(n + "[" + str(batch) + "] (" + str(cu[static_cast<std::size_t>(batch)]) + ") must equal " + total_name +
          " (" + str(total) + ")");
+}
+
+void check_varlen_values(const VarlenAttentionLayouts& layouts, std::span<const int32_t> cu_q,
+                         std::span<const int32_t> cu_k) {
+  const VarlenProblem p = check_varlen_attention(layouts);
+  check_cu_seqlens("cu_seqlens_q", cu_q, p.batch, p.total_q(), "total_q (q.seq)");
+  check_cu_seqlens("cu_seqlens_k", cu_k, p.batch, p.total_k(), "total_k (k.seq)");
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    const int64_t seq_q = int64_t(cu_q[b + 1]) - cu_q[b], seq_k = int64_t(cu_k[b + 1]) - cu_k[b];
+    if (seq_q > p.max_seq_q)
+      fail("cu_seqlens_q: sequence " + str(int64_t(b)) + " has " + str(seq_q) + " queries, more than max_seqlen_q (" +
+           str(p.max_seq_q) + ")");
+    if (seq_k > p.max_seq_k)
+      fail("cu_seqlens_k: sequence " + str(int64_t(b)) + " has " + str(seq_k) + " keys, more than max_seqlen_k (" +
+           str(p.max_seq_k) + ")");
+  }
 }
 
 }  // namespace vkattn

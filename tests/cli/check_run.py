@@ -16,6 +16,10 @@ cache (shuffled pages, rows no sequence holds set to NaN): the NumPy reference g
 sequence's pages into a dense K and V (after the append of --k-new/--v-new) and runs the dense
 reference on it, so causal and the modifiers align to the sequence's own length; the caches written
 by --k-cache-out/--v-cache-out must equal the inputs with the new rows written, exactly.
+
+The varlen_* cases run `vkattn run --cu-seqlens-q ... --cu-seqlens-k ...` over packed sequences (3-D
+Q, K and V): the NumPy reference loops over the sequences, slicing each one's rows out and running
+the dense reference on them, so causal and the modifiers align to the sequence's own lengths.
 """
 import argparse
 import dataclasses
@@ -319,6 +323,142 @@ def check_paged_case(vkattn, case, directory, seed):
     return ok, detail, seconds
 
 
+@dataclasses.dataclass
+class VarlenCase:
+    """A `vkattn run` over packed sequences: Q (sum(seq_q), heads, dim), K and V (sum(seq_k), kv_heads,
+    dim), sequence b of seq_q[b] queries attending its seq_k[b] keys."""
+    name: str
+    seq_q: list
+    seq_k: list
+    heads: int = 4
+    kv_heads: int = 2
+    dim: int = 32
+    dim_v: int = None  # None: = dim
+    file_dtype: str = "f4"
+    dtype: str = None  # --dtype (None: the files')
+    int_dtype: type = np.int32  # of --cu-seqlens-q/-k
+    causal: str = "bottom-right"
+    window: tuple = None
+    align: str = None
+    softcap: float = None
+    alibi: str = None  # 'h': (H,), 'bh': (B,H)
+    sinks: bool = False
+    check: bool = False  # also --check: stdout must say it passed
+
+    def __post_init__(self):
+        self.dim_v = self.dim_v or self.dim
+
+    @property
+    def compute_dtype(self):
+        return self.dtype or ("f16" if self.file_dtype == "f2" else "f32")
+
+
+VARLEN_CASES = [
+    VarlenCase("varlen_gqa_empty_sequences", seq_q=[3, 0, 1, 5], seq_k=[7, 4, 0, 2], heads=8, kv_heads=2,
+               check=True),
+    VarlenCase("varlen_f16_mha_top_left", seq_q=[17, 1], seq_k=[17, 40], heads=2, kv_heads=2, dim=64,
+               file_dtype="f2", causal="top-left", int_dtype=np.int64),
+    VarlenCase("varlen_modifiers_top_left", seq_q=[0, 9, 4], seq_k=[5, 12, 0], causal="none", window=(6, 2),
+               align="top-left", softcap=5.0, alibi="bh", sinks=True, dim=24, dim_v=40, check=True),
+    VarlenCase("varlen_bf16_from_f32_decode_window_sinks", seq_q=[1, 1, 1], seq_k=[30, 0, 3], window=(8, 0),
+               sinks=True, alibi="h", dtype="bf16"),
+]
+
+
+def generate_varlen(case, seed):
+    """(files, `vkattn run` args, (O (total_q, H, Dv), LSE (H, total_q)) of the reference, V values
+    the GPU sees)."""
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()) + seed)
+    file_type = np.float16 if case.file_dtype == "f2" else np.float32
+    batch, heads, groups = len(case.seq_q), case.heads, case.kv_heads
+    cu_q = np.concatenate([[0], np.cumsum(case.seq_q)]).astype(case.int_dtype)
+    cu_k = np.concatenate([[0], np.cumsum(case.seq_k)]).astype(case.int_dtype)
+    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
+    q = rng.standard_normal((total_q, heads, case.dim)).astype(file_type)
+    k = rng.standard_normal((total_k, groups, case.dim)).astype(file_type)
+    v = rng.standard_normal((total_k, groups, case.dim_v)).astype(file_type)
+    files = {"q": q, "k": k, "v": v, "cq": cu_q, "ck": cu_k}
+    args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy",
+            "--out", "out.npy", "--lse", "lse.npy"]
+    if case.causal != "none":
+        args += ["--causal", case.causal]
+    if case.dtype:
+        args += ["--dtype", case.dtype]
+    if case.window is not None:
+        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
+    alibi = sinks = None
+    if case.alibi:
+        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
+        files["alibi"] = alibi
+        args += ["--alibi", "alibi.npy"]
+    if case.sinks:
+        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
+        files["sinks"] = sinks
+        args += ["--sinks", "sinks.npy"]
+    if case.check:
+        args += ["--check"]
+
+    # One dense problem per sequence: its rows sliced out of the packed tensors.
+    dtype = case.compute_dtype
+    q_seen, k_seen, v_seen = (sdpa_reference.round_to(x, dtype) for x in (q, k, v))
+    out = np.zeros((total_q, heads, case.dim_v))
+    lse = np.full((heads, total_q), -np.inf)
+    for b in range(batch):
+        q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if q1 == q0:
+            continue
+        if k1 == k0:  # no keys: O = 0, LSE = -inf, or the sink's logit
+            if sinks is not None:
+                lse[:, q0:q1] = sinks[:, None]
+            continue
+        o_b, lse_b = sdpa_reference.attention(
+            q_seen[q0:q1].transpose(1, 0, 2)[None], k_seen[k0:k1].transpose(1, 0, 2)[None],
+            v_seen[k0:k1].transpose(1, 0, 2)[None], causal=case.causal, window=case.window, align=case.align,
+            softcap=case.softcap, alibi=alibi[b:b + 1] if alibi is not None and alibi.ndim == 2 else alibi,
+            sinks=sinks)
+        out[q0:q1] = o_b[0].transpose(1, 0, 2)
+        lse[:, q0:q1] = lse_b[0]
+    return files, args, (out, lse), v_seen
+
+
+def check_varlen_case(vkattn, case, directory, seed):
+    files, args, (ref_out, ref_lse), v_seen = generate_varlen(case, seed)
+    gen_case.write(directory, files)
+    start = time.time()
+    proc = subprocess.run([vkattn, "run"] + args, cwd=directory, capture_output=True, text=True, timeout=900)
+    seconds = time.time() - start
+    if proc.returncode != 0:
+        return False, f"vkattn run exited {proc.returncode}: {proc.stderr.strip()}", seconds
+    if case.check != proc.stdout.startswith("check: passed"):
+        return False, f"stdout {proc.stdout!r} (--check {'given' if case.check else 'not given'})", seconds
+    out_f16 = case.file_dtype == "f2" and case.compute_dtype != "bf16"
+    expected_dtype = np.float16 if out_f16 else np.float32
+    results = {}
+    for name, shape, dtype in [("out", ref_out.shape, expected_dtype), ("lse", ref_lse.shape, np.float32)]:
+        results[name] = np.load(os.path.join(directory, name + ".npy"))
+        if results[name].dtype != dtype or results[name].shape != shape:
+            return (False, f"{name}.npy is {results[name].dtype} {results[name].shape}, expected "
+                    f"{np.dtype(dtype)} {shape}", seconds)
+    finite_v = np.abs(v_seen[np.isfinite(v_seen)])
+    scale = float(finite_v.max()) if finite_v.size and finite_v.max() > 0 else 1.0
+    err = compare(results["out"], ref_out, scale)
+    lse_err = compare(results["lse"], ref_lse, 1.0)
+    finite = np.isfinite(ref_lse)
+    if np.isfinite(lse_err) and finite.any():
+        got = results["lse"][finite].astype(np.float64)
+        lse_err = float(np.max(np.abs(got - ref_lse[finite]) / (1.0 + np.abs(ref_lse[finite]))))
+    tol = TOLERANCE[case.compute_dtype]
+    ok = err <= tol and lse_err <= LSE_TOLERANCE
+    detail = f"err {err:.2e} / tol {tol:.0e}  lse {lse_err:.2e} / {LSE_TOLERANCE:.0e}"
+    if np.isinf(ref_lse).any():
+        detail += f"  ({int(np.isinf(ref_lse).sum())} rows without keys)"
+    return ok, detail, seconds
+
+
 def save(directory, name, array):
     np.save(os.path.join(directory, name), array)
 
@@ -383,7 +523,35 @@ def error_cases():
         ("sinks_per_batch", dict(base, **{"s.npy": np.ones((2, 2), np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_inf", dict(base, **{"s.npy": np.array([0.5, np.inf], np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_missing_file", base, ["--sinks", "nothing.npy"]),
-    ] + paged_error_cases(q, kv)
+    ] + paged_error_cases(q, kv) + varlen_error_cases()
+
+
+def varlen_error_cases():
+    """Bad packed-sequence input: Q (8, 2, 16), K and V (10, 2, 16), two sequences."""
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((8, 2, 16)).astype(np.float32)
+    kv = rng.standard_normal((10, 2, 16)).astype(np.float32)
+    cq, ck = np.array([0, 3, 8], np.int32), np.array([0, 4, 10], np.int32)
+    files = {"q.npy": q, "k.npy": kv, "v.npy": kv, "cq.npy": cq, "ck.npy": ck}
+    cu = ["--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy"]
+    return [
+        ("varlen_missing_cu_k", files, cu[:2]),
+        ("varlen_cu_float", dict(files, **{"cq.npy": cq.astype(np.float32)}), cu),
+        ("varlen_cu_2d", dict(files, **{"ck.npy": ck[None]}), cu),
+        ("varlen_cu_not_ending_at_total", dict(files, **{"ck.npy": np.array([0, 4, 9], np.int32)}), cu),
+        ("varlen_cu_decreasing", dict(files, **{"cq.npy": np.array([0, 5, 3, 8], np.int32),
+                                                "ck.npy": np.array([0, 4, 6, 10], np.int32)}), cu),
+        ("varlen_cu_not_from_0", dict(files, **{"cq.npy": np.array([1, 3, 8], np.int32)}), cu),
+        ("varlen_cu_batches_differ", dict(files, **{"ck.npy": np.array([0, 4, 6, 10], np.int32)}), cu),
+        ("varlen_q_4d", dict(files, **{"q.npy": q[None]}), cu),
+        ("varlen_heads_not_divisible", dict(files, **{"k.npy": np.zeros((10, 3, 16), np.float32),
+                                                      "v.npy": np.zeros((10, 3, 16), np.float32)}), cu),
+        ("varlen_alibi_wrong_batch", dict(files, **{"a.npy": np.ones((3, 2), np.float32)}), cu + ["--alibi", "a.npy"]),
+        ("varlen_mask", dict(files, **{"mask.npy": np.ones((8, 10), bool)}), cu + ["--mask", "mask.npy"]),
+        ("varlen_k_cache", files, cu + ["--k-cache", "k.npy"]),
+        ("varlen_weights", files, cu + ["--weights", "p.npy"]),
+        ("varlen_unfused", files, cu + ["--path", "unfused"]),
+    ]
 
 
 def paged_error_cases(q, kv):
@@ -445,10 +613,25 @@ EXPECTED_MESSAGE = {
     "paged_q8_0_dim_16": "k_cache.dim (16) must be a multiple of 32 for q8_0",
     "paged_q8_0_nan_cache": "--k-cache (kc.npy): quantize_q8_0: values[0] is nan: q8_0 holds finite values only",
     "paged_check_dense": "--check needs a paged cache",
+    "varlen_missing_cu_k": "--cu-seqlens-q needs --cu-seqlens-k",
+    "varlen_cu_float": "--cu-seqlens-q (cq.npy): dtype '<f4' is not supported; use int32 ('<i4') or int64",
+    "varlen_cu_2d": "--cu-seqlens-k (ck.npy): shape (1, 3) must be (batch + 1,)",
+    "varlen_cu_not_ending_at_total": "--cu-seqlens-k[2] (9) must equal total_k (K's rows) (10)",
+    "varlen_cu_decreasing": "--cu-seqlens-q[2] (3) < --cu-seqlens-q[1] (5)",
+    "varlen_cu_not_from_0": "--cu-seqlens-q[0] (1) must be 0",
+    "varlen_cu_batches_differ": "--cu-seqlens-k (ck.npy): 4 values, but --cu-seqlens-q has 3: both hold batch + 1",
+    "varlen_q_4d": "q.npy: Q must be a 3-D array (total_q, heads, dim_qk)",
+    "varlen_alibi_wrong_batch": "--alibi (a.npy): shape (3, 2) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
+    "varlen_mask": "--mask cannot be used with packed sequences",
+    "varlen_k_cache": "--k-cache cannot be used with packed sequences",
+    "varlen_weights": "--weights cannot be used with packed sequences",
+    "varlen_unfused": "--path unfused cannot run packed sequences",
 }
 # Usage errors (which options go together) exit 2; bad values exit 1.
 EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
-                                      "paged_k_new_alone", "paged_weights", "paged_check_dense")}
+                                      "paged_k_new_alone", "paged_weights", "paged_check_dense",
+                                      "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_weights",
+                                      "varlen_unfused")}
 
 
 def overflowing(array, magnitude):
@@ -507,7 +690,7 @@ def main():
 
     errors = error_cases()
     if args.list:
-        for case in gen_case.CASES + PAGED_CASES:
+        for case in gen_case.CASES + PAGED_CASES + VARLEN_CASES:
             print(case.name)
         for name, _, _ in errors:
             print("error:" + name)
@@ -517,7 +700,8 @@ def main():
         sys.exit(f"check_run: error: {vkattn} does not exist (build it, or pass --vkattn)")
 
     paged = {c.name: c for c in PAGED_CASES}
-    selected = args.case or [c.name for c in gen_case.CASES] + list(paged) + (
+    varlen = {c.name: c for c in VARLEN_CASES}
+    selected = args.case or [c.name for c in gen_case.CASES] + list(paged) + list(varlen) + (
         [] if args.no_errors else ["error:" + e[0] for e in errors])
     root = args.keep or tempfile.mkdtemp(prefix="vkattn-check-")
     failures = 0
@@ -531,6 +715,8 @@ def main():
             seconds = 0.0
         elif name in paged:
             ok, detail, seconds = check_paged_case(vkattn, paged[name], directory, args.seed)
+        elif name in varlen:
+            ok, detail, seconds = check_varlen_case(vkattn, varlen[name], directory, args.seed)
         else:
             ok, detail, seconds = check_case(vkattn, gen_case.find_case(name), directory, args.seed)
         failures += not ok

@@ -11,6 +11,12 @@
 //   - O (total_q, heads, dim_v); LSE (heads, total_q), f32 (FlashAttention's layout).
 //   - K and V may be q8_0 (KvQuant, types.hpp): their element indices cut into blocks of 32, so dim,
 //     the strides and the offset must be multiples of 32.
+//   - max_seqlen_q and max_seqlen_k (FlashAttention's max_seqlen_*): bounds the host knows on every
+//     sequence's queries and keys, 0 = the totals (which always hold). The device kernels size their
+//     grid and key splits by them, so they must bound every sequence: a longer sequence is clamped on
+//     the device (rows past max_seqlen_q are not written, keys past what the splits cover are not
+//     seen), never read or written out of bounds; check_varlen_values checks them where the host
+//     has the offsets.
 // A packed tensor is a TensorLayout of batch 1 and seq = its rows: packed_layout() for dense rows.
 #pragma once
 
@@ -33,6 +39,8 @@ struct VarlenAttentionLayouts {
   TensorLayout q, k, v, out;  // packed: batch 1, seq = total_q or total_k rows (at least 1 each)
   KvQuant kv_quant = KvQuant::none;
   int64_t batch = 0;          // sequences; cu_seqlens_q and cu_seqlens_k hold batch + 1 values
+  int64_t max_seqlen_q = 0;   // the most queries any sequence has, 0 = total_q (see above)
+  int64_t max_seqlen_k = 0;   // the most keys any sequence has, 0 = total_k
   bool has_lse = false;
   AttentionOptions options;
   std::optional<HeadValuesLayout> alibi;  // (heads) or (batch, heads)
@@ -45,6 +53,7 @@ struct VarlenProblem {
   AttentionProblem attention;
   int64_t batch = 0;
   KvQuant kv_quant = KvQuant::none;
+  int64_t max_seq_q = 0, max_seq_k = 0;  // max_seqlen_q and max_seqlen_k resolved (0 became the total)
   int64_t total_q() const { return attention.seq_q; }
   int64_t total_k() const { return attention.seq_k; }
   AttentionProblem sequence(int64_t seq_q, int64_t seq_k) const {
@@ -57,7 +66,8 @@ struct VarlenProblem {
 
 // Checks the layouts (packed tensors of batch 1, sizes, strides, dtypes, dims 1..256, GQA
 // divisibility, q8_0's dims, strides and offsets multiples of 32, batch >= 1, the options and
-// modifiers, ALiBi's batch against `batch`); throws vkattn::Error naming the argument and its values.
+// modifiers, ALiBi's batch against `batch`, max_seqlen_q and max_seqlen_k in [0, total]); throws
+// vkattn::Error naming the argument and its values.
 VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& layouts);
 
 // Checks one cu_seqlens array's values (a host that has them, the reference): batch + 1 values,
@@ -65,5 +75,11 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& layouts);
 // entry and its value.
 void check_cu_seqlens(const char* name, std::span<const int32_t> cu_seqlens, int64_t batch, int64_t total,
                       const char* total_name);
+
+// Checks both offset arrays against the layouts (check_cu_seqlens) and every sequence's lengths
+// against max_seqlen_q and max_seqlen_k: what a host that has the offsets calls before a device call
+// (the device reads them unchecked). Throws Error naming the sequence and its values.
+void check_varlen_values(const VarlenAttentionLayouts& layouts, std::span<const int32_t> cu_seqlens_q,
+                         std::span<const int32_t> cu_seqlens_k);
 
 }  // namespace vkattn

@@ -18,4 +18,5 @@
 #include "vkattn/timer.hpp"
 #include "vkattn/types.hpp"
 #include "vkattn/varlen.hpp"
+#include "vkattn/varlen_attention.hpp"
 #include "vkattn/version.hpp"

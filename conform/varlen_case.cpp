@@ -1,0 +1,320 @@
+// Packed variable-length conformance cases (varlen_case.hpp): built from the seed, run through
+// PreparedVarlenAttention with poisoned, guarded outputs, compared with reference::varlen_attention.
+#include "conform/varlen_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <functional>
+#include <sstream>
+
+#include "conform/attention_case.hpp"
+#include "conform/compare.hpp"
+#include "conform/guarded_buffer.hpp"
+#include "conform/q8_0_blocks.hpp"
+
+namespace vkattn::conform {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Buffer upload_bytes(Context& ctx, const void* data, std::size_t bytes) {
+  Buffer b = Buffer::allocate(ctx, std::max<std::size_t>(bytes, 4));
+  if (bytes) b.upload(data, bytes);
+  return b;
+}
+
+std::vector<uint8_t> encoded(DType dtype, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  return bytes;
+}
+
+std::vector<float> decoded(DType dtype, const std::vector<uint8_t>& bytes) {
+  std::vector<float> values(bytes.size() / dtype_size(dtype));
+  decode(dtype, bytes.data(), values.data(), values.size());
+  return values;
+}
+
+std::vector<int32_t> offsets(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu(lengths.size() + 1, 0);
+  for (std::size_t b = 0; b < lengths.size(); ++b) cu[b + 1] = cu[b] + lengths[b];
+  return cu;
+}
+
+// Packed rows (total, heads, dim) with `pad` elements after each row and before the first.
+TensorLayout padded_layout(DType dtype, int64_t total, int64_t heads, int64_t dim, int64_t pad) {
+  TensorLayout t = packed_layout(dtype, total, heads, dim);
+  t.stride_seq = heads * dim + pad;
+  t.stride_batch = total * t.stride_seq;
+  t.offset = pad;
+  return t;
+}
+
+// Values of `t`'s elements (rounded to the dtype), NaN in the gaps no element of t is.
+std::vector<float> fill(const TensorLayout& t, const std::function<float()>& value, double* max_abs = nullptr) {
+  std::vector<float> x(std::size_t(t.required_elements()), kNaN);
+  for (int64_t i = 0; i < t.seq; ++i)
+    for (int64_t h = 0; h < t.heads; ++h)
+      for (int64_t d = 0; d < t.dim; ++d) {
+        float& e = x[std::size_t(t.offset + i * t.stride_seq + h * t.stride_head + d)];
+        e = value();
+        if (max_abs) *max_abs = std::max(*max_abs, double(std::fabs(e)));
+      }
+  return x;
+}
+
+}  // namespace
+
+reference::Outputs as_batch_one(const reference::VarlenOutputs& v) {
+  reference::Outputs o;
+  o.batch = 1;
+  o.heads = v.heads;
+  o.seq_q = v.total_q;
+  o.dim_v = v.dim_v;
+  o.out.resize(v.out.size());
+  for (int64_t i = 0; i < v.total_q; ++i)
+    for (int64_t h = 0; h < v.heads; ++h)
+      for (int64_t d = 0; d < v.dim_v; ++d) o.out[std::size_t((h * v.total_q + i) * v.dim_v + d)] = v.at(i, h, d);
+  o.lse = v.lse;  // (heads, total_q) already
+  return o;
+}
+
+std::string describe(const VarlenCase& c) {
+  std::ostringstream s;
+  s << c.name << ": " << to_string(c.dtype);
+  if (c.quant != KvQuant::none) s << " K/V " << to_string(c.quant);
+  s << " H" << c.heads << "/KV" << c.kv_heads << " d" << c.dim_qk << "/"
+    << c.dim_v << " seq_q/seq_k {";
+  for (std::size_t b = 0; b < c.seq_q.size(); ++b) s << (b ? ", " : "") << c.seq_q[b] << "/" << c.seq_k[b];
+  s << "}";
+  if (c.loose_max) s << " max_seqlen 0";
+  if (c.row_pad) s << " row pad " << c.row_pad;
+  s << " causal " << to_string(c.causal);
+  if (c.window) s << " window " << c.window->left << ":" << c.window->right;
+  if (c.align) s << " align " << to_string(*c.align);
+  if (c.softcap) s << " softcap " << *c.softcap;
+  if (c.alibi_batch) s << " alibi (" << (c.alibi_batch > 1 ? "B,H" : "H") << ")";
+  if (c.sinks) s << " sinks";
+  if (c.min_splits > 1) s << " split-KV";
+  s << " seed " << c.seed;
+  return s.str();
+}
+
+VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
+  const int64_t batch = static_cast<int64_t>(c.seq_q.size());
+  int64_t total_q = 0, total_k = 0, longest_q = 0, longest_k = 0;
+  for (std::size_t b = 0; b < c.seq_q.size(); ++b) {
+    total_q += c.seq_q[b], total_k += c.seq_k[b];
+    longest_q = std::max<int64_t>(longest_q, c.seq_q[b]), longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
+  }
+
+  VarlenAttentionLayouts layouts;
+  layouts.q = padded_layout(c.dtype, total_q, c.heads, c.dim_qk, c.row_pad);
+  layouts.k = padded_layout(c.dtype, total_k, c.kv_heads, c.dim_qk, c.row_pad);
+  layouts.v = padded_layout(c.dtype, total_k, c.kv_heads, c.dim_v, c.row_pad);
+  layouts.out = padded_layout(c.dtype, total_q, c.heads, c.dim_v, c.row_pad);
+  layouts.batch = batch;
+  layouts.kv_quant = c.quant;
+  layouts.max_seqlen_q = c.loose_max ? 0 : longest_q;
+  layouts.max_seqlen_k = c.loose_max ? 0 : longest_k;
+  layouts.has_lse = c.lse;
+  layouts.options.causal = c.causal;
+  layouts.options.window = c.window;
+  layouts.options.align = c.align;
+  layouts.options.softcap = c.softcap;
+  double v_scale = 1e-30;
+  const std::vector<float> q = fill(layouts.q, rounded);
+  std::vector<float> k = fill(layouts.k, rounded), v = fill(layouts.v, rounded, &v_scale);
+  // q8_0: the blocks of K and V (the gaps between rows, NaN: blocks of NaN scale), and the values they
+  // hold for the reference.
+  std::vector<uint8_t> k_bytes, v_bytes;
+  if (c.quant == KvQuant::q8_0) {
+    k.resize((k.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
+    v.resize((v.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
+    k_bytes = to_q8_0_blocks(k);
+    v_bytes = to_q8_0_blocks(v);
+  } else {
+    k_bytes = encoded(c.dtype, k);
+    v_bytes = encoded(c.dtype, v);
+  }
+  // ALiBi slopes in [0, 1) and sink logits around log(longest sequence): heavy enough that a sink left
+  // out or counted twice shows in every dtype.
+  const float sink_base = static_cast<float>(std::log(double(std::max<int64_t>(longest_k, 1))));
+  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
+  std::vector<float> alibi, sinks;
+  if (c.alibi_batch) {
+    layouts.alibi = HeadValuesLayout{c.alibi_batch, c.heads, 0};
+    alibi.resize(std::size_t(layouts.alibi->required_elements()));
+    for (float& x : alibi) x = slope_dist(rng);
+  }
+  if (c.sinks) {
+    layouts.sinks = HeadValuesLayout{1, c.heads, 0};
+    sinks.resize(std::size_t(c.heads));
+    for (float& x : sinks) x = sink_dist(rng);
+  }
+
+  Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));
+  Buffer k_buf = upload_bytes(ctx, k_bytes.data(), k_bytes.size());
+  Buffer v_buf = upload_bytes(ctx, v_bytes.data(), v_bytes.size());
+  std::optional<Buffer> alibi_buf, sinks_buf;
+  if (c.alibi_batch) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
+  if (c.sinks) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
+  const uint64_t out_elements = uint64_t(layouts.out.required_elements());
+  const uint64_t rows = uint64_t(c.heads * total_q);
+  GuardedBuffer out(ctx, out_elements * dtype_size(c.dtype));
+  GuardedBuffer lse(ctx, rows * 4);
+  // The offsets sit past 8 bytes of other data in their buffers (BufferSlice offsets).
+  Buffer cu_q_buf = Buffer::allocate(ctx, 8 + uint64_t(batch + 1) * 4);
+  Buffer cu_k_buf = Buffer::allocate(ctx, 8 + uint64_t(batch + 1) * 4);
+
+  VarlenAttentionBuffers bufs;
+  bufs.q = &q_buf;
+  bufs.k = &k_buf;
+  bufs.v = &v_buf;
+  bufs.out = &out.buffer();
+  bufs.cu_seqlens_q = {&cu_q_buf, 8};
+  bufs.cu_seqlens_k = {&cu_k_buf, 8};
+  if (c.lse) bufs.lse = {&lse.buffer(), 0};
+  if (c.alibi_batch) bufs.alibi = &*alibi_buf;
+  if (c.sinks) bufs.sinks = &*sinks_buf;
+
+  const PreparedVarlenAttention prepared(ctx, layouts);
+  VarlenResult result;
+  result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
+  if (prepared.plan().splits < c.min_splits) {
+    result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(c.min_splits) +
+                  " ways: the case no longer tests split-KV\n";
+    return result;
+  }
+  // Two batches of one plan, each on fresh poison: the sequences in the case's order, then in reverse
+  // (the same packed rows cut elsewhere; the bounds still hold).
+  for (int step = 0; step < 2; ++step) {
+    std::vector<int32_t> len_q = c.seq_q, len_k = c.seq_k;
+    if (step == 1) std::reverse(len_q.begin(), len_q.end()), std::reverse(len_k.begin(), len_k.end());
+    const std::vector<int32_t> cu_q = offsets(len_q), cu_k = offsets(len_k);
+    check_varlen_values(layouts, cu_q, cu_k);
+    cu_q_buf.upload(cu_q.data(), cu_q.size() * 4, 8);
+    cu_k_buf.upload(cu_k.data(), cu_k.size() * 4, 8);
+
+    reference::VarlenInputs in;
+    in.q_layout = layouts.q;
+    in.k_layout = layouts.k;
+    in.v_layout = layouts.v;
+    in.q = q;
+    in.k.values = k;
+    in.v.values = v;
+    in.cu_seqlens_q = cu_q;
+    in.cu_seqlens_k = cu_k;
+    in.options = layouts.options;
+    in.alibi_layout = layouts.alibi;
+    in.sinks_layout = layouts.sinks;
+    in.alibi = alibi;
+    in.sinks = sinks;
+    const reference::Outputs ref = as_batch_one(reference::varlen_attention(in));
+
+    out.reset();
+    lse.reset();
+    prepared.run(bufs);
+    std::string guard;
+    const std::vector<float> all_out = decoded(c.dtype, out.download("out", guard));
+    // O's rows (packed, padded) as (1, heads, total_q, dim_v).
+    std::vector<float> gpu_out(ref.out.size());
+    const TensorLayout& ol = layouts.out;
+    for (int64_t i = 0; i < total_q; ++i)
+      for (int64_t h = 0; h < c.heads; ++h)
+        for (int64_t d = 0; d < c.dim_v; ++d)
+          gpu_out[std::size_t((h * total_q + i) * c.dim_v + d)] =
+              all_out[std::size_t(ol.offset + i * ol.stride_seq + h * ol.stride_head + d)];
+    std::vector<float> gpu_lse;
+    if (c.lse) {
+      const std::vector<uint8_t> bytes = lse.download("lse", guard);
+      gpu_lse.resize(rows);
+      std::memcpy(gpu_lse.data(), bytes.data(), rows * 4);
+    }
+    const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
+    result.worst = std::max(result.worst, cmp.worst);
+    const std::string text = guard + cmp.text;
+    if (!text.empty()) {
+      result.text = "step " + std::to_string(step + 1) + (step ? " (sequences reversed)" : "") +
+                    " (batch 0, head, packed row, dim): " + text;
+      return result;
+    }
+  }
+  result.ok = true;
+  return result;
+}
+
+std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c) {
+  std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)}, {"layout", "varlen"}};
+  if (c.quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + to_string(c.quant));
+  f.emplace_back("heads", c.kv_heads == c.heads ? "MHA" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
+  f.emplace_back("mask", c.causal == Causal::none ? std::string("none") : std::string("causal ") + to_string(c.causal));
+  if (c.row_pad) f.emplace_back("layout", "strided");
+  if (c.window) f.emplace_back("modifier", "window");
+  if (c.softcap) f.emplace_back("modifier", "softcap");
+  if (c.alibi_batch) f.emplace_back("modifier", "alibi");
+  if (c.sinks) f.emplace_back("modifier", "sinks");
+  return f;
+}
+
+CaseResult run_varlen_case(Context& context, const VarlenCase& c, const RunOptions& options) {
+  if (options.path == AttentionPath::unfused || options.profile) {
+    CaseResult r;
+    r.outcome = Outcome::skipped;
+    r.skip_reason = options.profile ? "varlen calls are planned for the device they run on, not a profile"
+                                    : "the three-stage path takes no packed variable-length batch (fused kernels only)";
+    return r;
+  }
+  return run_in_frame(context, c.dtype, options, [&](CaseResult& r) {
+    const VarlenResult v = run_varlen_case(context, c);
+    r.worst = v.worst;
+    if (!v.ok) r.problems.push_back(v.text);
+  });
+}
+
+std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
+  std::vector<VarlenCase> cases;
+  const auto add = [&](VarlenCase c) {
+    c.seed = case_seed(base_seed, 9500 + (long_cases ? 100 : 0) + cases.size());
+    cases.push_back(std::move(c));
+  };
+  if (long_cases) {
+    add({.name = "decode against 70,000 keys beside short sequences", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
+         .seq_q = {1, 1, 1}, .seq_k = {70000, 300, 0}});
+    return cases;
+  }
+  add({.name = "decode, GQA 8:2, d128, empty sequences (no keys; no queries)", .dtype = DType::f16, .heads = 8,
+       .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1, 1}, .seq_k = {37, 0, 5, 1, 200}});
+  add({.name = "prefill, one long and several short, MHA, seq_q > seq_k, both empty", .dtype = DType::f32, .heads = 2,
+       .kv_heads = 2, .seq_q = {150, 3, 0, 7, 20, 0}, .seq_k = {150, 3, 4, 2, 0, 0}});
+  add({.name = "GQA 4:1, causal top-left, padded row strides", .dtype = DType::bf16, .heads = 4, .kv_heads = 1,
+       .seq_q = {33, 17, 64}, .seq_k = {40, 17, 64}, .row_pad = 3, .causal = Causal::top_left});
+  add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2,
+       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3,
+       .sinks = true});
+  add({.name = "two-sided window top-left, ALiBi (H), no causal, d128", .dtype = DType::f16, .heads = 2,
+       .kv_heads = 1, .dim_qk = 128, .dim_v = 128, .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
+       .window = Window{10, 4}, .align = Align::top_left, .alibi_batch = 1});
+  add({.name = "forced split-KV: few queries, long keys, loose max_seqlen, sinks", .dtype = DType::f32, .heads = 2,
+       .kv_heads = 2, .seq_q = {1, 2, 1}, .seq_k = {300, 7, 120}, .loose_max = true, .causal = Causal::none,
+       .sinks = true, .min_splits = 2});
+  add({.name = "prefill, GQA 8:2, d128, no causal", .dtype = DType::f16, .heads = 8, .kv_heads = 2, .dim_qk = 128,
+       .dim_v = 128, .seq_q = {40, 8}, .seq_k = {40, 8}, .causal = Causal::none});
+  // q8_0 K and V: the decode form (GQA packed, split keys), and prefill rows with padded row strides
+  // (gaps of whole blocks) and the modifiers.
+  add({.name = "q8_0, decode, GQA 8:2, d128, empty sequences", .dtype = DType::f16, .quant = KvQuant::q8_0,
+       .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1}, .seq_k = {1500, 0, 5, 31}});
+  add({.name = "q8_0, prefill, padded rows, window, ALiBi (B,H), softcap, sinks", .dtype = DType::bf16,
+       .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .dim_qk = 32, .dim_v = 64, .seq_q = {20, 1, 33},
+       .seq_k = {60, 0, 33}, .row_pad = 32, .window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3,
+       .sinks = true});
+  return cases;
+}
+
+}  // namespace vkattn::conform

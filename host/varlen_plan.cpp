@@ -1,0 +1,50 @@
+// Planning a packed variable-length call (vkattn/varlen.hpp) on the fused kernels: the packed tensors
+// are one dense batch-1 problem of total_q queries and total_k keys, whose workgroups the kernels
+// confine to one sequence each (SPEC_ATTENTION_VARLEN: the grid's z is the sequence, its rows come
+// from cu_seqlens on the device), and the dense planner chooses the kernel, tiles and splits for
+// `batch` sequences of the longest lengths the host gives (max_seqlen_q, max_seqlen_k).
+#include <algorithm>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const VarlenAttentionLayouts& layouts) {
+  VarlenCall call;
+  call.problem = check_varlen_attention(layouts);
+  const VarlenProblem& vp = call.problem;
+
+  AttentionLayouts& d = call.dense;
+  d.q = layouts.q;
+  d.k = layouts.k;
+  d.v = layouts.v;
+  d.out = layouts.out;
+  d.has_lse = layouts.has_lse;
+  d.options = layouts.options;
+  d.sinks = layouts.sinks;
+  d.kv_quant = layouts.kv_quant;
+  // ALiBi's (batch, heads) slopes have the packed batch's sequences as their batch, which the dense
+  // checks (batch 1) would refuse: they plan with (heads), and the kernels index the slopes given
+  // whole by sequence (plan.problem.alibi_per_batch, set below).
+  if (layouts.alibi) d.alibi = HeadValuesLayout{1, layouts.alibi->heads, layouts.alibi->offset};
+
+  // The offsets are bound whole (batch + 1 values each).
+  const uint64_t alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
+  if (uint64_t(vp.batch + 1) * 4 + alignment > device.max_storage_buffer_range)
+    throw unsupported("binding: cu_seqlens of " + str(uint64_t(vp.batch + 1)) + " values exceed maxStorageBufferRange (" +
+                      str(device.max_storage_buffer_range) + " bytes) of " + device.name);
+  const VarlenRows rows{vp.batch, vp.max_seq_q, vp.max_seq_k};
+  call.plan = plan_fused(device, variant, d, true, nullptr, &rows);
+  call.plan.problem.alibi_per_batch = vp.attention.alibi_per_batch;
+  d.alibi = layouts.alibi;
+  return call;
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,135 @@
+// Packed variable-length batches (PreparedVarlenAttention) against the fp64 reference: the
+// conformance catalog's varlen cases on the shared Context's kernel (ctest runs this suite once per
+// fused kernel), the long case on lavapipe's loop limit, and the refusals that need a device.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "conform/catalog.hpp"
+#include "support.hpp"
+
+using namespace vkattn;
+using namespace vkattn::test;
+
+namespace {
+
+// The varlen cases run on the fused kernels only: the --path=unfused runs of a suite skip them.
+void run_all(const std::vector<conform::VarlenCase>& cases) {
+  if (attention_path() == AttentionPath::unfused) return;
+  for (const conform::VarlenCase& c : cases) {
+    if (!device_supports(c.dtype)) continue;
+    INFO(conform::describe(c));
+    const conform::VarlenResult r = conform::run_varlen_case(context(), c);
+    INFO(r.plan);
+    CHECK_MESSAGE(r.ok, r.text);
+    expect_no_validation_messages();
+  }
+}
+
+// Two sequences of 1 and 3 rows, MHA, 2 heads of 32 dims, f32.
+VarlenAttentionLayouts small_layouts() {
+  VarlenAttentionLayouts l;
+  l.q = packed_layout(DType::f32, 4, 2, 32);
+  l.k = packed_layout(DType::f32, 4, 2, 32);
+  l.v = l.k;
+  l.out = l.q;
+  l.batch = 2;
+  return l;
+}
+
+}  // namespace
+
+TEST_SUITE("varlen") {
+  TEST_CASE("varlen: empty and uneven sequences, decode, GQA, modifiers, split-KV, every dtype") {
+    run_all(conform::catalog_section("varlen", base_seed()).varlen_cases);
+  }
+
+  TEST_CASE("varlen: q8_0 K and V are sized in blocks, and their dims are whole blocks") {
+    VarlenAttentionLayouts l = small_layouts();
+    l.kv_quant = KvQuant::q8_0;  // K and V: 256 elements, 8 blocks, 272 bytes
+    const PreparedVarlenAttention prepared(context(), l);
+    Buffer q = Buffer::allocate(context(), 1024), out = Buffer::allocate(context(), 1024);
+    Buffer kv = Buffer::allocate(context(), 272), small = Buffer::allocate(context(), 256);
+    Buffer cu = Buffer::allocate(context(), 12);
+    const int32_t offsets[3] = {0, 1, 4};
+    cu.upload(offsets, 12);
+    VarlenAttentionBuffers b;
+    b.q = &q, b.k = &kv, b.v = &kv, b.out = &out;
+    b.cu_seqlens_q = {&cu, 0}, b.cu_seqlens_k = {&cu, 0};
+    CHECK_NOTHROW(prepared.run(b));
+    b.v = &small;  // 256 int8 would fit; their blocks do not
+    CHECK(contains(error_message([&] { prepared.run(b); }), "v: needs 272 bytes"));
+    l.k = l.v = packed_layout(DType::f32, 4, 2, 48);
+    l.q = l.out = packed_layout(DType::f32, 4, 2, 48);
+    CHECK(contains(error_message([&] { PreparedVarlenAttention(context(), l); }), "must be a multiple of 32 for q8_0"));
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("varlen: max_seqlen past the totals is refused, naming it") {
+    VarlenAttentionLayouts l = small_layouts();
+    l.max_seqlen_k = 5;
+    CHECK(contains(error_message([&] { PreparedVarlenAttention(context(), l); }),
+                   "max_seqlen_k (5) must be in [0, total_k (4)]"));
+    l.max_seqlen_k = 0;
+    l.max_seqlen_q = -1;
+    CHECK(contains(error_message([&] { PreparedVarlenAttention(context(), l); }), "max_seqlen_q (-1)"));
+  }
+
+  TEST_CASE("varlen: buffers that do not fit are refused, naming them") {
+    const VarlenAttentionLayouts l = small_layouts();
+    const PreparedVarlenAttention prepared(context(), l);
+    Buffer q = Buffer::allocate(context(), 4 * 2 * 32 * 4), out = Buffer::allocate(context(), 4 * 2 * 32 * 4);
+    Buffer kv = Buffer::allocate(context(), 4 * 2 * 32 * 4), small = Buffer::allocate(context(), 8);
+    Buffer cu = Buffer::allocate(context(), 12);
+    const int32_t offsets[3] = {0, 1, 4};
+    cu.upload(offsets, sizeof offsets);
+    VarlenAttentionBuffers b;
+    b.q = &q, b.k = &kv, b.v = &kv, b.out = &out;
+    b.cu_seqlens_q = {&cu, 0}, b.cu_seqlens_k = {&cu, 0};
+    CHECK_NOTHROW(prepared.run(b));  // K and V, and the two offsets, may share a buffer: they are only read
+    b.cu_seqlens_k = {&small, 0};
+    CHECK(contains(error_message([&] { prepared.run(b); }), "cu_seqlens_k: needs 12 bytes"));
+    b.cu_seqlens_k = {&cu, 0};
+    b.out = &kv;
+    CHECK(contains(error_message([&] { prepared.run(b); }), "out overlaps k"));
+    b.out = &out;
+    b.lse = {&small, 0};
+    CHECK(contains(error_message([&] { prepared.run(b); }), "lse: given, but the call was prepared without it"));
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("varlen: offsets that break the contract are clamped on the device, never out of bounds") {
+    // Offsets past the totals, decreasing, and a sequence longer than max_seqlen: wrong rows, but the
+    // guard bytes after O and the LSE stay intact (the runner's GuardedBuffer is not needed: the
+    // kernels clamp every row into the tensors, which the buffers here are exactly large enough for).
+    VarlenAttentionLayouts l = small_layouts();
+    l.max_seqlen_q = 2;
+    l.max_seqlen_k = 2;
+    l.has_lse = true;
+    const PreparedVarlenAttention prepared(context(), l);
+    Buffer q = Buffer::allocate(context(), 4 * 2 * 32 * 4), kv = Buffer::allocate(context(), 4 * 2 * 32 * 4);
+    Buffer out = Buffer::allocate(context(), 4 * 2 * 32 * 4 + 256), lse = Buffer::allocate(context(), 2 * 4 * 4 + 256);
+    q.fill(0), kv.fill(0), out.fill(0xA5), lse.fill(0xA5);
+    Buffer cu_q = Buffer::allocate(context(), 12), cu_k = Buffer::allocate(context(), 12);
+    const int32_t bad_q[3] = {3, -7, 1000}, bad_k[3] = {-1, 100, 2};
+    cu_q.upload(bad_q, sizeof bad_q);
+    cu_k.upload(bad_k, sizeof bad_k);
+    VarlenAttentionBuffers b;
+    b.q = &q, b.k = &kv, b.v = &kv, b.out = &out, b.lse = {&lse, 0};
+    b.cu_seqlens_q = {&cu_q, 0}, b.cu_seqlens_k = {&cu_k, 0};
+    prepared.run(b);
+    std::vector<uint8_t> tail(256);
+    out.download(tail.data(), 256, 4 * 2 * 32 * 4);
+    CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+    lse.download(tail.data(), 256, 2 * 4 * 4);
+    CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+    expect_no_validation_messages();
+  }
+}
+
+TEST_SUITE("long") {
+  TEST_CASE("varlen: a sequence of 70,000 keys beside short ones") {
+    run_all(conform::catalog_section("long-varlen", base_seed()).varlen_cases);
+  }
+}

@@ -1,0 +1,256 @@
+#include "run_varlen.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "conform/compare.hpp"
+#include "conform/varlen_case.hpp"
+#include "dtype_overflow.hpp"
+#include "npy.hpp"
+#include "output_files.hpp"
+#include "vkattn/error.hpp"
+#include "vkattn/numeric.hpp"
+#include "vkattn/serving_reference.hpp"
+#include "vkattn/varlen_attention.hpp"
+
+namespace vkattn::cli {
+namespace {
+
+constexpr const char* kVarlenSet = "packed sequences (--cu-seqlens-q and --cu-seqlens-k)";
+
+// Everything the varlen call needs, read and checked; the float values already rounded to the dtype
+// (what the device and the reference see).
+struct VarlenInputs {
+  VarlenAttentionLayouts layouts;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> cu_q, cu_k;
+  std::optional<HeadValues> alibi, sinks;
+  bool out_f16 = false;  // O written as '<f2' (Q was '<f2' and the dtype is not bf16)
+};
+
+npy::Array read_3d(const std::string& path, const char* role, const char* dims) {
+  npy::Array array = npy::read(path);
+  if (array.shape.size() != 3)
+    throw Error(path + ": " + role + " must be a 3-D array " + dims + " with " + kVarlenSet + ", got shape " +
+                array.shape_string());
+  return array;
+}
+
+std::vector<float> rounded_values(const npy::Array& array, const std::string& option, const std::string& path,
+                                  DType dtype) {
+  std::vector<float> values = npy::to_floats(array, path);
+  check_fits_dtype(values, dtype, option + " (" + path + ")");
+  for (float& x : values) x = round_to(dtype, x);
+  return values;
+}
+
+// --cu-seqlens-q or --cu-seqlens-k: (batch + 1,) '<i4' or '<i8', values within int32 (their order and
+// ends are check_cu_seqlens's, in check_varlen_values).
+std::vector<int32_t> read_offsets(const std::string& path, const char* option) {
+  const std::string what = std::string(option) + " (" + path + ")";
+  const npy::Array array = npy::read(path);
+  if (array.kind != npy::Kind::i32 && array.kind != npy::Kind::i64)
+    throw Error(what + ": dtype '" + array.descr + "' is not supported; use int32 ('<i4') or int64 ('<i8')");
+  if (array.shape.size() != 1 || array.shape[0] < 2)
+    throw Error(what + ": shape " + array.shape_string() + " must be (batch + 1,) with batch >= 1");
+  const std::vector<int64_t> wide = npy::to_ints(array, path);
+  std::vector<int32_t> values(wide.size());
+  for (std::size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < INT32_MIN || wide[i] > INT32_MAX)
+      throw Error(what + ": value " + std::to_string(i) + " (" + std::to_string(wide[i]) + ") does not fit int32");
+    values[i] = static_cast<int32_t>(wide[i]);
+  }
+  return values;
+}
+
+// The longest sequence of `cu` (ordered offsets): the call's max_seqlen, 0 (the total) when all are empty.
+int64_t longest(const std::vector<int32_t>& cu) {
+  int64_t most = 0;
+  for (std::size_t b = 0; b + 1 < cu.size(); ++b) most = std::max<int64_t>(most, int64_t(cu[b + 1]) - cu[b]);
+  return most;
+}
+
+VarlenInputs load_varlen_inputs(const RunOptions& o) {
+  VarlenInputs in;
+  const npy::Array q = read_3d(o.q, "Q", "(total_q, heads, dim_qk)");
+  const npy::Array k = read_3d(o.k, "K", "(total_k, kv_heads, dim_qk)");
+  const npy::Array v = read_3d(o.v, "V", "(total_k, kv_heads, dim_v)");
+  const DType dtype = compute_dtype(o, q, {{&k, o.k}, {&v, o.v}}, "Q, K and V");
+  in.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
+  in.q = rounded_values(q, "--q", o.q, dtype);
+  in.k = rounded_values(k, "--k", o.k, dtype);
+  in.v = rounded_values(v, "--v", o.v, dtype);
+  in.cu_q = read_offsets(o.cu_seqlens_q, "--cu-seqlens-q");
+  in.cu_k = read_offsets(o.cu_seqlens_k, "--cu-seqlens-k");
+  if (in.cu_k.size() != in.cu_q.size())
+    throw Error("--cu-seqlens-k (" + o.cu_seqlens_k + "): " + std::to_string(in.cu_k.size()) +
+                " values, but --cu-seqlens-q has " + std::to_string(in.cu_q.size()) + ": both hold batch + 1");
+  const int64_t batch = int64_t(in.cu_q.size()) - 1, heads = q.shape[1];
+
+  VarlenAttentionLayouts& l = in.layouts;
+  l.q = packed_layout(dtype, q.shape[0], q.shape[1], q.shape[2]);
+  l.k = packed_layout(dtype, k.shape[0], k.shape[1], k.shape[2]);
+  l.v = packed_layout(dtype, v.shape[0], v.shape[1], v.shape[2]);
+  l.out = packed_layout(dtype, q.shape[0], q.shape[1], v.shape[2]);
+  l.batch = batch;
+  l.has_lse = !o.lse.empty() || o.check;
+  l.options.causal = parse_causal(o.causal);
+  if (!o.scale.empty()) l.options.scale = parse_float(o.scale, "--scale");
+  apply_modifier_options(o.modifiers, l.options);
+  if (!o.alibi.empty()) {
+    in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
+    l.alibi = in.alibi->layout;
+  }
+  if (!o.sinks.empty()) {
+    in.sinks = load_head_values(o.sinks, "--sinks", batch, heads, false);
+    l.sinks = in.sinks->layout;
+  }
+  // The library's checks, with its messages: the layouts, then the offsets (ordered, ending at the
+  // totals). The bounds are the longest sequences, known here from the offsets.
+  (void)check_varlen_attention(l);
+  if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
+  check_cu_seqlens("--cu-seqlens-q", in.cu_q, batch, l.q.seq, "total_q (Q's rows)");
+  check_cu_seqlens("--cu-seqlens-k", in.cu_k, batch, l.k.seq, "total_k (K's rows)");
+  l.max_seqlen_q = longest(in.cu_q);
+  l.max_seqlen_k = longest(in.cu_k);
+  check_varlen_values(l, in.cu_q, in.cu_k);
+  return in;
+}
+
+// --check: O and LSE against reference::varlen_attention. One line on stdout when they agree; an
+// Error naming the first difference when not.
+void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, std::span<const float> lse) {
+  const VarlenAttentionLayouts& l = in.layouts;
+  reference::VarlenInputs r;
+  r.q_layout = l.q;
+  r.k_layout = l.k;
+  r.v_layout = l.v;
+  r.q = in.q;
+  r.k.values = in.k;
+  r.v.values = in.v;
+  r.cu_seqlens_q = in.cu_q;
+  r.cu_seqlens_k = in.cu_k;
+  r.options = l.options;
+  r.alibi_layout = l.alibi;
+  r.sinks_layout = l.sinks;
+  if (in.alibi) r.alibi = in.alibi->values;
+  if (in.sinks) r.sinks = in.sinks->values;
+  const reference::Outputs ref = conform::as_batch_one(reference::varlen_attention(r));
+
+  const DType dtype = l.q.dtype;
+  const int64_t total = l.out.seq, heads = l.out.heads, dim = l.out.dim;
+  std::vector<float> packed(out_raw.size() / dtype_size(dtype));
+  decode(dtype, out_raw.data(), packed.data(), packed.size());
+  std::vector<float> out(packed.size());  // (heads, total_q, dim_v), the comparison's order
+  for (int64_t i = 0; i < total; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t d = 0; d < dim; ++d)
+        out[std::size_t((h * total + i) * dim + d)] = packed[std::size_t((i * heads + h) * dim + d)];
+  double v_scale = 0.0;
+  for (float x : in.v)
+    if (std::isfinite(x)) v_scale = std::max(v_scale, double(std::fabs(x)));
+  const conform::Comparison cmp = conform::compare_outputs(ref, out, lse, v_scale, dtype);
+  if (!cmp.ok()) {
+    // The summary and the first mismatch: one line.
+    const std::size_t first = cmp.text.find('\n');
+    const std::size_t second = first == std::string::npos ? first : cmp.text.find('\n', first + 1);
+    throw Error("--check: O/LSE differ from the fp64 reference (at batch 0, head, packed row, dim): " +
+                cmp.text.substr(0, second));
+  }
+  std::printf("check: passed: O and LSE within the %s tolerances of the fp64 reference (worst %.3g of the "
+              "tolerance)\n",
+              to_string(dtype), cmp.worst);
+}
+
+Buffer upload_ints(Context& context, const std::vector<int32_t>& values) {
+  Buffer buffer = allocate_at_least(context, values.size() * sizeof(int32_t));
+  if (!values.empty()) buffer.upload(values.data(), values.size() * sizeof(int32_t));
+  return buffer;
+}
+
+}  // namespace
+
+std::string varlen_usage_error(const RunOptions& o) {
+  if (o.cu_seqlens_q.empty() || o.cu_seqlens_k.empty())
+    return std::string(o.cu_seqlens_q.empty() ? "--cu-seqlens-k needs --cu-seqlens-q" : "--cu-seqlens-q needs --cu-seqlens-k") +
+           " (" + kVarlenSet + " come together)";
+  const std::pair<const char*, bool> paged[] = {
+      {"--k-cache", !o.k_cache.empty()},         {"--v-cache", !o.v_cache.empty()},
+      {"--block-table", !o.block_table.empty()}, {"--cache-lens", !o.cache_lens.empty()},
+      {"--k-new", !o.k_new.empty()},             {"--v-new", !o.v_new.empty()},
+      {"--k-cache-out", !o.k_cache_out.empty()}, {"--v-cache-out", !o.v_cache_out.empty()},
+      {"--kv-dtype", !o.kv_dtype.empty()}};
+  for (const auto& [flag, given] : paged)
+    if (given) return std::string(flag) + " cannot be used with " + kVarlenSet + ": it belongs to a paged cache";
+  if (o.k.empty()) return std::string("--k is required with ") + kVarlenSet;
+  if (o.v.empty()) return std::string("--v is required with ") + kVarlenSet;
+  for (const auto& [flag, path] : {std::pair{"--mask", &o.mask}, std::pair{"--kv-lens", &o.kv_lens}})
+    if (!path->empty())
+      return std::string(flag) + " cannot be used with " + kVarlenSet +
+             ": --cu-seqlens-k gives each sequence its keys";
+  for (const auto& [flag, path] : {std::pair{"--weights", &o.weights}, std::pair{"--heatmap", &o.heatmap}})
+    if (!path->empty())
+      return std::string(flag) + " cannot be used with " + kVarlenSet +
+             ": they run on the fused kernels, which never store the attention weights";
+  if (o.path == "unfused")
+    return std::string("--path unfused cannot run ") + kVarlenSet + ": it runs on the fused kernels only (use --path fused or auto)";
+  return "";
+}
+
+int run_varlen(const RunOptions& o) {
+  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}},
+                                  {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--cu-seqlens-q", o.cu_seqlens_q},
+                                   {"--cu-seqlens-k", o.cu_seqlens_k}, {"--alibi", o.alibi}, {"--sinks", o.sinks}});
+  const VarlenInputs in = load_varlen_inputs(o);
+  const VarlenAttentionLayouts& l = in.layouts;
+  const DType dtype = l.q.dtype;
+
+  ContextOptions context_options;
+  context_options.device = o.device;
+  Context context(context_options);
+  // The library's own refusals (a tensor beyond one binding, a grid too large) come from planning.
+  const PreparedVarlenAttention prepared(context, l);
+
+  Buffer q = upload_encoded(context, dtype, in.q);
+  Buffer k = upload_encoded(context, dtype, in.k);
+  Buffer v = upload_encoded(context, dtype, in.v);
+  Buffer cu_q = upload_ints(context, in.cu_q);
+  Buffer cu_k = upload_ints(context, in.cu_k);
+  const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
+  const uint64_t rows = uint64_t(l.out.heads * l.out.seq);
+  Buffer out = allocate_at_least(context, out_bytes);
+  std::optional<Buffer> lse, alibi, sinks;
+  VarlenAttentionBuffers b;
+  b.q = &q;
+  b.k = &k;
+  b.v = &v;
+  b.out = &out;
+  b.cu_seqlens_q = {&cu_q, 0};
+  b.cu_seqlens_k = {&cu_k, 0};
+  if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
+  if (in.alibi) b.alibi = &alibi.emplace(upload_encoded(context, DType::f32, in.alibi->values));
+  if (in.sinks) b.sinks = &sinks.emplace(upload_encoded(context, DType::f32, in.sinks->values));
+  prepared.run(b);
+
+  std::vector<std::byte> out_raw(out_bytes);
+  if (out_bytes) out.download(out_raw.data(), out_bytes);
+  std::vector<float> lse_values(l.has_lse ? rows : 0);
+  if (!lse_values.empty()) lse->download(lse_values.data(), rows * sizeof(float));
+  if (o.check) check_varlen(in, out_raw, lse_values);
+
+  OutputFiles files;
+  files.stage(o.out, output_npy(out_raw, dtype, {l.out.seq, l.out.heads, l.out.dim}, in.out_f16));
+  if (!o.lse.empty()) {
+    const std::vector<int64_t> shape = {l.out.heads, l.out.seq};
+    files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
+  }
+  files.commit();
+  return 0;
+}
+
+}  // namespace vkattn::cli
