@@ -56,8 +56,17 @@ int run(const RunOptions& options) {
     check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(), flags);
 
   Buffer q = upload_encoded(context, layouts.q.dtype, inputs.q);
-  Buffer k = upload_encoded(context, layouts.k.dtype, inputs.k);
-  Buffer v = upload_encoded(context, layouts.v.dtype, inputs.v);
+  // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
+  const bool q8_0 = layouts.kv_quant == KvQuant::q8_0;
+  const auto upload_kv = [&](const TensorLayout& layout, const std::vector<float>& values,
+                             const std::vector<uint8_t>& blocks) {
+    if (!q8_0) return upload_encoded(context, layout.dtype, values);
+    Buffer buffer = allocate_at_least(context, blocks.size());
+    if (!blocks.empty()) buffer.upload(blocks.data(), blocks.size());
+    return buffer;
+  };
+  Buffer k = upload_kv(layouts.k, inputs.k, inputs.k_q8_0);
+  Buffer v = upload_kv(layouts.v, inputs.v, inputs.v_q8_0);
   const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(layouts.out.dtype);
   Buffer out = allocate_at_least(context, out_bytes);
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
@@ -69,6 +78,7 @@ int run(const RunOptions& options) {
   args.q = {&q, layouts.q};
   args.k = {&k, layouts.k};
   args.v = {&v, layouts.v};
+  args.kv_quant = layouts.kv_quant;
   args.out = {&out, layouts.out};
   args.options = layouts.options;
   args.path = path;
@@ -190,7 +200,10 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--v-new", o->v_new, "Values appended with --k-new: (batch, kv_heads, seq_new, dim_v)");
   app->add_option("--k-cache-out", o->k_cache_out, "Output: the K cache after the append, in O's dtype (q8_0: f32, the values its blocks hold)");
   app->add_option("--v-cache-out", o->v_cache_out, "Output: the V cache after the append, in O's dtype (q8_0: f32, the values its blocks hold)");
-  app->add_option("--kv-dtype", o->kv_dtype, "Paged caches stored as ggml q8_0 blocks, quantized from the float caches given (quantize_q8_0; default: the compute dtype)")
+  app->add_option("--kv-dtype", o->kv_dtype,
+                  "K and V (dense --k/--v, a paged cache or packed sequences) stored as ggml q8_0 blocks, quantized "
+                  "from the float values given (quantize_q8_0: finite, dims multiples of 32; fused kernels only; "
+                  "default: the compute dtype)")
       ->check(CLI::IsMember({"q8_0"}));
   // A packed variable-length batch instead of batched Q/K/V (run_varlen.hpp).
   app->add_option("--cu-seqlens-q", o->cu_seqlens_q,

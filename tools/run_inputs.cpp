@@ -10,6 +10,7 @@
 #include "npy.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
+#include "vkattn/q8_0.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -113,6 +114,15 @@ Buffer upload_encoded(Context& context, DType dtype, std::span<const float> valu
   return buffer;
 }
 
+std::vector<uint8_t> quantize_kv(std::span<const float> values, int64_t dim, const std::string& option,
+                                 const std::string& path) {
+  try {
+    return quantize_q8_0(values, dim);
+  } catch (const Error& e) {
+    throw Error(option + " (" + path + "): " + e.what());
+  }
+}
+
 std::vector<std::byte> output_npy(std::span<const std::byte> device_bytes, DType dtype,
                                   const std::vector<int64_t>& shape, bool as_f16) {
   if (as_f16 && dtype == DType::f16) return npy::serialize(shape, "<f2", device_bytes);
@@ -133,14 +143,19 @@ RunInputs load_run_inputs(const RunOptions& options) {
   const DType dtype = compute_dtype(options, q, {{&k, options.k}, {&v, options.v}}, "Q, K and V");
   inputs.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
   check_fits_dtype(inputs.q, dtype, "--q (" + options.q + ")");
-  check_fits_dtype(inputs.k, dtype, "--k (" + options.k + ")");
-  check_fits_dtype(inputs.v, dtype, "--v (" + options.v + ")");
+  // q8_0 K and V are quantized from the values read, never stored in the dtype.
+  const bool q8_0 = options.kv_dtype == "q8_0";
+  if (!q8_0) {
+    check_fits_dtype(inputs.k, dtype, "--k (" + options.k + ")");
+    check_fits_dtype(inputs.v, dtype, "--v (" + options.v + ")");
+  }
 
   AttentionLayouts& layouts = inputs.layouts;
   layouts.q = dense(dtype, q.shape);
   layouts.k = dense(dtype, k.shape);
   layouts.v = dense(dtype, v.shape);
   layouts.out = TensorLayout::bhsd(dtype, q.shape[0], q.shape[1], q.shape[2], v.shape[3]);
+  layouts.kv_quant = q8_0 ? KvQuant::q8_0 : KvQuant::none;
   layouts.has_kv_lengths = !options.kv_lens.empty();
   layouts.has_lse = !options.lse.empty();
   layouts.options.causal = parse_causal(options.causal);
@@ -168,6 +183,12 @@ RunInputs load_run_inputs(const RunOptions& options) {
                   std::to_string(needed));
   }
   if (!options.kv_lens.empty()) load_kv_lengths(options.kv_lens, inputs.problem, inputs);
+  if (q8_0) {  // after the layouts' checks (dims of whole blocks); dense (B, G, S, D): the file's order
+    inputs.k_q8_0 = quantize_kv(inputs.k, k.shape[3], "--k", options.k);
+    inputs.v_q8_0 = quantize_kv(inputs.v, v.shape[3], "--v", options.v);
+    inputs.k = dequantize_q8_0(inputs.k_q8_0);
+    inputs.v = dequantize_q8_0(inputs.v_q8_0);
+  }
   return inputs;
 }
 

@@ -34,7 +34,7 @@ struct RunOptions {
   std::string k_cache, v_cache, block_table, cache_lens;
   std::string k_new, v_new;              // appended first: both or neither
   std::string k_cache_out, v_cache_out;  // the caches after the append
-  std::string kv_dtype;                  // empty = the compute dtype; "q8_0"
+  std::string kv_dtype;                  // empty = the compute dtype; "q8_0" (dense, paged or packed K/V)
   bool check = false;                    // compare with the fp64 reference (paged and varlen only)
   // A packed variable-length batch (run_varlen.hpp): 3-D --q/--k/--v with these; empty = absent.
   std::string cu_seqlens_q, cu_seqlens_k;
@@ -45,7 +45,10 @@ struct RunOptions {
 struct RunInputs {
   AttentionLayouts layouts;  // dense BHSD layouts in the compute dtype; checked
   AttentionProblem problem;
-  std::vector<float> q, k, v;      // values as read (rounded to the dtype on upload)
+  std::vector<float> q, k, v;      // values as read (rounded to the dtype on upload; q8_0: k and v
+                                   // hold what the blocks stand for, dequantized)
+  // --kv-dtype q8_0 (layouts.kv_quant): K and V as uploaded, quantize_q8_0 of the values read.
+  std::vector<uint8_t> k_q8_0, v_q8_0;
   std::vector<std::byte> mask;     // device bytes for layouts.mask: 0/1 bytes, f32 or f16
   std::vector<int32_t> kv_lengths;  // empty when absent
   std::optional<HeadValues> alibi, sinks;  // with layouts.alibi / layouts.sinks
@@ -71,6 +74,11 @@ DType compute_dtype(const RunOptions& options, const npy::Array& q,
 // encoded in `dtype`.
 Buffer allocate_at_least(Context& context, uint64_t bytes);
 Buffer upload_encoded(Context& context, DType dtype, std::span<const float> values);
+// --kv-dtype q8_0: `values` (rows of `dim`, in the layout's element order) as q8_0 blocks; a value
+// q8_0 cannot hold (NaN, Inf, a scale beyond f16) throws quantize_q8_0's message prefixed by
+// "<option> (<path>): ".
+std::vector<uint8_t> quantize_kv(std::span<const float> values, int64_t dim, const std::string& option,
+                                 const std::string& path);
 // An output file from device bytes in `dtype`: '<f2' as is when `as_f16` and the dtype is f16, else
 // decoded to float32 (or rounded to '<f2' when `as_f16`).
 std::vector<std::byte> output_npy(std::span<const std::byte> device_bytes, DType dtype,

@@ -260,8 +260,7 @@ std::string run_usage_error(const RunOptions& o) {
         {"--v-cache", !o.v_cache.empty()},         {"--block-table", !o.block_table.empty()},
         {"--cache-lens", !o.cache_lens.empty()},   {"--k-new", !o.k_new.empty()},
         {"--v-new", !o.v_new.empty()},             {"--k-cache-out", !o.k_cache_out.empty()},
-        {"--v-cache-out", !o.v_cache_out.empty()}, {"--kv-dtype", !o.kv_dtype.empty()},
-        {"--check", o.check}};
+        {"--v-cache-out", !o.v_cache_out.empty()}, {"--check", o.check}};
     for (const auto& [flag, given] : paged_only)
       if (given)
         return std::string(flag) + " needs " + paged +
@@ -269,6 +268,15 @@ std::string run_usage_error(const RunOptions& o) {
                "; the dense run (--k, --v) does not take it";
     if (o.k.empty()) return std::string("--k is required, or a paged cache: ") + kPagedSet;
     if (o.v.empty()) return "--v is required";
+    if (!o.kv_dtype.empty()) {  // q8_0 K/V: the fused kernels only (the three-stage path refuses them)
+      for (const auto& [flag, path] : {std::pair{"--weights", &o.weights}, std::pair{"--heatmap", &o.heatmap}})
+        if (!path->empty())
+          return std::string(flag) + " cannot be used with --kv-dtype " + o.kv_dtype +
+                 ": q8_0 K and V run on the fused kernels, which never store the attention weights";
+      if (o.path == "unfused")
+        return "--path unfused cannot run --kv-dtype " + o.kv_dtype +
+               ": q8_0 K and V run on the fused kernels only (use --path fused or auto)";
+    }
     return "";
   }
   if (!o.k.empty() || !o.v.empty())

@@ -15,6 +15,7 @@
 #include "output_files.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
+#include "vkattn/q8_0.hpp"
 #include "vkattn/serving_reference.hpp"
 #include "vkattn/varlen_attention.hpp"
 
@@ -27,7 +28,9 @@ constexpr const char* kVarlenSet = "packed sequences (--cu-seqlens-q and --cu-se
 // (what the device and the reference see).
 struct VarlenInputs {
   VarlenAttentionLayouts layouts;
-  std::vector<float> q, k, v;
+  std::vector<float> q, k, v;  // q8_0: k and v hold what the blocks stand for, dequantized
+  // --kv-dtype q8_0 (layouts.kv_quant): K and V as uploaded, quantize_q8_0 of the values read.
+  std::vector<uint8_t> k_q8_0, v_q8_0;
   std::vector<int32_t> cu_q, cu_k;
   std::optional<HeadValues> alibi, sinks;
   bool out_f16 = false;  // O written as '<f2' (Q was '<f2' and the dtype is not bf16)
@@ -83,8 +86,13 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   const DType dtype = compute_dtype(o, q, {{&k, o.k}, {&v, o.v}}, "Q, K and V");
   in.out_f16 = q.kind == npy::Kind::f16 && dtype != DType::bf16;
   in.q = rounded_values(q, "--q", o.q, dtype);
-  in.k = rounded_values(k, "--k", o.k, dtype);
-  in.v = rounded_values(v, "--v", o.v, dtype);
+  // q8_0 K and V are quantized from the values read (below, after the layouts' checks), never stored in
+  // the dtype.
+  const bool q8_0 = o.kv_dtype == "q8_0";
+  if (!q8_0) {
+    in.k = rounded_values(k, "--k", o.k, dtype);
+    in.v = rounded_values(v, "--v", o.v, dtype);
+  }
   in.cu_q = read_offsets(o.cu_seqlens_q, "--cu-seqlens-q");
   in.cu_k = read_offsets(o.cu_seqlens_k, "--cu-seqlens-k");
   if (in.cu_k.size() != in.cu_q.size())
@@ -97,6 +105,7 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   l.k = packed_layout(dtype, k.shape[0], k.shape[1], k.shape[2]);
   l.v = packed_layout(dtype, v.shape[0], v.shape[1], v.shape[2]);
   l.out = packed_layout(dtype, q.shape[0], q.shape[1], v.shape[2]);
+  l.kv_quant = q8_0 ? KvQuant::q8_0 : KvQuant::none;
   l.batch = batch;
   l.has_lse = !o.lse.empty() || o.check;
   l.options.causal = parse_causal(o.causal);
@@ -119,6 +128,12 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   l.max_seqlen_q = longest(in.cu_q);
   l.max_seqlen_k = longest(in.cu_k);
   check_varlen_values(l, in.cu_q, in.cu_k);
+  if (q8_0) {  // packed (total, kv_heads, dim) rows: the file's order
+    in.k_q8_0 = quantize_kv(npy::to_floats(k, o.k), k.shape[2], "--k", o.k);
+    in.v_q8_0 = quantize_kv(npy::to_floats(v, o.v), v.shape[2], "--v", o.v);
+    in.k = dequantize_q8_0(in.k_q8_0);
+    in.v = dequantize_q8_0(in.v_q8_0);
+  }
   return in;
 }
 
@@ -131,8 +146,14 @@ void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, st
   r.k_layout = l.k;
   r.v_layout = l.v;
   r.q = in.q;
-  r.k.values = in.k;
-  r.v.values = in.v;
+  r.kv_quant = l.kv_quant;
+  if (l.kv_quant == KvQuant::q8_0) {
+    r.k.q8_0 = in.k_q8_0;
+    r.v.q8_0 = in.v_q8_0;
+  } else {
+    r.k.values = in.k;
+    r.v.values = in.v;
+  }
   r.cu_seqlens_q = in.cu_q;
   r.cu_seqlens_k = in.cu_k;
   r.options = l.options;
@@ -183,8 +204,7 @@ std::string varlen_usage_error(const RunOptions& o) {
       {"--k-cache", !o.k_cache.empty()},         {"--v-cache", !o.v_cache.empty()},
       {"--block-table", !o.block_table.empty()}, {"--cache-lens", !o.cache_lens.empty()},
       {"--k-new", !o.k_new.empty()},             {"--v-new", !o.v_new.empty()},
-      {"--k-cache-out", !o.k_cache_out.empty()}, {"--v-cache-out", !o.v_cache_out.empty()},
-      {"--kv-dtype", !o.kv_dtype.empty()}};
+      {"--k-cache-out", !o.k_cache_out.empty()}, {"--v-cache-out", !o.v_cache_out.empty()}};
   for (const auto& [flag, given] : paged)
     if (given) return std::string(flag) + " cannot be used with " + kVarlenSet + ": it belongs to a paged cache";
   if (o.k.empty()) return std::string("--k is required with ") + kVarlenSet;
@@ -217,8 +237,15 @@ int run_varlen(const RunOptions& o) {
   const PreparedVarlenAttention prepared(context, l);
 
   Buffer q = upload_encoded(context, dtype, in.q);
-  Buffer k = upload_encoded(context, dtype, in.k);
-  Buffer v = upload_encoded(context, dtype, in.v);
+  // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
+  const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
+    if (l.kv_quant != KvQuant::q8_0) return upload_encoded(context, dtype, values);
+    Buffer buffer = allocate_at_least(context, blocks.size());
+    if (!blocks.empty()) buffer.upload(blocks.data(), blocks.size());
+    return buffer;
+  };
+  Buffer k = upload_kv(in.k, in.k_q8_0);
+  Buffer v = upload_kv(in.v, in.v_q8_0);
   Buffer cu_q = upload_ints(context, in.cu_q);
   Buffer cu_k = upload_ints(context, in.cu_k);
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);

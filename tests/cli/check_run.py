@@ -20,6 +20,9 @@ by --k-cache-out/--v-cache-out must equal the inputs with the new rows written, 
 The varlen_* cases run `vkattn run --cu-seqlens-q ... --cu-seqlens-k ...` over packed sequences (3-D
 Q, K and V): the NumPy reference loops over the sequences, slicing each one's rows out and running
 the dense reference on them, so causal and the modifiers align to the sequence's own lengths.
+
+The *q8_0* cases pass --kv-dtype q8_0 (dense, paged, packed): the reference reads K and V as the
+values their q8_0 blocks hold (q8_0_values, an independent NumPy quantizer of the values given).
 """
 import argparse
 import dataclasses
@@ -64,8 +67,8 @@ def compare(got, want, scale):
     return float(np.max(np.abs(got[finite] - want[finite])) / scale)
 
 
-def check_case(vkattn, case, directory, seed):
-    files, args, (ref_out, ref_lse, ref_p), v_seen = gen_case.generate(case, seed)
+def check_case(vkattn, case, directory, seed, generate=gen_case.generate):
+    files, args, (ref_out, ref_lse, ref_p), v_seen = generate(case, seed)
     gen_case.write(directory, files)
     start = time.time()
     proc = subprocess.run([vkattn, "run"] + args, cwd=directory, capture_output=True, text=True, timeout=900)
@@ -176,6 +179,29 @@ def q8_0_values(x):
         ratio = np.abs(blocks.astype(np.float64)) / d
     q = np.where(d == 0, 0.0, np.sign(blocks) * np.minimum(np.floor(ratio + 0.5), 127.0))
     return (d * q).astype(np.float32).reshape(np.shape(x))
+
+
+# Dense runs (--k/--v) with --kv-dtype q8_0: gen_case's cases (dims multiples of 32, no --weights or
+# --heatmap: q8_0 runs on the fused kernels), K and V as the values of their blocks.
+DENSE_Q8_0_CASES = [
+    gen_case.Case("dense_q8_0_gqa_lens_sinks", batch=2, heads=4, kv_heads=2, seq_q=9, seq_k=40, dim=64, dim_v=32,
+                  causal="bottom-right", kv_lengths=[40, 17], sinks=True, softcap=6.0),
+    gen_case.Case("dense_q8_0_f16_mask", batch=1, heads=2, seq_q=5, seq_k=33, dim=32, file_dtype="f2", mask="bool",
+                  window=(12, 3)),
+]
+
+
+def generate_dense_q8_0(case, seed):
+    """gen_case.generate with --kv-dtype q8_0: the reference of the same files with K and V quantized
+    as read (before any rounding to the compute dtype), Q rounded to it."""
+    files, args, _, _ = gen_case.generate(case, seed)
+    q = sdpa_reference.round_to(files["q"], case.compute_dtype)
+    k, v = q8_0_values(files["k"]), q8_0_values(files["v"])
+    out, lse, p = sdpa_reference.attention(
+        q, k, v, causal=case.causal, scale=case.scale, mask=files.get("mask"), kv_lengths=case.kv_lengths,
+        weights=True, window=case.window, align=case.align, softcap=case.softcap, alibi=files.get("alibi"),
+        sinks=files.get("sinks"))
+    return files, args + ["--kv-dtype", "q8_0"], (out, lse, p), v
 
 
 def paged_pages(case, rng):
@@ -344,6 +370,7 @@ class VarlenCase:
     alibi: str = None  # 'h': (H,), 'bh': (B,H)
     sinks: bool = False
     check: bool = False  # also --check: stdout must say it passed
+    kv_dtype: str = None  # 'q8_0': --kv-dtype q8_0
 
     def __post_init__(self):
         self.dim_v = self.dim_v or self.dim
@@ -362,6 +389,8 @@ VARLEN_CASES = [
                align="top-left", softcap=5.0, alibi="bh", sinks=True, dim=24, dim_v=40, check=True),
     VarlenCase("varlen_bf16_from_f32_decode_window_sinks", seq_q=[1, 1, 1], seq_k=[30, 0, 3], window=(8, 0),
                sinks=True, alibi="h", dtype="bf16"),
+    VarlenCase("varlen_q8_0_gqa_empty_check", seq_q=[3, 0, 6, 1], seq_k=[20, 5, 33, 0], heads=4, kv_heads=2, dim=64,
+               dim_v=32, window=(16, 0), sinks=True, kv_dtype="q8_0", check=True),
 ]
 
 
@@ -401,10 +430,15 @@ def generate_varlen(case, seed):
         args += ["--sinks", "sinks.npy"]
     if case.check:
         args += ["--check"]
+    if case.kv_dtype:
+        args += ["--kv-dtype", case.kv_dtype]
 
     # One dense problem per sequence: its rows sliced out of the packed tensors.
+    # q8_0: K and V quantized as read (before rounding to the dtype).
     dtype = case.compute_dtype
     q_seen, k_seen, v_seen = (sdpa_reference.round_to(x, dtype) for x in (q, k, v))
+    if case.kv_dtype:
+        k_seen, v_seen = q8_0_values(k), q8_0_values(v)
     out = np.zeros((total_q, heads, case.dim_v))
     lse = np.full((heads, total_q), -np.inf)
     for b in range(batch):
@@ -523,7 +557,25 @@ def error_cases():
         ("sinks_per_batch", dict(base, **{"s.npy": np.ones((2, 2), np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_inf", dict(base, **{"s.npy": np.array([0.5, np.inf], np.float32)}), ["--sinks", "s.npy"]),
         ("sinks_missing_file", base, ["--sinks", "nothing.npy"]),
-    ] + paged_error_cases(q, kv) + varlen_error_cases()
+    ] + q8_0_error_cases(base) + paged_error_cases(q, kv) + varlen_error_cases()
+
+
+def q8_0_error_cases(base):
+    """Bad dense --kv-dtype q8_0 input: `base` has dims of 16; q32 dims of 32, a NaN in K."""
+    rng = np.random.default_rng(10)
+    q32 = {"q.npy": rng.standard_normal((2, 2, 8, 32)).astype(np.float32),
+           "k.npy": rng.standard_normal((2, 2, 10, 32)).astype(np.float32),
+           "v.npy": rng.standard_normal((2, 2, 10, 32)).astype(np.float32)}
+    k_nan = q32["k.npy"].copy()
+    k_nan[0, 1, 2, 3] = np.nan  # element ((0 * 2 + 1) * 10 + 2) * 32 + 3 = 387
+    q8_0 = ["--kv-dtype", "q8_0"]
+    return [
+        ("q8_0_dim_16", base, q8_0),
+        ("q8_0_nan_k", dict(q32, **{"k.npy": k_nan}), q8_0),
+        ("q8_0_weights", q32, q8_0 + ["--weights", "p.npy"]),
+        ("q8_0_heatmap", q32, q8_0 + ["--heatmap", "heads.png"]),
+        ("q8_0_unfused", q32, q8_0 + ["--path", "unfused"]),
+    ]
 
 
 def varlen_error_cases():
@@ -551,6 +603,7 @@ def varlen_error_cases():
         ("varlen_k_cache", files, cu + ["--k-cache", "k.npy"]),
         ("varlen_weights", files, cu + ["--weights", "p.npy"]),
         ("varlen_unfused", files, cu + ["--path", "unfused"]),
+        ("varlen_q8_0_dim_16", files, cu + ["--kv-dtype", "q8_0"]),
     ]
 
 
@@ -613,6 +666,11 @@ EXPECTED_MESSAGE = {
     "paged_q8_0_dim_16": "k_cache.dim (16) must be a multiple of 32 for q8_0",
     "paged_q8_0_nan_cache": "--k-cache (kc.npy): quantize_q8_0: values[0] is nan: q8_0 holds finite values only",
     "paged_check_dense": "--check needs a paged cache",
+    "q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
+    "q8_0_nan_k": "--k (k.npy): quantize_q8_0: values[387] is nan: q8_0 holds finite values only",
+    "q8_0_weights": "--weights cannot be used with --kv-dtype q8_0",
+    "q8_0_heatmap": "--heatmap cannot be used with --kv-dtype q8_0",
+    "q8_0_unfused": "--path unfused cannot run --kv-dtype q8_0",
     "varlen_missing_cu_k": "--cu-seqlens-q needs --cu-seqlens-k",
     "varlen_cu_float": "--cu-seqlens-q (cq.npy): dtype '<f4' is not supported; use int32 ('<i4') or int64",
     "varlen_cu_2d": "--cu-seqlens-k (ck.npy): shape (1, 3) must be (batch + 1,)",
@@ -626,12 +684,13 @@ EXPECTED_MESSAGE = {
     "varlen_k_cache": "--k-cache cannot be used with packed sequences",
     "varlen_weights": "--weights cannot be used with packed sequences",
     "varlen_unfused": "--path unfused cannot run packed sequences",
+    "varlen_q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
 }
 # Usage errors (which options go together) exit 2; bad values exit 1.
 EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
                                       "paged_k_new_alone", "paged_weights", "paged_check_dense",
                                       "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_weights",
-                                      "varlen_unfused")}
+                                      "varlen_unfused", "q8_0_weights", "q8_0_heatmap", "q8_0_unfused")}
 
 
 def overflowing(array, magnitude):
@@ -690,7 +749,7 @@ def main():
 
     errors = error_cases()
     if args.list:
-        for case in gen_case.CASES + PAGED_CASES + VARLEN_CASES:
+        for case in gen_case.CASES + DENSE_Q8_0_CASES + PAGED_CASES + VARLEN_CASES:
             print(case.name)
         for name, _, _ in errors:
             print("error:" + name)
@@ -701,7 +760,8 @@ def main():
 
     paged = {c.name: c for c in PAGED_CASES}
     varlen = {c.name: c for c in VARLEN_CASES}
-    selected = args.case or [c.name for c in gen_case.CASES] + list(paged) + list(varlen) + (
+    dense_q8_0 = {c.name: c for c in DENSE_Q8_0_CASES}
+    selected = args.case or [c.name for c in gen_case.CASES] + list(dense_q8_0) + list(paged) + list(varlen) + (
         [] if args.no_errors else ["error:" + e[0] for e in errors])
     root = args.keep or tempfile.mkdtemp(prefix="vkattn-check-")
     failures = 0
@@ -717,6 +777,8 @@ def main():
             ok, detail, seconds = check_paged_case(vkattn, paged[name], directory, args.seed)
         elif name in varlen:
             ok, detail, seconds = check_varlen_case(vkattn, varlen[name], directory, args.seed)
+        elif name in dense_q8_0:
+            ok, detail, seconds = check_case(vkattn, dense_q8_0[name], directory, args.seed, generate_dense_q8_0)
         else:
             ok, detail, seconds = check_case(vkattn, gen_case.find_case(name), directory, args.seed)
         failures += not ok
