@@ -207,4 +207,71 @@ CheckResult check_paged_against_reference(const PagedCheckInputs& in, std::span<
   return result;
 }
 
+CheckResult check_varlen_against_reference(const VarlenCheckInputs& in, std::span<const float> gpu_out) {
+  const VarlenAttentionLayouts& layouts = *in.layouts;
+  const int64_t batch = layouts.batch, heads = layouts.q.heads, kv_heads = layouts.k.heads;
+  const int64_t dim_qk = layouts.q.dim, dim_v = layouts.out.dim;
+  const auto rows_of = [](std::span<const int32_t> cu, int64_t b) {
+    return std::pair<int64_t, int64_t>{cu[static_cast<std::size_t>(b)], cu[static_cast<std::size_t>(b) + 1]};
+  };
+  // The reference computes every row of a sequence: all of them, or the first and last sequence.
+  double cost = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto [q0, q1] = rows_of(in.cu_seqlens_q, b);
+    const auto [k0, k1] = rows_of(in.cu_seqlens_k, b);
+    cost += 2.0 * static_cast<double>(heads * (q1 - q0)) * static_cast<double>(k1 - k0) * static_cast<double>(dim_qk + dim_v);
+  }
+  std::vector<int64_t> chosen;
+  for (int64_t b = 0; b < batch; ++b)
+    if (cost <= kBudget || b == 0 || b == batch - 1) chosen.push_back(b);
+
+  // The chosen sequences packed as a batch of their own: their Q, K and V rows and new offsets.
+  std::vector<float> q, k, v;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  const auto append = [](std::vector<float>& to, std::span<const float> from, int64_t row0, int64_t row1, int64_t width) {
+    to.insert(to.end(), from.begin() + row0 * width, from.begin() + row1 * width);
+  };
+  for (const int64_t b : chosen) {
+    const auto [q0, q1] = rows_of(in.cu_seqlens_q, b);
+    const auto [k0, k1] = rows_of(in.cu_seqlens_k, b);
+    append(q, in.q, q0, q1, heads * dim_qk);
+    append(k, in.k, k0, k1, kv_heads * dim_qk);
+    append(v, in.v, k0, k1, kv_heads * dim_v);
+    cu_q.push_back(cu_q.back() + static_cast<int32_t>(q1 - q0));
+    cu_k.push_back(cu_k.back() + static_cast<int32_t>(k1 - k0));
+  }
+  const DType dtype = layouts.q.dtype;
+  reference::VarlenInputs ref_in;
+  ref_in.q_layout = packed_layout(dtype, cu_q.back(), heads, dim_qk);
+  ref_in.k_layout = packed_layout(dtype, cu_k.back(), kv_heads, dim_qk);
+  ref_in.v_layout = packed_layout(dtype, cu_k.back(), kv_heads, dim_v);
+  ref_in.q = q;
+  ref_in.k.values = k;
+  ref_in.v.values = v;
+  ref_in.cu_seqlens_q = cu_q;
+  ref_in.cu_seqlens_k = cu_k;
+  ref_in.options = layouts.options;
+  ref_in.alibi_layout = layouts.alibi;
+  ref_in.alibi = in.alibi;
+  ref_in.sinks_layout = layouts.sinks;
+  ref_in.sinks = in.sinks;
+  const reference::VarlenOutputs ref = reference::varlen_attention(ref_in);
+
+  CheckResult result;
+  result.tolerance = check_tolerance(dtype);
+  result.rows_checked = static_cast<std::size_t>(cu_q.back());
+  const double norm = max_abs_finite(in.v);
+  for (std::size_t c = 0; c < chosen.size(); ++c) {
+    const int64_t gpu_row0 = in.cu_seqlens_q[static_cast<std::size_t>(chosen[c])];
+    for (int64_t i = 0; i < cu_q[c + 1] - cu_q[c]; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < dim_v; ++d) {
+          const double got = gpu_out[static_cast<std::size_t>(((gpu_row0 + i) * heads + h) * dim_v + d)];
+          result.max_err_over_max_v =
+              std::max(result.max_err_over_max_v, output_error(got, ref.at(cu_q[c] + i, h, d), norm));
+        }
+  }
+  return result;
+}
+
 }  // namespace vkattn::cli

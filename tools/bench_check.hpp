@@ -11,6 +11,7 @@
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
+#include "vkattn/varlen.hpp"
 
 namespace vkattn::cli {
 
@@ -59,5 +60,19 @@ struct PagedCheckInputs {
 // `gpu_out`: the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v). Normalised by max|V|
 // over the cache's finite values.
 CheckResult check_paged_against_reference(const PagedCheckInputs& in, std::span<const float> gpu_out);
+
+// The varlen call's values, as the GPU saw them (K and V in f32, dense packed rows; q8_0: the values
+// the blocks hold), for reference::varlen_attention.
+struct VarlenCheckInputs {
+  const VarlenAttentionLayouts* layouts = nullptr;  // dense packed rows, no LSE, no kv_quant
+  std::span<const float> q, k, v;
+  std::span<const int32_t> cu_seqlens_q, cu_seqlens_k;
+  std::span<const float> alibi, sinks;  // (heads) each, when the layouts have them
+};
+
+// O of every query row of every sequence against reference::varlen_attention, or of the first and
+// the last sequence only when all of them would take the reference more than a couple of seconds.
+// `gpu_out`: the GPU's O decoded to f32, dense (total_q, heads, dim_v). Normalised by max|V|.
+CheckResult check_varlen_against_reference(const VarlenCheckInputs& in, std::span<const float> gpu_out);
 
 }  // namespace vkattn::cli

@@ -92,6 +92,19 @@ double credited_flops(const AttentionProblem& problem, const std::vector<int64_t
   return 2.0 * static_cast<double>(problem.heads) * pairs * static_cast<double>(problem.dim_qk + problem.dim_v);
 }
 
+double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& q_lengths,
+                      const std::vector<int64_t>& kv_lengths) {
+  double pairs = 0;
+  for (std::size_t b = 0; b < kv_lengths.size() && b < q_lengths.size(); ++b) {
+    AttentionProblem p = problem;
+    p.batch = 1;
+    p.seq_q = q_lengths[b];
+    p.seq_k = kv_lengths[b];
+    pairs += visible_pairs(p, kv_lengths[b]);
+  }
+  return 2.0 * static_cast<double>(problem.heads) * pairs * static_cast<double>(problem.dim_qk + problem.dim_v);
+}
+
 void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, BenchResult& result) {
   // The first run builds the call's pipelines (and, on lavapipe, JIT-compiles them at their first
   // dispatch): its host time is reported apart. It is the first warm-up, or with --warmup 0 the

@@ -1,7 +1,7 @@
-// What the two measurements of `vkattn bench` share: the options, the random inputs, the memory
-// checks before a shape is allocated, the rule that decides how many runs are timed, and the bytes
-// and FLOPs each result is credited with. The dense call is measured in cmd_bench.cpp, the paged one
-// (--paged) in bench_paged.cpp.
+// What the measurements of `vkattn bench` share: the options, the random inputs, the memory checks
+// before a shape is allocated, the rule that decides how many runs are timed, and the bytes and
+// FLOPs each result is credited with. The dense call is measured in cmd_bench.cpp, the paged one
+// (--paged) in bench_paged.cpp, the packed variable-length one (--varlen) in bench_varlen.cpp.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,7 @@ struct BenchOptions {
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string kv_dtype;               // --kv-dtype: "" (the compute dtype) or "q8_0"
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each
+  bool varlen = false;                // --varlen: one packed variable-length call (bench_varlen.hpp)
 };
 
 // A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
@@ -85,6 +86,11 @@ uint64_t kv_read_bytes(const BenchShape& shape, DType dtype);
 // (kv_lengths). Paged (`per_sequence`): each sequence is a problem of its own with seq_k = len_b
 // (its causal diagonal and window follow its own length).
 double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& lengths, bool per_sequence);
+
+// Varlen: sequence b a problem of its own with q_lengths[b] queries and kv_lengths[b] keys (its
+// causal diagonal and window follow both); `problem` gives the heads, dims and options.
+double credited_flops(const AttentionProblem& problem, const std::vector<int64_t>& q_lengths,
+                      const std::vector<int64_t>& kv_lengths);
 
 // The GPU milliseconds of `iters` timed runs after `warmup` untimed ones of one call, each in its own
 // submission between timestamps.

@@ -48,10 +48,12 @@ Json result_json(const BenchResult& r) {
               {"softcap", s.softcap ? Json(*s.softcap) : Json(nullptr)},
               {"alibi", s.alibi},
               {"sinks", s.sinks},
-              // "dense" or "paged 16"; kv_lengths: null without --lengths (then seq_k is their maximum)
+              // "dense", "paged 16" or "varlen"; kv_lengths: null without --lengths or --varlen (seq_k is
+              // their maximum); q_lengths: each sequence's queries with --varlen (seq_q their maximum), else null
               {"layout", layout_name(s)},
               {"page_size", s.page_size > 0 ? Json(s.page_size) : Json(nullptr)},
               {"kv_lengths", s.kv_lengths.empty() ? Json(nullptr) : Json(s.kv_lengths)},
+              {"q_lengths", s.q_lengths.empty() ? Json(nullptr) : Json(s.q_lengths)},
               {"path", path_name(r)},
               {"kernel", r.skipped ? Json(nullptr) : Json(r.plan.kernel ? r.plan.kernel : "")},
               {"splits", measured(r, r.plan.splits)},
@@ -222,31 +224,51 @@ void print_table(const BenchReport& report) {
     if (any_weights) std::printf(" %13s", weight_err);
     std::printf("\n");
   }
-  bool any_paged = false;
-  for (const BenchResult& r : report.results) any_paged = any_paged || (r.check && r.shape.page_size > 0);
+  bool any_paged = false, any_varlen_check = false, any_varlen = false;
+  for (const BenchResult& r : report.results) {
+    any_paged = any_paged || (r.check && r.shape.page_size > 0);
+    any_varlen_check = any_varlen_check || (r.check && r.shape.varlen);
+    any_varlen = any_varlen || r.shape.varlen;
+  }
+  const char* serving_check = any_paged && any_varlen_check
+                                  ? " (paged and varlen: reference::paged_attention and reference::varlen_attention on "
+                                    "every row of every sequence, or of the first and last where all would take too long)"
+                              : any_paged ? " (paged: reference::paged_attention on every row of every sequence, or of "
+                                            "the first and last where all would take too long)"
+                              : any_varlen_check ? " (varlen: reference::varlen_attention on every row of every sequence, "
+                                                   "or of the first and last where all would take too long)"
+                                                 : "";
   if (first_check)
     std::printf("check: fp64 reference on up to 64 sampled rows%s; O_err/max|V|: max |O - O_ref| / max|V|%s; "
                 "tolerance %g\n",
-                any_paged ? " (paged: reference::paged_attention on every row of every sequence, or of the first and "
-                            "last where all would take too long)"
-                          : "",
+                serving_check,
                 any_weights ? "; P_abs_err: max |P - P_ref| where the reference can afford P" : "",
                 first_check->tolerance);
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
   std::printf("kv_GB/s: bytes of K and V read (each sequence's keys x kv heads x (dqk+dv) x element size) over the "
               "median time; layout: dense K/V, or paged N: a cache of N-token pages (a pool just big enough, handed "
-              "out shuffled) read through a block table\n");
-  for (const BenchResult& r : report.results) {  // --lengths: the same for every shape of the run
-    if (r.shape.kv_lengths.empty()) continue;
+              "out shuffled) read through a block table%s\n",
+              any_varlen ? ", or varlen: the sequences packed end to end (cu_seqlens), each with its own query and "
+                           "key counts, causal aligned per sequence"
+                         : "");
+  const auto list_text = [](const std::vector<int64_t>& lengths) {
     std::string text;
-    for (const int64_t len : r.shape.kv_lengths) {
+    for (const int64_t len : lengths) {
       if (!text.empty()) text += ',';
       text += std::to_string(len);
     }
-    std::printf("kv lengths (seq_k is their maximum): %s\n", text.c_str());
+    return text;
+  };
+  for (const BenchResult& r : report.results) {  // --lengths: the same for every shape of the run
+    if (r.shape.kv_lengths.empty() || r.shape.varlen) continue;
+    std::printf("kv lengths (seq_k is their maximum): %s\n", list_text(r.shape.kv_lengths).c_str());
     break;
   }
+  for (const BenchResult& r : report.results)  // --varlen: drawn per shape (or --lengths)
+    if (r.shape.varlen)
+      std::printf("kv lengths (seq_k is their maximum): %s; q lengths (seq_q is their maximum): %s\n",
+                  list_text(r.shape.kv_lengths).c_str(), list_text(r.shape.q_lengths).c_str());
   std::printf("first_ms(pl): host time of the shape's first run, which built pl pipelines; on lavapipe they "
               "JIT-compile at that first dispatch unless Mesa's shader cache holds them already\n");
   for (const BenchResult& r : report.results)

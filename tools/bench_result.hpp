@@ -33,13 +33,19 @@ struct BenchShape {
   std::vector<int64_t> kv_lengths;
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
   int64_t page_size = 0;
-  // --kv-dtype q8_0: K and V (dense or paged) stored as q8_0 blocks.
+  // --kv-dtype q8_0: K and V (dense, paged or varlen) stored as q8_0 blocks.
   KvQuant kv_quant = KvQuant::none;
+  // --varlen: one packed variable-length call (vkattn/varlen.hpp) of `batch` sequences, sequence b
+  // with q_lengths[b] queries and kv_lengths[b] keys (drawn, or --lengths); seq_q and seq_k are the
+  // longest (max_seqlen_q and max_seqlen_k).
+  bool varlen = false;
+  std::vector<int64_t> q_lengths;
 };
 
-// "dense" or "paged 16": the K/V layout a result was measured with.
+// "dense", "paged 16" or "varlen": the K/V layout a result was measured with.
 inline std::string layout_name(const BenchShape& shape) {
   const std::string kv = shape.kv_quant == KvQuant::q8_0 ? " q8_0" : "";
+  if (shape.varlen) return "varlen" + kv;
   return (shape.page_size > 0 ? "paged " + std::to_string(shape.page_size) : "dense") + kv;
 }
 

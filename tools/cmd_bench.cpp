@@ -21,6 +21,7 @@
 #include "bench_progress.hpp"
 #include "bench_result.hpp"
 #include "bench_sweep.hpp"
+#include "bench_varlen.hpp"
 #include "commands.hpp"
 #include "host_time.hpp"
 #include "vkattn/attention.hpp"
@@ -85,6 +86,11 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
     s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
+    if (o.varlen) {  // the sequences' lengths, drawn or --lengths (kv_lengths then means each one's keys)
+      s.varlen = true;
+      s.kv_lengths.clear();
+      draw_varlen_lengths(s, o.lengths, o.seed);
+    }
     apply_modifiers(o, s);
     shapes.push_back(s);
   }
@@ -267,6 +273,14 @@ void check_usage(const BenchOptions& o) {
     throw Error("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
   if (o.page_size > 0 && o.host_time)
     throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
+  if (o.varlen && o.page_size > 0)
+    throw Error("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
+  if (o.varlen && o.path == "unfused")
+    throw Error("--varlen runs the fused kernels (a packed batch has no unfused path); drop --path unfused");
+  if (o.varlen && o.host_time)
+    throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
+  if (o.varlen && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) == 0)
+    throw Error("--varlen --lengths: no sequence has a key (packed K and V need a row or more)");
 }
 
 int run(const BenchOptions& o) {
@@ -311,8 +325,9 @@ int run(const BenchOptions& o) {
                     sweep ? sweep_label(*sweep, shape)
                           : "seq_q " + std::to_string(shape.seq_q) + " seq_k " + std::to_string(shape.seq_k));
     try {
-      report.results.push_back(shape.page_size > 0 ? bench_paged(context, o, shape, dtype)
-                                                   : bench_one(context, o, shape, dtype));
+      report.results.push_back(shape.varlen           ? bench_varlen(context, o, shape, dtype)
+                               : shape.page_size > 0 ? bench_paged(context, o, shape, dtype)
+                                                     : bench_one(context, o, shape, dtype));
       any_ran = true;
     } catch (const ShapeSkipped& e) {
       if (!sweep)
@@ -378,8 +393,9 @@ Command add_bench_command(CLI::App& parent) {
   shape_options.push_back(
       app->add_option("--lengths", o->lengths,
                       "Keys of each sequence, one per batch entry (sets the batch without --batch), e.g. "
-                      "32768,512,512: dense with kv_lengths and seq_k their maximum, or with --paged the "
-                      "sequences' cache lengths. FLOPs count each sequence's visible pairs, kv GB/s its keys")
+                      "32768,512,512: dense with kv_lengths and seq_k their maximum, with --paged the "
+                      "sequences' cache lengths, with --varlen their key counts. FLOPs count each sequence's "
+                      "visible pairs, kv GB/s its keys")
           ->delimiter(',')
           ->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<int32_t>::max()})));
   shape_options.push_back(
@@ -387,9 +403,15 @@ Command add_bench_command(CLI::App& parent) {
                       "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
                       "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
           ->check(kPositive));
+  shape_options.push_back(app->add_flag(
+      "--varlen", o->varlen,
+      "The batch as one packed variable-length call (cu_seqlens), timed through PreparedVarlenAttention: "
+      "each sequence's keys from --lengths, else drawn uniformly from [1, seq-k] for each of --batch "
+      "sequences (seeded by --seed); its queries 1 when seq-q is 1, else drawn from [1, seq-q]. seq_q and "
+      "seq_k report the longest"));
   shape_options.push_back(
       app->add_option("--kv-dtype", o->kv_dtype,
-                      "K and V (dense or --paged) stored as ggml q8_0 blocks (34 bytes per 32 values, quantized "
+                      "K and V (dense, --paged or --varlen) stored as ggml q8_0 blocks (34 bytes per 32 values, quantized "
                       "from the random values; dims multiples of 32); kv GB/s counts the blocks' bytes")
           ->check(CLI::IsMember({"q8_0"})));
   shape_options.push_back(

@@ -3,8 +3,8 @@
 schema bench/compare_torch.py reads, the shapes of each preset, CSV that parses and agrees with the
 JSON, the scaling fits of both paths, --check, skipped shapes with their reason, usage errors (one
 stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only. Also the
-paged KV cache (--paged) and per-sequence key lengths (--lengths): checked, their layout named, their
-FLOPs and K/V bytes counted per sequence.
+paged KV cache (--paged), per-sequence key lengths (--lengths) and packed variable-length batches
+(--varlen): checked, their layout named, their FLOPs and K/V bytes counted per sequence.
 
     /usr/bin/python3 tests/cli/check_bench.py --vkattn build/release/tools/vkattn
 
@@ -27,7 +27,7 @@ TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
-            "first_run_pipelines", "layout", "page_size", "kv_lengths", "kv_bytes", "kv_gbps"]
+            "first_run_pipelines", "layout", "page_size", "kv_lengths", "q_lengths", "kv_bytes", "kv_gbps"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
 F16_TOLERANCE = 2e-3  # README.md, "Precision"
 
@@ -313,6 +313,79 @@ def check_paged(checks, vkattn):
         checks.check("paged csv: layout column", len(rows) == 1 and rows[0].get("layout") == "paged 16", str(rows)[:300])
 
 
+def visible_pairs(seq_q, seq_k, causal):
+    """Causal bottom-right or none, one sequence: query i sees keys [0, min(seq_k, i + 1 + seq_k - seq_q))."""
+    if causal == "none":
+        return seq_q * seq_k
+    return sum(min(seq_k, max(0, i + 1 + seq_k - seq_q)) for i in range(seq_q))
+
+
+def check_varlen(checks, vkattn):
+    """--varlen: one packed call of sequences with drawn (or --lengths) query and key counts, checked against
+    reference::varlen_attention, the layout and the lengths in JSON, CSV and the table, FLOPs from each
+    sequence's own visible pairs, K/V bytes from each sequence's keys (q8_0: 34 bytes per 32 values)."""
+    heads, kv_heads, dim = 8, 2, 64
+    base = ["--varlen", "--heads", str(heads), "--kv-heads", str(kv_heads), "--dim", str(dim), "--dtype", "f16",
+            "--causal", "bottom-right", *FAST]
+    cases = [("varlen decode", ["--batch", "5", "--seq-q", "1", "--seq-k", "100"], "varlen", 2),
+             ("varlen q8_0", ["--batch", "4", "--seq-q", "1", "--seq-k", "90", "--kv-dtype", "q8_0"], "varlen q8_0",
+              34 / 32),
+             ("varlen prefill", ["--batch", "3", "--seq-q", "40", "--seq-k", "60"], "varlen", 2),
+             ("varlen lengths", ["--lengths", "40,0,7", "--seq-q", "1"], "varlen", 2)]
+    for name, extra, layout, bytes_per_value in cases:
+        out = run_ok(checks, name, vkattn, *base, *extra, "--check", "--json")
+        if out is None:
+            continue
+        doc = json.loads(out)
+        check_schema(checks, name, doc, None)
+        r = doc["results"][0]
+        checks.check(f"{name}: layout {layout!r}, status ok", r["layout"] == layout and r["status"] == "ok",
+                     f"{r['layout']!r} {r['status']!r}")
+        kv, q = r["kv_lengths"], r["q_lengths"]
+        batch = len(extra[extra.index("--lengths") + 1].split(",")) if "--lengths" in extra else int(extra[1])
+        bound_q = int(extra[extra.index("--seq-q") + 1])
+        bound_k = int(extra[extra.index("--seq-k") + 1]) if "--seq-k" in extra else None
+        ok = (isinstance(kv, list) and isinstance(q, list) and len(kv) == len(q) == batch == r["batch"]
+              and r["seq_k"] == max(kv) and r["seq_q"] == max(q) and all(1 <= n <= bound_q for n in q)
+              and (bound_q > 1 or all(n == 1 for n in q))
+              and (all(1 <= n <= bound_k for n in kv) if bound_k else kv == [40, 0, 7]))
+        checks.check(f"{name}: lengths within the bounds, seq_q/seq_k their maxima", ok,
+                     f"batch {r['batch']} seq_q {r['seq_q']} seq_k {r['seq_k']} kv {kv} q {q}")
+        if not ok:
+            continue
+        err = r["max_err_over_max_v"]
+        checks.check(f"{name}: --check passed within the f16 tolerance", err is not None and err <= F16_TOLERANCE,
+                     repr(err))
+        kv_bytes = sum(kv) * kv_heads * 2 * dim * bytes_per_value
+        checks.check(f"{name}: kv_bytes counts each sequence's keys", r["kv_bytes"] == kv_bytes,
+                     f"{r['kv_bytes']} vs {kv_bytes}")
+        ms = r["ms_median"]
+        pairs = sum(visible_pairs(nq, nk, "bottom-right") for nq, nk in zip(q, kv))
+        want = 2.0 * heads * pairs * 2 * dim / (ms * 1e-3) * 1e-12
+        checks.check(f"{name}: TFLOP/s count each sequence's visible pairs", math.isclose(r["tflops"], want, rel_tol=1e-9),
+                     f"{r['tflops']} vs {want}")
+    shape = [*base, "--batch", "5", "--seq-q", "1", "--seq-k", "100"]
+    first = run_ok(checks, "varlen seed", vkattn, *shape, "--json")
+    again = run_ok(checks, "varlen seed again", vkattn, *shape, "--json")
+    other = run_ok(checks, "varlen seed 2", vkattn, *shape, "--seed", "2", "--json")
+    if first and again and other:
+        kv = [json.loads(t)["results"][0]["kv_lengths"] for t in (first, again, other)]
+        checks.check("varlen: the lengths follow --seed", kv[0] == kv[1] and kv[0] != kv[2], str(kv))
+    table = run_ok(checks, "varlen table", vkattn, *base, "--lengths", "40,0,7", "--seq-q", "1", "--check")
+    if table is not None:
+        rows = [l for l in table.splitlines() if " varlen " in l and "fused" in l]
+        checks.check("varlen table: the row names the layout", len(rows) == 1, table[-600:])
+        checks.check("varlen table: the lengths line",
+                     "kv lengths (seq_k is their maximum): 40,0,7; q lengths (seq_q is their maximum): 1,1,1" in table,
+                     table[-600:])
+    out = run_ok(checks, "varlen csv", vkattn, *shape, "--kv-dtype", "q8_0", "--csv")
+    if out is not None:
+        rows = list(csv.DictReader(io.StringIO(out)))
+        ok = (len(rows) == 1 and rows[0].get("layout") == "varlen q8_0" and rows[0].get("kv_lengths", "").startswith("[")
+              and rows[0].get("q_lengths") == "[1,1,1,1,1]")
+        checks.check("varlen csv: layout and lengths columns", ok, str(rows)[:300])
+
+
 def check_usage_errors(checks, vkattn):
     cases = [
         (["--sweep", "prefill", "--seq-q", "512"], "drop --seq-q"),
@@ -328,6 +401,10 @@ def check_usage_errors(checks, vkattn):
         (["--paged", "0"], "--paged"),
         (["--sweep", "decode", "--paged", "16"], "drop --paged"),
         (["--paged", "16", "--path", "unfused"], "--paged"),
+        (["--varlen", "--paged", "16"], "--varlen"),
+        (["--varlen", "--path", "unfused"], "--varlen"),
+        (["--sweep", "decode", "--varlen"], "drop --varlen"),
+        (["--varlen", "--lengths", "0,0"], "--varlen"),
     ]
     for args, expect in cases:
         proc = bench(vkattn, *args)
@@ -346,6 +423,7 @@ def main():
     check_single_run(checks, args.vkattn)
     check_copy(checks, args.vkattn)
     check_paged(checks, args.vkattn)
+    check_varlen(checks, args.vkattn)
     check_counts_and_budget(checks, args.vkattn)
     check_first_run(checks, args.vkattn)
     check_prefill(checks, args.vkattn)
