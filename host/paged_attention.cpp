@@ -13,6 +13,7 @@
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "prepared_call.hpp"
 #include "int_math.hpp"
 #include "kv_storage.hpp"
 #include "shader_abi.hpp"
@@ -191,27 +192,11 @@ const PagedAttentionLayouts& PreparedPagedAttention::layouts() const { return im
 const AttentionPlan& PreparedPagedAttention::plan() const { return impl().report; }
 uint64_t PreparedPagedAttention::workspace_bytes() const { return impl().call.plan.workspace_bytes; }
 
-void PreparedPagedAttention::record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers,
-                                    BufferSlice workspace) const {
-  const Impl& p = impl();
-  p.context->check_usable();
-  if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
-  p.check(buffers, &workspace);
-  if (p.call.plan.workspace_bytes == 0)
-    p.replay(command_buffer, buffers, VK_NULL_HANDLE, 0);
-  else
-    p.replay(command_buffer, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+void PreparedPagedAttention::record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers, BufferSlice workspace) const {
+  detail::record_prepared(impl(), command_buffer, buffers, workspace);
 }
 
-void PreparedPagedAttention::run(const PagedAttentionBuffers& buffers) const {
-  const Impl& p = impl();
-  p.check(buffers, nullptr);
-  p.context->submit_with_scratch(p.call.plan.workspace_bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
-    detail::barrier_before_attention(cmd);
-    p.replay(cmd, buffers, scratch, 0);
-    detail::barrier_after_attention(cmd);
-  });
-}
+void PreparedPagedAttention::run(const PagedAttentionBuffers& buffers) const { detail::run_prepared(impl(), buffers); }
 
 void paged_attention(Context& context, const PagedAttentionLayouts& layouts, const PagedAttentionBuffers& buffers) {
   PreparedPagedAttention(context, layouts).run(buffers);

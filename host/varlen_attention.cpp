@@ -12,6 +12,7 @@
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "prepared_call.hpp"
 #include "int_math.hpp"
 #include "kv_storage.hpp"
 #include "vkattn/error.hpp"
@@ -130,27 +131,11 @@ const VarlenAttentionLayouts& PreparedVarlenAttention::layouts() const { return 
 const AttentionPlan& PreparedVarlenAttention::plan() const { return impl().report; }
 uint64_t PreparedVarlenAttention::workspace_bytes() const { return impl().call.plan.workspace_bytes; }
 
-void PreparedVarlenAttention::record(VkCommandBuffer command_buffer, const VarlenAttentionBuffers& buffers,
-                                     BufferSlice workspace) const {
-  const Impl& p = impl();
-  p.context->check_usable();
-  if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
-  p.check(buffers, &workspace);
-  if (p.call.plan.workspace_bytes == 0)
-    p.replay(command_buffer, buffers, VK_NULL_HANDLE, 0);
-  else
-    p.replay(command_buffer, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+void PreparedVarlenAttention::record(VkCommandBuffer command_buffer, const VarlenAttentionBuffers& buffers, BufferSlice workspace) const {
+  detail::record_prepared(impl(), command_buffer, buffers, workspace);
 }
 
-void PreparedVarlenAttention::run(const VarlenAttentionBuffers& buffers) const {
-  const Impl& p = impl();
-  p.check(buffers, nullptr);
-  p.context->submit_with_scratch(p.call.plan.workspace_bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
-    detail::barrier_before_attention(cmd);
-    p.replay(cmd, buffers, scratch, 0);
-    detail::barrier_after_attention(cmd);
-  });
-}
+void PreparedVarlenAttention::run(const VarlenAttentionBuffers& buffers) const { detail::run_prepared(impl(), buffers); }
 
 void varlen_attention(Context& context, const VarlenAttentionLayouts& layouts, const VarlenAttentionBuffers& buffers) {
   PreparedVarlenAttention(context, layouts).run(buffers);
