@@ -271,30 +271,13 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
 std::vector<std::pair<std::string, std::string>> features(const PagedCase& c) {
   std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)},
                                                         {"layout", "paged " + std::to_string(c.page_size)}};
-  if (c.quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + to_string(c.quant));
-  f.emplace_back("heads", c.kv_heads == c.heads ? "MHA" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
-  f.emplace_back("mask", c.causal == Causal::none ? std::string("none") : std::string("causal ") + to_string(c.causal));
   if (c.seq_new) f.emplace_back("layout", "append");
-  if (c.window) f.emplace_back("modifier", "window");
-  if (c.softcap) f.emplace_back("modifier", "softcap");
-  if (c.alibi_batch) f.emplace_back("modifier", "alibi");
-  if (c.sinks) f.emplace_back("modifier", "sinks");
+  add_serving_features(c, f);
   return f;
 }
 
 CaseResult run_paged_case(Context& context, const PagedCase& c, const RunOptions& options) {
-  if (options.path == AttentionPath::unfused || options.profile) {
-    CaseResult r;
-    r.outcome = Outcome::skipped;
-    r.skip_reason = options.profile ? "paged calls are planned for the device they run on, not a profile"
-                                    : "the three-stage path takes no paged KV cache (fused kernels only)";
-    return r;
-  }
-  return run_in_frame(context, c.dtype, options, [&](CaseResult& r) {
-    const PagedResult p = run_paged_case(context, c);
-    r.worst = p.worst;
-    if (!p.ok) r.problems.push_back(p.text);
-  });
+  return run_serving_case(context, c.dtype, options, "paged KV cache", [&] { return run_paged_case(context, c); });
 }
 
 std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {

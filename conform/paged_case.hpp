@@ -13,6 +13,7 @@
 #include <vkattn/vkattn.hpp>
 
 #include "conform/case_runner.hpp"
+#include "conform/serving_case.hpp"
 
 namespace vkattn::conform {
 
@@ -46,12 +47,7 @@ std::string describe(const PagedCase& c);
 // "layout" ("paged 16"), "heads", "mask" (the causal alignment) and each modifier.
 std::vector<std::pair<std::string, std::string>> features(const PagedCase& c);
 
-struct PagedResult {
-  bool ok = false;
-  std::string text;    // what went wrong (empty when ok)
-  std::string plan;    // "subgroup-decode 2 splits", for reports
-  double worst = 0.0;  // the largest error as a fraction of its tolerance
-};
+using PagedResult = ServingResult;
 
 // Runs `c` on `context` (PreparedPagedAttention, recorded twice on fresh poison: a second step of the
 // same plan) and compares with the reference. Throws nothing for a mismatch; an Error from the

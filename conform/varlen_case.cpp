@@ -252,30 +252,14 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
 
 std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c) {
   std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)}, {"layout", "varlen"}};
-  if (c.quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + to_string(c.quant));
-  f.emplace_back("heads", c.kv_heads == c.heads ? "MHA" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
-  f.emplace_back("mask", c.causal == Causal::none ? std::string("none") : std::string("causal ") + to_string(c.causal));
   if (c.row_pad) f.emplace_back("layout", "strided");
-  if (c.window) f.emplace_back("modifier", "window");
-  if (c.softcap) f.emplace_back("modifier", "softcap");
-  if (c.alibi_batch) f.emplace_back("modifier", "alibi");
-  if (c.sinks) f.emplace_back("modifier", "sinks");
+  add_serving_features(c, f);
   return f;
 }
 
 CaseResult run_varlen_case(Context& context, const VarlenCase& c, const RunOptions& options) {
-  if (options.path == AttentionPath::unfused || options.profile) {
-    CaseResult r;
-    r.outcome = Outcome::skipped;
-    r.skip_reason = options.profile ? "varlen calls are planned for the device they run on, not a profile"
-                                    : "the three-stage path takes no packed variable-length batch (fused kernels only)";
-    return r;
-  }
-  return run_in_frame(context, c.dtype, options, [&](CaseResult& r) {
-    const VarlenResult v = run_varlen_case(context, c);
-    r.worst = v.worst;
-    if (!v.ok) r.problems.push_back(v.text);
-  });
+  return run_serving_case(context, c.dtype, options, "packed variable-length batch",
+                          [&] { return run_varlen_case(context, c); });
 }
 
 std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {

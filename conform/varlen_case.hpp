@@ -13,6 +13,7 @@
 #include <vkattn/vkattn.hpp>
 
 #include "conform/case_runner.hpp"
+#include "conform/serving_case.hpp"
 
 namespace vkattn::conform {
 
@@ -51,12 +52,7 @@ reference::Outputs as_batch_one(const reference::VarlenOutputs& packed);
 // "layout" ("varlen"), "heads", "mask" (the causal alignment) and each modifier.
 std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c);
 
-struct VarlenResult {
-  bool ok = false;
-  std::string text;    // what went wrong (empty when ok)
-  std::string plan;    // "subgroup-decode 2 splits", for reports
-  double worst = 0.0;  // the largest error as a fraction of its tolerance
-};
+using VarlenResult = ServingResult;
 
 // Runs `c` on `context` (PreparedVarlenAttention, run twice on fresh poison: the sequences in the
 // case's order, then the same packed rows cut in reverse order, one plan serving both) and compares
