@@ -10,6 +10,7 @@
 
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 #include "vkattn/testing.hpp"
 
@@ -54,11 +55,7 @@ struct HostTensor {
           for (int64_t d = 0; d < l.dim; ++d) at(b, h, s, d) = round_to(l.dtype, dist(rng));
   }
   float& at(int64_t b, int64_t h, int64_t s, int64_t d) { return values[static_cast<std::size_t>(layout.index(b, h, s, d))]; }
-  std::vector<uint8_t> encoded() const {
-    std::vector<uint8_t> bytes(values.size() * dtype_size(layout.dtype));
-    encode(layout.dtype, values.data(), bytes.data(), values.size());
-    return bytes;
-  }
+  std::vector<uint8_t> encoded() const { return conform::encoded(layout.dtype, values); }
 };
 
 // A tensor's values as q8_0 blocks (to_q8_0_blocks), from index 0 to a whole number of blocks (q8_0
@@ -69,13 +66,6 @@ std::vector<uint8_t> q8_0_blocks(HostTensor& t) {
   std::vector<uint8_t> bytes = to_q8_0_blocks(values);
   std::copy_n(values.begin(), t.values.size(), t.values.begin());
   return bytes;
-}
-
-// An empty tensor (a zero extent) still gets a small buffer: Buffer::allocate wants at least a byte.
-Buffer upload_bytes(Context& ctx, const void* data, std::size_t bytes) {
-  Buffer buffer = Buffer::allocate(ctx, std::max<std::size_t>(bytes, 16));
-  if (bytes) buffer.upload(data, bytes);
-  return buffer;
 }
 
 // The explicit mask: values as the reference reads them (bool: 0 / nonzero) and the bytes the device reads.

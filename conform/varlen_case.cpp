@@ -13,30 +13,13 @@
 #include "conform/attention_case.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
 namespace vkattn::conform {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-Buffer upload_bytes(Context& ctx, const void* data, std::size_t bytes) {
-  Buffer b = Buffer::allocate(ctx, std::max<std::size_t>(bytes, 4));
-  if (bytes) b.upload(data, bytes);
-  return b;
-}
-
-std::vector<uint8_t> encoded(DType dtype, const std::vector<float>& values) {
-  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
-  encode(dtype, values.data(), bytes.data(), values.size());
-  return bytes;
-}
-
-std::vector<float> decoded(DType dtype, const std::vector<uint8_t>& bytes) {
-  std::vector<float> values(bytes.size() / dtype_size(dtype));
-  decode(dtype, bytes.data(), values.data(), values.size());
-  return values;
-}
 
 std::vector<int32_t> offsets(const std::vector<int32_t>& lengths) {
   std::vector<int32_t> cu(lengths.size() + 1, 0);
