@@ -43,6 +43,10 @@ Buffer upload_bytes(Context& context, const void* data, std::size_t bytes) {
   return buffer;
 }
 
+Buffer upload_kv(Context& context, DType dtype, const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
+  return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
+}
+
 std::string mib_text(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));

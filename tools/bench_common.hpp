@@ -64,6 +64,8 @@ std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64
 // `values` encoded in `dtype` in a new device buffer (at least 16 bytes).
 Buffer upload(Context& context, DType dtype, const std::vector<float>& values);
 Buffer upload_bytes(Context& context, const void* data, std::size_t bytes);
+// K or V: its q8_0 blocks as they are when there are any (--kv-dtype q8_0), else `values` in `dtype`.
+Buffer upload_kv(Context& context, DType dtype, const std::vector<float>& values, const std::vector<uint8_t>& blocks);
 
 std::string mib_text(uint64_t bytes);
 

@@ -106,9 +106,6 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   // scale); k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
   if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
-  const auto upload_cache = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
-    return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
-  };
   const std::vector<int32_t> lens(lengths.begin(), lengths.end());
 
   // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
@@ -129,7 +126,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const int wanted = rotation_count(touched_bytes);
   std::vector<PagedSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return PagedSet{upload(context, dtype, q), upload_cache(k, k_blocks), upload_cache(v, v_blocks),
+    return PagedSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
                     Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
   });
   result.rotations = static_cast<int>(sets.size());

@@ -105,9 +105,6 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   // --kv-dtype q8_0: K and V uploaded as blocks; k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
   if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
-  const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
-    return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
-  };
 
   // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
   context.release_scratch();
@@ -127,7 +124,7 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   const int wanted = rotation_count(touched_bytes);
   std::vector<VarlenSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return VarlenSet{upload(context, dtype, q), upload_kv(k, k_blocks), upload_kv(v, v_blocks),
+    return VarlenSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
                      Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
   });
   result.rotations = static_cast<int>(sets.size());

@@ -143,9 +143,6 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   // k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
   if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
-  const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
-    return blocks.empty() ? upload(context, dtype, values) : upload_bytes(context, blocks.data(), blocks.size());
-  };
 
   // The peak is measured from here: no scratch left over from an earlier shape (a larger one would
   // be reused, hiding this shape's workspace), and the peak starts at what is allocated now.
@@ -175,7 +172,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   const int wanted = rotation_count(touched_bytes);
   std::vector<TensorSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return TensorSet{upload(context, dtype, q), upload_kv(k, k_blocks), upload_kv(v, v_blocks),
+    return TensorSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
                      Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
   });
   std::vector<AttentionArgs> args(sets.size());

@@ -57,16 +57,8 @@ int run(const RunOptions& options) {
 
   Buffer q = upload_encoded(context, layouts.q.dtype, inputs.q);
   // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
-  const bool q8_0 = layouts.kv_quant == KvQuant::q8_0;
-  const auto upload_kv = [&](const TensorLayout& layout, const std::vector<float>& values,
-                             const std::vector<uint8_t>& blocks) {
-    if (!q8_0) return upload_encoded(context, layout.dtype, values);
-    Buffer buffer = allocate_at_least(context, blocks.size());
-    if (!blocks.empty()) buffer.upload(blocks.data(), blocks.size());
-    return buffer;
-  };
-  Buffer k = upload_kv(layouts.k, inputs.k, inputs.k_q8_0);
-  Buffer v = upload_kv(layouts.v, inputs.v, inputs.v_q8_0);
+  Buffer k = upload_kv(context, layouts.k.dtype, layouts.kv_quant, inputs.k, inputs.k_q8_0);
+  Buffer v = upload_kv(context, layouts.v.dtype, layouts.kv_quant, inputs.v, inputs.v_q8_0);
   const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(layouts.out.dtype);
   Buffer out = allocate_at_least(context, out_bytes);
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);

@@ -114,6 +114,14 @@ Buffer upload_encoded(Context& context, DType dtype, std::span<const float> valu
   return buffer;
 }
 
+Buffer upload_kv(Context& context, DType dtype, KvQuant quant, std::span<const float> values,
+                 std::span<const uint8_t> blocks) {
+  if (quant != KvQuant::q8_0) return upload_encoded(context, dtype, values);
+  Buffer buffer = allocate_at_least(context, blocks.size());
+  if (!blocks.empty()) buffer.upload(blocks.data(), blocks.size());
+  return buffer;
+}
+
 std::vector<uint8_t> quantize_kv(std::span<const float> values, int64_t dim, const std::string& option,
                                  const std::string& path) {
   try {

@@ -74,6 +74,9 @@ DType compute_dtype(const RunOptions& options, const npy::Array& q,
 // encoded in `dtype`.
 Buffer allocate_at_least(Context& context, uint64_t bytes);
 Buffer upload_encoded(Context& context, DType dtype, std::span<const float> values);
+// K or V as the call reads them: `quant` q8_0, its blocks as they are; else `values` encoded in `dtype`.
+Buffer upload_kv(Context& context, DType dtype, KvQuant quant, std::span<const float> values,
+                 std::span<const uint8_t> blocks);
 // --kv-dtype q8_0: `values` (rows of `dim`, in the layout's element order) as q8_0 blocks; a value
 // q8_0 cannot hold (NaN, Inf, a scale beyond f16) throws quantize_q8_0's message prefixed by
 // "<option> (<path>): ".

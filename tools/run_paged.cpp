@@ -132,15 +132,8 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
   check_paged_values(in.problem, in.block_table, in.cache_lens);
   if (in.problem.quant == KvQuant::q8_0) {  // after the layouts' checks (dims of whole blocks)
-    const auto quantized = [](const npy::Array& a, const std::string& option, const std::string& path) {
-      try {
-        return quantize_q8_0(npy::to_floats(a, path), a.shape[3]);
-      } catch (const Error& e) {
-        throw Error(option + " (" + path + "): " + e.what());
-      }
-    };
-    in.k_cache_q8_0 = quantized(kc, "--k-cache", o.k_cache);
-    in.v_cache_q8_0 = quantized(vc, "--v-cache", o.v_cache);
+    in.k_cache_q8_0 = quantize_kv(npy::to_floats(kc, o.k_cache), kc.shape[3], "--k-cache", o.k_cache);
+    in.v_cache_q8_0 = quantize_kv(npy::to_floats(vc, o.v_cache), vc.shape[3], "--v-cache", o.v_cache);
     in.k_cache = dequantize_q8_0(in.k_cache_q8_0);
     in.v_cache = dequantize_q8_0(in.v_cache_q8_0);
   }
@@ -317,16 +310,10 @@ int run_paged(const RunOptions& o) {
   // The library's own refusals (a cache beyond one binding) come from planning.
   const PreparedPagedAttention prepared(context, l);
   const bool q8_0 = in.problem.quant == KvQuant::q8_0;
-  const auto upload_cache = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
-    if (!q8_0) return upload_encoded(context, dtype, values);
-    Buffer buffer = allocate_at_least(context, blocks.size());
-    buffer.upload(blocks.data(), blocks.size());
-    return buffer;
-  };
 
   Buffer q = upload_encoded(context, dtype, in.q);
-  Buffer k_cache = upload_cache(in.k_cache, in.k_cache_q8_0);
-  Buffer v_cache = upload_cache(in.v_cache, in.v_cache_q8_0);
+  Buffer k_cache = upload_kv(context, dtype, in.problem.quant, in.k_cache, in.k_cache_q8_0);
+  Buffer v_cache = upload_kv(context, dtype, in.problem.quant, in.v_cache, in.v_cache_q8_0);
   Buffer table = upload_ints(context, in.block_table);
   Buffer lens = upload_ints(context, in.cache_lens);
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);

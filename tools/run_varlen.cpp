@@ -238,14 +238,8 @@ int run_varlen(const RunOptions& o) {
 
   Buffer q = upload_encoded(context, dtype, in.q);
   // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
-  const auto upload_kv = [&](const std::vector<float>& values, const std::vector<uint8_t>& blocks) {
-    if (l.kv_quant != KvQuant::q8_0) return upload_encoded(context, dtype, values);
-    Buffer buffer = allocate_at_least(context, blocks.size());
-    if (!blocks.empty()) buffer.upload(blocks.data(), blocks.size());
-    return buffer;
-  };
-  Buffer k = upload_kv(in.k, in.k_q8_0);
-  Buffer v = upload_kv(in.v, in.v_q8_0);
+  Buffer k = upload_kv(context, dtype, l.kv_quant, in.k, in.k_q8_0);
+  Buffer v = upload_kv(context, dtype, l.kv_quant, in.v, in.v_q8_0);
   Buffer cu_q = upload_ints(context, in.cu_q);
   Buffer cu_k = upload_ints(context, in.cu_k);
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
