@@ -41,7 +41,7 @@ void ContextImpl::initialise(uint32_t device_index) {
   VK_TRY(vkCreateCommandPool(device, &pool_info, nullptr, &pool_));
   VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_TRY(vkCreateFence(device, &fence_info, nullptr, &fence_));
-  pipelines = std::make_unique<PipelineRegistry>(physical_device, device, pipeline_cache_file);
+  pipelines = std::make_unique<PipelineRegistry>(physical_device, device, pipeline_cache_file, info.preserves_nan);
   dummy_ = allocate_buffer(*this, 256, MemoryUse::device);
 }
 

@@ -164,8 +164,12 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   if (has_maintenance4) size_control.pNext = &maintenance4;
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   subgroup.pNext = has_maintenance4 ? static_cast<void*>(&size_control) : static_cast<void*>(&maintenance3);
+  // Float controls are Vulkan 1.2 core: chained only where the device reports 1.2.
+  VkPhysicalDeviceFloatControlsProperties float_controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  const bool has_float_controls = base.apiVersion >= VK_API_VERSION_1_2;
+  if (has_float_controls) float_controls.pNext = &subgroup;
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &subgroup;
+  props.pNext = has_float_controls ? static_cast<void*>(&float_controls) : static_cast<void*>(&subgroup);
   vkGetPhysicalDeviceProperties2(physical_device, &props);
 
   VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
@@ -207,6 +211,7 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.max_push_constants_size = limits.maxPushConstantsSize;
   info.storage_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   info.shader_float16 = float16.shaderFloat16 == VK_TRUE;
+  info.preserves_nan = has_float_controls && float_controls.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE;
   info.push_descriptor = has_device_extension(physical_device, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.cooperative_matrix = has_device_extension(physical_device, "VK_NV_cooperative_matrix") ||
                             has_device_extension(physical_device, "VK_KHR_cooperative_matrix");

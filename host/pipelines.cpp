@@ -6,6 +6,7 @@
 
 #include "pipeline_cache.hpp"
 #include "shader_abi.hpp"
+#include "spirv_float_controls.hpp"
 #include "vk_check.hpp"
 #include "vkattn/error.hpp"
 
@@ -199,8 +200,9 @@ KernelKind kernel_kind(Shader shader) {
   throw Error("internal: unknown shader " + std::to_string(static_cast<int>(shader)));
 }
 
-PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file)
-    : device_(device) {
+PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file,
+                                   bool preserve_nan)
+    : device_(device), preserve_nan_(preserve_nan) {
   std::vector<uint8_t> initial;
   if (!cache_file.empty()) {
     VkPhysicalDeviceProperties properties;
@@ -255,9 +257,11 @@ VkShaderModule PipelineRegistry::shader_module(const std::string& name) {
   if (it != modules_.end()) return it->second;
   const std::span<const uint32_t> code = find_spirv(name);
   if (code.empty()) throw Error("internal: no embedded shader named '" + name + "'");
+  const std::vector<uint32_t> patched = preserve_nan_ ? with_nan_preserved(code) : std::vector<uint32_t>{};
+  const std::span<const uint32_t> words = preserve_nan_ ? std::span<const uint32_t>(patched) : code;
   VkShaderModuleCreateInfo info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  info.codeSize = code.size_bytes();
-  info.pCode = code.data();
+  info.codeSize = words.size_bytes();
+  info.pCode = words.data();
   VkShaderModule module;
   VK_TRY(vkCreateShaderModule(device_, &info, nullptr, &module));
   modules_.emplace(name, module);

@@ -110,7 +110,10 @@ class PipelineRegistry {
  public:
   // `cache_file`: the application's pipeline cache file, "" for none. A missing, damaged or foreign
   // file is ignored (the cache starts empty); see cache_note().
-  PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file = {});
+  // `preserve_nan`: every module gets the SignedZeroInfNanPreserve mode (spirv_float_controls.hpp);
+  // only for devices that report shaderSignedZeroInfNanPreserveFloat32.
+  PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file = {},
+                   bool preserve_nan = false);
   PipelineRegistry(const PipelineRegistry&) = delete;
   PipelineRegistry& operator=(const PipelineRegistry&) = delete;
   ~PipelineRegistry();
@@ -132,6 +135,7 @@ class PipelineRegistry {
   VkShaderModule shader_module(const std::string& name);
 
   VkDevice device_;
+  bool preserve_nan_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;

@@ -43,6 +43,7 @@ nlohmann::ordered_json to_json(const DeviceInfo& d) {
       {"f16", d.supports_f16()},
       {"bf16", d.supports_bf16()},
       {"shader_float16", d.shader_float16},
+      {"preserves_nan", d.preserves_nan},
       {"cooperative_matrix", d.cooperative_matrix},
       {"push_descriptor", d.push_descriptor},
       {"timestamps", d.timestamps},
@@ -59,6 +60,8 @@ void print_text(const DeviceInfo& d) {
             << "    storage range       " << d.max_storage_buffer_range / (1024 * 1024) << " MiB\n"
             << "    f16 / bf16          " << yes_no(d.supports_f16()) << " / " << yes_no(d.supports_bf16())
             << " (shaderFloat16 " << yes_no(d.shader_float16) << ")\n"
+            << "    NaN/Inf preserved   " << yes_no(d.preserves_nan)
+            << (d.preserves_nan ? "" : " (the driver may drop NaN: propagation not guaranteed)") << "\n"
             << "    cooperative matrix  " << yes_no(d.cooperative_matrix) << "\n"
             << "    push descriptor     " << yes_no(d.push_descriptor)
             << (d.push_descriptor ? "" : " (required: vkattn cannot run here)") << "\n"

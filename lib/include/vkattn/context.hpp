@@ -53,6 +53,9 @@ struct DeviceInfo {
   uint32_t max_push_constants_size = 0;
   bool storage_16bit = false;   // storageBuffer16BitAccess: needed for f16 and bf16 tensors
   bool shader_float16 = false;  // shaderFloat16 (reported; not required)
+  // shaderSignedZeroInfNanPreserveFloat32: the shaders then declare IEEE NaN/Inf handling, which the
+  // contract's NaN propagation needs on drivers that otherwise assume no NaN (NVIDIA does).
+  bool preserves_nan = false;
   bool push_descriptor = false;  // VK_KHR_push_descriptor: required
   bool cooperative_matrix = false;  // VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix
   bool timestamps = false;
