@@ -428,9 +428,13 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     const uint64_t base_workgroups =
         uint64_t(plan.query_tiles) * (plan.head_chunk / c.heads_per_workgroup(group)) * plan.batch_chunk;
     uint64_t splits = ceil_div(tiles, max_tiles);
-    if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
-    if (paged && device.is_cpu())
-      splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kCpuPagedKeysPerSplit)));
+    if (p.num_splits > 0) {
+      splits = std::max(splits, std::min<uint64_t>(tiles, p.num_splits));  // the caller's request
+    } else {
+      if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
+      if (paged && device.is_cpu())
+        splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kCpuPagedKeysPerSplit)));
+    }
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
     plan.keys_per_split = static_cast<uint32_t>(tiles_per_split * c.keys_per_tile);

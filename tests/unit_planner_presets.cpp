@@ -389,6 +389,36 @@ TEST_SUITE("unit") {
     }
   }
 
+  TEST_CASE("planner presets: num_splits is honoured, capped at the key tiles and raised by device limits") {
+    for (const DeviceProfile& preset : device_profiles()) {
+      INFO("device: " << preset.info.name);
+      const DType dtype = preset.info.supports_f16() ? DType::f16 : DType::f32;
+      Shape s = shape("decode", dtype, 1, 32, 8, 1, 32768, 128, 128);
+      s.causal = Causal::bottom_right;
+      AttentionLayouts l = layouts_of(s);
+      const LaunchPlan automatic = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+      const uint64_t tiles = ceil_div(32768, automatic.config.keys_per_tile);
+      for (uint32_t requested : {1u, 3u, 64u, 200u, 100000u}) {
+        INFO("num_splits " << requested << ", automatic: " << describe(automatic));
+        l.options.num_splits = requested;
+        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+        INFO("plan: " << describe(plan));
+        check_plan(preset, l, plan);
+        // Whole key tiles per split: the count the request rounds to.
+        const uint64_t wanted = std::min<uint64_t>(tiles, requested);
+        const uint64_t rounded = ceil_div(tiles, ceil_div(tiles, wanted));
+        if (preset.info.is_llvmpipe) {
+          // The loop limit bounds each split's keys: at least as many splits as that needs.
+          CHECK(plan.splits >= rounded);
+          CHECK(detail::fused_loop_iterations(plan.config, 128, 128, plan.keys_per_split / plan.config.keys_per_tile) <=
+                detail::kLlvmpipeLoopBudget);
+        } else {
+          CHECK(plan.splits == rounded);
+        }
+      }
+    }
+  }
+
   TEST_CASE("planner presets: a GQA group larger than the grid's y dimension is refused by name") {
     const Shape s = shape("one KV head for 70000 query heads", DType::f32, 1, 70000, 1, 1, 64, 8, 8);
     for (const DeviceProfile& preset : device_profiles()) {

@@ -44,6 +44,7 @@ struct BenchOptions {
   std::string kv_dtype;               // --kv-dtype: "" (the compute dtype) or "q8_0"
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each
   bool varlen = false;                // --varlen: one packed variable-length call (bench_varlen.hpp)
+  uint32_t num_splits = 0;            // --splits: split-KV parts requested (0: the planner's choice)
 };
 
 // A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.

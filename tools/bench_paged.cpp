@@ -83,6 +83,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   layouts.options.window = shape.window;
   layouts.options.align = shape.align;
   layouts.options.softcap = shape.softcap;
+  layouts.options.num_splits = shape.num_splits;
   if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   BenchResult result;

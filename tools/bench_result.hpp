@@ -29,6 +29,7 @@ struct BenchShape {
   std::optional<Align> align;
   std::optional<float> softcap;
   bool alibi = false, sinks = false;
+  uint32_t num_splits = 0;  // --splits: AttentionOptions::num_splits (0: automatic)
   // --lengths: the keys of each batch entry (seq_k is then their maximum); empty: seq_k each.
   std::vector<int64_t> kv_lengths;
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.

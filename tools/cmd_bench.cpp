@@ -53,6 +53,7 @@ void apply_modifiers(const BenchOptions& o, BenchShape& s) {
   s.softcap = options.softcap;
   s.alibi = o.alibi;
   s.sinks = o.sinks;
+  s.num_splits = o.num_splits;
 }
 
 std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
@@ -107,6 +108,7 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   layouts.options.window = shape.window;
   layouts.options.align = shape.align;
   layouts.options.softcap = shape.softcap;
+  layouts.options.num_splits = shape.num_splits;
   if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   layouts.has_kv_lengths = !shape.kv_lengths.empty();
@@ -440,6 +442,11 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--align", o->modifiers.align, "Diagonal of the window and ALiBi without --causal")
       ->check(CLI::IsMember({"top-left", "bottom-right"}));
   app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")->type_name("FLOAT");
+  app->add_option("--splits", o->num_splits,
+                  "Split-KV: cut each query tile's keys into this many parts, one workgroup each (the fused "
+                  "path's num_splits; default: chosen from the device and the shape). Capped at the key tiles, "
+                  "raised where the device needs more; the splits column shows what ran")
+      ->check(CLI::Range(1u, 65535u));
   app->add_flag("--alibi", o->alibi, "ALiBi with slopes 2^(-8(h+1)/H)");
   app->add_flag("--sinks", o->sinks, "An attention-sink logit per head");
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");

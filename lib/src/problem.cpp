@@ -173,6 +173,7 @@ void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
     if (!std::isfinite(c) || !(c > 0.0f)) fail("softcap: must be finite and > 0, got " + float_str(c));
     p.softcap = c;
   }
+  p.num_splits = o.num_splits;
   if (layouts.alibi) {
     check_head_values("alibi", *layouts.alibi, p, true);
     p.has_alibi = true;

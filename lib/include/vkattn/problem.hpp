@@ -21,6 +21,7 @@ struct AttentionProblem {
   Align align = Align::bottom_right;
   int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
+  uint32_t num_splits = 0;  // AttentionOptions::num_splits (0: automatic)
   bool has_alibi = false, alibi_per_batch = false, has_sinks = false;
   KvQuant kv_quant = KvQuant::none;  // how K and V are stored (AttentionLayouts::kv_quant)
 

@@ -141,6 +141,11 @@ struct AttentionOptions {
   // Logit softcap c > 0 (finite): s = c * tanh(s / c) (Gemma 2). Absent: none. A score that is NaN
   // or infinite (from a NaN/Inf input) stays as it is, so such inputs still propagate.
   std::optional<float> softcap;
+  // Split-KV: how many parts the fused path cuts each query tile's key range into, each part a
+  // workgroup, merged by a combine pass (FlashAttention's num_splits). 0: chosen from the device
+  // and the shape. A request: capped at the key tiles of the range, and raised where a device limit
+  // needs more (lavapipe's loop limit, one storage binding). The three-stage path does not split.
+  uint32_t num_splits = 0;
 };
 
 }  // namespace vkattn
