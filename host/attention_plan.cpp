@@ -22,6 +22,12 @@ namespace {
 // 14): batch 1, 32k keys, GQA 32/8, d128, f16, page 16: 75-102 ms with the default splits, 54 ms
 // with 1024 keys per split, 53-58 ms for dense K/V.
 constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
+// A GPU with fewer workgroups than its target (decode): at most this many keys per split, so that
+// the longest sequence of a batch is not left to a few workgroups. Measured on an H100
+// (bench/results/README.md, "First runs on a GPU"): batch 8 (32768 + 7 x 512 keys, GQA 32/8, d128,
+// paged 16) 15.5 ms with the 4 splits the target alone gave, 10.0 ms with 32 (1024 keys a split);
+// batch 1 x 32768 keys already had 32.
+constexpr uint64_t kGpuKeysPerSplit = 1024;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
@@ -434,6 +440,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
       if (paged && device.is_cpu())
         splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kCpuPagedKeysPerSplit)));
+      if (!device.is_cpu() && base_workgroups < target)
+        splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kGpuKeysPerSplit)));
     }
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
