@@ -414,6 +414,33 @@ def check_usage_errors(checks, vkattn):
         checks.check(f"usage error {' '.join(args)}", ok, f"exit {proc.returncode}: {proc.stderr.strip()}")
 
 
+def check_splits(checks, vkattn):
+    """--splits N: the splits column shows the count asked for (capped at the key tiles), the answer stays
+    within tolerance, dense and paged; 0, 65536 and non-numbers are refused in one line."""
+    shape = ["--heads", "8", "--kv-heads", "2", "--seq-q", "1", "--dim", "64", "--dtype", "f16",
+             "--causal", "bottom-right", *FAST]
+    for name, extra in [("splits dense", ["--seq-k", "3000"]), ("splits paged", ["--lengths", "3000,40", "--paged", "16"])]:
+        for n in (1, 5, 65535):
+            out = run_ok(checks, f"{name} {n}", vkattn, *shape, *extra, "--splits", str(n), "--check", "--json")
+            if out is None:
+                continue
+            r = json.loads(out)["results"][0]
+            err = r["max_err_over_max_v"]
+            checks.check(f"{name} {n}: --check within the f16 tolerance", err is not None and err <= F16_TOLERANCE, repr(err))
+            if n == 1:
+                checks.check(f"{name} 1: one split", r["splits"] == 1, repr(r["splits"]))
+            if n == 5:
+                checks.check(f"{name} 5: five splits", r["splits"] == 5, repr(r["splits"]))
+            if n == 65535:
+                checks.check(f"{name} 65535: capped at the key tiles (fewer than 3000)", 5 < r["splits"] < 3000,
+                             repr(r["splits"]))
+    for bad in ("0", "65536", "x"):
+        proc = bench(vkattn, *shape, "--seq-k", "100", "--splits", bad)
+        lines = proc.stderr.strip().splitlines()
+        checks.check(f"--splits {bad}: refused in one line", proc.returncode != 0 and len(lines) == 1 and "--splits" in lines[0],
+                     proc.stderr.strip()[-300:])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vkattn", default=os.path.join(REPO, "build", "release", "tools", "vkattn"))
@@ -424,6 +451,7 @@ def main():
     check_copy(checks, args.vkattn)
     check_paged(checks, args.vkattn)
     check_varlen(checks, args.vkattn)
+    check_splits(checks, args.vkattn)
     check_counts_and_budget(checks, args.vkattn)
     check_first_run(checks, args.vkattn)
     check_prefill(checks, args.vkattn)
