@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "bench_metrics.hpp"
 #include "vkattn/numeric.hpp"
@@ -28,6 +29,20 @@ std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> values(count);
   for (float& x : values) x = round_to(dtype, normal(rng));
+  return values;
+}
+
+std::vector<float> random_key_values(const TensorLayout& layout, const std::vector<int32_t>& kv_lengths, DType dtype,
+                                     std::mt19937_64& rng) {
+  if (kv_lengths.empty()) return random_values(static_cast<std::size_t>(layout.element_count()), dtype, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<std::size_t>(layout.element_count()), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t b = 0; b < layout.batch; ++b)
+    for (int64_t g = 0; g < layout.heads; ++g)
+      for (int64_t s = 0; s < std::min<int64_t>(kv_lengths[static_cast<std::size_t>(b)], layout.seq); ++s)
+        for (int64_t d = 0; d < layout.dim; ++d)
+          values[static_cast<std::size_t>(layout.offset + b * layout.stride_batch + g * layout.stride_head +
+                                          s * layout.stride_seq + d)] = round_to(dtype, normal(rng));
   return values;
 }
 

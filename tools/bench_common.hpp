@@ -61,6 +61,12 @@ std::vector<float> sink_logits(int64_t heads);
 // Random values already rounded to the dtype: exactly what the GPU will see, so the reference can be
 // fed the same numbers.
 std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64& rng);
+// Dense K or V (B, G, S, D) with per-sequence key counts (--lengths): random values for sequence b's
+// first kv_lengths[b] keys and NaN past them, which the call must never read. Drawing only the
+// visible keys keeps a batch of one long and many short sequences from drawing (and --check from
+// reading) the whole padded tensor: 8 x 32768 keys at GQA 8 x d128 took 25 s here before.
+std::vector<float> random_key_values(const TensorLayout& layout, const std::vector<int32_t>& kv_lengths, DType dtype,
+                                     std::mt19937_64& rng);
 
 // `values` encoded in `dtype` in a new device buffer (at least 16 bytes).
 Buffer upload(Context& context, DType dtype, const std::vector<float>& values);

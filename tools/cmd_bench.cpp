@@ -138,9 +138,10 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   check_shape_fits(o, context.device_info(), {bytes_of(layouts.q), bytes_of(layouts.k), bytes_of(layouts.v), out_bytes, p_bytes});
 
   std::mt19937_64 rng(o.seed);
+  const std::vector<int32_t> kv_lengths(shape.kv_lengths.begin(), shape.kv_lengths.end());
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
-  std::vector<float> k = random_values(static_cast<std::size_t>(layouts.k.element_count()), dtype, rng);
-  std::vector<float> v = random_values(static_cast<std::size_t>(layouts.v.element_count()), dtype, rng);
+  std::vector<float> k = random_key_values(layouts.k, kv_lengths, dtype, rng);
+  std::vector<float> v = random_key_values(layouts.v, kv_lengths, dtype, rng);
   // --kv-dtype q8_0: K and V uploaded as blocks (a NaN row no sequence holds: blocks of NaN scale);
   // k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
@@ -163,7 +164,6 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
   if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
   // --lengths: kv_lengths (B) int32, one buffer for every rotated set (a few bytes).
-  const std::vector<int32_t> kv_lengths(shape.kv_lengths.begin(), shape.kv_lengths.end());
   std::optional<Buffer> lengths_buffer;
   if (!kv_lengths.empty()) lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
 
