@@ -336,8 +336,30 @@ CaseSection q8_0_kv(const Builder& b) {
   c.alibi_batch = 1;
   c.sinks = true;
   s.cases.push_back(c);
+  // Decode on the subgroup kernel's block form (whole q8_0 blocks per lane, several keys per step):
+  // d32 (8 keys a step) over an odd key count and an empty sequence; d64 with GQA, two query rows
+  // and masked keys holding NaN (V used as read: the careful loop); d128 with the heads of a GQA
+  // group over keys that end off a 16-byte word.
+  c = b.base(DType::f32, 1, 1537, 32, 404);
+  c.batch = 3;
+  c.heads = 8;
+  c.kv_heads = 8;
+  c.kv_lengths = {1537, 1, 0};
+  s.cases.push_back(c);
+  c = b.base(DType::f16, 2, 777, 64, 405);
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.causal = Causal::bottom_right;
+  c.mask = MaskKind::boolean;
+  c.poison_hidden_kv = true;
+  s.cases.push_back(c);
+  c = b.base(DType::f16, 1, 4099, 128, 406);
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.causal = Causal::bottom_right;
+  s.cases.push_back(c);
   for (AttentionCase& x : s.cases) x.kv_quant = KvQuant::q8_0, x.unfused_refusal = refusal;
-  s.quick = {0, 2};
+  s.quick = {0, 2, 4, 6};
   return s;
 }
 
