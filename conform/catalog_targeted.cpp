@@ -336,10 +336,9 @@ CaseSection q8_0_kv(const Builder& b) {
   c.alibi_batch = 1;
   c.sinks = true;
   s.cases.push_back(c);
-  // Decode on the subgroup kernel's block form (whole q8_0 blocks per lane, several keys per step):
-  // d32 (8 keys a step) over an odd key count and an empty sequence; d64 with GQA, two query rows
-  // and masked keys holding NaN (V used as read: the careful loop); d128 with the heads of a GQA
-  // group over keys that end off a 16-byte word.
+  // Decode on the subgroup kernel's decode form (on CPU devices; the tiled kernel elsewhere): d32
+  // over an odd key count and an empty sequence; d64 with GQA, two query rows and masked keys
+  // holding NaN (V used as read there: the careful loop); d128 with the heads of a GQA group 32/8.
   c = b.base(DType::f32, 1, 1537, 32, 404);
   c.batch = 3;
   c.heads = 8;
