@@ -434,14 +434,17 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     const uint64_t base_workgroups =
         uint64_t(plan.query_tiles) * (plan.head_chunk / c.heads_per_workgroup(group)) * plan.batch_chunk;
     uint64_t splits = ceil_div(tiles, max_tiles);
+    // At least `n` splits, but never more than one per key tile.
+    const auto at_least = [&](uint64_t n) { splits = std::max(splits, std::min(tiles, n)); };
+    const auto keys_at_most = [&](uint64_t keys) { at_least(ceil_div(tiles * c.keys_per_tile, keys)); };
     if (p.num_splits > 0) {
-      splits = std::max(splits, std::min<uint64_t>(tiles, p.num_splits));  // the caller's request
+      at_least(p.num_splits);  // the caller's request
     } else {
-      if (base_workgroups < target) splits = std::max(splits, std::min(tiles, ceil_div(target, base_workgroups)));
-      if (paged && device.is_cpu())
-        splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kCpuPagedKeysPerSplit)));
-      if (!device.is_cpu() && base_workgroups < target)
-        splits = std::max(splits, std::min(tiles, ceil_div(tiles * c.keys_per_tile, kGpuKeysPerSplit)));
+      if (base_workgroups < target) {
+        at_least(ceil_div(target, base_workgroups));
+        if (!device.is_cpu()) keys_at_most(kGpuKeysPerSplit);
+      }
+      if (paged && device.is_cpu()) keys_at_most(kCpuPagedKeysPerSplit);
     }
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
