@@ -257,8 +257,9 @@ VkShaderModule PipelineRegistry::shader_module(const std::string& name) {
   if (it != modules_.end()) return it->second;
   const std::span<const uint32_t> code = find_spirv(name);
   if (code.empty()) throw Error("internal: no embedded shader named '" + name + "'");
-  const std::vector<uint32_t> patched = preserve_nan_ ? with_nan_preserved(code) : std::vector<uint32_t>{};
-  const std::span<const uint32_t> words = preserve_nan_ ? std::span<const uint32_t>(patched) : code;
+  std::vector<uint32_t> patched;  // the module with the NaN-preserving mode, where the device takes it
+  std::span<const uint32_t> words = code;
+  if (preserve_nan_) words = patched = with_nan_preserved(code);
   VkShaderModuleCreateInfo info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   info.codeSize = words.size_bytes();
   info.pCode = words.data();
