@@ -3,8 +3,8 @@
 namespace vkattn::conform {
 
 CaseResult run_serving_case(Context& context, DType dtype, const RunOptions& options, const std::string& layout,
-                            const std::function<ServingResult()>& run) {
-  if (options.path == AttentionPath::unfused || options.profile) {
+                            const std::function<ServingResult()>& run, bool three_stage) {
+  if ((options.path == AttentionPath::unfused && !three_stage) || options.profile) {
     CaseResult r;
     r.outcome = Outcome::skipped;
     r.skip_reason = options.profile ? layout + " calls are planned for the device they run on, not a profile"

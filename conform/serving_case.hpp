@@ -1,5 +1,5 @@
 // What the serving-layout cases (paged_case.hpp, varlen_case.hpp) share: the result of one case,
-// the features every such case reports, and their frame in `vkattn conform` (fused kernels only).
+// the features every such case reports, and their frame in `vkattn conform`.
 #pragma once
 
 #include <functional>
@@ -34,10 +34,11 @@ void add_serving_features(const Case& c, std::vector<std::pair<std::string, std:
   if (c.sinks) f.emplace_back("modifier", "sinks");
 }
 
-// A serving case in `vkattn conform`'s frame (case_runner.hpp): skipped on the three-stage path,
-// which takes no serving layout, and under a device profile (such calls are planned for the device
-// they run on); else `run` in run_in_frame. `layout` names the layout in the skip reasons.
+// A serving case in `vkattn conform`'s frame (case_runner.hpp): skipped under a device profile (such
+// calls are planned for the device they run on) and on the three-stage path unless the layout runs
+// there (`three_stage`: packed batches do, paged caches do not); else `run` in run_in_frame. `layout`
+// names the layout in the skip reasons.
 CaseResult run_serving_case(Context& context, DType dtype, const RunOptions& options, const std::string& layout,
-                            const std::function<ServingResult()>& run);
+                            const std::function<ServingResult()>& run, bool three_stage = false);
 
 }  // namespace vkattn::conform

@@ -86,7 +86,7 @@ std::string describe(const VarlenCase& c) {
   return s.str();
 }
 
-VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
+VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath path) {
   std::mt19937_64 rng(c.seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
@@ -107,6 +107,8 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
   layouts.max_seqlen_q = c.loose_max ? 0 : longest_q;
   layouts.max_seqlen_k = c.loose_max ? 0 : longest_k;
   layouts.has_lse = c.lse;
+  layouts.path = path;
+  layouts.weights = path == AttentionPath::unfused;
   layouts.options.causal = c.causal;
   layouts.options.window = c.window;
   layouts.options.align = c.align;
@@ -167,10 +169,28 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
   if (c.alibi_batch) bufs.alibi = &*alibi_buf;
   if (c.sinks) bufs.sinks = &*sinks_buf;
 
-  const PreparedVarlenAttention prepared(ctx, layouts);
   VarlenResult result;
+  if (layouts.weights && c.quant != KvQuant::none) {
+    // The three-stage path reads no q8_0: it must refuse before anything is built, naming the path that works.
+    try {
+      (void)PreparedVarlenAttention(ctx, layouts);
+      result.text = "the three-stage path accepted q8_0 K and V, which it cannot read\n";
+    } catch (const Error& e) {
+      result.ok = e.code() == ErrorCode::unsupported && std::string(e.what()).find("fused path only") != std::string::npos;
+      result.plan = "refused";
+      if (!result.ok) result.text = std::string("the refusal of q8_0 on the three-stage path: ") + e.what() + "\n";
+    }
+    return result;
+  }
+  const uint64_t weight_count = layouts.weights ? uint64_t(c.heads * total_q) * uint64_t(total_k) : 0;
+  std::optional<GuardedBuffer> weights;
+  if (layouts.weights) {
+    weights.emplace(ctx, std::max<uint64_t>(weight_count, 1) * 4);
+    bufs.weights = {&weights->buffer(), 0};
+  }
+  const PreparedVarlenAttention prepared(ctx, layouts);
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
-  if (prepared.plan().splits < c.min_splits) {
+  if (!layouts.weights && prepared.plan().splits < c.min_splits) {  // (the fused path's split-KV)
     result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(c.min_splits) +
                   " ways: the case no longer tests split-KV\n";
     return result;
@@ -199,10 +219,13 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
     in.sinks_layout = layouts.sinks;
     in.alibi = alibi;
     in.sinks = sinks;
-    const reference::Outputs ref = as_batch_one(reference::varlen_attention(in));
+    in.weights = layouts.weights;
+    const reference::VarlenOutputs packed = reference::varlen_attention(in);
+    const reference::Outputs ref = as_batch_one(packed);
 
     out.reset();
     lse.reset();
+    if (weights) weights->reset();
     prepared.run(bufs);
     std::string guard;
     const std::vector<float> all_out = decoded(c.dtype, out.download("out", guard));
@@ -222,7 +245,15 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c) {
     }
     const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
     result.worst = std::max(result.worst, cmp.worst);
-    const std::string text = guard + cmp.text;
+    std::string text = guard + cmp.text;
+    if (weights) {
+      const std::vector<uint8_t> bytes = weights->download("weights", guard);
+      std::vector<float> gpu_weights(weight_count);
+      std::memcpy(gpu_weights.data(), bytes.data(), weight_count * 4);
+      const Comparison w = compare_weights(packed.weights, WeightsShape{1, c.heads, total_q, total_k}, gpu_weights, c.dtype);
+      result.worst = std::max(result.worst, w.worst);
+      text = guard + cmp.text + w.text;
+    }
     if (!text.empty()) {
       result.text = "step " + std::to_string(step + 1) + (step ? " (sequences reversed)" : "") +
                     " (batch 0, head, packed row, dim): " + text;
@@ -242,7 +273,7 @@ std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c) {
 
 CaseResult run_varlen_case(Context& context, const VarlenCase& c, const RunOptions& options) {
   return run_serving_case(context, c.dtype, options, "packed variable-length batch",
-                          [&] { return run_varlen_case(context, c); });
+                          [&] { return run_varlen_case(context, c, options.path); }, true);
 }
 
 std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {

@@ -56,11 +56,13 @@ using VarlenResult = ServingResult;
 
 // Runs `c` on `context` (PreparedVarlenAttention, run twice on fresh poison: the sequences in the
 // case's order, then the same packed rows cut in reverse order, one plan serving both) and compares
-// with the reference. Throws nothing for a mismatch; an Error from the library (a refusal) propagates.
-VarlenResult run_varlen_case(Context& context, const VarlenCase& c);
+// with the reference. `path` unfused: the three-stage path with the weights P (heads, total_q,
+// total_k) compared too; a q8_0 case must be refused there (ErrorCode::unsupported, naming the fused
+// path), which is its pass. Throws nothing for a mismatch; any other Error from the library propagates.
+VarlenResult run_varlen_case(Context& context, const VarlenCase& c, AttentionPath path = AttentionPath::automatic);
 
-// The same in `vkattn conform`'s frame (case_runner.hpp): skipped on the three-stage path (it takes
-// no packed batch) and under a device profile (varlen calls are planned for the device they run on).
+// The same in `vkattn conform`'s frame (case_runner.hpp), on the path of `options`; skipped under a
+// device profile (varlen calls are planned for the device they run on).
 CaseResult run_varlen_case(Context& context, const VarlenCase& c, const RunOptions& options);
 
 // The catalog: empty sequences (no queries, no keys, both), sequences with more queries than keys,

@@ -135,22 +135,9 @@ struct PagedCall {
   AttentionLayouts dense;
   LaunchPlan plan;
 };
-// Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error. q8_0
-// caches are refused (ErrorCode::unsupported) until a kernel reads them.
+// Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error.
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
 
-// A packed variable-length call planned (plan_varlen): its checked problem, the dense view of its
-// tensors the fused kernels run on (batch 1 packed tensors; ALiBi's slopes as given, (heads) or
-// (batch, heads)) and the plan (plan.varlen set).
-struct VarlenCall {
-  VarlenProblem problem;
-  AttentionLayouts dense;
-  LaunchPlan plan;
-};
-// Plans a varlen call (check_varlen_attention, the max lengths against the totals, then plan_fused
-// with the sizes of VarlenRows); throws Error. q8_0 K and V are refused (ErrorCode::unsupported)
-// until a kernel reads them.
-VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const VarlenAttentionLayouts& layouts);
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,

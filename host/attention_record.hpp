@@ -47,9 +47,10 @@ CallNeeds needs_of(const PlannedAttention& planned, const AttentionSpec& spec);
 void check_path(AttentionPath path);
 
 // Chooses the path (the three-stage one when `weights` are requested or `path` says so) and plans
-// it on `device`: checks the layouts and every limit; throws Error. Needs no buffer.
+// it on `device`: checks the layouts and every limit; throws Error. Needs no buffer. `varlen`: the
+// layouts are a packed variable-length batch's (plan_varlen).
 PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                           bool weights, AttentionPath path);
+                           bool weights, AttentionPath path, const VarlenRows* varlen = nullptr);
 
 // The call's dispatches and barriers, appended to `list` (pipelines built on `context` as needed).
 void emit_attention(ContextImpl& context, CommandList& list, const PlannedAttention& planned,

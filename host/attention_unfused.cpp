@@ -88,7 +88,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
     const uint64_t msize = mask_type_size(l.mask->type);
     mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
-  const Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)} : kPlaceholder;
+  Binding kv_len = l.has_kv_lengths ? Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)} : kPlaceholder;
+  if (plan.varlen_batch > 0) {  // no mask, no key lengths: the offsets take their bindings
+    mask = Binding{slots.block_table, 0, 4, uint64_t(plan.varlen_batch + 1)};
+    kv_len = Binding{slots.kv_lengths, 0, 4, uint64_t(plan.varlen_batch + 1)};
+  }
   // The score modifiers' per-head tensors, whole: the softmax indexes them with the global (b, h).
   const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
     return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
@@ -99,6 +103,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
   if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
   if (l.has_lse) push.flags |= kFlagWriteLse;
+  if (plan.varlen_batch > 0) push.flags |= kFlagVarlen, push.varlen_batch = u32(plan.varlen_batch);
   push.rows = u32(ch.rows()), push.chunk_heads = u32(ch.nh), push.chunk_rows = u32(ch.nr);
   push.b0 = u32(ch.b0), push.h0 = u32(ch.h0), push.i0 = u32(ch.i0);
 

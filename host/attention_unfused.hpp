@@ -27,6 +27,11 @@ struct UnfusedPlan {
   uint64_t alignment = 16;
   uint32_t softmax_workgroup = 128;
   GemmChoice gemm;  // the GEMM kernel of the plan's device (scores and P·V)
+  // A packed variable-length batch of this many sequences (0: a dense call). The problem is then the
+  // batch-1 call of total_q queries and total_k keys, and the row softmax confines each row to its
+  // sequence's keys (FLAG_VARLEN: cu_seqlens_q at the block-table slot, cu_seqlens_k at the key
+  // lengths'); P is (heads, total_q, total_k), 0 outside each row's sequence.
+  int64_t varlen_batch = 0;
 };
 
 struct AttentionSlots;

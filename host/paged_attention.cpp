@@ -91,6 +91,8 @@ struct PreparedPagedAttention::Impl {
   AttentionPlan report;
   detail::CommandList list;
 
+  uint64_t workspace_bytes() const { return call.plan.workspace_bytes; }
+
   // Throws Error naming the argument unless every buffer is given as the layouts say, valid, of this
   // Context and large enough, and no output (O, LSE, and the caches when appending) shares a byte
   // with another argument. `workspace` null: the Context's scratch.

@@ -81,7 +81,7 @@ void check_path(AttentionPath path) {
 }
 
 PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
-                           bool weights, AttentionPath path) {
+                           bool weights, AttentionPath path, const VarlenRows* varlen) {
   check_path(path);
   PlannedAttention planned;
   bool unfused = path == AttentionPath::unfused;
@@ -91,10 +91,12 @@ PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, cons
                   "(use path auto or unfused)");
     unfused = true;
   }
-  if (unfused)
+  if (unfused) {
     planned.unfused = make_unfused_plan(device, layouts, weights);
-  else
-    planned.fused = plan_fused(device, variant, layouts);
+    if (varlen) planned.unfused->varlen_batch = varlen->batch;
+  } else {
+    planned.fused = plan_fused(device, variant, layouts, true, nullptr, varlen);
+  }
   return planned;
 }
 

@@ -1,6 +1,6 @@
 // record() and run() of the prepared serving calls (PreparedPagedAttention, PreparedVarlenAttention):
 // the same steps around each call's own buffer check and replay. `Impl` has `context` (the
-// ContextImpl), `call.plan.workspace_bytes`, `check(buffers, const BufferSlice* workspace)` (null:
+// ContextImpl), `workspace_bytes()`, `check(buffers, const BufferSlice* workspace)` (null:
 // the Context's scratch) and `replay(cmd, buffers, VkBuffer workspace, uint64_t offset)`.
 #pragma once
 
@@ -19,7 +19,7 @@ void record_prepared(const Impl& p, VkCommandBuffer command_buffer, const Buffer
   p.context->check_usable();
   if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
   p.check(buffers, &workspace);
-  if (p.call.plan.workspace_bytes == 0)
+  if (p.workspace_bytes() == 0)
     p.replay(command_buffer, buffers, VK_NULL_HANDLE, 0);
   else
     p.replay(command_buffer, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
@@ -30,7 +30,7 @@ void record_prepared(const Impl& p, VkCommandBuffer command_buffer, const Buffer
 template <typename Impl, typename Buffers>
 void run_prepared(const Impl& p, const Buffers& buffers) {
   p.check(buffers, nullptr);
-  p.context->submit_with_scratch(p.call.plan.workspace_bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
+  p.context->submit_with_scratch(p.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer scratch) {
     barrier_before_attention(cmd);
     p.replay(cmd, buffers, scratch, 0);
     barrier_after_attention(cmd);

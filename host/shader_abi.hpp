@@ -31,7 +31,7 @@ struct KvAppendPush {
 // Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
 static_assert(sizeof(CombinePush) == 13 * 4);
-static_assert(sizeof(SoftmaxPush) == 17 * 4);
+static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
 static_assert(sizeof(KvAppendPush) == 20 * 4);
 static_assert(SPEC_ATTENTION_COUNT <= kMaxSpecConstants, "PipelineKey holds every specialization constant");

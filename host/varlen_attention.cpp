@@ -1,13 +1,13 @@
 // Packed variable-length attention (vkattn/varlen_attention.hpp): the fused kernels on the packed
-// tensors, each workgroup confined to one sequence by cu_seqlens (plan_varlen). A prepared call keeps
-// its command list; record() checks the buffers and replays it.
+// tensors, each workgroup confined to one sequence by cu_seqlens, or the three-stage path with each
+// row's softmax confined so (plan_varlen). A prepared call keeps its command list; record() checks
+// the buffers and replays it.
 #include "vkattn/varlen_attention.hpp"
 
 #include <array>
 #include <string>
 #include <tuple>
 
-#include "attention_plan.hpp"
 #include "attention_record.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
@@ -15,6 +15,7 @@
 #include "prepared_call.hpp"
 #include "int_math.hpp"
 #include "kv_storage.hpp"
+#include "varlen_plan.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {
@@ -23,7 +24,7 @@ namespace {
 std::string str(uint64_t v) { return std::to_string(v); }
 
 // The command-list slots of a varlen call: the dense call's, cu_seqlens_q where a paged call's block
-// table is and cu_seqlens_k where the key lengths are (emit_chunk binds them there).
+// table is and cu_seqlens_k where the key lengths are (the fused and three-stage emits bind them there).
 constexpr uint32_t kVarlenSlotCount = 13;
 
 }  // namespace
@@ -35,13 +36,15 @@ struct PreparedVarlenAttention::Impl {
   AttentionPlan report;
   detail::CommandList list;
 
+  uint64_t workspace_bytes() const { return call.planned.workspace_bytes(); }
+
   // Throws Error naming the argument unless every buffer is given as the layouts say, valid, of this
   // Context and large enough, and no output (O, LSE, the workspace) shares a byte with another
   // argument. `workspace` null: the Context's scratch.
   void check(const VarlenAttentionBuffers& b, const BufferSlice* workspace) const {
-    const AttentionProblem& p = call.plan.problem;
+    const AttentionProblem& p = call.planned.problem();
     const uint64_t esize = dtype_size(p.dtype);
-    std::array<detail::BufferExtent, 10> extents{};
+    std::array<detail::BufferExtent, 11> extents{};
     std::size_t n = 0;
     const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
                          uint64_t first_element, uint64_t elements, bool output) {
@@ -70,17 +73,19 @@ struct PreparedVarlenAttention::Impl {
     add("cu_seqlens_k", b.cu_seqlens_k.buffer, b.cu_seqlens_k.offset, 4, 0, offsets, false);
     if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
       add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.heads * p.seq_q), true);
+    if (optional("weights", b.weights.buffer != nullptr, layouts.weights))
+      add("weights", b.weights.buffer, b.weights.offset, 4, 0, uint64_t(p.heads * p.seq_q) * uint64_t(p.seq_k), true);
     const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
       if (optional(name, buffer != nullptr, l.has_value()))
         add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
     };
     head_values("alibi", b.alibi, layouts.alibi);
     head_values("sinks", b.sinks, layouts.sinks);
-    if (workspace && call.plan.workspace_bytes > 0) {
+    if (workspace && workspace_bytes() > 0) {
       if (!workspace->buffer)
-        throw Error("workspace: the call needs " + str(call.plan.workspace_bytes) +
-                    " bytes for its split-KV partials (workspace_bytes()), but none was given");
-      add("workspace", workspace->buffer, workspace->offset, 1, 0, call.plan.workspace_bytes, true);
+        throw Error("workspace: the call needs " + str(workspace_bytes()) + " bytes for its " +
+                    (call.planned.fused ? "split-KV partials" : "scores") + " (workspace_bytes()), but none was given");
+      add("workspace", workspace->buffer, workspace->offset, 1, 0, workspace_bytes(), true);
     }
     detail::check_extents(*context, std::span(extents.data(), n));
   }
@@ -94,11 +99,12 @@ struct PreparedVarlenAttention::Impl {
     };
     constexpr detail::AttentionSlots s;
     static_assert(kVarlenSlotCount == 13 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
-                  s.kv_lengths == 7 && s.workspace == 9 && s.alibi == 10 && s.sinks == 11 && s.block_table == 12);
+                  s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9 && s.alibi == 10 && s.sinks == 11 &&
+                  s.block_table == 12);
     const std::array<detail::SlotBase, kVarlenSlotCount> slots = {
         detail::SlotBase{}, tensor(b.q),         tensor(b.k),     tensor(b.v),
         tensor(b.out),      slice(b.lse),        detail::SlotBase{}, slice(b.cu_seqlens_k),
-        detail::SlotBase{}, detail::SlotBase{workspace, detail::align_up(workspace_offset, call.plan.alignment)},
+        slice(b.weights),   detail::SlotBase{workspace, detail::align_up(workspace_offset, call.planned.alignment())},
         tensor(b.alibi),    tensor(b.sinks),     slice(b.cu_seqlens_q)};
     list.replay(*context, cmd, slots);
   }
@@ -112,9 +118,9 @@ PreparedVarlenAttention::PreparedVarlenAttention(Context& context, const VarlenA
   p.context = detail::shared_impl_of(context);
   p.layouts = layouts;
   p.call = detail::plan_varlen(c.info, c.kernel, layouts);
-  p.report = detail::report_of(detail::PlannedAttention{p.call.plan, std::nullopt});
-  p.list = detail::CommandList(p.call.plan.alignment);
-  detail::emit_fused_attention(c, p.list, p.call.plan, p.call.dense, detail::AttentionSlots{});
+  p.report = detail::report_of(p.call.planned);
+  p.list = detail::CommandList(p.call.planned.alignment());
+  detail::emit_attention(c, p.list, p.call.planned, p.call.dense);
 }
 
 PreparedVarlenAttention::PreparedVarlenAttention(PreparedVarlenAttention&&) noexcept = default;
@@ -129,7 +135,7 @@ const PreparedVarlenAttention::Impl& PreparedVarlenAttention::impl() const {
 
 const VarlenAttentionLayouts& PreparedVarlenAttention::layouts() const { return impl().layouts; }
 const AttentionPlan& PreparedVarlenAttention::plan() const { return impl().report; }
-uint64_t PreparedVarlenAttention::workspace_bytes() const { return impl().call.plan.workspace_bytes; }
+uint64_t PreparedVarlenAttention::workspace_bytes() const { return impl().workspace_bytes(); }
 
 void PreparedVarlenAttention::record(VkCommandBuffer command_buffer, const VarlenAttentionBuffers& buffers, BufferSlice workspace) const {
   detail::record_prepared(impl(), command_buffer, buffers, workspace);

@@ -1,12 +1,16 @@
-// Planning a packed variable-length call (vkattn/varlen.hpp) on the fused kernels: the packed tensors
-// are one dense batch-1 problem of total_q queries and total_k keys, whose workgroups the kernels
-// confine to one sequence each (SPEC_ATTENTION_VARLEN: the grid's z is the sequence, its rows come
-// from cu_seqlens on the device), and the dense planner chooses the kernel, tiles and splits for
-// `batch` sequences of the longest lengths the host gives (max_seqlen_q, max_seqlen_k).
+// Planning a packed variable-length call (vkattn/varlen.hpp): the packed tensors are one dense
+// batch-1 problem of total_q queries and total_k keys.
+//   - The fused kernels confine each workgroup to one sequence (SPEC_ATTENTION_VARLEN: the grid's z
+//     is the sequence, its rows come from cu_seqlens on the device), and the dense planner chooses
+//     the kernel, tiles and splits for `batch` sequences of the longest lengths the host gives
+//     (max_seqlen_q, max_seqlen_k).
+//   - The three-stage path computes every packed row's scores against every packed key, and its row
+//     softmax confines each row to its sequence's keys (FLAG_VARLEN); P·V skips the zero weights.
+#include "varlen_plan.hpp"
+
 #include <algorithm>
 #include <string>
 
-#include "attention_plan.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -41,8 +45,9 @@ VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const Va
     throw unsupported("binding: cu_seqlens of " + str(uint64_t(vp.batch + 1)) + " values exceed maxStorageBufferRange (" +
                       str(device.max_storage_buffer_range) + " bytes) of " + device.name);
   const VarlenRows rows{vp.batch, vp.max_seq_q, vp.max_seq_k};
-  call.plan = plan_fused(device, variant, d, true, nullptr, &rows);
-  call.plan.problem.alibi_per_batch = vp.attention.alibi_per_batch;
+  call.planned = plan_path(device, variant, d, layouts.weights, layouts.path, &rows);
+  AttentionProblem& planned = call.planned.fused ? call.planned.fused->problem : call.planned.unfused->problem;
+  planned.alibi_per_batch = vp.attention.alibi_per_batch;
   d.alibi = layouts.alibi;
   return call;
 }

@@ -22,6 +22,14 @@ layout(binding = 0) buffer ScoresBuf { float p[]; };
 layout(binding = 1) writeonly buffer LseBuf { float lse[]; };
 layout(binding = 2) readonly buffer MaskBuf { uint mask_words[]; };
 layout(binding = 3) readonly buffer KvLenBuf { int kv_lengths[]; };
+// A packed variable-length batch (FLAG_VARLEN) has no mask and no key lengths: its offsets take those
+// bindings, cu_seqlens_q (batch + 1 values from word m_off) and cu_seqlens_k (from kv_len_offset()).
+layout(binding = 2) readonly buffer CuSeqlensQ { int cu_seqlens_q[]; };
+
+// The current row's sequence: the call's, or one packed sequence's (set by main before any use).
+uint row_seq_q, row_seq_k;
+#define SEQ_Q row_seq_q
+#define SEQ_K row_seq_k
 
 #include "mask.glsl"
 #include "causal.glsl"
@@ -52,6 +60,25 @@ float workgroup_reduce(float value, uint op) {
   return reduction[0];
 }
 
+// Value `index` of cu_seqlens_q (which 0) or cu_seqlens_k (which 1), clamped into [0, total]: offsets
+// that break the contract give wrong rows, never a read or write out of bounds.
+uint packed_offset(uint which, uint index, uint total) {
+  const int value = which == 0u ? cu_seqlens_q[pc.m_off + index] : kv_lengths[kv_len_offset() + index];
+  return uint(clamp(value, 0, int(total)));
+}
+
+// The sequence that packed query row `i` belongs to: the last b with cu_seqlens_q[b] <= i, by
+// bisection (about log2(batch) steps; a sequence with no queries is never chosen over the next one).
+uint packed_sequence_of(uint i) {
+  uint lo = 0u, hi = pc.varlen_batch - 1u;
+  while (lo < hi) {
+    const uint mid = (lo + hi + 1u) / 2u;
+    if (packed_offset(0u, mid, pc.seq_q) <= i) lo = mid;
+    else hi = mid - 1u;
+  }
+  return lo;
+}
+
 // Key j's score as the softmax sees it: softcap then ALiBi on the raw score, then the float mask
 // (modifiers.glsl, score.glsl); -inf for a key the explicit mask hides, whatever its score (NaN
 // included). The mask is read again in each pass rather than stored: P holds only the raw scores
@@ -70,22 +97,38 @@ void main() {
   const uint hl = (row / pc.chunk_rows) % pc.chunk_heads;
   const uint bl = row / (pc.chunk_rows * pc.chunk_heads);
   const uint b = pc.b0 + bl, h = pc.h0 + hl, i = pc.i0 + il;
+  const uint p_row = pc.p_off + row * pc.seq_k;
 
-  // The visible keys [key_begin, key_end): the window, causal and key padding. Keys outside are never
-  // read (their scores may be NaN from NaN/Inf in hidden K rows) and get weight 0.
-  const uint key_begin = HAS_WINDOW ? window_key_begin(i) : 0u;
-  uint key_end = causal_key_end(pc.flags & CAUSAL_MASK, i);
-  if (HAS_WINDOW) key_end = min(key_end, window_key_end(i));
+  // The row's problem: the call's, or in a packed batch its sequence's. There `i` becomes the row's
+  // index inside its sequence and `p_seq` the sequence's first key in the packed row of scores; the
+  // ALiBi slopes are indexed by sequence.
+  row_seq_q = pc.seq_q;
+  row_seq_k = pc.seq_k;
+  uint i_seq = i, p_seq = p_row, slope_batch = b;
+  if ((pc.flags & FLAG_VARLEN) != 0u) {
+    const uint sequence = packed_sequence_of(i);
+    const uint q0 = packed_offset(0u, sequence, pc.seq_q), k0 = packed_offset(1u, sequence, pc.seq_k);
+    row_seq_q = max(packed_offset(0u, sequence + 1u, pc.seq_q), q0) - q0;
+    row_seq_k = max(packed_offset(1u, sequence + 1u, pc.seq_k), k0) - k0;
+    i_seq = i - q0;
+    p_seq = p_row + k0;
+    slope_batch = sequence;
+  }
+
+  // The visible keys [key_begin, key_end) of the sequence: the window, causal and key padding. Keys
+  // outside are never read (their scores may be NaN from NaN/Inf in hidden K rows) and get weight 0.
+  const uint key_begin = HAS_WINDOW ? window_key_begin(i_seq) : 0u;
+  uint key_end = causal_key_end(pc.flags & CAUSAL_MASK, i_seq);
+  if (HAS_WINDOW) key_end = min(key_end, window_key_end(i_seq));
   if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
-  const uint p_row = pc.p_off + row * pc.seq_k;
-  const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
+  const float slope = HAS_ALIBI ? alibi_slope(slope_batch, h) : 0.0;
 
   // Pass 1: the max of the visible, modified, biased scores.
   float m = M_INIT;
   for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+    const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
     if (s != NEG_INF) m = max(m, s);
   }
   m = workgroup_reduce(m, 0u);
@@ -93,7 +136,7 @@ void main() {
   // Pass 2: the sum.
   float l = 0.0;
   for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+    const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
     if (s != NEG_INF) l += exp(s - m);
   }
   l = workgroup_reduce(l, 1u);
@@ -105,13 +148,16 @@ void main() {
   // Pass 3: the weights; l == 0 only when no key is visible (and no sink).
   const bool empty = l == 0.0;
   const float inv_l = empty ? 0.0 : 1.0 / l;
-  for (uint j = tid; j < pc.seq_k; j += gl_WorkGroupSize.x) {
+  // Every key of the row, in a packed batch the other sequences' too (j counts from the sequence's
+  // first key there, so theirs fall outside [key_begin, key_end) and get 0).
+  for (uint jr = tid; jr < pc.seq_k; jr += gl_WorkGroupSize.x) {
+    const uint j = jr + (p_row - p_seq);  // wraps below the sequence's first key: never visible
     float weight = 0.0;
     if (j >= key_begin && j < key_end) {
-      const float s = visible_score(mask_kind, mask_row, p_row, slope, i, j);
+      const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
       if (s != NEG_INF) weight = exp(s - m) * inv_l;
     }
-    p[p_row + j] = weight;
+    p[p_row + jr] = weight;
   }
   if (tid == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
     lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);

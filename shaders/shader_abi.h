@@ -26,6 +26,10 @@
 #define FLAG_VEC_Q 128u
 #define FLAG_VEC_K 256u
 #define FLAG_VEC_V 512u
+/* attention_softmax.comp: the rows are a packed variable-length batch (the batch-1 problem's seq_q and
+ * seq_k are the totals); cu_seqlens_q is bound where the mask goes and cu_seqlens_k where the key
+ * lengths go, and each row is confined to its sequence's keys with the sequence's own alignment. */
+#define FLAG_VARLEN 1024u
 
 /* ---- Score modifiers (README, "Score modifiers"): the bits of the MODIFIERS specialization constant of
  * every kernel that forms or normalises scores (shaders/modifiers.glsl). Off, they compile to nothing. ---- */
@@ -201,7 +205,8 @@
   uint rows, chunk_heads, chunk_rows; /* rows = chunk_batches * chunk_heads * chunk_rows */   \
   uint b0, h0, i0;                                                                           \
   uint p_off, lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets */          \
-  uint m_sb, m_sh, m_ss, m_off;
+  uint m_sb, m_sh, m_ss, m_off;                                                              \
+  uint varlen_batch; /* with FLAG_VARLEN: the sequences (cu_seqlens hold one more value each) */
 
 /* The GEMM (gemm.comp and gemm_subgroup.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of
  * operand X is at X_off + b*X_sb + h'*X_sh + r*X_sr + (c / X_cblk)*X_sblk + (c % X_cblk)*X_sc, with

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attention_plan.hpp"
+#include "varlen_plan.hpp"
 #include "conform/device_profiles.hpp"
 #include "llvmpipe_limits.hpp"
 #include "support.hpp"
@@ -560,7 +561,8 @@ TEST_SUITE("unit") {
         }
         detail::VarlenCall call;
         REQUIRE_NOTHROW(call = detail::plan_varlen(d, KernelVariant::automatic, l));
-        const LaunchPlan& plan = call.plan;
+        REQUIRE(call.planned.fused.has_value());
+        const LaunchPlan& plan = *call.planned.fused;
         const detail::KernelConfig& c = plan.config;
         INFO("plan: " << describe(plan));
         REQUIRE(plan.varlen.has_value());
@@ -605,11 +607,42 @@ TEST_SUITE("unit") {
     l.q = l.out = packed_layout(DType::f16, 2, 4, 64);  // decode: the subgroup kernel's decode form
     l.k = l.v = packed_layout(DType::f16, 4000, 1, 64);
     l.kv_quant = KvQuant::none;
-    CHECK(detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).plan.config.vec_loads);
+    CHECK(detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused->config.vec_loads);
     l.kv_quant = KvQuant::q8_0;  // read block by block (kv_values.glsl), never as 16-byte vectors
-    const detail::LaunchPlan q8 = detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).plan;
+    const detail::LaunchPlan q8 = *detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused;
     CHECK(q8.config.decode);
     CHECK_FALSE(q8.config.vec_loads);
     CHECK(q8.problem.kv_quant == KvQuant::q8_0);
+  }
+
+  TEST_CASE("planner: varlen with the weights plans the three-stage path for the packed batch") {
+    const DeviceProfile& llvmpipe = conform::find_device_profile("llvmpipe");
+    VarlenAttentionLayouts l;
+    l.q = l.out = packed_layout(DType::f16, 40, 8, 64);
+    l.k = l.v = packed_layout(DType::f16, 300, 2, 64);
+    l.batch = 5;
+    l.weights = true;
+    detail::VarlenCall call = detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l);
+    REQUIRE(call.planned.unfused.has_value());
+    CHECK_FALSE(call.planned.fused.has_value());
+    CHECK(call.planned.unfused->varlen_batch == 5);
+    CHECK(call.planned.unfused->weights);
+    CHECK(call.planned.problem().seq_q == 40);
+    CHECK(call.planned.problem().seq_k == 300);
+    CHECK(call.planned.workspace_bytes() == 0);  // the scores are P, in the caller's buffer
+    l.weights = false;
+    l.path = AttentionPath::unfused;  // asked for: the scores go to the workspace
+    call = detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l);
+    REQUIRE(call.planned.unfused.has_value());
+    CHECK(call.planned.workspace_bytes() >= uint64_t(8 * 40 * 300 * 4));
+    l.weights = true;
+    l.path = AttentionPath::fused;
+    CHECK(contains(error_message([&] { (void)detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l); }),
+                   "path: fused, but the weights P were requested"));
+    l.path = AttentionPath::automatic;
+    l.k = l.v = packed_layout(DType::f16, 320, 2, 64);
+    l.kv_quant = KvQuant::q8_0;
+    CHECK(contains(error_message([&] { (void)detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l); }),
+                   "run on the fused path only"));
   }
 }

@@ -14,13 +14,13 @@ using namespace vkattn::test;
 
 namespace {
 
-// The varlen cases run on the fused kernels only: the --path=unfused runs of a suite skip them.
+// On the suite's path: the fused kernels, or with --path=unfused the three-stage path with the
+// weights (q8_0 cases: its refusal).
 void run_all(const std::vector<conform::VarlenCase>& cases) {
-  if (attention_path() == AttentionPath::unfused) return;
   for (const conform::VarlenCase& c : cases) {
     if (!device_supports(c.dtype)) continue;
     INFO(conform::describe(c));
-    const conform::VarlenResult r = conform::run_varlen_case(context(), c);
+    const conform::VarlenResult r = conform::run_varlen_case(context(), c, attention_path());
     INFO(r.plan);
     CHECK_MESSAGE(r.ok, r.text);
     expect_no_validation_messages();
@@ -103,27 +103,69 @@ TEST_SUITE("varlen") {
     // Offsets past the totals, decreasing, and a sequence longer than max_seqlen: wrong rows, but the
     // guard bytes after O and the LSE stay intact (the runner's GuardedBuffer is not needed: the
     // kernels clamp every row into the tensors, which the buffers here are exactly large enough for).
+    // Both paths: the fused kernels, and the three-stage one with the weights (its row softmax).
+    for (const bool weights : {false, true}) {
+      INFO("weights: " << weights);
+      VarlenAttentionLayouts l = small_layouts();
+      l.max_seqlen_q = 2;
+      l.max_seqlen_k = 2;
+      l.has_lse = true;
+      l.weights = weights;
+      const PreparedVarlenAttention prepared(context(), l);
+      CHECK(std::string(prepared.plan().path) == (weights ? "unfused" : "fused"));
+      Buffer q = Buffer::allocate(context(), 4 * 2 * 32 * 4), kv = Buffer::allocate(context(), 4 * 2 * 32 * 4);
+      Buffer out = Buffer::allocate(context(), 4 * 2 * 32 * 4 + 256), lse = Buffer::allocate(context(), 2 * 4 * 4 + 256);
+      Buffer p = Buffer::allocate(context(), 2 * 4 * 4 * 4 + 256);
+      q.fill(0), kv.fill(0), out.fill(0xA5), lse.fill(0xA5), p.fill(0xA5);
+      Buffer cu_q = Buffer::allocate(context(), 12), cu_k = Buffer::allocate(context(), 12);
+      const int32_t bad_q[3] = {3, -7, 1000}, bad_k[3] = {-1, 100, 2};
+      cu_q.upload(bad_q, sizeof bad_q);
+      cu_k.upload(bad_k, sizeof bad_k);
+      VarlenAttentionBuffers b;
+      b.q = &q, b.k = &kv, b.v = &kv, b.out = &out, b.lse = {&lse, 0};
+      if (weights) b.weights = {&p, 0};
+      b.cu_seqlens_q = {&cu_q, 0}, b.cu_seqlens_k = {&cu_k, 0};
+      prepared.run(b);
+      std::vector<uint8_t> tail(256);
+      out.download(tail.data(), 256, 4 * 2 * 32 * 4);
+      CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+      lse.download(tail.data(), 256, 2 * 4 * 4);
+      CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+      p.download(tail.data(), 256, 2 * 4 * 4 * 4);
+      CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+      expect_no_validation_messages();
+    }
+  }
+
+  TEST_CASE("varlen: the weights buffer is checked like the others, and path fused cannot give it") {
     VarlenAttentionLayouts l = small_layouts();
-    l.max_seqlen_q = 2;
-    l.max_seqlen_k = 2;
-    l.has_lse = true;
+    l.weights = true;
     const PreparedVarlenAttention prepared(context(), l);
-    Buffer q = Buffer::allocate(context(), 4 * 2 * 32 * 4), kv = Buffer::allocate(context(), 4 * 2 * 32 * 4);
-    Buffer out = Buffer::allocate(context(), 4 * 2 * 32 * 4 + 256), lse = Buffer::allocate(context(), 2 * 4 * 4 + 256);
-    q.fill(0), kv.fill(0), out.fill(0xA5), lse.fill(0xA5);
-    Buffer cu_q = Buffer::allocate(context(), 12), cu_k = Buffer::allocate(context(), 12);
-    const int32_t bad_q[3] = {3, -7, 1000}, bad_k[3] = {-1, 100, 2};
-    cu_q.upload(bad_q, sizeof bad_q);
-    cu_k.upload(bad_k, sizeof bad_k);
+    CHECK(std::string(prepared.plan().path) == "unfused");
+    Buffer q = Buffer::allocate(context(), 4 * 2 * 32 * 4), out = Buffer::allocate(context(), 4 * 2 * 32 * 4);
+    Buffer kv = Buffer::allocate(context(), 4 * 2 * 32 * 4), p = Buffer::allocate(context(), 2 * 4 * 4 * 4);
+    Buffer cu = Buffer::allocate(context(), 12);
+    const int32_t offsets[3] = {0, 1, 4};
+    cu.upload(offsets, sizeof offsets);
     VarlenAttentionBuffers b;
-    b.q = &q, b.k = &kv, b.v = &kv, b.out = &out, b.lse = {&lse, 0};
-    b.cu_seqlens_q = {&cu_q, 0}, b.cu_seqlens_k = {&cu_k, 0};
-    prepared.run(b);
-    std::vector<uint8_t> tail(256);
-    out.download(tail.data(), 256, 4 * 2 * 32 * 4);
-    CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
-    lse.download(tail.data(), 256, 2 * 4 * 4);
-    CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
+    b.q = &q, b.k = &kv, b.v = &kv, b.out = &out;
+    b.cu_seqlens_q = {&cu, 0}, b.cu_seqlens_k = {&cu, 0};
+    CHECK(contains(error_message([&] { prepared.run(b); }), "weights: the call was prepared with it, but none was given"));
+    b.weights = {&p, 4};
+    CHECK(contains(error_message([&] { prepared.run(b); }), "weights: needs 128 bytes"));
+    b.weights = {&out, 0};
+    CHECK(contains(error_message([&] { prepared.run(b); }), "overlaps"));
+    b.weights = {&p, 0};
+    CHECK_NOTHROW(prepared.run(b));
+    // Sequence 0 (query 0) sees key 0 only, sequence 1 (queries 1-3) keys 1-3: every other weight is 0.
+    std::vector<float> w(2 * 4 * 4);
+    p.download(w.data(), w.size() * 4);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 4; ++j)
+          if ((i == 0) != (j == 0)) CHECK(w[std::size_t((h * 4 + i) * 4 + j)] == 0.0f);
+    l.path = AttentionPath::fused;
+    CHECK(contains(error_message([&] { PreparedVarlenAttention(context(), l); }), "path: fused, but the weights P were requested"));
     expect_no_validation_messages();
   }
 }

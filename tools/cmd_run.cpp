@@ -171,8 +171,9 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--out", o->out, "Output O: (batch, heads, seq_q, dim_v) in Q's dtype (f32 for bf16)")->required();
   app->add_option("--lse", o->lse, "Optional log-sum-exp output: (batch, heads, seq_q) float32");
   app->add_option("--weights", o->weights,
-                  "Optional attention weights P: (batch, heads, seq_q, seq_k) float32; 0 for masked keys and "
-                  "fully masked rows (needs the unfused path)");
+                  "Optional attention weights P: (batch, heads, seq_q, seq_k) float32 (packed sequences: (heads, "
+                  "total_q, total_k), 0 outside each row's sequence); 0 for masked keys and fully masked rows "
+                  "(needs the unfused path)");
   app->add_option("--heatmap", o->heatmap,
                   "Draw batch 0's attention weights (first 16 heads) as a PNG (computes P even without --weights)");
   app->add_option("--path", o->path,

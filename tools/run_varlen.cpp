@@ -13,6 +13,7 @@
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
+#include "weights_budget.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/q8_0.hpp"
@@ -108,6 +109,8 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   l.kv_quant = q8_0 ? KvQuant::q8_0 : KvQuant::none;
   l.batch = batch;
   l.has_lse = !o.lse.empty() || o.check;
+  l.weights = !o.weights.empty();  // P (heads, total_q, total_k): the three-stage path
+  l.path = parse_attention_path(o.path);
   l.options.causal = parse_causal(o.causal);
   if (!o.scale.empty()) l.options.scale = parse_float(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
@@ -137,9 +140,17 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   return in;
 }
 
-// --check: O and LSE against reference::varlen_attention. One line on stdout when they agree; an
-// Error naming the first difference when not.
-void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, std::span<const float> lse) {
+// The summary and the first mismatch of a comparison: one line.
+std::string first_lines(const std::string& text) {
+  const std::size_t first = text.find('\n');
+  const std::size_t second = first == std::string::npos ? first : text.find('\n', first + 1);
+  return text.substr(0, second);
+}
+
+// --check: O and LSE (and P with --weights) against reference::varlen_attention. One line on stdout
+// when they agree; an Error naming the first difference when not.
+void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, std::span<const float> lse,
+                  std::span<const float> weights) {
   const VarlenAttentionLayouts& l = in.layouts;
   reference::VarlenInputs r;
   r.q_layout = l.q;
@@ -161,7 +172,9 @@ void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, st
   r.sinks_layout = l.sinks;
   if (in.alibi) r.alibi = in.alibi->values;
   if (in.sinks) r.sinks = in.sinks->values;
-  const reference::Outputs ref = conform::as_batch_one(reference::varlen_attention(r));
+  r.weights = l.weights;
+  const reference::VarlenOutputs packed_ref = reference::varlen_attention(r);
+  const reference::Outputs ref = conform::as_batch_one(packed_ref);
 
   const DType dtype = l.q.dtype;
   const int64_t total = l.out.seq, heads = l.out.heads, dim = l.out.dim;
@@ -176,16 +189,20 @@ void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, st
   for (float x : in.v)
     if (std::isfinite(x)) v_scale = std::max(v_scale, double(std::fabs(x)));
   const conform::Comparison cmp = conform::compare_outputs(ref, out, lse, v_scale, dtype);
-  if (!cmp.ok()) {
-    // The summary and the first mismatch: one line.
-    const std::size_t first = cmp.text.find('\n');
-    const std::size_t second = first == std::string::npos ? first : cmp.text.find('\n', first + 1);
-    throw Error("--check: O/LSE differ from the fp64 reference (at batch 0, head, packed row, dim): " +
-                cmp.text.substr(0, second));
+  if (!cmp.ok())
+    throw Error("--check: O/LSE differ from the fp64 reference (at batch 0, head, packed row, dim): " + first_lines(cmp.text));
+  double worst = cmp.worst;
+  if (l.weights) {
+    const conform::Comparison w = conform::compare_weights(
+        packed_ref.weights, conform::WeightsShape{1, heads, total, l.k.seq}, weights, dtype);
+    if (!w.ok())
+      throw Error("--check: P differs from the fp64 reference (at batch 0, head, packed row, packed key): " +
+                  first_lines(w.text));
+    worst = std::max(worst, w.worst);
   }
-  std::printf("check: passed: O and LSE within the %s tolerances of the fp64 reference (worst %.3g of the "
+  std::printf("check: passed: O, LSE%s within the %s tolerances of the fp64 reference (worst %.3g of the "
               "tolerance)\n",
-              to_string(dtype), cmp.worst);
+              l.weights ? " and P" : "", to_string(dtype), worst);
 }
 
 Buffer upload_ints(Context& context, const std::vector<int32_t>& values) {
@@ -213,17 +230,16 @@ std::string varlen_usage_error(const RunOptions& o) {
     if (!path->empty())
       return std::string(flag) + " cannot be used with " + kVarlenSet +
              ": --cu-seqlens-k gives each sequence its keys";
-  for (const auto& [flag, path] : {std::pair{"--weights", &o.weights}, std::pair{"--heatmap", &o.heatmap}})
-    if (!path->empty())
-      return std::string(flag) + " cannot be used with " + kVarlenSet +
-             ": they run on the fused kernels, which never store the attention weights";
-  if (o.path == "unfused")
-    return std::string("--path unfused cannot run ") + kVarlenSet + ": it runs on the fused kernels only (use --path fused or auto)";
+  if (!o.heatmap.empty())
+    return std::string("--heatmap cannot be used with ") + kVarlenSet +
+           ": it draws a dense call's (seq_q, seq_k) blocks (write P with --weights)";
+  if (!o.weights.empty() && o.path == "fused")
+    return "--path fused cannot give --weights: the fused path never stores the attention weights (use --path unfused or auto)";
   return "";
 }
 
 int run_varlen(const RunOptions& o) {
-  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}},
+  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}},
                                   {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--cu-seqlens-q", o.cu_seqlens_q},
                                    {"--cu-seqlens-k", o.cu_seqlens_k}, {"--alibi", o.alibi}, {"--sinks", o.sinks}});
   const VarlenInputs in = load_varlen_inputs(o);
@@ -233,7 +249,10 @@ int run_varlen(const RunOptions& o) {
   ContextOptions context_options;
   context_options.device = o.device;
   Context context(context_options);
-  // The library's own refusals (a tensor beyond one binding, a grid too large) come from planning.
+  // Before anything is allocated: P grows with total_q·total_k and is the one buffer that may not fit.
+  if (l.weights) check_weights_fit(1, l.q.heads, l.q.seq, l.k.seq, context.device_info(), "--weights");
+  // The library's own refusals (a tensor beyond one binding, a grid too large, q8_0 on the
+  // three-stage path) come from planning.
   const PreparedVarlenAttention prepared(context, l);
 
   Buffer q = upload_encoded(context, dtype, in.q);
@@ -245,7 +264,7 @@ int run_varlen(const RunOptions& o) {
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
   const uint64_t rows = uint64_t(l.out.heads * l.out.seq);
   Buffer out = allocate_at_least(context, out_bytes);
-  std::optional<Buffer> lse, alibi, sinks;
+  std::optional<Buffer> lse, alibi, sinks, weights;
   VarlenAttentionBuffers b;
   b.q = &q;
   b.k = &k;
@@ -256,19 +275,27 @@ int run_varlen(const RunOptions& o) {
   if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
   if (in.alibi) b.alibi = &alibi.emplace(upload_encoded(context, DType::f32, in.alibi->values));
   if (in.sinks) b.sinks = &sinks.emplace(upload_encoded(context, DType::f32, in.sinks->values));
+  const uint64_t weight_count = l.weights ? rows * uint64_t(l.k.seq) : 0;
+  if (l.weights) b.weights = {&weights.emplace(allocate_at_least(context, weights_bytes(1, l.q.heads, l.q.seq, l.k.seq))), 0};
   prepared.run(b);
 
   std::vector<std::byte> out_raw(out_bytes);
   if (out_bytes) out.download(out_raw.data(), out_bytes);
   std::vector<float> lse_values(l.has_lse ? rows : 0);
   if (!lse_values.empty()) lse->download(lse_values.data(), rows * sizeof(float));
-  if (o.check) check_varlen(in, out_raw, lse_values);
+  std::vector<float> weight_values(weight_count);
+  if (!weight_values.empty()) weights->download(weight_values.data(), weight_count * sizeof(float));
+  if (o.check) check_varlen(in, out_raw, lse_values, weight_values);
 
   OutputFiles files;
   files.stage(o.out, output_npy(out_raw, dtype, {l.out.seq, l.out.heads, l.out.dim}, in.out_f16));
   if (!o.lse.empty()) {
     const std::vector<int64_t> shape = {l.out.heads, l.out.seq};
     files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
+  }
+  if (l.weights) {
+    const std::vector<int64_t> shape = {l.out.heads, l.out.seq, l.k.seq};
+    files.stage(o.weights, npy::serialize_floats(shape, weight_values, false));
   }
   files.commit();
   return 0;

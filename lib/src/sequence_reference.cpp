@@ -63,6 +63,7 @@ Outputs attend(const Sequence& s, const AttentionOptions& options, const std::op
     in.v_layout = s.v_layout;
     in.k = s.k;
     in.v = s.v;
+    in.weights = s.weights;
   }
   return attention(in);
 }

@@ -25,6 +25,7 @@ struct Sequence {
   TensorLayout q_layout, k_layout, v_layout;
   std::span<const float> q, k, v;
   int64_t seq_k = 0;
+  bool weights = false;  // also P (1, heads, seq_q, seq_k); none with no keys
 };
 Outputs attend(const Sequence& s, const AttentionOptions& options, const std::optional<HeadValuesLayout>& alibi_layout,
                std::span<const float> alibi, const std::optional<HeadValuesLayout>& sinks_layout,

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sequence_reference.hpp"
+#include "size_check.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::reference {
@@ -39,6 +40,9 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
   o.dim_v = a.dim_v;
   o.out.resize(static_cast<std::size_t>(o.total_q * a.heads * a.dim_v));
   o.lse.resize(static_cast<std::size_t>(a.heads * o.total_q));
+  o.total_k = p.total_k();
+  if (in.weights)
+    o.weights.assign(static_cast<std::size_t>(vkattn::detail::checked_product("weights", {a.heads, o.total_q, o.total_k})), 0.0);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t q0 = in.cu_seqlens_q[static_cast<std::size_t>(b)];
     const int64_t k0 = in.cu_seqlens_k[static_cast<std::size_t>(b)];
@@ -58,12 +62,16 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
     s.k = k;
     s.v = v;
     s.seq_k = seq_k;
+    s.weights = in.weights;
     const Outputs r = detail::attend(s, in.options, in.alibi_layout, in.alibi, in.sinks_layout, in.sinks, b);
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t i = 0; i < seq_q; ++i) {
         for (int64_t d = 0; d < a.dim_v; ++d)
           o.out[static_cast<std::size_t>(((q0 + i) * a.heads + h) * a.dim_v + d)] = r.at(0, h, i, d);
         o.lse[static_cast<std::size_t>(h * o.total_q + q0 + i)] = r.lse[static_cast<std::size_t>(h * seq_q + i)];
+        for (int64_t j = 0; j < seq_k && in.weights; ++j)
+          o.weights[static_cast<std::size_t>((h * o.total_q + q0 + i) * o.total_k + k0 + j)] =
+              r.weights[static_cast<std::size_t>((h * seq_q + i) * seq_k + j)];
       }
   }
   return o;

@@ -371,6 +371,7 @@ class VarlenCase:
     sinks: bool = False
     check: bool = False  # also --check: stdout must say it passed
     kv_dtype: str = None  # 'q8_0': --kv-dtype q8_0
+    weights: bool = False  # --weights p.npy (the three-stage path): P (heads, total_q, total_k) checked too
 
     def __post_init__(self):
         self.dim_v = self.dim_v or self.dim
@@ -391,6 +392,10 @@ VARLEN_CASES = [
                sinks=True, alibi="h", dtype="bf16"),
     VarlenCase("varlen_q8_0_gqa_empty_check", seq_q=[3, 0, 6, 1], seq_k=[20, 5, 33, 0], heads=4, kv_heads=2, dim=64,
                dim_v=32, window=(16, 0), sinks=True, kv_dtype="q8_0", check=True),
+    VarlenCase("varlen_weights_gqa_empty_modifiers", seq_q=[4, 0, 7, 2], seq_k=[9, 3, 7, 0], heads=4, kv_heads=2,
+               window=(5, 0), alibi="bh", sinks=True, weights=True, check=True),
+    VarlenCase("varlen_weights_f16_top_left", seq_q=[6, 1], seq_k=[6, 11], heads=2, kv_heads=1, dim=16,
+               file_dtype="f2", causal="top-left", weights=True),
 ]
 
 
@@ -432,6 +437,8 @@ def generate_varlen(case, seed):
         args += ["--check"]
     if case.kv_dtype:
         args += ["--kv-dtype", case.kv_dtype]
+    if case.weights:
+        args += ["--weights", "p.npy"]
 
     # One dense problem per sequence: its rows sliced out of the packed tensors.
     # q8_0: K and V quantized as read (before rounding to the dtype).
@@ -441,6 +448,7 @@ def generate_varlen(case, seed):
         k_seen, v_seen = q8_0_values(k), q8_0_values(v)
     out = np.zeros((total_q, heads, case.dim_v))
     lse = np.full((heads, total_q), -np.inf)
+    weights = np.zeros((heads, total_q, total_k))  # 0 outside each row's sequence
     for b in range(batch):
         q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
         if q1 == q0:
@@ -449,18 +457,19 @@ def generate_varlen(case, seed):
             if sinks is not None:
                 lse[:, q0:q1] = sinks[:, None]
             continue
-        o_b, lse_b = sdpa_reference.attention(
+        o_b, lse_b, p_b = sdpa_reference.attention(
             q_seen[q0:q1].transpose(1, 0, 2)[None], k_seen[k0:k1].transpose(1, 0, 2)[None],
             v_seen[k0:k1].transpose(1, 0, 2)[None], causal=case.causal, window=case.window, align=case.align,
             softcap=case.softcap, alibi=alibi[b:b + 1] if alibi is not None and alibi.ndim == 2 else alibi,
-            sinks=sinks)
+            sinks=sinks, weights=True)
         out[q0:q1] = o_b[0].transpose(1, 0, 2)
         lse[:, q0:q1] = lse_b[0]
-    return files, args, (out, lse), v_seen
+        weights[:, q0:q1, k0:k1] = p_b[0]
+    return files, args, (out, lse, weights), v_seen
 
 
 def check_varlen_case(vkattn, case, directory, seed):
-    files, args, (ref_out, ref_lse), v_seen = generate_varlen(case, seed)
+    files, args, (ref_out, ref_lse, ref_weights), v_seen = generate_varlen(case, seed)
     gen_case.write(directory, files)
     start = time.time()
     proc = subprocess.run([vkattn, "run"] + args, cwd=directory, capture_output=True, text=True, timeout=900)
@@ -472,7 +481,10 @@ def check_varlen_case(vkattn, case, directory, seed):
     out_f16 = case.file_dtype == "f2" and case.compute_dtype != "bf16"
     expected_dtype = np.float16 if out_f16 else np.float32
     results = {}
-    for name, shape, dtype in [("out", ref_out.shape, expected_dtype), ("lse", ref_lse.shape, np.float32)]:
+    expected = [("out", ref_out.shape, expected_dtype), ("lse", ref_lse.shape, np.float32)]
+    if case.weights:
+        expected.append(("p", ref_weights.shape, np.float32))
+    for name, shape, dtype in expected:
         results[name] = np.load(os.path.join(directory, name + ".npy"))
         if results[name].dtype != dtype or results[name].shape != shape:
             return (False, f"{name}.npy is {results[name].dtype} {results[name].shape}, expected "
@@ -488,6 +500,12 @@ def check_varlen_case(vkattn, case, directory, seed):
     tol = TOLERANCE[case.compute_dtype]
     ok = err <= tol and lse_err <= LSE_TOLERANCE
     detail = f"err {err:.2e} / tol {tol:.0e}  lse {lse_err:.2e} / {LSE_TOLERANCE:.0e}"
+    if case.weights:
+        # Weights are probabilities: absolute error; exactly 0 outside each row's sequence and at masked keys.
+        p_err = compare(results["p"], ref_weights, 1.0)
+        zeros_ok = bool(np.all(results["p"][ref_weights == 0] == 0))
+        ok = ok and p_err <= tol and zeros_ok
+        detail += f"  P {p_err:.2e}" + ("" if zeros_ok else "  (P not exactly 0 where the reference is)")
     if np.isinf(ref_lse).any():
         detail += f"  ({int(np.isinf(ref_lse).sum())} rows without keys)"
     return ok, detail, seconds
@@ -601,8 +619,8 @@ def varlen_error_cases():
         ("varlen_alibi_wrong_batch", dict(files, **{"a.npy": np.ones((3, 2), np.float32)}), cu + ["--alibi", "a.npy"]),
         ("varlen_mask", dict(files, **{"mask.npy": np.ones((8, 10), bool)}), cu + ["--mask", "mask.npy"]),
         ("varlen_k_cache", files, cu + ["--k-cache", "k.npy"]),
-        ("varlen_weights", files, cu + ["--weights", "p.npy"]),
-        ("varlen_unfused", files, cu + ["--path", "unfused"]),
+        ("varlen_heatmap", files, cu + ["--heatmap", "p.png"]),
+        ("varlen_weights_fused", files, cu + ["--weights", "p.npy", "--path", "fused"]),
         ("varlen_q8_0_dim_16", files, cu + ["--kv-dtype", "q8_0"]),
     ]
 
@@ -682,15 +700,15 @@ EXPECTED_MESSAGE = {
     "varlen_alibi_wrong_batch": "--alibi (a.npy): shape (3, 2) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
     "varlen_mask": "--mask cannot be used with packed sequences",
     "varlen_k_cache": "--k-cache cannot be used with packed sequences",
-    "varlen_weights": "--weights cannot be used with packed sequences",
-    "varlen_unfused": "--path unfused cannot run packed sequences",
+    "varlen_heatmap": "--heatmap cannot be used with packed sequences",
+    "varlen_weights_fused": "--path fused cannot give --weights",
     "varlen_q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
 }
 # Usage errors (which options go together) exit 2; bad values exit 1.
 EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
                                       "paged_k_new_alone", "paged_weights", "paged_check_dense",
-                                      "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_weights",
-                                      "varlen_unfused", "q8_0_weights", "q8_0_heatmap", "q8_0_unfused")}
+                                      "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_heatmap",
+                                      "varlen_weights_fused", "q8_0_weights", "q8_0_heatmap", "q8_0_unfused")}
 
 
 def overflowing(array, magnitude):

@@ -44,7 +44,7 @@ struct PagedAttentionBuffers {
 class PreparedPagedAttention {
  public:
   // Throws Error as check_paged_attention does, or ErrorCode::unsupported for what this device or
-  // version cannot run (q8_0 caches: not yet; a cache larger than one storage-buffer binding).
+  // version cannot run (a cache larger than one storage-buffer binding).
   PreparedPagedAttention(Context& context, const PagedAttentionLayouts& layouts);
   PreparedPagedAttention(PreparedPagedAttention&&) noexcept;
   PreparedPagedAttention& operator=(PreparedPagedAttention&&) noexcept;

@@ -62,6 +62,7 @@ struct VarlenInputs {
   AttentionOptions options;
   std::optional<HeadValuesLayout> alibi_layout, sinks_layout;  // alibi (heads) or (batch, heads)
   std::span<const float> alibi, sinks;
+  bool weights = false;  // also return the weights P
 };
 
 struct VarlenOutputs {
@@ -72,6 +73,10 @@ struct VarlenOutputs {
     return out[static_cast<std::size_t>((row * heads + h) * dim_v + d)];
   }
   double lse_at(int64_t h, int64_t row) const { return lse[static_cast<std::size_t>(h * total_q + row)]; }
+  // With VarlenInputs::weights: (heads, total_q, total_k), dense (vkattn/varlen.hpp): each row's
+  // sequence's weights in its keys' columns, exactly 0 elsewhere.
+  int64_t total_k = 0;
+  std::vector<double> weights;
 };
 
 // Checks like check_varlen_attention and check_cu_seqlens (throws vkattn::Error; the batch is

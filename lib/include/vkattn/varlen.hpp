@@ -9,6 +9,11 @@
 //     (batch, heads)), softcap and sinks. A sequence may be empty; one with no keys gives O = 0 and
 //     LSE = -inf (the sink's logit with sinks). No explicit mask or kv_lengths.
 //   - O (total_q, heads, dim_v); LSE (heads, total_q), f32 (FlashAttention's layout).
+//   - The weights P, when asked for (`weights`: the three-stage path computes them): f32 (heads,
+//     total_q, total_k), dense. Row r of head h holds its sequence's weights in its keys' columns
+//     cu_k[b] .. cu_k[b+1] - 1 and exactly 0 in every other column (the other sequences' keys, and
+//     every key of a fully masked row). Quadratic in the totals, like the dense call's (B, H, Sq, Sk):
+//     for inspecting a batch, not for serving it.
 //   - K and V may be q8_0 (KvQuant, types.hpp): their element indices cut into blocks of 32, so dim,
 //     the strides and the offset must be multiples of 32.
 //   - max_seqlen_q and max_seqlen_k (FlashAttention's max_seqlen_*): bounds the host knows on every
@@ -42,6 +47,8 @@ struct VarlenAttentionLayouts {
   int64_t max_seqlen_q = 0;   // the most queries any sequence has, 0 = total_q (see above)
   int64_t max_seqlen_k = 0;   // the most keys any sequence has, 0 = total_k
   bool has_lse = false;
+  bool weights = false;  // the runs give a weights buffer: P (heads, total_q, total_k), three-stage path
+  AttentionPath path = AttentionPath::automatic;  // automatic: the fused kernels, or three-stage with weights
   AttentionOptions options;
   std::optional<HeadValuesLayout> alibi;  // (heads) or (batch, heads)
   std::optional<HeadValuesLayout> sinks;  // (heads)

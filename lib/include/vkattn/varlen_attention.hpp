@@ -1,6 +1,7 @@
 // Packed variable-length batches on the GPU (vkattn/varlen.hpp has the layouts and the semantics):
 // FlashAttention's varlen call, the sequences of a batch laid end to end in Q, K, V and O and told
-// apart by cu_seqlens_q and cu_seqlens_k, on the fused kernels.
+// apart by cu_seqlens_q and cu_seqlens_k, on the fused kernels, or on the three-stage path when the
+// weights are asked for (or the path is).
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -24,6 +25,7 @@ struct VarlenAttentionBuffers {
   BufferSlice cu_seqlens_q;
   BufferSlice cu_seqlens_k;
   BufferSlice lse;                // with layouts.has_lse: f32 (heads, total_q), dense
+  BufferSlice weights;            // with layouts.weights: f32 (heads, total_q, total_k), dense
   const Buffer* alibi = nullptr;  // with layouts.alibi
   const Buffer* sinks = nullptr;  // with layouts.sinks
 };
@@ -39,9 +41,11 @@ struct VarlenAttentionBuffers {
 // them where the host has them. Thread-safety and lifetime as PreparedAttention.
 class PreparedVarlenAttention {
  public:
-  // Throws Error as check_varlen_attention does, or ErrorCode::unsupported for what this device or
-  // version cannot run (q8_0 K and V: not yet; a tensor larger than one storage-buffer binding; more
-  // sequences or query tiles than one dispatch's grid holds).
+  // Throws Error as check_varlen_attention does (and for weights asked of path fused), or
+  // ErrorCode::unsupported for what this device or version cannot run (on the fused path: a tensor
+  // larger than one storage-buffer binding, more sequences or query tiles than one dispatch's grid
+  // holds; on the three-stage path: q8_0 K and V, and the dense path's limits for one batch-1 call
+  // of total_q queries and total_k keys).
   PreparedVarlenAttention(Context& context, const VarlenAttentionLayouts& layouts);
   PreparedVarlenAttention(PreparedVarlenAttention&&) noexcept;
   PreparedVarlenAttention& operator=(PreparedVarlenAttention&&) noexcept;
@@ -50,7 +54,7 @@ class PreparedVarlenAttention {
   ~PreparedVarlenAttention();
 
   const VarlenAttentionLayouts& layouts() const;
-  const AttentionPlan& plan() const;  // the fused kernel's plan (path "fused")
+  const AttentionPlan& plan() const;  // path "fused" (the kernel, tiles, splits) or "unfused"
   uint64_t workspace_bytes() const;   // what record() needs in `workspace`
 
   // Records the call into the caller's command buffer, with no submit: the caller orders the writes
