@@ -80,6 +80,7 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   layouts.options.align = shape.align;
   layouts.options.softcap = shape.softcap;
   layouts.options.num_splits = shape.num_splits;
+  layouts.path = shape.path;  // --path unfused: the three-stage path (its scores in the workspace)
   if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   BenchResult result;

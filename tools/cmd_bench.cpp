@@ -274,8 +274,6 @@ void check_usage(const BenchOptions& o) {
     throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
   if (o.varlen && o.page_size > 0)
     throw Error("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
-  if (o.varlen && o.path == "unfused")
-    throw Error("--varlen runs the fused kernels (a packed batch has no unfused path); drop --path unfused");
   if (o.varlen && o.host_time)
     throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
   if (o.varlen && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) == 0)

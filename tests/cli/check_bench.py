@@ -331,7 +331,8 @@ def check_varlen(checks, vkattn):
              ("varlen q8_0", ["--batch", "4", "--seq-q", "1", "--seq-k", "90", "--kv-dtype", "q8_0"], "varlen q8_0",
               34 / 32),
              ("varlen prefill", ["--batch", "3", "--seq-q", "40", "--seq-k", "60"], "varlen", 2),
-             ("varlen lengths", ["--lengths", "40,0,7", "--seq-q", "1"], "varlen", 2)]
+             ("varlen lengths", ["--lengths", "40,0,7", "--seq-q", "1"], "varlen", 2),
+             ("varlen unfused", ["--batch", "3", "--seq-q", "20", "--seq-k", "50", "--path", "unfused"], "varlen", 2)]
     for name, extra, layout, bytes_per_value in cases:
         out = run_ok(checks, name, vkattn, *base, *extra, "--check", "--json")
         if out is None:
@@ -341,6 +342,8 @@ def check_varlen(checks, vkattn):
         r = doc["results"][0]
         checks.check(f"{name}: layout {layout!r}, status ok", r["layout"] == layout and r["status"] == "ok",
                      f"{r['layout']!r} {r['status']!r}")
+        path = "unfused" if "unfused" in extra else "fused"
+        checks.check(f"{name}: path {path}", r["path"] == path, repr(r["path"]))
         kv, q = r["kv_lengths"], r["q_lengths"]
         batch = len(extra[extra.index("--lengths") + 1].split(",")) if "--lengths" in extra else int(extra[1])
         bound_q = int(extra[extra.index("--seq-q") + 1])
@@ -402,7 +405,6 @@ def check_usage_errors(checks, vkattn):
         (["--sweep", "decode", "--paged", "16"], "drop --paged"),
         (["--paged", "16", "--path", "unfused"], "--paged"),
         (["--varlen", "--paged", "16"], "--varlen"),
-        (["--varlen", "--path", "unfused"], "--varlen"),
         (["--sweep", "decode", "--varlen"], "drop --varlen"),
         (["--varlen", "--lengths", "0,0"], "--varlen"),
     ]
