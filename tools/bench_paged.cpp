@@ -7,24 +7,14 @@
 #include <random>
 #include <vector>
 
-#include "bench_check.hpp"
-#include "bench_copy.hpp"
-#include "conform/q8_0_blocks.hpp"
 #include "bench_metrics.hpp"
-#include "bench_timing.hpp"
-#include "vkattn/buffer.hpp"
+#include "bench_serving.hpp"
+#include "conform/q8_0_blocks.hpp"
 #include "vkattn/kv_cache.hpp"
-#include "vkattn/numeric.hpp"
 #include "vkattn/paged_attention.hpp"
 
 namespace vkattn::cli {
 namespace {
-
-// One set of device tensors; several are rotated through so the inputs are not cache-resident. The
-// block table and the lengths are shared (a few bytes).
-struct PagedSet {
-  Buffer q, k_cache, v_cache, out;
-};
 
 // The sequences' pages handed out from a shuffled pool of `num_pages`: table (batch, max_pages),
 // -1 past each sequence's last page.
@@ -109,75 +99,24 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
   const std::vector<int32_t> lens(lengths.begin(), lengths.end());
 
-  // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
-  context.release_scratch();
-  context.reset_peak_memory();
-  const uint64_t baseline = context.memory_stats().current_bytes;
-  const std::vector<float> slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
-  const std::vector<float> sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
-  std::optional<Buffer> slopes_buffer, sinks_buffer;
-  if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
-  if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
-  const Buffer table_buffer = upload_bytes(context, table.data(), table_bytes);
-  const Buffer lens_buffer = upload_bytes(context, lens.data(), lens_bytes);
-
-  // Rotated sets as the dense bench's, counted from the bytes a call touches (the K/V it reads).
-  result.kv_bytes = kv_read_bytes(shape, dtype);
-  const double touched_bytes = static_cast<double>(q_bytes + out_bytes + result.kv_bytes);
-  const int wanted = rotation_count(touched_bytes);
-  std::vector<PagedSet> sets;
-  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return PagedSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
-                    Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
-  });
-  result.rotations = static_cast<int>(sets.size());
-  std::vector<PagedAttentionBuffers> buffers(sets.size());
-  for (std::size_t r = 0; r < sets.size(); ++r) {
-    PagedAttentionBuffers& b = buffers[r];
-    b.q = &sets[r].q;
-    b.k_cache = &sets[r].k_cache;
-    b.v_cache = &sets[r].v_cache;
-    b.out = &sets[r].out;
-    b.block_table = {&table_buffer, 0};
-    b.cache_lens = {&lens_buffer, 0};
-    if (slopes_buffer) b.alibi = &*slopes_buffer;
-    if (sinks_buffer) b.sinks = &*sinks_buffer;
-  }
-  // Poisoned outputs: the check reads set 0's output from the timed runs.
-  if (o.check)
-    for (PagedSet& set : sets) set.out.fill(0xFF);
-
-  // Planned (and its pipelines built) inside the first run, as time_attention plans a dense call.
-  std::optional<PreparedPagedAttention> prepared;
-  std::optional<Buffer> workspace;
-  const RunTimer timer = [&](int warmup, int iters) {
-    if (!prepared) {
-      prepared.emplace(context, layouts);
-      if (prepared->workspace_bytes() > 0) workspace.emplace(Buffer::allocate(context, prepared->workspace_bytes()));
-    }
-    const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
-    return time_recorded(
-        context, [&](VkCommandBuffer cmd, int run) { prepared->record(cmd, buffers[static_cast<std::size_t>(run) % buffers.size()], slice); },
-        warmup, iters);
+  const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
+                             .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
+                             .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
+  const auto fill = [](PagedAttentionBuffers& b, const ServingBuffers& s) {
+    b.q = &s.set.q;
+    b.k_cache = &s.set.k;
+    b.v_cache = &s.set.v;
+    b.out = &s.set.out;
+    b.block_table = {&s.ints_a, 0};
+    b.cache_lens = {&s.ints_b, 0};
+    b.alibi = s.alibi;
+    b.sinks = s.sinks;
   };
-  time_runs(context, o, timer, result);
-  result.plan = prepared->plan();
-  result.device_bytes = q_bytes + k_bytes + v_bytes + out_bytes + table_bytes + lens_bytes + prepared->workspace_bytes();
-  result.peak_device_bytes = context.memory_stats().peak_bytes - baseline - result.rotated_input_bytes;
-  const double seconds = result.ms_median * 1e-3;
-  result.tflops = seconds > 0 ? credited_flops(problem.attention, lengths, true) / seconds * 1e-12 : 0.0;
-  result.gbps = seconds > 0 ? touched_bytes / seconds * 1e-9 : 0.0;
-  if (o.copy) result.copy = time_copies(context, result.kv_bytes, std::max(o.warmup, 1), result.iters);
-
-  if (o.check) {
-    std::vector<std::byte> raw(out_bytes);
-    if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
-    std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
-    decode(dtype, raw.data(), out.data(), out.size());
-    PagedCheckInputs in;
+  const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     PagedAttentionLayouts as_values = layouts;
     as_values.k_cache.quant = as_values.v_cache.quant = KvQuant::none;
+    PagedCheckInputs in;
     in.layouts = &as_values;
     in.q = q;
     in.k_cache = k;
@@ -186,8 +125,10 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     in.cache_lens = lens;
     in.alibi = slopes;
     in.sinks = sinks;
-    result.check = check_paged_against_reference(in, out);
-  }
+    return check_paged_against_reference(in, out);
+  };
+  run_serving_bench<PreparedPagedAttention, PagedAttentionLayouts, PagedAttentionBuffers>(
+      context, o, shape, dtype, layouts, values, credited_flops(problem.attention, lengths, true), fill, check, result);
   return result;
 }
 

@@ -7,25 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "bench_check.hpp"
-#include "bench_copy.hpp"
 #include "bench_metrics.hpp"
-#include "bench_timing.hpp"
+#include "bench_serving.hpp"
 #include "conform/q8_0_blocks.hpp"
-#include "vkattn/buffer.hpp"
-#include "vkattn/numeric.hpp"
 #include "vkattn/q8_0.hpp"
 #include "vkattn/varlen.hpp"
 #include "vkattn/varlen_attention.hpp"
 
 namespace vkattn::cli {
 namespace {
-
-// One set of device tensors; several are rotated through so the inputs are not cache-resident. The
-// offsets are shared (a few bytes).
-struct VarlenSet {
-  Buffer q, k, v, out;
-};
 
 // cu_seqlens of `lengths`: batch + 1 offsets from 0. Throws Error past int32.
 std::vector<int32_t> offsets(const std::vector<int64_t>& lengths, const char* what) {
@@ -108,72 +98,20 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   std::vector<uint8_t> k_blocks, v_blocks;
   if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
 
-  // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
-  context.release_scratch();
-  context.reset_peak_memory();
-  const uint64_t baseline = context.memory_stats().current_bytes;
-  const std::vector<float> slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
-  const std::vector<float> sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
-  std::optional<Buffer> slopes_buffer, sinks_buffer;
-  if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
-  if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
-  const Buffer cu_q_buffer = upload_bytes(context, cu_q.data(), cu_bytes);
-  const Buffer cu_k_buffer = upload_bytes(context, cu_k.data(), cu_bytes);
-
-  // Rotated sets as the dense bench's, counted from the bytes a call touches (every K/V row is read).
-  result.kv_bytes = kv_read_bytes(shape, dtype);
-  const double touched_bytes = static_cast<double>(q_bytes + out_bytes + result.kv_bytes);
-  const int wanted = rotation_count(touched_bytes);
-  std::vector<VarlenSet> sets;
-  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return VarlenSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
-                     Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
-  });
-  result.rotations = static_cast<int>(sets.size());
-  std::vector<VarlenAttentionBuffers> buffers(sets.size());
-  for (std::size_t r = 0; r < sets.size(); ++r) {
-    VarlenAttentionBuffers& b = buffers[r];
-    b.q = &sets[r].q;
-    b.k = &sets[r].k;
-    b.v = &sets[r].v;
-    b.out = &sets[r].out;
-    b.cu_seqlens_q = {&cu_q_buffer, 0};
-    b.cu_seqlens_k = {&cu_k_buffer, 0};
-    if (slopes_buffer) b.alibi = &*slopes_buffer;
-    if (sinks_buffer) b.sinks = &*sinks_buffer;
-  }
-  // Poisoned outputs: the check reads set 0's output from the timed runs.
-  if (o.check)
-    for (VarlenSet& set : sets) set.out.fill(0xFF);
-
-  // Planned (and its pipelines built) inside the first run, as time_attention plans a dense call.
-  std::optional<PreparedVarlenAttention> prepared;
-  std::optional<Buffer> workspace;
-  const RunTimer timer = [&](int warmup, int iters) {
-    if (!prepared) {
-      prepared.emplace(context, layouts);
-      if (prepared->workspace_bytes() > 0) workspace.emplace(Buffer::allocate(context, prepared->workspace_bytes()));
-    }
-    const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
-    return time_recorded(
-        context, [&](VkCommandBuffer cmd, int run) { prepared->record(cmd, buffers[static_cast<std::size_t>(run) % buffers.size()], slice); },
-        warmup, iters);
+  const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = cu_q,
+                             .ints_b = cu_k, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
+                             .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
+  const auto fill = [](VarlenAttentionBuffers& b, const ServingBuffers& s) {
+    b.q = &s.set.q;
+    b.k = &s.set.k;
+    b.v = &s.set.v;
+    b.out = &s.set.out;
+    b.cu_seqlens_q = {&s.ints_a, 0};
+    b.cu_seqlens_k = {&s.ints_b, 0};
+    b.alibi = s.alibi;
+    b.sinks = s.sinks;
   };
-  time_runs(context, o, timer, result);
-  result.plan = prepared->plan();
-  result.device_bytes = q_bytes + k_bytes + v_bytes + out_bytes + 2 * cu_bytes + prepared->workspace_bytes();
-  result.peak_device_bytes = context.memory_stats().peak_bytes - baseline - result.rotated_input_bytes;
-  const double seconds = result.ms_median * 1e-3;
-  result.tflops =
-      seconds > 0 ? credited_flops(problem.attention, shape.q_lengths, shape.kv_lengths) / seconds * 1e-12 : 0.0;
-  result.gbps = seconds > 0 ? touched_bytes / seconds * 1e-9 : 0.0;
-  if (o.copy) result.copy = time_copies(context, result.kv_bytes, std::max(o.warmup, 1), result.iters);
-
-  if (o.check) {
-    std::vector<std::byte> raw(out_bytes);
-    if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
-    std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
-    decode(dtype, raw.data(), out.data(), out.size());
+  const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     VarlenAttentionLayouts as_values = layouts;
     as_values.kv_quant = KvQuant::none;
@@ -186,8 +124,11 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
     in.cu_seqlens_k = cu_k;
     in.alibi = slopes;
     in.sinks = sinks;
-    result.check = check_varlen_against_reference(in, out);
-  }
+    return check_varlen_against_reference(in, out);
+  };
+  run_serving_bench<PreparedVarlenAttention, VarlenAttentionLayouts, VarlenAttentionBuffers>(
+      context, o, shape, dtype, layouts, values, credited_flops(problem.attention, shape.q_lengths, shape.kv_lengths),
+      fill, check, result);
   return result;
 }
 
