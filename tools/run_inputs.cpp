@@ -102,6 +102,12 @@ DType compute_dtype(const RunOptions& options, const npy::Array& q,
   return q.kind == npy::Kind::f16 ? DType::f16 : DType::f32;
 }
 
+std::string first_lines(const std::string& text) {
+  const std::size_t first = text.find('\n');
+  const std::size_t second = first == std::string::npos ? first : text.find('\n', first + 1);
+  return text.substr(0, second);
+}
+
 Buffer allocate_at_least(Context& context, uint64_t bytes) {
   return Buffer::allocate(context, std::max<uint64_t>(bytes, 16));
 }

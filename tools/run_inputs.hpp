@@ -77,6 +77,9 @@ Buffer upload_encoded(Context& context, DType dtype, std::span<const float> valu
 // K or V as the call reads them: `quant` q8_0, its blocks as they are; else `values` encoded in `dtype`.
 Buffer upload_kv(Context& context, DType dtype, KvQuant quant, std::span<const float> values,
                  std::span<const uint8_t> blocks);
+// The first two lines of a comparison's text (its summary and first mismatch): what --check's
+// one-line error shows.
+std::string first_lines(const std::string& text);
 // --kv-dtype q8_0: `values` (rows of `dim`, in the layout's element order) as q8_0 blocks; a value
 // q8_0 cannot hold (NaN, Inf, a scale beyond f16) throws quantize_q8_0's message prefixed by
 // "<option> (<path>): ".

@@ -193,12 +193,7 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
   std::vector<float> out(out_raw.size() / dtype_size(dtype));
   decode(dtype, out_raw.data(), out.data(), out.size());
   const conform::Comparison cmp = conform::compare_outputs(ref, out, lse, v_scale(in), dtype);
-  if (!cmp.ok()) {
-    // The summary and the first mismatch: one line.
-    const std::size_t first = cmp.text.find('\n');
-    const std::size_t second = first == std::string::npos ? first : cmp.text.find('\n', first + 1);
-    throw Error("--check: O/LSE differ from the fp64 reference: " + cmp.text.substr(0, second));
-  }
+  if (!cmp.ok()) throw Error("--check: O/LSE differ from the fp64 reference: " + first_lines(cmp.text));
   std::string caches;
   if (in.problem.has_append()) {
     for (const auto& [option, got, want, layout] : {std::tuple{"--k-cache", k_after, &ref.k_cache, &l.k_cache},

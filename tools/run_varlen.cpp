@@ -140,13 +140,6 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   return in;
 }
 
-// The summary and the first mismatch of a comparison: one line.
-std::string first_lines(const std::string& text) {
-  const std::size_t first = text.find('\n');
-  const std::size_t second = first == std::string::npos ? first : text.find('\n', first + 1);
-  return text.substr(0, second);
-}
-
 // --check: O and LSE (and P with --weights) against reference::varlen_attention. One line on stdout
 // when they agree; an Error naming the first difference when not.
 void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, std::span<const float> lse,
