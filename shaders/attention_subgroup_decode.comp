@@ -19,6 +19,8 @@
 //     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
 //     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
 //     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
+//   - q8_0 K and V at DQK = DV = 16 LANES (d128 on lavapipe's 8 lanes): each lane reads half a block
+//     of a key row with two 16-byte loads (Q8_HALVES, below), as many loads as f16's chunks.
 //   - As in attention_subgroup.comp: every private array is indexed only in [[unroll]] loops; the key
 //     loop is a real loop; nothing rare sits in it: a visible key whose dot is not finite marks the
 //     workgroup, and so does an accumulator that is not finite after the loop (V is used as read, so
@@ -95,6 +97,40 @@ void unpack_chunk(CHUNK_T w, out float x[E]) {
 // (q8_0 K and V: a chunk is E elements of one block, never VEC: see kv_values.glsl.)
 Q8_0_RUN(k_words, pc.k_off, E)
 Q8_0_RUN(v_words, pc.v_off, E)
+
+// q8_0 K and V in the fast loop (Q8_HALVES): lane `lane` reads half lane % 2 of block lane / 2 of a
+// key row, its 16 values from two 16-byte loads (kv_values.glsl's Q8_0_HALF), the scale shared by
+// the two lanes of a block with a shuffle: as many loads per key as f16's chunks, for 0.53x the
+// bytes, where the chunk reader above needs a scale word and two or three words per 8 values. A lane
+// then owns dims 16 lane .. 16 lane + 15 of Q, K, V and O (its chunks lane * NQ + n, lane_chunk),
+// so the whole row is the subgroup's 16 * LANES dims, one key per step: as many values per lane as
+// the f16 form holds (lavapipe's JIT time grows fast with them). Other shapes read by chunks.
+// (Products, not &&: glslang turns a chain of && over specialization constants into phis.)
+const uint Q8_HALVES_FIT = (DQK == DV ? 1u : 0u) * (DQK == 16u * LANES ? 1u : 0u);
+const bool Q8_HALVES = KV_Q8_0 ? Q8_HALVES_FIT != 0u : false;
+layout(binding = 1) readonly buffer KVecs { uvec4 k_vecs[]; };
+layout(binding = 2) readonly buffer VVecs { uvec4 v_vecs[]; };
+Q8_0_HALF(k_vecs, k_words, pc.k_off)
+Q8_0_HALF(v_vecs, v_words, pc.v_off)
+
+// The chunk (E elements) of a row that is this lane's n-th of `per_lane`: interleaved across the
+// lanes (lane, lane + LANES, ...: each load instruction covers 16 LANES consecutive bytes), or with
+// Q8_HALVES this lane's consecutive ones.
+uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? gl_SubgroupInvocationID * per_lane + n : n * LANES + gl_SubgroupInvocationID; }
+
+// Key row `row` (its first element: a multiple of 32) of q8_0 K or V, this lane's half block: its
+// 16 values, scaled (the lanes of a block share the scale half 0 read).
+#define Q8_HALF_ROW(vecs)                                                                          \
+  void q8_half_row_##vecs(uint row, out float x[16]) {                                             \
+    const uint lane = gl_SubgroupInvocationID;                                                     \
+    float d;                                                                                       \
+    q8_0_half_##vecs(row / 32u + lane / 2u, lane & 1u, x, d);                                      \
+    const float partner = subgroupShuffleXor(d, 1u);                                               \
+    if ((lane & 1u) != 0u) d = partner;                                                            \
+    [[unroll]] for (uint e = 0u; e < 16u; ++e) x[e] *= d;                                          \
+  }
+Q8_HALF_ROW(k_vecs)
+Q8_HALF_ROW(v_vecs)
 
 void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
   if (KV_Q8_0 && t != TENSOR_Q) {
@@ -177,7 +213,7 @@ void main() {
     const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + query_row(row[r]) * pc.q_ss;
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {
       float x[E];
-      load_chunk(TENSOR_Q, base, n * LANES + lane, DQK, x);
+      load_chunk(TENSOR_Q, base, lane_chunk(n, NQ), DQK, x);
       [[unroll]] for (uint e = 0u; e < E; ++e) qr[r * QW + n * E + e] = x[e];
     }
   }
@@ -193,6 +229,10 @@ void main() {
   // A visible key with a non-finite dot (the same in every lane) or a non-finite V element in this
   // lane's dims: the workgroup redoes its rows.
   bool careful = false;
+  // Q8_HALVES: the fast loop stops at the first iteration whose half blocks reach past their
+  // binding's whole 16-byte words (the last rows of a binding, at most); the careful loop goes on
+  // from there, one key at a time with the word reader.
+  uint fast_end = key_end;
 
   // ---- The fast loop: KB keys per iteration ----
   [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += KB) {
@@ -201,12 +241,33 @@ void main() {
     float dots[BR * KB];
     uint rows[KB];  // the keys' rows in K and V (looked up once: a paged cache reads its block table)
     [[unroll]] for (uint e = 0u; e < BR * KB; ++e) dots[e] = 0.0;
+    [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c, key_end - 1u));
+    if (Q8_HALVES) {
+      bool fits = true;
+      [[unroll]] for (uint c = 0u; c < KB; ++c) {
+        const uint blk = (k_head + rows[c] * pc.k_ss) / 32u + lane / 2u;
+        const uint vblk = (v_head + rows[c] * pc.v_ss) / 32u + lane / 2u;
+        fits = fits && q8_0_half_fits_k_vecs(blk, lane & 1u) && q8_0_half_fits_v_vecs(vblk, lane & 1u);
+      }
+      if (subgroupAny(!fits)) {
+        fast_end = j0;
+        break;
+      }
+    }
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
-      rows[c] = key_row(b, min(j0 + c, key_end - 1u));
       const uint krow = k_head + rows[c] * pc.k_ss;
-      [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+      if (Q8_HALVES) {
+        float x[16];
+        q8_half_row_k_vecs(krow, x);
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+          float part = dots[r * KB + c];
+          [[unroll]] for (uint e = 0u; e < 16u; ++e) part = fma(qr[r * QW + e], x[e], part);
+          dots[r * KB + c] = part;
+        }
+      }
+      [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NQ); ++n) {
         float x[E];
-        load_chunk(TENSOR_K, krow, n * LANES + lane, DQK, x);
+        load_chunk(TENSOR_K, krow, lane_chunk(n, NQ), DQK, x);
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
           float part = dots[r * KB + c];
           [[unroll]] for (uint e = 0u; e < E; ++e) part = fma(qr[r * QW + n * E + e], x[e], part);
@@ -250,9 +311,16 @@ void main() {
     // (p = 0 times NaN is NaN), leaves a non-finite accumulator, found after the loop.
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint vrow = v_head + rows[c] * pc.v_ss;
-      [[unroll]] for (uint n = 0u; n < NV; ++n) {
+      if (Q8_HALVES) {
+        float x[16];
+        q8_half_row_v_vecs(vrow, x);
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
+          [[unroll]] for (uint e = 0u; e < 16u; ++e)
+            acc[r * VW + e] = fma(p[r * KB + c], x[e], acc[r * VW + e]);
+      }
+      [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NV); ++n) {
         float x[E];
-        load_chunk(TENSOR_V, vrow, n * LANES + lane, DV, x);
+        load_chunk(TENSOR_V, vrow, lane_chunk(n, NV), DV, x);
         [[unroll]] for (uint r = 0u; r < BR; ++r)
           [[unroll]] for (uint e = 0u; e < E; ++e)
             acc[r * VW + n * E + e] = fma(p[r * KB + c], x[e], acc[r * VW + n * E + e]);
@@ -264,7 +332,8 @@ void main() {
   [[unroll]] for (uint e = 0u; e < BR * VW; ++e) careful = careful || !finite(acc[e]);
 
   // ---- The careful loop: the whole key range again, one key per iteration, for workgroups that met
-  // a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V. Scores
+  // a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V; else only
+  // the keys the fast loop left (Q8_HALVES: from fast_end, the last rows of a binding). Scores
   // follow score.glsl (recomputed with scaled-down operands when the dot is not finite); masked keys
   // are dropped with selects, so their K and V never reach O. ----
   const bool redo = subgroupAny(careful);
@@ -272,14 +341,14 @@ void main() {
     [[unroll]] for (uint r = 0u; r < BR; ++r) m[r] = M_INIT, l[r] = 0.0;
     [[unroll]] for (uint e = 0u; e < BR * VW; ++e) acc[e] = 0.0;
   }
-  [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
+  [[dont_unroll]] for (uint j = redo ? key_begin : fast_end; j < key_end; ++j) {
     const uint jb = key_row(b, j);
     const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
     float dot_qk[BR], down[BR];
     [[unroll]] for (uint r = 0u; r < BR; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
     [[unroll]] for (uint n = 0u; n < NQ; ++n) {
       float x[E];
-      load_chunk(TENSOR_K, krow, n * LANES + lane, DQK, x);
+      load_chunk(TENSOR_K, krow, lane_chunk(n, NQ), DQK, x);
       [[unroll]] for (uint r = 0u; r < BR; ++r)
         [[unroll]] for (uint e = 0u; e < E; ++e) {
           const float qd = qr[r * QW + n * E + e];
@@ -311,7 +380,7 @@ void main() {
     }
     [[unroll]] for (uint n = 0u; n < NV; ++n) {
       float x[E];
-      load_chunk(TENSOR_V, vrow, n * LANES + lane, DV, x);
+      load_chunk(TENSOR_V, vrow, lane_chunk(n, NV), DV, x);
       [[unroll]] for (uint r = 0u; r < BR; ++r)
         [[unroll]] for (uint e = 0u; e < E; ++e) {
           const uint i = r * VW + n * E + e;
@@ -339,7 +408,7 @@ void main() {
     const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + query_row(row[r]) * pc.o_ss;
     [[unroll]] for (uint n = 0u; n < NV; ++n)
       [[unroll]] for (uint e = 0u; e < E; ++e) {
-        const uint d = (n * LANES + lane) * E + e;
+        const uint d = lane_chunk(n, NV) * E + e;
         if (d >= DV) continue;
         const float val = acc[r * VW + n * E + e] * inv_l;
         if (partial) partial_o[prow * DV + d] = val;
