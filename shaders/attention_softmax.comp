@@ -100,20 +100,21 @@ void main() {
   const uint p_row = pc.p_off + row * pc.seq_k;
 
   // The row's problem: the call's, or in a packed batch its sequence's. There `i` becomes the row's
-  // index inside its sequence and `p_seq` the sequence's first key in the packed row of scores; the
-  // ALiBi slopes are indexed by sequence.
+  // index inside its sequence, key j of the sequence is column first_key + j of the packed row of
+  // scores, and the ALiBi slopes are indexed by sequence.
   row_seq_q = pc.seq_q;
   row_seq_k = pc.seq_k;
-  uint i_seq = i, p_seq = p_row, slope_batch = b;
+  uint i_seq = i, first_key = 0u, slope_batch = b;
   if ((pc.flags & FLAG_VARLEN) != 0u) {
     const uint sequence = packed_sequence_of(i);
-    const uint q0 = packed_offset(0u, sequence, pc.seq_q), k0 = packed_offset(1u, sequence, pc.seq_k);
+    const uint q0 = packed_offset(0u, sequence, pc.seq_q);
+    first_key = packed_offset(1u, sequence, pc.seq_k);
     row_seq_q = max(packed_offset(0u, sequence + 1u, pc.seq_q), q0) - q0;
-    row_seq_k = max(packed_offset(1u, sequence + 1u, pc.seq_k), k0) - k0;
+    row_seq_k = max(packed_offset(1u, sequence + 1u, pc.seq_k), first_key) - first_key;
     i_seq = i - q0;
-    p_seq = p_row + k0;
     slope_batch = sequence;
   }
+  const uint p_seq = p_row + first_key;  // the sequence's key 0 in P
 
   // The visible keys [key_begin, key_end) of the sequence: the window, causal and key padding. Keys
   // outside are never read (their scores may be NaN from NaN/Inf in hidden K rows) and get weight 0.
@@ -151,7 +152,7 @@ void main() {
   // Every key of the row, in a packed batch the other sequences' too (j counts from the sequence's
   // first key there, so theirs fall outside [key_begin, key_end) and get 0).
   for (uint jr = tid; jr < pc.seq_k; jr += gl_WorkGroupSize.x) {
-    const uint j = jr + (p_row - p_seq);  // wraps below the sequence's first key: never visible
+    const uint j = jr - first_key;  // wraps below the sequence's first key: never visible
     float weight = 0.0;
     if (j >= key_begin && j < key_end) {
       const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);

@@ -118,15 +118,19 @@ Q8_0_HALF(v_vecs, v_words, pc.v_off)
 // Q8_HALVES this lane's consecutive ones.
 uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? gl_SubgroupInvocationID * per_lane + n : n * LANES + gl_SubgroupInvocationID; }
 
-// Key row `row` (its first element: a multiple of 32) of q8_0 K or V, this lane's half block: its
-// 16 values, scaled (the lanes of a block share the scale half 0 read).
+// The block of key row `row` (its first element: a multiple of 32) whose half this lane reads, and
+// which half.
+uint lane_block(uint row) { return row / 32u + gl_SubgroupInvocationID / 2u; }
+uint lane_half() { return gl_SubgroupInvocationID & 1u; }
+
+// Key row `row` of q8_0 K or V, this lane's half block: its 16 values, scaled (the lanes of a block
+// share the scale half 0 read).
 #define Q8_HALF_ROW(vecs)                                                                          \
   void q8_half_row_##vecs(uint row, out float x[16]) {                                             \
-    const uint lane = gl_SubgroupInvocationID;                                                     \
     float d;                                                                                       \
-    q8_0_half_##vecs(row / 32u + lane / 2u, lane & 1u, x, d);                                      \
+    q8_0_half_##vecs(lane_block(row), lane_half(), x, d);                                          \
     const float partner = subgroupShuffleXor(d, 1u);                                               \
-    if ((lane & 1u) != 0u) d = partner;                                                            \
+    if (lane_half() != 0u) d = partner;                                                            \
     [[unroll]] for (uint e = 0u; e < 16u; ++e) x[e] *= d;                                          \
   }
 Q8_HALF_ROW(k_vecs)
@@ -244,11 +248,9 @@ void main() {
     [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c, key_end - 1u));
     if (Q8_HALVES) {
       bool fits = true;
-      [[unroll]] for (uint c = 0u; c < KB; ++c) {
-        const uint blk = (k_head + rows[c] * pc.k_ss) / 32u + lane / 2u;
-        const uint vblk = (v_head + rows[c] * pc.v_ss) / 32u + lane / 2u;
-        fits = fits && q8_0_half_fits_k_vecs(blk, lane & 1u) && q8_0_half_fits_v_vecs(vblk, lane & 1u);
-      }
+      [[unroll]] for (uint c = 0u; c < KB; ++c)
+        fits = fits && q8_0_half_fits_k_vecs(lane_block(k_head + rows[c] * pc.k_ss), lane_half()) &&
+               q8_0_half_fits_v_vecs(lane_block(v_head + rows[c] * pc.v_ss), lane_half());
       if (subgroupAny(!fits)) {
         fast_end = j0;
         break;
