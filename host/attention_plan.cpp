@@ -30,6 +30,11 @@ constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
 constexpr uint64_t kGpuKeysPerSplit = 1024;
 // Workgroups wanted in flight before splitting the key range for parallelism alone.
 constexpr uint64_t kGpuTargetWorkgroups = 256;
+// The same for the decode form on a GPU, whose workgroups are one subgroup each, and its most keys
+// per split (the longest sequence of a batch spread over many workgroups).
+constexpr uint64_t kGpuDecodeTargetWorkgroups = 2048;
+constexpr uint64_t kGpuDecodeKeysPerSplit = 256;
+constexpr uint64_t kGpuDecodeMinKeysPerSplit = 32;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
 // A fused call's split-KV workspace is at most its output's size in f32 divided by this (below
 // fused_workspace_budget), so the fused path's memory stays linear in the sequence lengths...
@@ -144,9 +149,13 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   // of its workgroup (1, 2 or 4) and the lanes splitting the head dims.
   if (c.pack_group && tile_rows <= kDecodeMaxTileRows) {
     c.decode = true;
-    c.threads_per_row = lanes;
     c.rows = static_cast<uint32_t>(std::min<uint64_t>(std::bit_ceil(tile_rows), kDecodeMaxRows));
-    c.keys_per_tile = decode_keys_per_iteration(c.rows);
+    // Lanes per key: as many as the head dim has 16-byte chunks (a power of two), at most the
+    // subgroup; the rest of the subgroup's lanes form more key groups, each taking its own keys of
+    // an iteration (a GPU's 32 lanes at d128 f16: 2 groups of 16, not 16 idle lanes).
+    const uint64_t chunks = ceil_div(std::max(p.dim_qk, p.dim_v), kDecodeChunkBytes / dtype_size(p.dtype));
+    c.threads_per_row = static_cast<uint32_t>(std::min<uint64_t>(lanes, std::bit_ceil(chunks)));
+    c.keys_per_tile = decode_keys_per_iteration(c.rows) * c.key_groups();
   }
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
     throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");
@@ -244,9 +253,10 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
   const uint64_t dqk4 = ceil_div(dim_qk, 4), dv4 = ceil_div(dim_v, 4);
   if (c.subgroup && c.decode) {
     // attention_subgroup_decode.comp: per tile of BC keys one iteration of the fast loop and, at
-    // worst, BC of the careful loop (one key each); each loop also runs once more than its count
-    // (lavapipe enters loops at least once). Its other loops are all unrolled; 64 to spare.
-    return 2 + 64 + tiles * (1 + uint64_t(c.keys_per_tile));
+    // worst, BC / key groups of the careful loop (one key per group each); each loop also runs once
+    // more than its count (lavapipe enters loops at least once). Its other loops are all unrolled; 64
+    // to spare.
+    return 2 + 64 + tiles * (1 + uint64_t(c.keys_per_tile / c.key_groups()));
   }
   if (c.subgroup) {
     // attention_subgroup.comp: the Q-load and output loops (a chunk of `lanes` dims per iteration);
@@ -307,6 +317,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // with K and V bound by key range, one range per dispatch (key_ranges below). The grid's y
   // dimension (heads) caps the chunk too.
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
+  // The combine's workgroup (a power of two): on a GPU enough invocations to share a row's hundreds
+  // of splits (attention_combine.comp); on a CPU device 64.
+  plan.combine_workgroup = device.is_cpu() ? 64u : std::bit_floor(std::min<uint32_t>(256u, device.max_workgroup_invocations));
   const uint64_t max_range = device.max_storage_buffer_range;
   const uint64_t max_x = device.max_workgroup_count[0], max_y = device.max_workgroup_count[1],
                  max_z = device.max_workgroup_count[2];
@@ -357,13 +370,21 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // its rows, one row per invocation) 4-15x faster than tiled (bench/results/README.md). Past 128
   // dims (padded to the subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise for
   // prefill there, tiled for decode.
+  // On GPUs whose subgroups have one size (NVIDIA's 32), decode runs the subgroup kernel's decode
+  // form too (a GQA group's query rows in every lane, the lanes across the head dim and keys, K and V
+  // read once in 16-byte loads): the tiled kernel's decode tile is a prefill tile with the group's
+  // few useful rows (bench/results/README.md, "GPU decode form").
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
-  const bool subgroup_fits = device.subgroup_shuffle && device.subgroup_size >= 1 &&
-                             device.min_subgroup_size == device.subgroup_size &&
-                             device.max_subgroup_size == device.subgroup_size &&
-                             ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
-  const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits);
+  const bool one_subgroup_size = device.subgroup_shuffle && device.subgroup_size >= 1 &&
+                                 device.subgroup_size <= 128 && device.min_subgroup_size == device.subgroup_size &&
+                                 device.max_subgroup_size == device.subgroup_size;
+  const bool subgroup_fits =
+      one_subgroup_size && ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
+  const bool gpu_decode = variant == KernelVariant::automatic && !device.is_cpu() && one_subgroup_size &&
+                          packing_allowed && uint64_t(shape.seq_q) * uint64_t(group) <= kDecodeMaxTileRows &&
+                          std::max(p.dim_qk, p.dim_v) <= 256;
+  const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || gpu_decode;
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
   plan.config = subgroup  ? choose_subgroup_config(device, shape, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, shape)
@@ -425,7 +446,10 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                         " spans more than maxStorageBufferRange (" + str(max_range) + " bytes) of " + device.name);
     max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
-  const uint64_t target = device.is_cpu() ? kCpuTargetWorkgroups : kGpuTargetWorkgroups;
+  const bool gpu_decode_form = !device.is_cpu() && c.decode;
+  const uint64_t target = device.is_cpu() ? kCpuTargetWorkgroups
+                          : gpu_decode_form ? kGpuDecodeTargetWorkgroups
+                                            : kGpuTargetWorkgroups;
   // The splits count from all query tiles of a chunk, not one range's: ranges are cut only when the
   // partials of all tiles exceed the workspace budget, and then one range's split dispatches still
   // hold about budget / (BR * (dim_v + 2) * 4) >= 1000 workgroups (BR <= 32, dim_v <= 256), far
@@ -441,8 +465,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       at_least(p.num_splits);  // the caller's request
     } else {
       if (base_workgroups < target) {
-        at_least(ceil_div(target, base_workgroups));
-        if (!device.is_cpu()) keys_at_most(kGpuKeysPerSplit);
+        uint64_t wanted = ceil_div(target, base_workgroups);
+        // (A short key range stays in splits of enough keys to be worth the combine.)
+        if (gpu_decode_form) wanted = std::min(wanted, ceil_div(tiles * c.keys_per_tile, kGpuDecodeMinKeysPerSplit));
+        at_least(wanted);
+        if (!device.is_cpu()) keys_at_most(gpu_decode_form ? kGpuDecodeKeysPerSplit : kGpuKeysPerSplit);
       }
       if (paged && device.is_cpu()) keys_at_most(kCpuPagedKeysPerSplit);
     }

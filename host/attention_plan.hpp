@@ -28,8 +28,9 @@ struct KernelConfig {
   // so each K/V row it loads serves the whole group (decode); the grid's y is then the KV head.
   bool pack_group = false;
   // subgroup: the decode form (attention_subgroup_decode.comp) for workgroups of at most
-  // kDecodeMaxRows rows: every lane holds all `rows` rows and the lanes split the head dims
-  // (threads_per_row = lanes); `vec_loads`: Q, K and V rows are read in 16-byte chunks (dims and
+  // kDecodeMaxRows rows: every lane holds all `rows` rows and groups of threads_per_row lanes split
+  // the head dims, each group taking its own keys (key_groups(); keys_per_tile counts all groups' keys
+  // of an iteration); `vec_loads`: Q, K and V rows are read in 16-byte chunks (dims and
   // strides allow it; a call whose tensors start unaligned replays the element-wise pipeline).
   bool decode = false;
   bool vec_loads = false;
@@ -52,6 +53,8 @@ struct KernelConfig {
   const char* name() const {
     return subgroup ? (decode ? "subgroup-decode" : pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
   }
+  // The decode form's groups of lanes that each take their own keys.
+  uint32_t key_groups() const { return subgroup && decode ? lanes / threads_per_row : 1; }
   // Query heads one workgroup covers (the grid's y counts heads / this).
   uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : heads; }
 };

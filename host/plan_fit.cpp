@@ -26,6 +26,13 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
     if (c.workgroup_size() > device.max_workgroup_invocations)
       throw Error("workgroups of " + str(c.workgroup_size()) + " invocations exceed maxComputeWorkGroupInvocations (" +
                   str(device.max_workgroup_invocations) + ") of " + device.name);
+    // The subgroup kernel's workgroup is one subgroup of `lanes`: a device whose subgroups may be
+    // another size would run its shuffles across subgroups.
+    if (c.subgroup && (!device.subgroup_shuffle || device.subgroup_size != c.lanes ||
+                       device.min_subgroup_size != c.lanes || device.max_subgroup_size != c.lanes))
+      throw Error("the subgroup kernel's workgroups are one subgroup of " + str(c.lanes) + " lanes; " + device.name +
+                  " runs subgroups of " + str(device.min_subgroup_size) + " to " + str(device.max_subgroup_size) + " lanes" +
+                  (device.subgroup_shuffle ? "" : " without shuffles"));
     // The tiled kernel's row groups exchange values with subgroupShuffleXor among TPR lanes: TPR must
     // divide every subgroup size of this device.
     if (!c.rowwise && !c.subgroup && c.threads_per_row > 1 &&

@@ -8,20 +8,32 @@
 // and LSE = -inf.
 // With MOD_SINKS (split-KV calls with sinks: the host sets it here, not on the split kernels), each
 // row's sink joins T once, after the splits: a row no split saw a key of gives O = 0, LSE = the sink.
-// One workgroup per row; invocations stride over the output dim.
+// One workgroup per row, of W invocations (a power of two): they share the row's splits for the
+// maximum and the sum (reduced in shared memory), and for O they are W / NU groups of NU, one per
+// 16-byte unit of the row (NU = DV / 4 when DV is a multiple of 4, else one unit per element), each
+// group summing every G-th split, then the groups' sums added (with fewer invocations than units, each
+// strides over the units and all splits). A GPU decode call has hundreds of splits and only its
+// query rows as workgroups: one invocation looping over every split was the pass's whole time.
 //
 // The host runs the split dispatches and this pass one range of query tiles at a time, reusing one
 // workspace: partial rows are range-local, [split][batch][head][row of the range] (partial_row in
 // attention_common.glsl), and row r here is query row row_base + r % range_rows of its (batch, head);
 // O and LSE are written at that global row.
 
+#extension GL_EXT_control_flow_attributes : enable
 #include "storage_types.glsl"
 #include "combine_push.glsl"
 
 layout(constant_id = SPEC_COMBINE_DV) const uint DV = 64;
 layout(local_size_x_id = SPEC_COMBINE_WORKGROUP) in;
+const uint W = gl_WorkGroupSize.x;
+const bool VEC = DV % 4u == 0u;
+const uint UNIT = VEC ? 4u : 1u;       // elements of a unit
+const uint NU = DV / UNIT;             // units of a row
+const uint G = W >= NU ? W / NU : 1u;  // split groups
 
 layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = 0) readonly buffer PartialOVecs { vec4 partial_o4[]; };
 layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
 layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
@@ -39,6 +51,40 @@ float natural_max(float m, bool half_log2) {
   return half_log2 ? clamp(m * uintBitsToFloat(TILED_TWO_LN2_BITS), -FLT_MAX, FLT_MAX) : m;
 }
 
+shared float reduce_buf[W];
+shared vec4 group_sums[W];
+
+// The workgroup's maximum / sum of x (every invocation gets it). Called in uniform control flow.
+float workgroup_max(float x) {
+  const uint t = gl_LocalInvocationID.x;
+  reduce_buf[t] = x;
+  barrier();
+  for (uint stride = W / 2u; stride > 0u; stride >>= 1u) {
+    if (t < stride) reduce_buf[t] = max(reduce_buf[t], reduce_buf[t + stride]);
+    barrier();
+  }
+  const float r = reduce_buf[0];
+  barrier();  // (the buffer is reused)
+  return r;
+}
+float workgroup_sum(float x) {
+  const uint t = gl_LocalInvocationID.x;
+  reduce_buf[t] = x;
+  barrier();
+  for (uint stride = W / 2u; stride > 0u; stride >>= 1u) {
+    if (t < stride) reduce_buf[t] += reduce_buf[t + stride];
+    barrier();
+  }
+  const float r = reduce_buf[0];
+  barrier();
+  return r;
+}
+
+// Unit u of partial row `prow` (zeros past a scalar unit's one element).
+vec4 partial_unit(uint prow, uint u) {
+  return VEC ? partial_o4[prow * NU + u] : vec4(partial_o[prow * DV + u], 0.0, 0.0, 0.0);
+}
+
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= pc.rows) return;
@@ -49,15 +95,18 @@ void main() {
 
   // Split s has running max m_s (-inf: it saw no visible key) and sum l_s (attention_fused.comp):
   // its weight is exp(m_s - m) * l_s, exact even when the maxima are +-FLT_MAX (saturated scores).
-  float m = NEG_INF;
-  for (uint s = 0u; s < pc.splits; ++s) m = max(m, partial_lse[2u * (s * pc.rows + row)]);
+  const uint t = gl_LocalInvocationID.x;
+  float m_part = NEG_INF;
+  for (uint s = t; s < pc.splits; s += W) m_part = max(m_part, partial_lse[2u * (s * pc.rows + row)]);
+  const float m = workgroup_max(m_part);
   const bool half_log2 = pc.half_log2_units != 0u;
-  float total = 0.0;
+  float total_part = 0.0;
   if (m != NEG_INF)
-    for (uint s = 0u; s < pc.splits; ++s) {
+    for (uint s = t; s < pc.splits; s += W) {
       const float ms = partial_lse[2u * (s * pc.rows + row)];
-      if (ms != NEG_INF) total += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
+      if (ms != NEG_INF) total_part += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
     }
+  float total = workgroup_sum(total_part);  // (add_sink takes it inout)
   const bool empty = m == NEG_INF;
   float inv_total = empty ? 0.0 : 1.0 / total;
   float row_lse = empty ? NEG_INF : natural_max(m, half_log2) + log(total);
@@ -72,17 +121,30 @@ void main() {
   }
 
   const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
-  for (uint d = gl_LocalInvocationID.x; d < DV; d += gl_WorkGroupSize.x) {
-    float value = 0.0;
-    if (!empty) {
-      for (uint s = 0u; s < pc.splits; ++s) {
-        const float ms = partial_lse[2u * (s * pc.rows + row)];
-        if (ms == NEG_INF) continue;  // this split saw only masked keys
-        const float weight = split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total;
-        value += weight * partial_o[(s * pc.rows + row) * DV + d];
-      }
+  // Splits g, g + step, ... of unit u, weighted.
+#define SPLIT_SUM(value, u, g, step)                                                                 \
+  for (uint s = (g); !empty && s < pc.splits; s += (step)) {                                        \
+    const float ms = partial_lse[2u * (s * pc.rows + row)];                                          \
+    if (ms == NEG_INF) continue; /* this split saw only masked keys */                               \
+    const float weight = split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total; \
+    value += weight * partial_unit(s * pc.rows + row, u);                                            \
+  }
+  if (G > 1u) {
+    const uint g = t / NU, u = t % NU;
+    vec4 value = vec4(0.0);
+    if (g < G) SPLIT_SUM(value, u, g, G)
+    group_sums[t] = value;
+    barrier();
+    if (g == 0u) {
+      for (uint k = 1u; k < G; ++k) value += group_sums[k * NU + u];
+      [[unroll]] for (uint c = 0u; c < UNIT; ++c) o[out_row + u * UNIT + c] = from_f32(value[c]);
     }
-    o[out_row + d] = from_f32(value);
+  } else {
+    for (uint u = t; u < NU; u += W) {
+      vec4 value = vec4(0.0);
+      SPLIT_SUM(value, u, 0u, 1u)
+      [[unroll]] for (uint c = 0u; c < UNIT; ++c) o[out_row + u * UNIT + c] = from_f32(value[c]);
+    }
   }
   if (gl_LocalInvocationID.x == 0u && pc.write_lse != 0u)
     lse[lse_offset() + bh * pc.seq_q + i] = row_lse;

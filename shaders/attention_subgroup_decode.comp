@@ -3,17 +3,22 @@
 // query rows (PACK_GROUP: a GQA group's query heads x a short seq_q, up to 16 rows, in workgroups of
 // BR <= 4 of them), written to the JIT rules of docs/devices.md.
 //   - One workgroup is one subgroup of LANES invocations, and every invocation holds all BR rows of
-//     the workgroup: the lanes split the head dims, not the rows. Lane `lane` owns the 16-byte chunks
-//     lane, lane + LANES, lane + 2 LANES, ... of each row of Q, K, V and O (a chunk is E = 4 f32 or
+//     the workgroup: the lanes split the head dims, not the rows. The lanes form KG = LANES / TPR key
+//     groups of TPR lanes (the host makes TPR the power of two that covers the head dim in chunks, at
+//     most LANES: 16 on a GPU's 32 lanes at d128 f16, so that half the lanes do not idle); group g
+//     takes keys g, g + KG, ... of each iteration, keeps its own running max, sum and accumulators,
+//     and the groups are merged once after the key loops. Lane `dim_lane()` of a group owns the
+//     16-byte chunks d, d + TPR, d + 2 TPR, ... of each row of Q, K, V and O (a chunk is E = 4 f32 or
 //     8 f16/bf16 elements), so one K or V load fetches 16 consecutive bytes per lane. On lavapipe
 //     every load whose address is not constant runs lane by lane, each lane's share a few scalar
 //     loads behind a bounds check: a 16-byte load costs little more than a 2-byte one, and
 //     attention_subgroup.comp's one element per lane and load made the loads its bound (about 8x
 //     as many lane-by-lane loads per key; bench/results/README.md).
-//   - Per iteration of the key loop, KB keys: each lane forms the partial dot products of its dims
-//     with every row, a butterfly of subgroupShuffleXor sums them over the lanes (every lane gets
-//     every score), the online softmax runs on those (the same values in every lane), and each lane
-//     adds weight x V over its own dims. No shuffle of K or V, no shared memory, no barrier.
+//   - Per iteration of the key loop, BC keys (KB per group): each lane forms the partial dot
+//     products of its dims with every row, a butterfly of subgroupShuffleXor sums them over the
+//     group's lanes (every lane of the group gets its keys' scores), the online softmax runs on those
+//     (the same values in every lane of a group), and each lane adds weight x V over its own dims. No
+//     shuffle of K or V, no shared memory, no barrier.
 //   - VEC (a specialization constant) = the dims and strides of Q, K and V are multiples of E (the
 //     planner) and each tensor starts on a chunk of its binding (replay, host/command_list.cpp,
 //     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
@@ -41,8 +46,8 @@
 #include "attention_push.glsl"
 
 layout(constant_id = SPEC_ATTENTION_BR) const uint BR = 4;     // query rows per workgroup, all in every lane
-layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;   // lanes per row: LANES (documentation; unused)
-layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 2;     // keys per iteration of the key loop
+layout(constant_id = SPEC_ATTENTION_TPR) const uint TPR = 8;   // lanes per key: a power of two dividing LANES
+layout(constant_id = SPEC_ATTENTION_BC) const uint BC = 2;     // keys per iteration of the key loop (all groups)
 layout(constant_id = SPEC_ATTENTION_DQK) const uint DQK = 128;
 layout(constant_id = SPEC_ATTENTION_DV) const uint DV = 128;
 layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;        // LANES: the device's subgroup size
@@ -53,7 +58,8 @@ const bool PACKED = PACK_GROUP != 0u;
 const bool VEC = VEC_LOADS != 0u;
 
 const uint LANES = gl_WorkGroupSize.x;
-const uint KB = BC;
+const uint KG = LANES / TPR;  // key groups
+const uint KB = BC / KG;      // keys per iteration of each group
 
 #include "attention_common.glsl"
 #include "score.glsl"
@@ -70,8 +76,8 @@ layout(binding = 0) readonly buffer QChunks { CHUNK_T q_chunks[]; };
 layout(binding = 1) readonly buffer KChunks { CHUNK_T k_chunks[]; };
 layout(binding = 2) readonly buffer VChunks { CHUNK_T v_chunks[]; };
 
-const uint NQ = (DQK + E * LANES - 1u) / (E * LANES);  // chunks per lane of a Q or K row
-const uint NV = (DV + E * LANES - 1u) / (E * LANES);   // of a V or O row
+const uint NQ = (DQK + E * TPR - 1u) / (E * TPR);  // chunks per lane of a Q or K row
+const uint NV = (DV + E * TPR - 1u) / (E * TPR);   // of a V or O row
 const uint QW = NQ * E, VW = NV * E;                   // elements per lane of a Q/K row, of a V/O row
 
 bool finite(float x) { return !(isnan(x) || isinf(x)); }
@@ -103,7 +109,7 @@ Q8_0_RUN(v_words, pc.v_off, E)
 // the two lanes of a block with a shuffle: as many loads per key as f16's chunks, for 0.53x the
 // bytes, where the chunk reader above needs a scale word and two or three words per 8 values. A lane
 // then owns dims 16 lane .. 16 lane + 15 of Q, K, V and O (its chunks lane * NQ + n, lane_chunk),
-// so the whole row is the subgroup's 16 * LANES dims, one key per step: as many values per lane as
+// so the whole row is the subgroup's 16 * LANES dims (one key group), one key per step: as many values per lane as
 // the f16 form holds (lavapipe's JIT time grows fast with them). Other shapes read by chunks.
 // (Products, not &&: glslang turns a chain of && over specialization constants into phis.)
 const uint Q8_HALVES_FIT = (DQK == DV ? 1u : 0u) * (DQK == 16u * LANES ? 1u : 0u);
@@ -113,15 +119,19 @@ layout(binding = 2) readonly buffer VVecs { uvec4 v_vecs[]; };
 Q8_0_HALF(k_vecs, k_words, pc.k_off)
 Q8_0_HALF(v_vecs, v_words, pc.v_off)
 
+// This lane's place in its key group (its dims), and its key group.
+uint dim_lane() { return gl_SubgroupInvocationID % TPR; }
+uint key_group() { return gl_SubgroupInvocationID / TPR; }
+
 // The chunk (E elements) of a row that is this lane's n-th of `per_lane`: interleaved across the
-// lanes (lane, lane + LANES, ...: each load instruction covers 16 LANES consecutive bytes), or with
-// Q8_HALVES this lane's consecutive ones.
-uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? gl_SubgroupInvocationID * per_lane + n : n * LANES + gl_SubgroupInvocationID; }
+// group's lanes (d, d + TPR, ...: each load instruction covers 16 TPR consecutive bytes of a row),
+// or with Q8_HALVES this lane's consecutive ones.
+uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? dim_lane() * per_lane + n : n * TPR + dim_lane(); }
 
 // The block of key row `row` (its first element: a multiple of 32) whose half this lane reads, and
 // which half.
-uint lane_block(uint row) { return row / 32u + gl_SubgroupInvocationID / 2u; }
-uint lane_half() { return gl_SubgroupInvocationID & 1u; }
+uint lane_block(uint row) { return row / 32u + dim_lane() / 2u; }
+uint lane_half() { return dim_lane() & 1u; }
 
 // Key row `row` of q8_0 K or V, this lane's half block: its 16 values, scaled (the lanes of a block
 // share the scale half 0 read).
@@ -164,14 +174,15 @@ void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
   }
 }
 
-// The sum over the subgroup's lanes, in every lane: a butterfly of shuffles (LANES a power of two;
+// The sum over a key group's lanes, in each of them: a butterfly of shuffles (TPR a power of two;
 // written out under constant conditions, not as a loop, so lavapipe counts no iteration).
 #define LANE_SUM(x)                                                    \
   [[unroll]] for (uint s_ = 0u; s_ < 7u; ++s_)                         \
-    if ((1u << s_) < LANES) x += subgroupShuffleXor(x, 1u << s_);
+    if ((1u << s_) < TPR) x += subgroupShuffleXor(x, 1u << s_);
 
 void main() {
   const uint lane = gl_SubgroupInvocationID;
+  const uint g = key_group();
   const uint b = workgroup_batch();
   begin_sequence(b);
   const uint split = workgroup_split();
@@ -238,14 +249,15 @@ void main() {
   // from there, one key at a time with the word reader.
   uint fast_end = key_end;
 
-  // ---- The fast loop: KB keys per iteration ----
-  [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += KB) {
-    // Partial dots over this lane's dims, then summed over the lanes. Keys past key_end read key_end
-    // - 1 (in the binding) and are masked below.
+  // ---- The fast loop: BC keys per iteration, key j0 + c KG + g the group's c-th (the groups read
+  // neighbouring rows at once) ----
+  [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += BC) {
+    // Partial dots over this lane's dims, then summed over the group's lanes. Keys past key_end read
+    // key_end - 1 (in the binding) and are masked below.
     float dots[BR * KB];
     uint rows[KB];  // the keys' rows in K and V (looked up once: a paged cache reads its block table)
     [[unroll]] for (uint e = 0u; e < BR * KB; ++e) dots[e] = 0.0;
-    [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c, key_end - 1u));
+    [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c * KG + g, key_end - 1u));
     if (Q8_HALVES) {
       bool fits = true;
       [[unroll]] for (uint c = 0u; c < KB; ++c)
@@ -279,14 +291,15 @@ void main() {
     }
     [[unroll]] for (uint e = 0u; e < BR * KB; ++e) { LANE_SUM(dots[e]) }
 
-    // Scores with the masks; the online softmax over the KB keys (the same in every lane).
+    // Scores with the masks; the online softmax over the group's KB keys (the same in each lane of
+    // the group).
     float p[BR * KB];
     [[unroll]] for (uint r = 0u; r < BR; ++r) {
       float s[KB];
       bool vis[KB];
       float tile_max = M_INIT;
       [[unroll]] for (uint c = 0u; c < KB; ++c) {
-        const uint j = j0 + c;
+        const uint j = j0 + c * KG + g;
         const float dot_qk = dots[r * KB + c];
         bool in_range = j < row_key_end[r];
         if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
@@ -333,18 +346,20 @@ void main() {
   // overflowed; the careful loop sorts them out (one test per element, not one per key and element).
   [[unroll]] for (uint e = 0u; e < BR * VW; ++e) careful = careful || !finite(acc[e]);
 
-  // ---- The careful loop: the whole key range again, one key per iteration, for workgroups that met
-  // a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V; else only
-  // the keys the fast loop left (Q8_HALVES: from fast_end, the last rows of a binding). Scores
-  // follow score.glsl (recomputed with scaled-down operands when the dot is not finite); masked keys
-  // are dropped with selects, so their K and V never reach O. ----
+  // ---- The careful loop: the whole key range again, one key per group and iteration, for
+  // workgroups that met a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or
+  // NaN/Inf in V; else only the keys the fast loop left (Q8_HALVES: from fast_end, the last rows of
+  // a binding). Scores follow score.glsl (recomputed with scaled-down operands when the dot is not
+  // finite); masked keys are dropped with selects, so their K and V never reach O. Every group runs
+  // the same iterations (its key past key_end is masked), so the loop stays uniform. ----
   const bool redo = subgroupAny(careful);
   if (redo) {
     [[unroll]] for (uint r = 0u; r < BR; ++r) m[r] = M_INIT, l[r] = 0.0;
     [[unroll]] for (uint e = 0u; e < BR * VW; ++e) acc[e] = 0.0;
   }
-  [[dont_unroll]] for (uint j = redo ? key_begin : fast_end; j < key_end; ++j) {
-    const uint jb = key_row(b, j);
+  [[dont_unroll]] for (uint j0 = redo ? key_begin : fast_end; j0 < key_end; j0 += KG) {
+    const uint j = j0 + g;
+    const uint jb = key_row(b, min(j, key_end - 1u));
     const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
     float dot_qk[BR], down[BR];
     [[unroll]] for (uint r = 0u; r < BR; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
@@ -391,6 +406,23 @@ void main() {
     }
   }
 
+  // The key groups' running max, sum and accumulators merged (a butterfly over the groups: every
+  // lane ends with the workgroup's), as the combine merges splits. The running max starts at M_INIT,
+  // finite, so that a group that saw no key merges as a weight of 0.
+  [[unroll]] for (uint s_ = 0u; s_ < 7u; ++s_) {
+    const uint stride = TPR << s_;
+    if (stride >= LANES) continue;
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+      const float m_other = subgroupShuffleXor(m[r], stride), l_other = subgroupShuffleXor(l[r], stride);
+      const float m_new = max(m[r], m_other);
+      const float mine = exp(m[r] - m_new), theirs = exp(m_other - m_new);
+      l[r] = l[r] * mine + l_other * theirs;
+      m[r] = m_new;
+      [[unroll]] for (uint e = 0u; e < VW; ++e)
+        acc[r * VW + e] = acc[r * VW + e] * mine + subgroupShuffleXor(acc[r * VW + e], stride) * theirs;
+    }
+  }
+
   // The sink of the row's head joins its denominator (unsplit calls only: split, the combine adds it).
   // A row with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink.
   if (HAS_SINKS) {
@@ -400,11 +432,11 @@ void main() {
     }
   }
 
-  // ---- Outputs: each lane writes its own dims of O; lane 0 the LSE. l == 0 only for rows whose
-  // every key was masked (and no sink): O = 0 and LSE = -inf. ----
+  // ---- Outputs: each lane of key group 0 writes its own dims of O; lane 0 the LSE. l == 0 only for
+  // rows whose every key was masked (and no sink): O = 0 and LSE = -inf. ----
   const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
   [[unroll]] for (uint r = 0u; r < BR; ++r) {
-    if (!row_valid[r]) continue;
+    if (!row_valid[r] || g != 0u) continue;
     const float inv_l = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
     const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
     const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + query_row(row[r]) * pc.o_ss;

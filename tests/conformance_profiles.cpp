@@ -18,18 +18,31 @@ using namespace vkattn::test;
 TEST_SUITE("conformance-profiles") {
   TEST_CASE("a profile's plan is the one its device would get, not this device's") {
     Context& ctx = context();
-    // Decode with few workgroups: GPUs split the keys to fill 256 workgroups, CPU devices 16.
+    // Few query rows and few workgroups (a GQA group of 4 heads x 8 rows: past the decode form's 16,
+    // the tiled kernel on a GPU): GPUs split the keys to fill 256 workgroups, CPU devices 16.
     AttentionSpec spec;
-    spec.layouts.q = TensorLayout::bhsd(DType::f32, 1, 4, 1, 64);
+    spec.layouts.q = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
     spec.layouts.k = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
     spec.layouts.v = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
-    spec.layouts.out = TensorLayout::bhsd(DType::f32, 1, 4, 1, 64);
+    spec.layouts.out = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
     const AttentionPlan here = PreparedAttention(ctx, spec).plan();
     const AttentionPlan h100 =
         testing::prepare_for_profile(ctx, spec, conform::find_device_profile("h100").info).plan();
     INFO("splits here " << here.splits << ", as for an H100 " << h100.splits);
+    CHECK(h100.kernel == std::string("tiled"));
     if (ctx.device_info().is_llvmpipe) CHECK(h100.splits > here.splits);
-    CHECK(h100.splits * 4 >= 256);  // 4 workgroups before splitting, 256 wanted on a GPU
+    CHECK(h100.splits * 4 >= 256);  // 4 workgroups (its 32 rows in tiles of at most 8 here) before splitting
+
+    // One query row (decode): an H100 runs the subgroup kernel's decode form, whose workgroup is one
+    // subgroup of 32 lanes: on a device of other subgroups it cannot run, and the case is skipped.
+    if (ctx.device_info().subgroup_size != 32) {
+      AttentionSpec decode = spec;
+      decode.layouts.q.seq = decode.layouts.out.seq = 1;
+      const std::string skipped = error_message(
+          [&] { (void)testing::prepare_for_profile(ctx, decode, conform::find_device_profile("h100").info); });
+      CHECK(contains(skipped, "does not fit"));
+      CHECK(contains(skipped, "one subgroup of 32 lanes"));
+    }
 
     // A profile's device that refuses the call makes it a skip, not a failure.
     spec.layouts.q.dtype = spec.layouts.k.dtype = spec.layouts.v.dtype = spec.layouts.out.dtype = DType::f16;

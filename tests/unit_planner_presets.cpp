@@ -99,11 +99,20 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
     CHECK(wg == d.subgroup_size);
     CHECK(d.subgroup_shuffle);
     if (c.decode) {
-      // The decode form: every lane holds all rows (1, 2 or 4), the lanes split the head dims.
+      // The decode form: every lane holds all rows (1, 2 or 4), groups of TPR lanes split the head
+      // dims (all lanes, or enough 16-byte chunks to cover them), each group its own keys of an
+      // iteration.
       CHECK(c.pack_group);
       CHECK(std::has_single_bit(c.rows));
       CHECK(c.rows <= 4);
-      CHECK(c.threads_per_row == c.lanes);
+      const uint32_t tpr = c.threads_per_row;
+      CHECK(std::has_single_bit(tpr));
+      CHECK(c.lanes % tpr == 0);
+      const int64_t chunk = int64_t(detail::kDecodeChunkBytes / dtype_size(p.dtype));
+      CHECK((tpr == c.lanes || int64_t(tpr) * chunk >= std::max(p.dim_qk, p.dim_v)));
+      CHECK((tpr == 1 || int64_t(tpr / 2) * chunk < std::max(p.dim_qk, p.dim_v)));  // no lane idles
+      CHECK(c.key_groups() == c.lanes / tpr);
+      CHECK(c.keys_per_tile % c.key_groups() == 0);
     } else {
       CHECK(c.rows % c.lanes == 0);
       CHECK(!c.vec_loads);
@@ -310,7 +319,12 @@ TEST_SUITE("unit") {
           const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
           const bool subgroup_fits =
               preset.info.subgroup_shuffle && one_subgroup_size && std::max(s.dim_qk, s.dim_v) <= 128;
-          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits)));
+          // On GPUs of one subgroup size, decode (a GQA group's rows up to 16) takes the decode form.
+          const bool gpu_decode = v == KernelVariant::automatic && !preset.info.is_cpu() &&
+                                  preset.info.subgroup_shuffle && one_subgroup_size &&
+                                  s.seq_q * (s.heads / s.kv_heads) <= 16 && std::max(s.dim_qk, s.dim_v) <= 256;
+          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || gpu_decode));
+          if (gpu_decode) CHECK(plan.config.decode);
           CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_fits)));
           if (plan.config.subgroup && s.seq_q < 16) CHECK(plan.config.pack_group);
           if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
@@ -440,6 +454,27 @@ TEST_SUITE("unit") {
                                                     layouts_of(shape("prefill", DType::f16, 8, 32, 8, 4096, 4096, 128, 128)));
       INFO("prefill: " << describe(prefill));
       CHECK(prefill.splits == 1);
+    }
+  }
+
+  TEST_CASE("planner presets: a GPU's decode form splits keys finely and fills the device") {
+    // The decode form's workgroups are one subgroup each: a GPU wants about 2048 of them, in splits of
+    // 32 to 256 keys (H100, bench/results/README.md "GPU decode form": batch 1 x 8192 keys 0.072 ms
+    // with 64 splits, 0.054 with 256; the combine shares a row's splits over 256 invocations).
+    for (const DeviceProfile& preset : device_profiles()) {
+      if (preset.info.is_cpu() || !preset.info.supports_f16()) continue;
+      for (int64_t seq_k : {1024, 8192, 32768, 131072}) {
+        const Shape s = shape("decode", DType::f16, 1, 32, 8, 1, seq_k, 128, 128);
+        const AttentionLayouts l = layouts_of(s);
+        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+        INFO("device: " << preset.info.name << ", seq_k " << seq_k << ", plan: " << describe(plan));
+        check_plan(preset, l, plan);
+        if (!plan.config.decode) continue;  // subgroups of several sizes: the tiled kernel
+        CHECK(plan.keys_per_split <= 256);
+        CHECK(plan.keys_per_split >= 32);
+        CHECK((uint64_t(plan.splits) * 8 >= 2048 || plan.keys_per_split <= 32 + plan.config.keys_per_tile));
+        CHECK(plan.combine_workgroup == std::bit_floor(std::min<uint32_t>(256, preset.info.max_workgroup_invocations)));
+      }
     }
   }
 

@@ -458,7 +458,7 @@ Command add_bench_command(CLI::App& parent) {
   app->add_flag("--json", o->json, "Print JSON instead of a table");
   app->add_flag("--csv", o->csv, "Print CSV (a header, one row per shape) instead of a table");
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
-  app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: subgroup on CPU devices, tiled on GPUs)")
+  app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: subgroup on CPU devices; tiled on GPUs, except decode on GPUs of one subgroup size: the subgroup kernel's decode form)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tiled", "rowwise", "subgroup"}));
   shape_options.push_back(

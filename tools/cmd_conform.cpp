@@ -76,6 +76,7 @@ std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
   const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused};
   const PathSpec subgroup{"fused/subgroup", KernelVariant::subgroup, AttentionPath::fused};
   const PathSpec unfused{"unfused", KernelVariant::automatic, AttentionPath::unfused};
+  const PathSpec automatic{"fused/auto", KernelVariant::automatic, AttentionPath::fused};
   std::vector<PathSpec> specs;
   const auto add = [&](const PathSpec& p) {
     for (const PathSpec& s : specs)
@@ -93,6 +94,8 @@ std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
       add(rowwise);
     } else if (name == "fused-subgroup") {
       add(subgroup);
+    } else if (name == "fused-auto") {
+      add(automatic);
     } else {
       add(unfused);  // CLI11 has checked the name
     }
@@ -157,7 +160,8 @@ std::string reproduce_command(const ConformOptions& o, const SelectedCase& c, co
   std::string path_name = path.path == AttentionPath::unfused      ? "unfused"
                           : path.kernel == KernelVariant::tiled    ? "fused-tiled"
                           : path.kernel == KernelVariant::subgroup ? "fused-subgroup"
-                                                                   : "fused-rowwise";
+                          : path.kernel == KernelVariant::rowwise  ? "fused-rowwise"
+                                                                   : "fused-auto";
   std::string cmd = "vkattn conform --filter " + c.id + " --path " + path_name + " --seed " + std::to_string(o.seed);
   if (!o.device.empty()) cmd += " --device '" + o.device + "'";
   if (o.validation) cmd += " --validation";
@@ -286,10 +290,11 @@ Command add_conform_command(CLI::App& parent) {
       ->take_all();
   app->add_option("--path", o->paths,
                   "Paths to check (repeatable): all, fused (the three fused kernels), fused-tiled, fused-rowwise, "
-                  "fused-subgroup, unfused")
+                  "fused-subgroup, unfused; fused-auto: the fused kernel each case's plan picks on this device "
+                  "(not part of all)")
       ->capture_default_str()
       ->delimiter(',')
-      ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "unfused"}));
+      ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "fused-auto", "unfused"}));
   app->add_option("--shard", o->shard,
                   "K/N: run only the K-th of N contiguous parts of the cases, on every path, e.g. to spread a "
                   "run over processes")
