@@ -4,7 +4,7 @@
 # finding — a crash, undefined behaviour, a leak, an input slower than 10 s, more than 2 GiB — fails,
 # with the input saved under build/fuzz/artifacts/ and the command that replays it printed.
 #
-#   scripts/fuzz.sh                    every target for 60 s (what .ci/run does)
+#   scripts/fuzz.sh                    every target for 60 s, as many at a time as there are cores
 #   scripts/fuzz.sh -t 600 fuzz_npz    one target, longer
 #   scripts/fuzz.sh -u                 also merge the inputs that found new coverage into the corpus
 set -euo pipefail
@@ -38,26 +38,42 @@ bin=build/fuzz/fuzzers
 artifacts=build/fuzz/artifacts
 scratch=build/fuzz/scratch
 mkdir -p "$artifacts"
-failed=()
-for t in "${targets[@]}"; do
-  seeds="tests/fuzz/corpus/${corpus[$t]}"
+# One target: its run over a scratch copy of its corpus, its summary into $artifacts/$t.summary, and
+# exit 0 when clean. The targets run side by side, as many at a time as there are cores (each fuzzer
+# is one thread): 5 targets take 3 rounds of their time on 2 cores instead of 5.
+fuzz_one() {
+  local t=$1 seeds="tests/fuzz/corpus/${corpus[$1]}" start=$SECONDS
   mkdir -p "$seeds"
   rm -rf "${scratch:?}/$t" && mkdir -p "$scratch/$t"
   cp -r "$seeds/." "$scratch/$t/"
-  args=(-max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=8192
-        -print_final_stats=1 -artifact_prefix="$artifacts/$t-")
+  local args=(-max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=8192
+              -print_final_stats=1 -artifact_prefix="$artifacts/$t-")
   [ -n "${dict[$t]:-}" ] && args+=(-dict="${dict[$t]}")
-  echo "--- $t: ${seconds} s from $(find "$seeds" -type f | wc -l) seeds"
-  start=$SECONDS
-  if ! "$bin/$t" "${args[@]}" "$scratch/$t" > "$artifacts/$t.log" 2>&1; then
-    tail -n 60 "$artifacts/$t.log"
-    echo "--- $t: FOUND A PROBLEM; replay: $bin/$t $artifacts/$t-<crash|leak|timeout|oom>-*" >&2
-    failed+=("$t")
-    continue
-  fi
-  grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units" "$artifacts/$t.log" | tail -2
-  echo "--- $t: clean ($((SECONDS - start)) s)"
+  {
+    echo "--- $t: ${seconds} s from $(find "$seeds" -type f | wc -l) seeds"
+    if ! "$bin/$t" "${args[@]}" "$scratch/$t" > "$artifacts/$t.log" 2>&1; then
+      tail -n 60 "$artifacts/$t.log"
+      echo "--- $t: FOUND A PROBLEM; replay: $bin/$t $artifacts/$t-<crash|leak|timeout|oom>-*"
+      return 1
+    fi
+    grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units" "$artifacts/$t.log" | tail -2
+    echo "--- $t: clean ($((SECONDS - start)) s)"
+  } > "$artifacts/$t.summary" 2>&1
+}
+# (Each target's outcome goes to a file: a status reaped by `wait -n` is not there for a later wait.)
+jobs_max=$(nproc)
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  rm -f "$artifacts/$t.clean"
+  (fuzz_one "$t" && touch "$artifacts/$t.clean") &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "$artifacts/$t.summary"
+  [ -f "$artifacts/$t.clean" ] || failed+=("$t")
   if [ "$update" = 1 ]; then
+    seeds="tests/fuzz/corpus/${corpus[$t]}"
     "$bin/$t" -merge=1 "$seeds" "$scratch/$t" > "$artifacts/$t.merge.log" 2>&1
     echo "--- $t: corpus now $(find "$seeds" -type f | wc -l) files, $(du -sk "$seeds" | cut -f1) KiB"
   fi
