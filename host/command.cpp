@@ -63,5 +63,8 @@ void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
 namespace vkattn::testing {
 
 void set_fault_hook(Context& context, FaultHook hook) { detail::impl_of(context).fault_hook = std::move(hook); }
+void set_device_memory_unmapped(Context& context, bool unmapped) {
+  detail::impl_of(context).device_memory_unmapped = unmapped;
+}
 
 }  // namespace vkattn::testing

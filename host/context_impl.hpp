@@ -53,6 +53,7 @@ class ContextImpl {
   VkResult injected_fault(testing::FaultSite site) const { return fault_hook ? fault_hook(site) : VK_SUCCESS; }
 
   testing::FaultHook fault_hook;
+  bool device_memory_unmapped = false;  // testing::set_device_memory_unmapped
   std::atomic<bool> device_lost{false};
   ValidationCallback validation_callback;  // referenced by the messenger: declared before it
   InstanceHandles instance;

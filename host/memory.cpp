@@ -10,15 +10,16 @@
 namespace vkattn::detail {
 namespace {
 
-// The first memory type allowed by `type_bits` that has all `required` flags, preferring `preferred`.
+// The first memory type allowed by `type_bits` that has all `required` flags, preferring one with all
+// `preferred` flags and none of `avoided`.
 int find_memory_type(const VkPhysicalDeviceMemoryProperties& props, uint32_t type_bits, VkMemoryPropertyFlags required,
-                     VkMemoryPropertyFlags preferred) {
+                     VkMemoryPropertyFlags preferred, VkMemoryPropertyFlags avoided = 0) {
   int fallback = -1;
   for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
     if (!(type_bits & (1u << i))) continue;
     const VkMemoryPropertyFlags flags = props.memoryTypes[i].propertyFlags;
     if ((flags & required) != required) continue;
-    if ((flags & preferred) == preferred) return static_cast<int>(i);
+    if ((flags & preferred) == preferred && (flags & avoided) == 0) return static_cast<int>(i);
     if (fallback < 0) fallback = static_cast<int>(i);
   }
   return fallback;
@@ -89,11 +90,22 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(context.device, alloc->buffer, &req);
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  const int type = use == MemoryUse::device
-                       ? find_memory_type(context.memory_properties, req.memoryTypeBits,
-                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host)
-                       : find_memory_type(context.memory_properties, req.memoryTypeBits, host,
-                                          host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  // Device buffers: device-local memory. Where the device shares the host's memory (integrated GPUs,
+  // CPU devices such as lavapipe) the host-visible kind too, so that uploads and downloads are plain
+  // copies. On a discrete GPU host-visible device-local memory is the PCI BAR window: the host reads
+  // it uncached (a download crawls) and the driver may map it differently from the rest of VRAM, so
+  // device buffers there take device-local memory that is not host-visible, and uploads and
+  // downloads go through a staging buffer.
+  const bool discrete = context.info.type == DeviceType::discrete;
+  int type = -1;
+  if (use == MemoryUse::device && discrete)
+    type = find_memory_type(context.memory_properties, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                            VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+  else if (use == MemoryUse::device)
+    type = find_memory_type(context.memory_properties, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                            VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
+  else
+    type = find_memory_type(context.memory_properties, req.memoryTypeBits, host, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
   if (type < 0)
     throw vk_error("buffer: no suitable memory type for " + std::to_string(bytes) + " bytes", VK_ERROR_OUT_OF_DEVICE_MEMORY);
 
@@ -110,7 +122,11 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   }
   VK_TRY(vkBindBufferMemory(context.device, alloc->buffer, alloc->memory, 0));
   const VkMemoryPropertyFlags flags = context.memory_properties.memoryTypes[type].propertyFlags;
-  if ((flags & host) == host) VK_TRY(vkMapMemory(context.device, alloc->memory, 0, VK_WHOLE_SIZE, 0, &alloc->mapped));
+  // (A test may leave device buffers unmapped, so that lavapipe runs the staging path a discrete GPU
+  // takes: testing::set_device_memory_unmapped.)
+  const bool unmapped = use == MemoryUse::device && context.device_memory_unmapped;
+  if ((flags & host) == host && !unmapped)
+    VK_TRY(vkMapMemory(context.device, alloc->memory, 0, VK_WHOLE_SIZE, 0, &alloc->mapped));
   return alloc;
 }
 

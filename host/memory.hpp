@@ -15,7 +15,7 @@ namespace vkattn::detail {
 class ContextImpl;
 
 enum class MemoryUse {
-  device,   // storage buffer; device-local preferred, mapped when also host-visible (CPUs, UMA)
+  device,   // storage buffer: device-local; mapped when also host-visible (CPUs, UMA; not on a discrete GPU)
   staging,  // host-visible transfer buffer for upload/download
 };
 

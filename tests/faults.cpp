@@ -10,7 +10,9 @@
 
 #include <vkattn/testing.hpp>
 
+#include "attention_case.hpp"
 #include "compare.hpp"
+#include "conform/catalog.hpp"
 #include "support.hpp"
 #include "vk_check.hpp"
 
@@ -252,5 +254,35 @@ TEST_SUITE("faults") {
       }
     }
     expect_no_validation_messages();
+  }
+
+  TEST_CASE("device buffers the host cannot map (a discrete GPU's): uploads, downloads and calls go through staging") {
+    // On lavapipe every device buffer is host-visible and mapped; a discrete GPU's are not, and take
+    // the staging path, which only this test runs here.
+    Context ctx(own_context_options());
+    testing::set_device_memory_unmapped(ctx, true);
+    // Round trips at offsets, and a partial upload that leaves the rest of the buffer as it was.
+    std::vector<uint8_t> bytes(1000);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7 + 3);
+    Buffer b = Buffer::allocate(ctx, bytes.size());
+    b.upload(bytes.data(), bytes.size());
+    const std::vector<uint8_t> patch = {9, 8, 7, 6, 5};
+    b.upload(patch.data(), patch.size(), 101);
+    std::copy(patch.begin(), patch.end(), bytes.begin() + 101);
+    std::vector<uint8_t> back(bytes.size());
+    b.download(back.data(), back.size());
+    CHECK(back == bytes);
+    std::vector<uint8_t> middle(300);
+    b.download(middle.data(), middle.size(), 250);
+    CHECK(std::equal(middle.begin(), middle.end(), bytes.begin() + 250));
+    // Whole calls: the representative cases (poisoned outputs, guard bytes, split-KV scratch) and
+    // the paged cases (an append writes the caches), checked against the fp64 reference.
+    run_cases(ctx, catalog_cases("representative"));
+    for (const conform::PagedCase& c : conform::catalog_section("paged", base_seed()).paged_cases) {
+      if (!device_supports(c.dtype)) continue;
+      INFO(conform::describe(c));
+      const conform::PagedResult r = conform::run_paged_case(ctx, c);
+      CHECK_MESSAGE(r.ok, r.text);
+    }
   }
 }

@@ -25,6 +25,12 @@ enum class FaultSite { allocate, submit };
 using FaultHook = std::function<VkResult(FaultSite)>;
 void set_fault_hook(Context& context, FaultHook hook);
 
+// Device buffers allocated afterwards are not mapped into the host even where their memory is
+// host-visible, so that their uploads and downloads go through staging buffers, as on a discrete
+// GPU (whose device buffers take memory the host cannot see). Set it while no other thread uses the
+// context.
+void set_device_memory_unmapped(Context& context, bool unmapped);
+
 // Prepares `spec` with the plan vkattn would make on the device `profile` describes (its kind,
 // limits and subgroup size: a device class that is not here, e.g. a GPU's tiles), to run on
 // `context`'s device, so that other devices' configurations are proven on the local one
