@@ -68,6 +68,11 @@ def main():
     one = json.loads(done.stdout) if done.returncode == 0 else {"runs": []}
     c.expect([(x["id"], x["path"]) for x in one["runs"]] == [("sweep-f16/3", "unfused")],
              "--filter ID --path unfused runs that one case on that path")
+    done = run(args.vkattn, "--filter", "representative/0", "--path", "fused-auto", "--json")
+    auto = json.loads(done.stdout) if done.returncode == 0 else {"runs": [], "paths": []}
+    c.expect(auto["paths"] == ["fused/auto"] and [(x["id"], x["path"], x["outcome"]) for x in auto["runs"]] ==
+             [("representative/0", "fused/auto", "passed")],
+             f"--path fused-auto runs the kernel the plan picks, as its own path: {auto['runs']}")
     done = run(args.vkattn, "--filter", "masks-*", "--list")
     ids = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
     c.expect(done.returncode == 0 and ids and all(i.startswith("masks-") for i in ids),
