@@ -376,12 +376,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // few useful rows (bench/results/README.md, "GPU decode form").
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
-  const bool one_subgroup_size = device.subgroup_shuffle && device.subgroup_size >= 1 &&
-                                 device.subgroup_size <= 128 && device.min_subgroup_size == device.subgroup_size &&
-                                 device.max_subgroup_size == device.subgroup_size;
   const bool subgroup_fits =
-      one_subgroup_size && ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
-  const bool gpu_decode = variant == KernelVariant::automatic && !device.is_cpu() && one_subgroup_size &&
+      one_subgroup_size(device) && ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
+  const bool gpu_decode = variant == KernelVariant::automatic && !device.is_cpu() && one_subgroup_size(device) &&
                           packing_allowed && uint64_t(shape.seq_q) * uint64_t(group) <= kDecodeMaxTileRows &&
                           std::max(p.dim_qk, p.dim_v) <= 256;
   const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || gpu_decode;

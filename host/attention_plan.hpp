@@ -108,6 +108,13 @@ struct LaunchPlan {
   uint32_t combine_workgroup = 64;
 };
 
+// Whether every subgroup of `device` has its reported size (at most 128 lanes) and shuffles work: the
+// subgroup kernel's workgroup is exactly one subgroup, so it runs only there.
+inline bool one_subgroup_size(const DeviceInfo& device) {
+  return device.subgroup_shuffle && device.subgroup_size >= 1 && device.subgroup_size <= 128 &&
+         device.min_subgroup_size == device.subgroup_size && device.max_subgroup_size == device.subgroup_size;
+}
+
 // Largest offset/index the kernels can address (32-bit indices in this version).
 inline constexpr uint64_t kMaxIndex = UINT32_MAX;
 

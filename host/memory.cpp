@@ -97,15 +97,12 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   // device buffers there take device-local memory that is not host-visible, and uploads and
   // downloads go through a staging buffer.
   const bool discrete = context.info.type == DeviceType::discrete;
-  int type = -1;
-  if (use == MemoryUse::device && discrete)
-    type = find_memory_type(context.memory_properties, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                            VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
-  else if (use == MemoryUse::device)
-    type = find_memory_type(context.memory_properties, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                            VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
-  else
-    type = find_memory_type(context.memory_properties, req.memoryTypeBits, host, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  const int type =
+      use == MemoryUse::device
+          ? find_memory_type(context.memory_properties, req.memoryTypeBits, local, discrete ? local : local | host,
+                             discrete ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT : 0)
+          : find_memory_type(context.memory_properties, req.memoryTypeBits, host, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
   if (type < 0)
     throw vk_error("buffer: no suitable memory type for " + std::to_string(bytes) + " bytes", VK_ERROR_OUT_OF_DEVICE_MEMORY);
 

@@ -54,29 +54,21 @@ float natural_max(float m, bool half_log2) {
 shared float reduce_buf[W];
 shared vec4 group_sums[W];
 
-// The workgroup's maximum / sum of x (every invocation gets it). Called in uniform control flow.
-float workgroup_max(float x) {
+// The workgroup's maximum (take_max) or sum of x; every invocation gets it. Called in uniform
+// control flow.
+float workgroup_reduce(float x, bool take_max) {
   const uint t = gl_LocalInvocationID.x;
   reduce_buf[t] = x;
   barrier();
   for (uint stride = W / 2u; stride > 0u; stride >>= 1u) {
-    if (t < stride) reduce_buf[t] = max(reduce_buf[t], reduce_buf[t + stride]);
+    if (t < stride) {
+      const float a = reduce_buf[t], b = reduce_buf[t + stride];
+      reduce_buf[t] = take_max ? max(a, b) : a + b;
+    }
     barrier();
   }
   const float r = reduce_buf[0];
   barrier();  // (the buffer is reused)
-  return r;
-}
-float workgroup_sum(float x) {
-  const uint t = gl_LocalInvocationID.x;
-  reduce_buf[t] = x;
-  barrier();
-  for (uint stride = W / 2u; stride > 0u; stride >>= 1u) {
-    if (t < stride) reduce_buf[t] += reduce_buf[t + stride];
-    barrier();
-  }
-  const float r = reduce_buf[0];
-  barrier();
   return r;
 }
 
@@ -98,7 +90,7 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   float m_part = NEG_INF;
   for (uint s = t; s < pc.splits; s += W) m_part = max(m_part, partial_lse[2u * (s * pc.rows + row)]);
-  const float m = workgroup_max(m_part);
+  const float m = workgroup_reduce(m_part, true);
   const bool half_log2 = pc.half_log2_units != 0u;
   float total_part = 0.0;
   if (m != NEG_INF)
@@ -106,7 +98,7 @@ void main() {
       const float ms = partial_lse[2u * (s * pc.rows + row)];
       if (ms != NEG_INF) total_part += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
     }
-  float total = workgroup_sum(total_part);  // (add_sink takes it inout)
+  float total = workgroup_reduce(total_part, false);  // (add_sink takes it inout)
   const bool empty = m == NEG_INF;
   float inv_total = empty ? 0.0 : 1.0 / total;
   float row_lse = empty ? NEG_INF : natural_max(m, half_log2) + log(total);

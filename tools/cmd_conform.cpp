@@ -67,16 +67,17 @@ struct PathSpec {
   std::string label;
   KernelVariant kernel;
   AttentionPath path;
+  std::string option;  // its --path name (a failure's reproducing command)
 };
 
 // "all" and "fused" include the subgroup kernel, lavapipe's default: on a device that cannot run it
 // (run() checks), its runs are reported skipped.
 std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
-  const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused};
-  const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused};
-  const PathSpec subgroup{"fused/subgroup", KernelVariant::subgroup, AttentionPath::fused};
-  const PathSpec unfused{"unfused", KernelVariant::automatic, AttentionPath::unfused};
-  const PathSpec automatic{"fused/auto", KernelVariant::automatic, AttentionPath::fused};
+  const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused, "fused-tiled"};
+  const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused, "fused-rowwise"};
+  const PathSpec subgroup{"fused/subgroup", KernelVariant::subgroup, AttentionPath::fused, "fused-subgroup"};
+  const PathSpec unfused{"unfused", KernelVariant::automatic, AttentionPath::unfused, "unfused"};
+  const PathSpec automatic{"fused/auto", KernelVariant::automatic, AttentionPath::fused, "fused-auto"};
   std::vector<PathSpec> specs;
   const auto add = [&](const PathSpec& p) {
     for (const PathSpec& s : specs)
@@ -157,12 +158,7 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
 }
 
 std::string reproduce_command(const ConformOptions& o, const SelectedCase& c, const PathSpec& path) {
-  std::string path_name = path.path == AttentionPath::unfused      ? "unfused"
-                          : path.kernel == KernelVariant::tiled    ? "fused-tiled"
-                          : path.kernel == KernelVariant::subgroup ? "fused-subgroup"
-                          : path.kernel == KernelVariant::rowwise  ? "fused-rowwise"
-                                                                   : "fused-auto";
-  std::string cmd = "vkattn conform --filter " + c.id + " --path " + path_name + " --seed " + std::to_string(o.seed);
+  std::string cmd = "vkattn conform --filter " + c.id + " --path " + path.option + " --seed " + std::to_string(o.seed);
   if (!o.device.empty()) cmd += " --device '" + o.device + "'";
   if (o.validation) cmd += " --validation";
   if (!o.profile.empty()) cmd += " --profile " + o.profile;
