@@ -29,7 +29,8 @@ std::string describe(const PagedCase& c) {
   s << c.name << ": " << to_string(c.dtype);
   if (c.quant != KvQuant::none) s << " K/V " << to_string(c.quant);
   s << " H" << c.heads << "/KV" << c.kv_heads << " seq_q " << c.seq_q << " d"
-    << c.dim_qk << "/" << c.dim_v << " page " << c.page_size << " cache_lens {";
+    << c.dim_qk << "/" << c.dim_v << " page " << c.page_size << (c.order == PageOrder::hnd ? " hnd" : "")
+    << " cache_lens {";
   for (std::size_t b = 0; b < c.cache_lens.size(); ++b) s << (b ? ", " : "") << c.cache_lens[b];
   s << "}";
   if (c.seq_new) s << " append " << c.seq_new;
@@ -73,8 +74,8 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
   // The caches: every token a sequence holds gets values; every other row (spare pages, the rows an
   // append writes, past a sequence's end) NaN, which the kernels must never read (q8_0: blocks whose
   // scale is NaN, below).
-  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk, c.quant);
-  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v, c.quant);
+  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk, c.quant, c.order);
+  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v, c.quant, c.order);
   std::vector<float> k_cache(std::size_t(kl.element_count()), kNaN), v_cache(std::size_t(vl.element_count()), kNaN);
   double v_scale = 1e-30;
   for (int64_t b = 0; b < batch; ++b)
@@ -254,6 +255,7 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
 std::vector<std::pair<std::string, std::string>> features(const PagedCase& c) {
   std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)},
                                                         {"layout", "paged " + std::to_string(c.page_size)}};
+  if (c.order == PageOrder::hnd) f.emplace_back("layout", "paged hnd");
   if (c.seq_new) f.emplace_back("layout", "append");
   add_serving_features(c, f);
   return f;
@@ -305,6 +307,24 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
        .seq_new = 3, .shared_pages = 2, .causal = Causal::none});
   add({.name = "prefill 64 rows, no causal", .dtype = DType::bf16, .heads = 2, .kv_heads = 1, .seq_q = 64,
        .page_size = 16, .cache_lens = {100, 64}, .causal = Causal::none});
+  // hnd pages (each KV head's tokens of a page side by side): the decode form with an append across a
+  // page edge, a page of 256 with prefill rows, modifiers, q8_0 (decode and prefill) with shared pages.
+  add({.name = "hnd, decode with an append across a page edge, GQA 8:2, lengths 0/1/15/37", .dtype = DType::f16,
+       .heads = 8, .kv_heads = 2, .page_size = 16, .order = PageOrder::hnd, .cache_lens = {0, 1, 15, 37},
+       .seq_new = 1});
+  add({.name = "hnd, page 256, d128, prefill 5 rows, shared prefix pages", .dtype = DType::bf16, .heads = 4,
+       .kv_heads = 2, .seq_q = 5, .dim_qk = 128, .dim_v = 128, .page_size = 256, .order = PageOrder::hnd,
+       .cache_lens = {600, 300}, .shared_pages = 1});
+  add({.name = "hnd, page 8, window, ALiBi (B,H), softcap, sinks, dim_v != dim_qk", .dtype = DType::f32,
+       .heads = 6, .kv_heads = 3, .seq_q = 3, .dim_qk = 48, .dim_v = 24, .page_size = 8, .order = PageOrder::hnd,
+       .cache_lens = {70, 0, 9}, .seq_new = 2, .window = Window{32, 0}, .softcap = 20.0f, .alibi_batch = 3,
+       .sinks = true});
+  add({.name = "hnd, q8_0, decode with an append, GQA 8:2, page 16", .dtype = DType::f16, .quant = KvQuant::q8_0,
+       .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .page_size = 16, .order = PageOrder::hnd,
+       .cache_lens = {0, 17, 300}, .seq_new = 1});
+  add({.name = "hnd, q8_0, prefill 24 rows, shared prefix pages, append", .dtype = DType::f32,
+       .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .seq_q = 24, .dim_qk = 64, .dim_v = 32, .page_size = 16,
+       .order = PageOrder::hnd, .cache_lens = {50, 40}, .seq_new = 3, .shared_pages = 2, .causal = Causal::none});
   return cases;
 }
 

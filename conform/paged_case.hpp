@@ -23,6 +23,7 @@ struct PagedCase {
   KvQuant quant = KvQuant::none;  // q8_0: the caches hold q8_0 blocks of the drawn values
   int64_t heads = 1, kv_heads = 1, seq_q = 1, dim_qk = 64, dim_v = 64;
   int64_t page_size = 16;
+  PageOrder order = PageOrder::nhd;  // of both caches
   std::vector<int32_t> cache_lens;  // one per sequence: the batch
   int64_t seq_new = 0;              // tokens appended (k_new, v_new) before attending
   int64_t spare_pages = 3;          // pool pages no sequence uses (NaN-filled: never read)
@@ -61,7 +62,7 @@ CaseResult run_paged_case(Context& context, const PagedCase& c, const RunOptions
 // The catalog: page sizes 1, 16 and 256; shuffled and shared pages; cache lengths 0, 1, a page edge
 // and past it; appends that cross a page boundary; decode and chunked prefill (seq_q > a sequence's
 // keys included); GQA; causal in both alignments; every modifier; every dtype; q8_0 caches under every
-// kernel form (decode, prefill, modifiers). `long_cases`: a
+// kernel form (decode, prefill, modifiers); hnd pages in decode, prefill, appends and q8_0. `long_cases`: a
 // sequence of 65,536 keys (lavapipe's loop limit).
 std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases);
 

@@ -125,6 +125,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   constants.varlen = varlen ? 1u : 0u;
+  constants.page_stride = paged ? paged->page_stride : 0u;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
   const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));

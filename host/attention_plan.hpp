@@ -63,6 +63,8 @@ struct KernelConfig {
 // key's row up in the block table (PAGE_SIZE specialization constant) and bind the caches whole.
 struct PagedKeys {
   uint32_t page_size = 0;
+  PageOrder order = PageOrder::nhd;
+  uint32_t page_stride = 0;                      // a page's key rows in the cache views (SPEC_ATTENTION_PAGE_STRIDE)
   int64_t max_pages = 0, num_pages = 0;
   int64_t seq_new = 0;                           // tokens appended before attending
   int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * dim)

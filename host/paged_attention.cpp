@@ -43,6 +43,9 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   push.page_size = paged.page_size;
   push.max_pages = u32(paged.max_pages);
   push.num_pages = u32(paged.num_pages);
+  const bool hnd = paged.order == PageOrder::hnd;  // rows of a page: nhd (slot, head), hnd (head, slot)
+  push.slot_rows = hnd ? 1u : u32(p.kv_heads);
+  push.head_rows = hnd ? paged.page_size : 1u;
   push.kn_sb = u32(k_new.stride_batch), push.kn_sh = u32(k_new.stride_head), push.kn_ss = u32(k_new.stride_seq);
   push.vn_sb = u32(v_new.stride_batch), push.vn_sh = u32(v_new.stride_head), push.vn_ss = u32(v_new.stride_seq);
 

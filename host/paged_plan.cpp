@@ -13,8 +13,13 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// The cache as the kernels address it: key j of sequence b, KV head g is row (page, slot) of the pool
-// with seq stride kv_heads * dim; the layout's seq is the capacity (the most keys a sequence has).
+// The cache as the kernels address it: key j of sequence b, KV head g is row page * page_stride(cache)
+// + slot of the view, plus g * stride_head; the view's seq is the capacity (the most keys a sequence
+// has). nhd pages: rows of kv_heads * dim, heads dim apart; hnd: rows of dim, heads page_size * dim apart.
+int64_t page_stride(const PagedKvLayout& cache) {
+  return cache.order == PageOrder::hnd ? cache.page_size * cache.kv_heads : cache.page_size;
+}
+
 TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
   TensorLayout t;
   t.dtype = dtype;
@@ -23,8 +28,9 @@ TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, 
   t.seq = capacity;
   t.dim = cache.dim;
   t.stride_batch = 0;
-  t.stride_head = cache.dim;
-  t.stride_seq = cache.kv_heads * cache.dim;
+  const bool hnd = cache.order == PageOrder::hnd;
+  t.stride_head = hnd ? cache.page_size * cache.dim : cache.dim;
+  t.stride_seq = hnd ? cache.dim : cache.kv_heads * cache.dim;
   return t;
 }
 
@@ -49,6 +55,8 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
 
   PagedKeys keys;
   keys.page_size = static_cast<uint32_t>(pp.page_size);
+  keys.order = layouts.k_cache.order;
+  keys.page_stride = static_cast<uint32_t>(page_stride(layouts.k_cache));  // < capacity * kv_heads, checked below
   keys.max_pages = pp.max_pages;
   keys.num_pages = pp.num_pages;
   keys.seq_new = pp.seq_new;

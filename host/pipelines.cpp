@@ -86,6 +86,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_PAGE_SIZE] = c.page_size;
   key.spec[SPEC_ATTENTION_VARLEN] = c.varlen;
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
+  key.spec[SPEC_ATTENTION_PAGE_STRIDE] = c.page_stride;
   return key;
 }
 

@@ -36,7 +36,7 @@ enum class Shader : uint8_t {
   kv_append
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 18;
+inline constexpr std::size_t kMaxSpecConstants = 19;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -68,6 +68,7 @@ struct AttentionConstants {
   ModifierConstants modifiers;
   uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks
   uint32_t varlen = 0;  // 1: a packed variable-length batch (shader_abi.h); else 0
+  uint32_t page_stride = 0;  // paged: a page's stride in key rows (SPEC_ATTENTION_PAGE_STRIDE); else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

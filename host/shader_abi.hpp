@@ -33,9 +33,9 @@ static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_ba
 static_assert(sizeof(CombinePush) == 13 * 4);
 static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
-static_assert(sizeof(KvAppendPush) == 20 * 4);
+static_assert(sizeof(KvAppendPush) == 22 * 4);
 static_assert(SPEC_ATTENTION_COUNT <= kMaxSpecConstants, "PipelineKey holds every specialization constant");
 static_assert(sizeof(AttentionPush) <= 128 && sizeof(CombinePush) <= 128 && sizeof(SoftmaxPush) <= 128 &&
-              sizeof(GemmPush) <= 128);
+              sizeof(GemmPush) <= 128 && sizeof(KvAppendPush) <= 128);
 
 }  // namespace vkattn::detail

@@ -17,6 +17,7 @@ layout(binding = BLOCK_TABLE_BINDING) readonly buffer BlockTableBuf { int block_
 
 // Paged K and V (shader_abi.h, "Paged KV caches"): the page size, 0 for dense tensors.
 layout(constant_id = SPEC_ATTENTION_PAGE_SIZE) const uint PAGE_SIZE = 0;
+layout(constant_id = SPEC_ATTENTION_PAGE_STRIDE) const uint PAGE_STRIDE = 0;
 const bool PAGED = PAGE_SIZE != 0u;
 
 // A packed variable-length batch (shader_abi.h, "Packed variable-length batches"): 1, else 0.
@@ -107,13 +108,15 @@ uint lse_index(uint b, uint h, uint i) {
 }
 
 // The row of key j of batch b in the K and V bindings, in units of their seq strides: binding_key(j)
-// for dense tensors; the sequence's packed row for a varlen call; for a paged cache, row j % PAGE_SIZE of page block_table[b][j / PAGE_SIZE] (an
-// entry outside [0, num_pages) is clamped into it: a bad table reads wrong keys, never out of bounds).
+// for dense tensors; the sequence's packed row for a varlen call; for a paged cache, row j % PAGE_SIZE
+// of page block_table[b][j / PAGE_SIZE], a page being PAGE_STRIDE rows (the head's offset is the
+// caller's: k_sh, v_sh) (an entry outside [0, num_pages) is clamped into it: a bad table reads wrong
+// keys, never out of bounds).
 uint key_row(uint b, uint j) {
   if (VARLEN) return g_row_k + j;  // K and V are bound whole (the sequence's keys are anywhere)
   if (!PAGED) return binding_key(j);
   const int entry = block_table[pc.m_off + b * pc.m_sb + j / PAGE_SIZE];
-  return uint(clamp(entry, 0, int(pc.m_sh) - 1)) * PAGE_SIZE + j % PAGE_SIZE;
+  return uint(clamp(entry, 0, int(pc.m_sh) - 1)) * PAGE_STRIDE + j % PAGE_SIZE;
 }
 
 // The first query row of this workgroup's tile. A dispatch covers one range of query tiles from

@@ -248,6 +248,10 @@ void main() {
   // binding's whole 16-byte words (the last rows of a binding, at most); the careful loop goes on
   // from there, one key at a time with the word reader.
   uint fast_end = key_end;
+  // A paged cache: the first key and row of the page the last iteration read, so that the block table
+  // is read once per page, not once per key (on lavapipe every load costs, this one as much as a
+  // key's 16-byte chunk).
+  uint page_first_key = 0xffffffffu, page_first_row = 0u;
 
   // ---- The fast loop: BC keys per iteration, key j0 + c KG + g the group's c-th (the groups read
   // neighbouring rows at once) ----
@@ -257,7 +261,18 @@ void main() {
     float dots[BR * KB];
     uint rows[KB];  // the keys' rows in K and V (looked up once: a paged cache reads its block table)
     [[unroll]] for (uint e = 0u; e < BR * KB; ++e) dots[e] = 0.0;
-    [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c * KG + g, key_end - 1u));
+    // The iteration's keys all in one page (rows consecutive there): that page's row, looked up when the
+    // page changes; else (a page edge inside the iteration, or the last keys) one lookup per key.
+    const uint in_page = PAGED ? j0 % PAGE_SIZE : 0u;
+    if (PAGED && in_page + BC <= PAGE_SIZE && j0 + BC <= key_end) {
+      if (j0 - in_page != page_first_key) {
+        page_first_key = j0 - in_page;
+        page_first_row = key_row(b, page_first_key);
+      }
+      [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = page_first_row + in_page + c * KG + g;
+    } else {
+      [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c * KG + g, key_end - 1u));
+    }
     if (Q8_HALVES) {
       bool fits = true;
       [[unroll]] for (uint c = 0u; c < KB; ++c)

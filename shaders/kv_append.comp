@@ -2,7 +2,7 @@
 // Appends new tokens to a paged KV cache (vkattn/kv_cache.hpp): element (b, g, t, d) of k_new and
 // v_new (batch, kv_heads, seq_new, dim) is written to token t' = cache_lens[b] + t of sequence b: row
 // t' % page_size of page block_table[b][t' / page_size], head g, in the caches (num_pages, page_size,
-// kv_heads, dim). The attention dispatches that follow (after a barrier, in the same recorded work)
+// kv_heads, dim), or (num_pages, kv_heads, page_size, dim) for hnd pages. The attention dispatches that follow (after a barrier, in the same recorded work)
 // see sequence b as cache_lens[b] + seq_new keys long.
 //   - Caches of the call's dtype (KV_FORMAT_AS_Q): the values unchanged. One invocation per (d, t,
 //     b * kv_heads + g): x over the larger dim.
@@ -82,10 +82,10 @@ void main() {
   if (len < 0 || token >= int(pc.max_pages * pc.page_size)) return;
   const int page = block_table[pc.bt_off + b * pc.max_pages + uint(token) / pc.page_size];
   if (page < 0 || page >= int(pc.num_pages)) return;
-  const uint slot = uint(page) * pc.page_size + uint(token) % pc.page_size;
+  const uint row = uint(page) * pc.page_size * pc.kv_heads + (uint(token) % pc.page_size) * pc.slot_rows + g * pc.head_rows;
   const uint k_src = pc.kn_off + b * pc.kn_sb + g * pc.kn_sh + t * pc.kn_ss + d;
   const uint v_src = pc.vn_off + b * pc.vn_sb + g * pc.vn_sh + t * pc.vn_ss + d;
-  const uint k_dst = (slot * pc.kv_heads + g) * pc.dim_qk + d, v_dst = (slot * pc.kv_heads + g) * pc.dim_v + d;
+  const uint k_dst = row * pc.dim_qk + d, v_dst = row * pc.dim_v + d;
   if (Q8_0) {
     if (d < pc.dim_qk) QUANTIZE_BLOCK(k_new, k_words, k_src, pc.kc_off + k_dst / 32u * 17u)
     if (d < pc.dim_v) QUANTIZE_BLOCK(v_new, v_words, v_src, pc.vc_off + v_dst / 32u * 17u)

@@ -45,7 +45,9 @@
  * (modifiers.glsl reads them; the host binds them at offsetof(...) + 2). */
 
 /* ---- Paged KV caches (SPEC_ATTENTION_PAGE_SIZE > 0) ----
- * K and V are caches (num_pages, page_size, kv_heads, dim): the push block's k_sb and v_sb are 0 (no
+ * K and V are caches (num_pages, page_size, kv_heads, dim), or (num_pages, kv_heads, page_size, dim)
+ * (hnd pages): key j of a sequence is row (page * SPEC_ATTENTION_PAGE_STRIDE + j % page_size) in
+ * units of the seq stride, plus the head's stride. The push block's k_sb and v_sb are 0 (no
  * batch) and the mask's members, unused (a paged call has no explicit mask), carry the block table:
  * m_off its element offset in BLOCK_TABLE_BINDING, m_sb its row stride (max_pages), m_sh num_pages
  * (entries are clamped to it), m_ss the tokens appended before the call (seq_new). The key lengths'
@@ -96,7 +98,9 @@
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
 #define SPEC_ATTENTION_VARLEN 16        /* 1: a packed variable-length batch (see above); 0 otherwise */
 #define SPEC_ATTENTION_KV_FORMAT 17     /* KV_FORMAT_*: how K and V are stored (shaders/kv_values.glsl) */
-#define SPEC_ATTENTION_COUNT 18
+#define SPEC_ATTENTION_PAGE_STRIDE 18   /* paged: a page's stride in key rows (units of K's and V's seq strides):
+                                           PAGE_SIZE for nhd pages, PAGE_SIZE * kv_heads for hnd; else 0 */
+#define SPEC_ATTENTION_COUNT 19
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -187,12 +191,14 @@
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */
 
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
- * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b. The caches'
+ * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,
+ * slot s: cache row p * page_size * kv_heads + s * slot_rows + g * head_rows (rows of dim elements;
+ * nhd pages: slot_rows kv_heads, head_rows 1; hnd: 1 and page_size). The caches'
  * offsets are their bindings' element offsets; a token whose page is out of the table or the pool is
  * not written. q8_0 caches (SPEC_KV_APPEND_FORMAT): kc_off and vc_off in 16-bit units. */
 #define KV_APPEND_PUSH_MEMBERS                                                               \
   uint batch, kv_heads, seq_new, dim_qk, dim_v;                                              \
-  uint page_size, max_pages, num_pages;                                                      \
+  uint page_size, max_pages, num_pages, slot_rows, head_rows;                                \
   uint kn_sb, kn_sh, kn_ss, kn_off;                                                          \
   uint vn_sb, vn_sh, vn_ss, vn_off;                                                          \
   uint kc_off, vc_off, bt_off, lens_off;

@@ -31,6 +31,7 @@ std::vector<float> random_values(std::mt19937& rng, std::size_t n) {
 // every cache row no sequence holds is NaN, so a row read by mistake shows.
 struct PagedCase {
   int64_t batch, heads, kv_heads, seq_q, dim, dim_v, page_size, num_pages, max_pages, max_len;
+  PageOrder order = PageOrder::nhd;  // of both caches
   std::vector<int32_t> block_table, cache_lens;
   std::vector<float> q, k, v;  // dense: q (B, H, Sq, D), k (B, G, max_len, D), v (B, G, max_len, Dv)
   std::vector<float> k_cache, v_cache;
@@ -63,8 +64,8 @@ struct PagedCase {
   void scatter() {
     k_cache.assign(static_cast<std::size_t>(num_pages * page_size * kv_heads * dim), kNaN);
     v_cache.assign(static_cast<std::size_t>(num_pages * page_size * kv_heads * dim_v), kNaN);
-    const PagedKvLayout kl = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim);
-    const PagedKvLayout vl = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim_v);
+    const PagedKvLayout kl = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim, KvQuant::none, order);
+    const PagedKvLayout vl = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim_v, KvQuant::none, order);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < cache_lens[static_cast<std::size_t>(b)]; ++t) {
         const int64_t page = block_table[static_cast<std::size_t>(b * max_pages + t / page_size)];
@@ -83,8 +84,8 @@ struct PagedCase {
     reference::PagedInputs in;
     in.q_layout = TensorLayout::bhsd(DType::f32, batch, heads, seq_q, dim);
     in.q = q;
-    in.k_cache_layout = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim);
-    in.v_cache_layout = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim_v);
+    in.k_cache_layout = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim, KvQuant::none, order);
+    in.v_cache_layout = PagedKvLayout::dense(DType::f32, num_pages, page_size, kv_heads, dim_v, KvQuant::none, order);
     in.k_cache.values = k_cache;
     in.v_cache.values = v_cache;
     in.max_pages = max_pages;
@@ -230,6 +231,28 @@ TEST_SUITE("unit") {
           if (modifiers) c.add_modifiers(rng);
           check_agree(reference::paged_attention(c.paged()), reference::attention(c.dense(false)));
         }
+      }
+    }
+  }
+
+  TEST_CASE("paged reference: hnd pages hold each head's tokens side by side, and agree with the dense reference") {
+    // (num_pages 4, kv_heads 2, page_size 4, dim 8): element (page 1, slot 2, head 1, d 3) is
+    // ((1 * 2 + 1) * 4 + 2) * 8 + 3; in nhd pages ((1 * 4 + 2) * 2 + 1) * 8 + 3.
+    CHECK(PagedKvLayout::dense(DType::f32, 4, 4, 2, 8, KvQuant::none, PageOrder::hnd).index(1, 2, 1, 3) == 115);
+    CHECK(PagedKvLayout::dense(DType::f32, 4, 4, 2, 8).index(1, 2, 1, 3) == 107);
+    CHECK(PagedKvLayout::dense(DType::f16, 4, 4, 2, 8, KvQuant::none, PageOrder::hnd).describe() == "f16 hnd (4, 2, 4, 8)");
+    std::mt19937 rng(1403);
+    for (const int64_t page_size : {1, 3, 16}) {
+      const int64_t len = 20;
+      const int64_t pages_per_seq = (len + page_size - 1) / page_size;
+      PagedCase c(rng, 3, 4, 2, 5, 32, 16, page_size, 3 * pages_per_seq + 2, pages_per_seq + 1, len);
+      c.order = PageOrder::hnd;
+      c.shuffled_table(rng);
+      c.scatter();
+      for (const AttentionOptions& options : option_sets()) {
+        INFO("page_size " << page_size << " causal " << to_string(options.causal));
+        c.options = options;
+        check_agree(reference::paged_attention(c.paged()), reference::attention(c.dense(false)));
       }
     }
   }

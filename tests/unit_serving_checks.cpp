@@ -112,6 +112,14 @@ TEST_SUITE("unit") {
     l = valid_paged();
     l.k_cache.quant = KvQuant::q8_0;
     CHECK(contains(paged_message(l), "v_cache.quant (none) must equal k_cache.quant (q8_0)"));
+    l = valid_paged();
+    l.k_cache.order = PageOrder::hnd;
+    CHECK(contains(paged_message(l), "v_cache.order (nhd) must equal k_cache.order (hnd)"));
+    l.v_cache.order = static_cast<PageOrder>(5);
+    CHECK(contains(paged_message(l), "v_cache.order: invalid value 5"));
+    l.v_cache.order = PageOrder::hnd;
+    CHECK_NOTHROW(check_paged_attention(l));
+    l = valid_paged();
     l.v_cache.quant = KvQuant::q8_0;
     l.v_cache.dim = 48;
     l.out.dim = 48;

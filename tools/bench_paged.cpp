@@ -44,8 +44,8 @@ std::vector<float> cache_values(const PagedKvLayout& layout, const std::vector<i
     }
   for (int64_t p = 0; p < layout.num_pages; ++p)
     for (int64_t s = rows_used[static_cast<std::size_t>(p)]; s < layout.page_size; ++s)
-      std::fill_n(values.begin() + layout.index(p, s, 0, 0), layout.kv_heads * layout.dim,
-                  std::numeric_limits<float>::quiet_NaN());
+      for (int64_t g = 0; g < layout.kv_heads; ++g)
+        std::fill_n(values.begin() + layout.index(p, s, g, 0), layout.dim, std::numeric_limits<float>::quiet_NaN());
   return values;
 }
 
@@ -65,8 +65,10 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
 
   PagedAttentionLayouts layouts;
   layouts.q = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_qk);
-  layouts.k_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_qk, shape.kv_quant);
-  layouts.v_cache = PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v, shape.kv_quant);
+  layouts.k_cache =
+      PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_qk, shape.kv_quant, shape.page_order);
+  layouts.v_cache =
+      PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v, shape.kv_quant, shape.page_order);
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
   layouts.options.causal = shape.causal;

@@ -86,6 +86,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.path = parse_attention_path(o.path);
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
+    s.page_order = o.page_order == "hnd" ? PageOrder::hnd : PageOrder::nhd;
     s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
     if (o.varlen) {  // the sequences' lengths, drawn or --lengths (kv_lengths then means each one's keys)
       s.varlen = true;
@@ -272,6 +273,8 @@ void check_usage(const BenchOptions& o) {
     throw Error("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
   if (o.page_size > 0 && o.host_time)
     throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
+  if (!o.page_order.empty() && o.page_size == 0)
+    throw Error("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
   if (o.varlen && o.page_size > 0)
     throw Error("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
   if (o.varlen && o.host_time)
@@ -400,6 +403,11 @@ Command add_bench_command(CLI::App& parent) {
                       "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
                       "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
           ->check(kPositive));
+  shape_options.push_back(
+      app->add_option("--page-order", o->page_order,
+                      "With --paged: nhd, pages of (page_size, kv_heads, dim) (the default: FlashAttention's and "
+                      "vLLM's), or hnd, (kv_heads, page_size, dim) (FlashInfer's HND)")
+          ->check(CLI::IsMember({"nhd", "hnd"})));
   shape_options.push_back(app->add_flag(
       "--varlen", o->varlen,
       "The batch as one packed variable-length call (cu_seqlens), timed through PreparedVarlenAttention: "

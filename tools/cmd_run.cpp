@@ -182,8 +182,14 @@ Command add_run_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "fused", "unfused"}));
   // A paged KV cache instead of --k/--v (run_paged.hpp).
-  app->add_option("--k-cache", o->k_cache, "Paged K cache instead of --k: (num_pages, page_size, kv_heads, dim_qk)");
-  app->add_option("--v-cache", o->v_cache, "Paged V cache: (num_pages, page_size, kv_heads, dim_v)");
+  app->add_option("--k-cache", o->k_cache,
+                  "Paged K cache instead of --k: (num_pages, page_size, kv_heads, dim_qk), or with --page-order hnd "
+                  "(num_pages, kv_heads, page_size, dim_qk)");
+  app->add_option("--v-cache", o->v_cache, "Paged V cache: (num_pages, page_size, kv_heads, dim_v) (hnd: heads first)");
+  app->add_option("--page-order", o->page_order,
+                  "How the caches order a page: nhd (page_size, kv_heads, dim), the default (FlashAttention, vLLM), "
+                  "or hnd (kv_heads, page_size, dim) (FlashInfer's HND)")
+      ->check(CLI::IsMember({"nhd", "hnd"}));
   app->add_option("--block-table", o->block_table,
                   "Pages of each sequence: (batch, max_pages) '<i4' or '<i8'; token t of sequence b is row "
                   "t % page_size of page block_table[b][t / page_size]");

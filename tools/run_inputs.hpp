@@ -34,6 +34,7 @@ struct RunOptions {
   std::string k_cache, v_cache, block_table, cache_lens;
   std::string k_new, v_new;              // appended first: both or neither
   std::string k_cache_out, v_cache_out;  // the caches after the append
+  std::string page_order;                // "" or "nhd": (num_pages, page_size, kv_heads, dim); "hnd": (num_pages, kv_heads, page_size, dim)
   std::string kv_dtype;                  // empty = the compute dtype; "q8_0" (dense, paged or packed K/V)
   bool check = false;                    // compare with the fp64 reference (paged and varlen only)
   // A packed variable-length batch (run_varlen.hpp): 3-D --q/--k/--v with these; empty = absent.

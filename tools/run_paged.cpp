@@ -75,7 +75,8 @@ std::vector<int32_t> read_int32(const std::string& path, const char* option, int
 
 PagedInputs load_paged_inputs(const RunOptions& o) {
   PagedInputs in;
-  const char* cache_dims = "(num_pages, page_size, kv_heads, dim)";
+  const bool hnd = o.page_order == "hnd";
+  const char* cache_dims = hnd ? "(num_pages, kv_heads, page_size, dim) (--page-order hnd)" : "(num_pages, page_size, kv_heads, dim)";
   const char* new_dims = "(batch, kv_heads, seq_new, dim)";
   const npy::Array q = read_4d(o.q, "Q");
   const npy::Array kc = read_4d(o.k_cache, "the K cache", cache_dims);
@@ -106,7 +107,8 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   PagedAttentionLayouts& l = in.layouts;
   const KvQuant quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
   const auto cache = [&](const npy::Array& a) {
-    return PagedKvLayout::dense(dtype, a.shape[0], a.shape[1], a.shape[2], a.shape[3], quant);
+    const PageOrder order = hnd ? PageOrder::hnd : PageOrder::nhd;
+    return PagedKvLayout::dense(dtype, a.shape[0], a.shape[hnd ? 2 : 1], a.shape[hnd ? 1 : 2], a.shape[3], quant, order);
   };
   const auto dense = [&](const std::vector<int64_t>& s) { return TensorLayout::bhsd(dtype, s[0], s[1], s[2], s[3]); };
   l.q = dense(q.shape);
@@ -212,11 +214,15 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
       }
       for (std::size_t i = 0; i < bytes.size(); ++i) {
         if (bytes[i] == have[i]) continue;
-        const int64_t e = int64_t(i / esize), row = e / layout->dim, token = row / layout->kv_heads;
-        throw Error(std::string("--check: ") + option + " after the append differs from the reference's at [" +
-                    std::to_string(token / layout->page_size) + "][" + std::to_string(token % layout->page_size) +
-                    "][" + std::to_string(row % layout->kv_heads) + "][" + std::to_string(e % layout->dim) +
-                    "] (page, slot, kv head, dim)");
+        // The element's (page, slot, kv head, dim), whichever order the page has.
+        const int64_t e = int64_t(i / esize), row = e / layout->dim, rows_per_page = layout->page_size * layout->kv_heads;
+        const int64_t page = row / rows_per_page, in_page = row % rows_per_page;
+        const bool hnd = layout->order == PageOrder::hnd;
+        const int64_t slot = hnd ? in_page % layout->page_size : in_page / layout->kv_heads;
+        const int64_t head = hnd ? in_page / layout->page_size : in_page % layout->kv_heads;
+        throw Error(std::string("--check: ") + option + " after the append differs from the reference's at page " +
+                    std::to_string(page) + ", slot " + std::to_string(slot) + ", kv head " + std::to_string(head) +
+                    ", dim " + std::to_string(e % layout->dim));
       }
     }
     caches = "; both caches after the append equal the reference's";
@@ -248,7 +254,8 @@ std::string run_usage_error(const RunOptions& o) {
         {"--v-cache", !o.v_cache.empty()},         {"--block-table", !o.block_table.empty()},
         {"--cache-lens", !o.cache_lens.empty()},   {"--k-new", !o.k_new.empty()},
         {"--v-new", !o.v_new.empty()},             {"--k-cache-out", !o.k_cache_out.empty()},
-        {"--v-cache-out", !o.v_cache_out.empty()}, {"--check", o.check}};
+        {"--v-cache-out", !o.v_cache_out.empty()}, {"--page-order", !o.page_order.empty()},
+        {"--check", o.check}};
     for (const auto& [flag, given] : paged_only)
       if (given)
         return std::string(flag) + " needs " + paged +
@@ -347,6 +354,7 @@ int run_paged(const RunOptions& o) {
     files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
   }
   const auto cache_shape = [](const PagedKvLayout& c) {
+    if (c.order == PageOrder::hnd) return std::vector<int64_t>{c.num_pages, c.kv_heads, c.page_size, c.dim};
     return std::vector<int64_t>{c.num_pages, c.page_size, c.kv_heads, c.dim};
   };
   // (q8_0 caches are written as the f32 values their blocks stand for.)

@@ -32,6 +32,8 @@ void check_cache(const char* name, const PagedKvLayout& c, DType q_dtype) {
     if (value < 1) fail(n + "." + field + " (" + str(value) + ") must be at least 1");
   if (c.quant != KvQuant::none && c.quant != KvQuant::q8_0)
     fail(n + ".quant: invalid value " + str(static_cast<int>(c.quant)));
+  if (c.order != PageOrder::nhd && c.order != PageOrder::hnd)
+    fail(n + ".order: invalid value " + str(static_cast<int>(c.order)));
   if (c.dtype != q_dtype)
     fail(n + ".dtype (" + to_string(c.dtype) + ") must equal q.dtype (" + to_string(q_dtype) + ")");
   if (c.dim > kMaxHeadDim) fail(n + ".dim (" + str(c.dim) + ") exceeds the maximum head dim " + str(kMaxHeadDim));
@@ -52,9 +54,19 @@ void check_appended(const char* name, const TensorLayout& t, const TensorLayout&
 
 }  // namespace
 
+const char* to_string(PageOrder order) {
+  switch (order) {
+    case PageOrder::nhd:
+      return "nhd";
+    case PageOrder::hnd:
+      return "hnd";
+  }
+  return "invalid";
+}
+
 PagedKvLayout PagedKvLayout::dense(DType dtype, int64_t num_pages, int64_t page_size, int64_t kv_heads, int64_t dim,
-                                   KvQuant quant) {
-  return PagedKvLayout{dtype, quant, num_pages, page_size, kv_heads, dim};
+                                   KvQuant quant, PageOrder order) {
+  return PagedKvLayout{dtype, quant, num_pages, page_size, kv_heads, dim, order};
 }
 
 int64_t PagedKvLayout::required_bytes() const {
@@ -64,8 +76,11 @@ int64_t PagedKvLayout::required_bytes() const {
 
 std::string PagedKvLayout::describe() const {
   std::ostringstream s;
-  s << (quant == KvQuant::q8_0 ? "q8_0" : to_string(dtype)) << " (" << num_pages << ", " << page_size << ", "
-    << kv_heads << ", " << dim << ")";
+  s << (quant == KvQuant::q8_0 ? "q8_0" : to_string(dtype));
+  if (order == PageOrder::hnd)
+    s << " hnd (" << num_pages << ", " << kv_heads << ", " << page_size << ", " << dim << ")";
+  else
+    s << " (" << num_pages << ", " << page_size << ", " << kv_heads << ", " << dim << ")";
   return s.str();
 }
 
@@ -80,6 +95,9 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
   if (l.v_cache.quant != l.k_cache.quant)
     fail(std::string("v_cache.quant (") + to_string(l.v_cache.quant) + ") must equal k_cache.quant (" +
          to_string(l.k_cache.quant) + ")");
+  if (l.v_cache.order != l.k_cache.order)
+    fail(std::string("v_cache.order (") + to_string(l.v_cache.order) + ") must equal k_cache.order (" +
+         to_string(l.k_cache.order) + ")");
   check_equal("k_cache.dim", l.k_cache.dim, "q.dim", l.q.dim);
   if (l.q.heads % l.k_cache.kv_heads != 0)
     fail("k_cache.kv_heads (" + str(l.k_cache.kv_heads) + ") must divide q.heads (" + str(l.q.heads) +

@@ -275,6 +275,8 @@ def check_paged(checks, vkattn):
     cases = [("paged decode", ["--seq-k", "100", "--paged", "16"], "paged 16", [100]),
              ("paged lengths", ["--lengths", "40,7,0", "--paged", "16"], "paged 16", [40, 7, 0]),
              ("paged lengths, page 1", ["--lengths", "40,7,0", "--paged", "1"], "paged 1", [40, 7, 0]),
+             ("paged hnd lengths", ["--lengths", "40,7,0", "--paged", "16", "--page-order", "hnd"], "paged 16 hnd",
+              [40, 7, 0]),
              ("dense lengths", ["--lengths", "40,7,0"], "dense", [40, 7, 0])]
     for name, extra, layout, lengths in cases:
         out = run_ok(checks, name, vkattn, *shape, *extra, "--check", "--json")
@@ -405,6 +407,8 @@ def check_usage_errors(checks, vkattn):
         (["--sweep", "decode", "--paged", "16"], "drop --paged"),
         (["--paged", "16", "--path", "unfused"], "--paged"),
         (["--varlen", "--paged", "16"], "--varlen"),
+        (["--page-order", "hnd"], "--page-order hnd orders the pages of a paged cache"),
+        (["--paged", "16", "--page-order", "hdn"], "--page-order"),
         (["--sweep", "decode", "--varlen"], "drop --varlen"),
         (["--varlen", "--lengths", "0,0"], "--varlen"),
     ]

@@ -143,6 +143,7 @@ class PagedCase:
     check: bool = False  # also --check: stdout must say it passed
     cache_out: bool = False  # also --k-cache-out/--v-cache-out, compared exactly
     kv_dtype: str = None  # 'q8_0': --kv-dtype q8_0 (the rows nobody holds are 0, not NaN: q8_0 holds no NaN)
+    page_order: str = None  # 'hnd': --page-order hnd, caches (num_pages, kv_heads, page_size, dim)
 
     def __post_init__(self):
         self.dim_v = self.dim_v or self.dim
@@ -166,6 +167,10 @@ PAGED_CASES = [
               kv_dtype="q8_0", cache_out=True, check=True),
     PagedCase("paged_q8_0_f16", cache_lens=[3, 33], seq_q=2, dim=32, file_dtype="f2", kv_dtype="q8_0",
               softcap=8.0, sinks=True),
+    PagedCase("paged_hnd_append_across_page_edge", cache_lens=[14, 30, 0], heads=8, kv_heads=2, seq_new=3, seq_q=2,
+              page_order="hnd", cache_out=True, check=True),
+    PagedCase("paged_hnd_q8_0_f16_window", cache_lens=[40, 7], seq_new=1, dim=64, file_dtype="f2", kv_dtype="q8_0",
+              page_order="hnd", window=(16, 0), cache_out=True),
 ]
 
 
@@ -298,6 +303,11 @@ def generate_paged(case, seed):
         out[b], lse[b] = sdpa_reference.attention(
             q_seen[b:b + 1], k, v, causal=case.causal, window=case.window, align=case.align, softcap=case.softcap,
             alibi=alibi[b:b + 1] if alibi is not None and alibi.ndim == 2 else alibi, sinks=sinks)
+    if case.page_order == "hnd":  # the same caches, each page's heads first
+        heads_first = lambda cache: np.ascontiguousarray(cache.transpose(0, 2, 1, 3))
+        files.update(kc=heads_first(kc), vc=heads_first(vc))
+        k_seen, v_seen = heads_first(k_seen), heads_first(v_seen)
+        args += ["--page-order", "hnd"]
     return files, args, (out, lse), (k_seen, v_seen), np.concatenate(v_used)
 
 
@@ -653,6 +663,7 @@ def paged_error_cases(q, kv):
         ("paged_cache_3d", dict(files, **{"kc.npy": cache[0]}), paged),
         ("paged_f16_cache_f32_q", dict(files, **{"vc.npy": cache.astype(np.float16)}), paged),
         ("paged_q8_0_dim_16", files, paged + ["--kv-dtype", "q8_0"]),
+        ("paged_page_order_without_cache", {"q.npy": q, "k.npy": kv, "v.npy": kv}, ["--page-order", "hnd"]),
         ("paged_q8_0_nan_cache", dict(q32, **{"bt.npy": table, "cl.npy": lens, "kc.npy": np.full((4, 16, 2, 32), np.nan, np.float32)}),
          paged + ["--kv-dtype", "q8_0"]),
         ("paged_check_dense", {"q.npy": q, "k.npy": kv, "v.npy": kv}, ["--check"]),
@@ -684,6 +695,7 @@ EXPECTED_MESSAGE = {
     "paged_q8_0_dim_16": "k_cache.dim (16) must be a multiple of 32 for q8_0",
     "paged_q8_0_nan_cache": "--k-cache (kc.npy): quantize_q8_0: values[0] is nan: q8_0 holds finite values only",
     "paged_check_dense": "--check needs a paged cache",
+    "paged_page_order_without_cache": "--page-order needs a paged cache",
     "q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
     "q8_0_nan_k": "--k (k.npy): quantize_q8_0: values[387] is nan: q8_0 holds finite values only",
     "q8_0_weights": "--weights cannot be used with --kv-dtype q8_0",
@@ -707,6 +719,7 @@ EXPECTED_MESSAGE = {
 # Usage errors (which options go together) exit 2; bad values exit 1.
 EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
                                       "paged_k_new_alone", "paged_weights", "paged_check_dense",
+                                      "paged_page_order_without_cache",
                                       "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_heatmap",
                                       "varlen_weights_fused", "q8_0_weights", "q8_0_heatmap", "q8_0_unfused")}
 

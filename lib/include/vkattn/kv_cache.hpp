@@ -1,7 +1,8 @@
 // A paged KV cache (FlashAttention's and vLLM's layout) and the attention over it, with new tokens
 // optionally appended first: the layouts, and the checks of them and of the block table's values.
 // The semantics (the contract of issue 14):
-//   - K and V caches are dense (num_pages, page_size, kv_heads, dim). block_table (batch, max_pages)
+//   - K and V caches are dense (num_pages, page_size, kv_heads, dim), or (num_pages, kv_heads,
+//     page_size, dim) with PageOrder::hnd (FlashInfer's HND). block_table (batch, max_pages)
 //     int32 and cache_lens (batch) int32: sequence b's keys are its tokens 0 .. len_b - 1, token t
 //     being row t % page_size of page block_table[b][t / page_size]. Any page size >= 1; several
 //     sequences may share a page (read only). Table entries past a sequence's last page are unused
@@ -28,23 +29,35 @@
 
 namespace vkattn {
 
-// K or V cache, dense (num_pages, page_size, kv_heads, dim) from the start of its buffer. Element
-// (p, s, g, d) is index ((p * page_size + s) * kv_heads + g) * dim + d; with KvQuant::q8_0 that index
-// is cut into 34-byte blocks of 32 (types.hpp, KvQuant), so dim must be a multiple of 32.
+// How a page orders its tokens and KV heads.
+//   nhd: (page_size, kv_heads, dim), FlashAttention's and vLLM's layout: a token's heads side by side.
+//   hnd: (kv_heads, page_size, dim), FlashInfer's HND: each head's tokens side by side, so one head's
+//        keys of a page are one contiguous run. On CPU devices (lavapipe) decode reads it about as
+//        fast as a dense cache; nhd's strided rows cost about 2x there (README "Paged KV cache").
+enum class PageOrder { nhd, hnd };
+const char* to_string(PageOrder order);  // "nhd" | "hnd"
+
+// K or V cache, dense (num_pages, page_size, kv_heads, dim) from the start of its buffer, or
+// (num_pages, kv_heads, page_size, dim) with PageOrder::hnd. Element (page p, slot s, head g, d) is
+// index ((p * page_size + s) * kv_heads + g) * dim + d, or ((p * kv_heads + g) * page_size + s) * dim + d;
+// with KvQuant::q8_0 that index is cut into 34-byte blocks of 32 (types.hpp, KvQuant), so dim must be
+// a multiple of 32.
 struct PagedKvLayout {
   DType dtype = DType::f32;  // the call's dtype (q's); with q8_0 the storage is the blocks instead
   KvQuant quant = KvQuant::none;
   int64_t num_pages = 0, page_size = 0, kv_heads = 0, dim = 0;
+  PageOrder order = PageOrder::nhd;
 
   static PagedKvLayout dense(DType dtype, int64_t num_pages, int64_t page_size, int64_t kv_heads, int64_t dim,
-                             KvQuant quant = KvQuant::none);
+                             KvQuant quant = KvQuant::none, PageOrder order = PageOrder::nhd);
   int64_t index(int64_t page, int64_t slot, int64_t head, int64_t d) const {
+    if (order == PageOrder::hnd) return ((page * kv_heads + head) * page_size + slot) * dim + d;
     return ((page * page_size + slot) * kv_heads + head) * dim + d;
   }
   int64_t element_count() const { return num_pages * page_size * kv_heads * dim; }
   // Bytes of the cache: element_count() * dtype size, or its q8_0 blocks.
   int64_t required_bytes() const;
-  std::string describe() const;  // "q8_0 (64, 16, 2, 128)"
+  std::string describe() const;  // "q8_0 (64, 16, 2, 128)", "f16 hnd (64, 2, 16, 128)": dims in storage order
 };
 
 // The tensors of one paged call, described without data. The block table is int32 (batch,
@@ -78,9 +91,10 @@ struct PagedProblem {
   }
 };
 
-// Checks the layouts (sizes, strides, dtypes, dims 1..256, GQA divisibility, the caches agreeing,
-// q8_0's dim a multiple of 32, the capacity max_pages * page_size within int32 and holding the
-// append, the options and modifiers) and throws vkattn::Error naming the argument and its values.
+// Checks the layouts (sizes, strides, dtypes, dims 1..256, GQA divisibility, the caches agreeing in
+// pages, page size, heads, quant and order, q8_0's dim a multiple of 32, the capacity max_pages *
+// page_size within int32 and holding the append, the options and modifiers) and throws vkattn::Error
+// naming the argument and its values.
 PagedProblem check_paged_attention(const PagedAttentionLayouts& layouts);
 
 // The checks that need the values (a host that has them, the reference): block_table (batch *
