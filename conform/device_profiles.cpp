@@ -44,6 +44,7 @@ DeviceProfile preset(const char* id, const char* name, DeviceType type, uint32_t
   i.max_buffer_size = memory;
   i.min_subgroup_size = min_subgroup;
   i.max_subgroup_size = max_subgroup;
+  i.required_subgroup_size = false;  // set below where the driver offers subgroup size control for compute
   return d;
 }
 
@@ -53,14 +54,17 @@ std::vector<DeviceProfile> make_profiles() {
   // opt-in carve-out (Vulkan reports only the default), 2^31 - 1 workgroups in x.
   p.push_back(preset("h100", "NVIDIA H100 (profile)", DeviceType::discrete, 0x10DE, 32, 32, 32, 49152, 1024, 0x7FFFFFFF, 65535, 65535,
                      0xFFFFFFFFull, 16, 256, true, 80 * kGiB));
+  p.back().info.required_subgroup_size = true;
   // AMD RDNA3, e.g. Radeon RX 7900 XTX (RADV): reports wave64, compiles wave32 or wave64
-  // (subgroup size control 32..64); 64 KiB LDS per workgroup.
+  // (subgroup size control 32..64, compute included); 64 KiB LDS per workgroup.
   p.push_back(preset("rdna3", "AMD RDNA3 (profile)", DeviceType::discrete, 0x1002, 64, 32, 64, 65536, 1024, 0xFFFFFFFF, 65535, 65535,
                      0xFFFFFFFFull, 4, 256, true, 24 * kGiB));
+  p.back().info.required_subgroup_size = true;
   // Intel Arc A770 (Mesa ANV): SIMD8/16/32 (reports 32), 64 KiB shared local memory, 65535 workgroups
   // per dimension; ANV has reported maxStorageBufferRange 2^30 (newer releases more).
   p.push_back(preset("arc", "Intel Arc A770 (profile)", DeviceType::discrete, 0x8086, 32, 8, 32, 65536, 1024, 65535, 65535, 65535,
                      kGiB, 4, 128, true, 16 * kGiB));
+  p.back().info.required_subgroup_size = true;  // (ANV: subgroup size control, compute included)
   // Apple M-series through MoltenVK: SIMD groups of 32, 32 KiB threadgroup memory, 1024 threads;
   // MoltenVK reports 2^30 for limits Metal leaves open (workgroup count, binding range).
   p.push_back(preset("apple", "Apple M2 via MoltenVK (profile)", DeviceType::integrated, 0x106B, 32, 4, 32, 32768, 1024, kGiB, kGiB, kGiB,
@@ -88,6 +92,7 @@ std::vector<DeviceProfile> make_profiles() {
     DeviceProfile d = preset("llvmpipe", "llvmpipe (profile)", DeviceType::cpu, 0x10005, 8, 8, 8, 32768, 1024, 65535, 65535, 65535,
                             uint64_t(1) << 27, 16, 128, true, 8 * kGiB);
     d.info.is_llvmpipe = true;
+    d.info.required_subgroup_size = true;  // (lavapipe offers VK_EXT_subgroup_size_control: 8..8)
     p.push_back(d);
   }
   return p;

@@ -126,6 +126,9 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   constants.varlen = varlen ? 1u : 0u;
   constants.page_stride = paged ? paged->page_stride : 0u;
+  // The subgroup kernels' workgroup is one subgroup of cfg.lanes: required where the device can
+  // require it (on devices of several sizes the plan depends on it, plan_fit).
+  constants.required_lanes = cfg.subgroup && c.info.required_subgroup_size ? cfg.lanes : 0u;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
   const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));

@@ -113,18 +113,17 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   if (!device.subgroup_shuffle)
     throw unsupported("kernel: subgroup needs subgroup shuffles in compute shaders, which " + device.name +
                       " does not offer");
-  const uint32_t lanes = device.subgroup_size;
-  if (lanes < 1 || lanes > 128 || lanes > device.max_workgroup_invocations)
-    throw unsupported("kernel: subgroup does not run with the subgroup size " + str(lanes) + " of " + device.name);
   // The kernel's workgroup must be exactly one subgroup: a driver free to compile it with smaller
   // subgroups (Intel's SIMD8/16/32, AMD's wave32/64) would split it, and the shuffles would read
-  // lanes of another subgroup.
-  if (device.min_subgroup_size != lanes || device.max_subgroup_size != lanes)
-    throw unsupported("kernel: subgroup needs every subgroup to have " + device.name + "'s reported size " + str(lanes) +
-                      ", but its pipelines may run with " +
+  // lanes of another subgroup. On such a device the pipeline requires its size (subgroup size control).
+  const uint32_t lanes = subgroup_kernel_lanes(device);
+  if (lanes == 0)
+    throw unsupported("kernel: subgroup needs every subgroup to have one size, but " + device.name +
+                      "'s pipelines may run with " +
                       (device.max_subgroup_size == 0 ? std::string("sizes it does not report (no Vulkan 1.3)")
                                                      : "sizes " + str(device.min_subgroup_size) + " to " +
-                                                           str(device.max_subgroup_size)));
+                                                           str(device.max_subgroup_size)) +
+                      " and it offers no subgroup size control for compute shaders (or it was not enabled)");
   KernelConfig c;
   c.subgroup = true;
   c.threads_per_row = 1;
@@ -370,15 +369,16 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // its rows, one row per invocation) 4-15x faster than tiled (bench/results/README.md). Past 128
   // dims (padded to the subgroup) its first dispatch JITs for 2 s or more (Mesa 22.3.6): rowwise for
   // prefill there, tiled for decode.
-  // On GPUs whose subgroups have one size (NVIDIA's 32), decode runs the subgroup kernel's decode
+  // On GPUs whose subgroups have one size (NVIDIA's 32), or whose pipelines can require one (AMD, Intel:
+  // 32 lanes, subgroup_kernel_lanes), decode runs the subgroup kernel's decode
   // form too (a GQA group's query rows in every lane, the lanes across the head dim and keys, K and V
   // read once in 16-byte loads): the tiled kernel's decode tile is a prefill tile with the group's
   // few useful rows (bench/results/README.md, "GPU decode form").
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
-  const bool subgroup_fits =
-      one_subgroup_size(device) && ceil_div(std::max(p.dim_qk, p.dim_v), device.subgroup_size) * device.subgroup_size <= 128;
-  const bool gpu_decode = variant == KernelVariant::automatic && !device.is_cpu() && one_subgroup_size(device) &&
+  const uint32_t lanes = subgroup_kernel_lanes(device);
+  const bool subgroup_fits = lanes != 0 && ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes <= 128;
+  const bool gpu_decode = variant == KernelVariant::automatic && !device.is_cpu() && lanes != 0 &&
                           packing_allowed && uint64_t(shape.seq_q) * uint64_t(group) <= kDecodeMaxTileRows &&
                           std::max(p.dim_qk, p.dim_v) <= 256;
   const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || gpu_decode;

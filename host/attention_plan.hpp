@@ -110,11 +110,30 @@ struct LaunchPlan {
   uint32_t combine_workgroup = 64;
 };
 
-// Whether every subgroup of `device` has its reported size (at most 128 lanes) and shuffles work: the
-// subgroup kernel's workgroup is exactly one subgroup, so it runs only there.
+// Whether every subgroup of `device` has its reported size (at most 128 lanes) and shuffles work.
 inline bool one_subgroup_size(const DeviceInfo& device) {
   return device.subgroup_shuffle && device.subgroup_size >= 1 && device.subgroup_size <= 128 &&
          device.min_subgroup_size == device.subgroup_size && device.max_subgroup_size == device.subgroup_size;
+}
+
+// Whether the subgroup kernels, whose workgroup is exactly one subgroup (they shuffle K, V and partial
+// sums across it), run on `device` with `lanes` lanes: its one subgroup size, or on a device of
+// several sizes one its pipelines can require (subgroup size control, full subgroups), a power of two.
+inline bool runs_subgroup_lanes(const DeviceInfo& device, uint32_t lanes) {
+  if (one_subgroup_size(device)) return device.subgroup_size == lanes;
+  return device.subgroup_shuffle && device.required_subgroup_size && lanes >= 1 && lanes <= 128 &&
+         (lanes & (lanes - 1)) == 0 && lanes >= device.min_subgroup_size && lanes <= device.max_subgroup_size &&
+         lanes <= device.max_workgroup_invocations;
+}
+
+// The lanes the subgroup kernels run with on `device`, 0 where they cannot run: its one size, else
+// 32 (NVIDIA's warp, AMD's wave32, Intel's SIMD32) brought into the sizes it can require.
+inline uint32_t subgroup_kernel_lanes(const DeviceInfo& device) {
+  if (one_subgroup_size(device)) return device.subgroup_size;
+  uint32_t lanes = 32;
+  while (lanes < device.min_subgroup_size && lanes < 128) lanes *= 2;
+  while (lanes > device.max_subgroup_size && lanes > 1) lanes /= 2;
+  return runs_subgroup_lanes(device, lanes) ? lanes : 0;
 }
 
 // Largest offset/index the kernels can address (32-bit indices in this version).

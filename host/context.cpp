@@ -34,6 +34,7 @@ void ContextImpl::initialise(uint32_t device_index) {
     throw Error("device: VK_KHR_push_descriptor is not enabled on the device (Context::required_device_extensions())");
   }
   if (!storage_16bit_enabled) info.storage_16bit = false;  // not usable unless enabled on the device
+  if (!subgroup_size_control_enabled) info.required_subgroup_size = false;
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -111,9 +112,15 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   queue_info.pQueuePriorities = &priority;
   VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   storage16.storageBuffer16BitAccess = infos[index].storage_16bit ? VK_TRUE : VK_FALSE;
+  // Subgroup size control where offered: the subgroup kernels then require the size they were
+  // planned for (DeviceInfo::required_subgroup_size).
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  size_control.subgroupSizeControl = size_control.computeFullSubgroups = VK_TRUE;
+  if (infos[index].required_subgroup_size) storage16.pNext = &size_control;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &storage16;
-  const auto extensions = required_device_extensions();
+  auto extensions = required_device_extensions();
+  if (infos[index].required_subgroup_size) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   info.pNext = &features;
   info.queueCreateInfoCount = 1;
@@ -123,6 +130,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   VK_TRY(vkCreateDevice(c.physical_device, &info, nullptr, &c.device));
   c.owns_device = true;
   c.storage_16bit_enabled = infos[index].storage_16bit;
+  c.subgroup_size_control_enabled = infos[index].required_subgroup_size;
   vkGetDeviceQueue(c.device, c.queue_family, 0, &c.queue);
   c.initialise(index);
 }
@@ -152,6 +160,7 @@ Context Context::adopt(const AdoptedDevice& device, const ContextOptions& option
   impl->owns_device = false;
   impl->kernel = options.kernel;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
+  impl->subgroup_size_control_enabled = device.subgroup_size_control_enabled;
   impl->pipeline_cache_file = options.pipeline_cache_file;
   uint32_t index = 0;
   const auto physical = detail::enumerate_physical_devices(device.instance);

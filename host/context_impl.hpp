@@ -63,6 +63,7 @@ class ContextImpl {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   bool storage_16bit_enabled = false;
+  bool subgroup_size_control_enabled = false;  // subgroupSizeControl, computeFullSubgroups
   KernelVariant kernel = KernelVariant::automatic;
   std::string pipeline_cache_file;  // the application's, read by initialise(); "" for none
   DeviceInfo info;

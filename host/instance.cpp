@@ -158,12 +158,17 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   vkGetPhysicalDeviceProperties(physical_device, &base);
   const bool has_maintenance4 = base.apiVersion >= VK_API_VERSION_1_3;
   if (has_maintenance4) maintenance4.pNext = &maintenance3;
-  // The subgroup size range is Vulkan 1.3 (subgroup size control) too.
+  // The subgroup size range is Vulkan 1.3 (subgroup size control) too, or VK_EXT_subgroup_size_control,
+  // which vkattn enables (the instance asks for Vulkan 1.2) to require a size.
+  const bool has_size_control_ext = has_device_extension(physical_device, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  const bool has_size_control = has_maintenance4 || has_size_control_ext;
   VkPhysicalDeviceSubgroupSizeControlProperties size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
-  if (has_maintenance4) size_control.pNext = &maintenance4;
+  size_control.pNext = has_maintenance4 ? static_cast<void*>(&maintenance4) : static_cast<void*>(&maintenance3);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  subgroup.pNext = has_maintenance4 ? static_cast<void*>(&size_control) : static_cast<void*>(&maintenance3);
+  subgroup.pNext = has_size_control ? static_cast<void*>(&size_control)
+                   : has_maintenance4 ? static_cast<void*>(&maintenance4)
+                                      : static_cast<void*>(&maintenance3);
   // Float controls are Vulkan 1.2 core: chained only where the device reports 1.2.
   VkPhysicalDeviceFloatControlsProperties float_controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   const bool has_float_controls = base.apiVersion >= VK_API_VERSION_1_2;
@@ -175,6 +180,9 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features float16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   float16.pNext = &storage16;
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  if (has_size_control_ext) storage16.pNext = &size_control_features;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &float16;
   vkGetPhysicalDeviceFeatures2(physical_device, &features);
@@ -197,10 +205,14 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.vendor_id = props.properties.vendorID;
   info.is_llvmpipe = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
   info.subgroup_size = subgroup.subgroupSize;
-  if (has_maintenance4) {
+  if (has_size_control) {
     info.min_subgroup_size = size_control.minSubgroupSize;
     info.max_subgroup_size = size_control.maxSubgroupSize;
   }
+  info.required_subgroup_size = has_size_control_ext && size_control_features.subgroupSizeControl == VK_TRUE &&
+                                size_control_features.computeFullSubgroups == VK_TRUE &&
+                                (size_control.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                                info.min_subgroup_size >= 1 && info.min_subgroup_size <= info.max_subgroup_size;
   info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                           (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   info.max_shared_memory = limits.maxComputeSharedMemorySize;

@@ -87,6 +87,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_VARLEN] = c.varlen;
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
   key.spec[SPEC_ATTENTION_PAGE_STRIDE] = c.page_stride;
+  key.required_subgroup_size = c.required_lanes;
   return key;
 }
 
@@ -285,6 +286,13 @@ VkPipeline PipelineRegistry::get(const PipelineKey& key) {
   info.stage.module = shader_module(module_name(key));
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &spec_info;
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required_size{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (key.required_subgroup_size) {
+    required_size.requiredSubgroupSize = key.required_subgroup_size;
+    info.stage.pNext = &required_size;
+    info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   info.layout = layout(kernel_kind(key.shader)).pipeline_layout;
   VkPipeline pipeline;
   VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));

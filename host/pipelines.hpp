@@ -46,6 +46,9 @@ struct PipelineKey {
   std::array<DType, 3> types{};
   std::array<uint32_t, kMaxSpecConstants> spec{};
   uint32_t spec_count = 0;
+  // The subgroup size the pipeline requires (VK_EXT_subgroup_size_control, with full subgroups);
+  // 0: none, the driver picks.
+  uint32_t required_subgroup_size = 0;
   auto operator<=>(const PipelineKey&) const = default;
 };
 
@@ -69,6 +72,7 @@ struct AttentionConstants {
   uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks
   uint32_t varlen = 0;  // 1: a packed variable-length batch (shader_abi.h); else 0
   uint32_t page_stride = 0;  // paged: a page's stride in key rows (SPEC_ATTENTION_PAGE_STRIDE); else 0
+  uint32_t required_lanes = 0;  // the subgroup kernels on a device that can require it: their lanes; else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

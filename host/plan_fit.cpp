@@ -27,8 +27,8 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
       throw Error("workgroups of " + str(c.workgroup_size()) + " invocations exceed maxComputeWorkGroupInvocations (" +
                   str(device.max_workgroup_invocations) + ") of " + device.name);
     // The subgroup kernel's workgroup is one subgroup of `lanes`: a device whose subgroups may be
-    // another size would run its shuffles across subgroups.
-    if (c.subgroup && !(one_subgroup_size(device) && device.subgroup_size == c.lanes))
+    // another size (and that cannot require this one) would run its shuffles across subgroups.
+    if (c.subgroup && !runs_subgroup_lanes(device, c.lanes))
       throw Error("the subgroup kernel's workgroups are one subgroup of " + str(c.lanes) + " lanes; " + device.name +
                   " runs subgroups of " + str(device.min_subgroup_size) + " to " + str(device.max_subgroup_size) + " lanes" +
                   (device.subgroup_shuffle ? "" : " without shuffles"));

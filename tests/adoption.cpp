@@ -208,6 +208,9 @@ TEST_SUITE("adoption") {
     lent.storage_16bit_enabled = false;  // vkattn must use only what the application says it enabled
     Context ctx = Context::adopt(lent, adopt_options());
     CHECK_FALSE(ctx.device_info().supports_f16());
+    // Subgroup size control was not marked enabled (AdoptedDevice::subgroup_size_control_enabled):
+    // no pipeline may require a size, whatever the device offers.
+    CHECK_FALSE(ctx.device_info().required_subgroup_size);
     Buffer buffer = Buffer::allocate(ctx, 4096);
     AttentionArgs args;
     args.q = {&buffer, TensorLayout::bhsd(DType::f16, 1, 1, 4, 16)};

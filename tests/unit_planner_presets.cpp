@@ -94,9 +94,14 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   if (plan.splits > 1) CHECK(plan.combine_workgroup <= d.max_workgroup_invocations);
   if (c.rowwise) CHECK(c.rows % 4 == 0);  // four rows per invocation (a vec4)
   if (c.subgroup) {
-    // One workgroup is one subgroup of the device's size; whole rows per invocation.
-    CHECK(c.lanes == d.subgroup_size);
-    CHECK(wg == d.subgroup_size);
+    // One workgroup is one subgroup: of the device's one size, or of a size its pipelines can
+    // require (a power of two in [min, max]); whole rows per invocation.
+    const bool one_size = d.min_subgroup_size == d.subgroup_size && d.max_subgroup_size == d.subgroup_size;
+    if (one_size) CHECK(c.lanes == d.subgroup_size);
+    else
+      CHECK((d.required_subgroup_size && std::has_single_bit(c.lanes) && c.lanes >= d.min_subgroup_size &&
+             c.lanes <= d.max_subgroup_size));
+    CHECK(wg == c.lanes);
     CHECK(d.subgroup_shuffle);
     if (c.decode) {
       // The decode form: every lane holds all rows (1, 2 or 4), groups of TPR lanes split the head
@@ -304,10 +309,17 @@ TEST_SUITE("unit") {
           }
           const bool one_subgroup_size = preset.info.min_subgroup_size == preset.info.subgroup_size &&
                                          preset.info.max_subgroup_size == preset.info.subgroup_size;
-          if (v == KernelVariant::subgroup && !one_subgroup_size) {
-            // Its workgroup is one subgroup: a driver that may compile smaller ones (Arc, RDNA3,
-            // Adreno) would split it.
-            expect_unsupported(preset.info, v, l, "needs every subgroup to have");
+          // The subgroup kernel's lanes: the one size, or where a pipeline can require a size (RDNA3
+          // 32..64, Arc 8..32), 32; else it cannot run.
+          const uint32_t lanes = one_subgroup_size ? preset.info.subgroup_size
+                                 : preset.info.required_subgroup_size ? 32u
+                                                                      : 0u;
+          if (lanes == 32u && !one_subgroup_size)
+            REQUIRE((preset.info.min_subgroup_size <= 32u && preset.info.max_subgroup_size >= 32u));
+          if (v == KernelVariant::subgroup && lanes == 0) {
+            // Its workgroup is one subgroup: a driver that may compile smaller ones (Apple, Adreno:
+            // no size control here) would split it.
+            expect_unsupported(preset.info, v, l, "needs every subgroup to have one size");
             continue;
           }
           LaunchPlan plan;
@@ -318,13 +330,15 @@ TEST_SUITE("unit") {
           const bool cpu_auto = v == KernelVariant::automatic && preset.info.is_cpu();
           const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
           const bool subgroup_fits =
-              preset.info.subgroup_shuffle && one_subgroup_size && std::max(s.dim_qk, s.dim_v) <= 128;
-          // On GPUs of one subgroup size, decode (a GQA group's rows up to 16) takes the decode form.
+              preset.info.subgroup_shuffle && lanes != 0 && (std::max(s.dim_qk, s.dim_v) + lanes - 1) / lanes * lanes <= 128;
+          // On GPUs whose subgroup kernel can run (one size, or a size required), decode (a GQA group's
+          // rows up to 16) takes the decode form.
           const bool gpu_decode = v == KernelVariant::automatic && !preset.info.is_cpu() &&
-                                  preset.info.subgroup_shuffle && one_subgroup_size &&
+                                  preset.info.subgroup_shuffle && lanes != 0 &&
                                   s.seq_q * (s.heads / s.kv_heads) <= 16 && std::max(s.dim_qk, s.dim_v) <= 256;
           CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || gpu_decode));
           if (gpu_decode) CHECK(plan.config.decode);
+          if (plan.config.subgroup) CHECK(plan.config.lanes == lanes);
           CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_fits)));
           if (plan.config.subgroup && s.seq_q < 16) CHECK(plan.config.pack_group);
           if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
@@ -476,6 +490,36 @@ TEST_SUITE("unit") {
         CHECK(plan.combine_workgroup == std::bit_floor(std::min<uint32_t>(256, preset.info.max_workgroup_invocations)));
       }
     }
+  }
+
+  TEST_CASE("planner presets: decode on AMD and Intel requires 32-lane subgroups, and needs size control for it") {
+    // RDNA3 (wave32/64) and Arc (SIMD8/16/32) may compile a pipeline with any of their sizes: the
+    // decode form runs there only as a pipeline that requires 32 lanes (subgroup size control). The
+    // same device without it (or an adopted device that did not enable it) decodes on the tiled kernel.
+    const Shape s = shape("decode", DType::f16, 1, 32, 8, 1, 8192, 128, 128);
+    const AttentionLayouts l = layouts_of(s);
+    for (const char* id : {"rdna3", "arc"}) {
+      DeviceInfo d = conform::find_device_profile(id).info;
+      INFO("device: " << d.name);
+      REQUIRE(d.required_subgroup_size);
+      const LaunchPlan plan = detail::plan_fused(d, KernelVariant::automatic, l);
+      CHECK(std::string(plan.config.name()) == "subgroup-decode");
+      CHECK(plan.config.lanes == 32);
+      CHECK(plan.config.workgroup_size() == 32);
+      CHECK(plan.config.threads_per_row == 16);  // d128 f16: 16 chunks of 16 bytes
+      d.required_subgroup_size = false;
+      const LaunchPlan tiled = detail::plan_fused(d, KernelVariant::automatic, l);
+      CHECK(std::string(tiled.config.name()) == "tiled");
+      expect_unsupported(d, KernelVariant::subgroup, l, "offers no subgroup size control for compute shaders");
+    }
+    // A size it cannot require is no plan: RDNA3's smallest is 32, so a 16-lane plan does not fit.
+    DeviceInfo rdna3 = conform::find_device_profile("rdna3").info;
+    CHECK(detail::runs_subgroup_lanes(rdna3, 32));
+    CHECK(detail::runs_subgroup_lanes(rdna3, 64));
+    CHECK_FALSE(detail::runs_subgroup_lanes(rdna3, 16));
+    CHECK_FALSE(detail::runs_subgroup_lanes(rdna3, 48));
+    rdna3.required_subgroup_size = false;
+    CHECK_FALSE(detail::runs_subgroup_lanes(rdna3, 32));
   }
 
   TEST_CASE("planner presets: a GQA group larger than the grid's y dimension is refused by name") {

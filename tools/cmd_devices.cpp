@@ -35,6 +35,9 @@ nlohmann::ordered_json to_json(const DeviceInfo& d) {
       {"api_version", d.api_version_string()},
       {"llvmpipe", d.is_llvmpipe},
       {"subgroup_size", d.subgroup_size},
+      {"min_subgroup_size", d.min_subgroup_size},
+      {"max_subgroup_size", d.max_subgroup_size},
+      {"required_subgroup_size", d.required_subgroup_size},
       {"max_shared_memory", d.max_shared_memory},
       {"max_workgroup_invocations", d.max_workgroup_invocations},
       {"max_workgroup_count", {d.max_workgroup_count[0], d.max_workgroup_count[1], d.max_workgroup_count[2]}},
@@ -55,7 +58,11 @@ void print_text(const DeviceInfo& d) {
   std::cout << "[" << d.index << "] " << d.name << " (" << to_string(d.type) << ")\n"
             << "    driver              " << d.driver_name << (d.driver_info.empty() ? "" : " " + d.driver_info) << "\n"
             << "    Vulkan API          " << d.api_version_string() << "\n"
-            << "    subgroup size       " << d.subgroup_size << "\n"
+            << "    subgroup size       " << d.subgroup_size;
+  if (d.max_subgroup_size != 0)
+    std::cout << " (pipelines: " << d.min_subgroup_size << ".." << d.max_subgroup_size
+              << (d.required_subgroup_size ? ", a size can be required" : "") << ")";
+  std::cout << "\n"
             << "    shared memory       " << kib(d.max_shared_memory) << "\n"
             << "    storage range       " << d.max_storage_buffer_range / (1024 * 1024) << " MiB\n"
             << "    f16 / bf16          " << yes_no(d.supports_f16()) << " / " << yes_no(d.supports_bf16())

@@ -38,9 +38,13 @@ struct DeviceInfo {
   bool is_llvmpipe = false;  // Mesa's lavapipe: needs bounded per-invocation loop counts
   uint32_t subgroup_size = 0;
   // The sizes a pipeline may run with (minSubgroupSize, maxSubgroupSize of Vulkan 1.3's subgroup
-  // size control; both equal subgroup_size on a device with one size). vkattn requests none, so a
-  // driver may pick any of them. 0: not reported (a Vulkan 1.2 device).
+  // size control; both equal subgroup_size on a device with one size). A pipeline that requests none
+  // may run with any of them. 0: not reported (a Vulkan 1.2 device).
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
+  // A compute pipeline may require a subgroup size in [min, max] (subgroupSizeControl and
+  // computeFullSubgroups, compute in requiredSubgroupSizeStages; enabled on the device). The subgroup
+  // kernels then run on devices of several subgroup sizes (AMD, Intel) with the size they were planned for.
+  bool required_subgroup_size = false;
   bool subgroup_shuffle = false;  // subgroupShuffle in compute shaders (VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
@@ -76,14 +80,17 @@ std::vector<DeviceInfo> list_devices();
 // device has subgroup shuffles and a single subgroup size (min_subgroup_size == max_subgroup_size ==
 // subgroup_size: its workgroup is one subgroup) and the head dims are at most 128 (padded to the
 // subgroup; below 16 query rows it packs a GQA group's query heads into one workgroup), else rowwise
-// when seq_q >= 16 and tiled below; tiled on other devices. Forcing one is for testing and
+// when seq_q >= 16 and tiled below. On GPUs: the subgroup kernel's decode form for decode (a GQA
+// group's query rows up to 16) where its workgroup can be one subgroup (one size, or a pipeline
+// that requires 32 lanes: required_subgroup_size), else tiled. Forcing one is for testing and
 // benchmarking; all compute the same thing.
 enum class KernelVariant {
   automatic,
   tiled,    // TPR invocations share a query row; K/V tiles in shared memory (GPUs)
   rowwise,  // one query row per invocation; uniform shared-memory reads (SIMD CPUs such as llvmpipe)
   subgroup,  // one subgroup per workgroup, several query rows per invocation, K/V shared by
-             // subgroupShuffle (CPU devices: lavapipe); needs subgroup shuffles in compute shaders
+             // subgroupShuffle (CPU devices: lavapipe); needs subgroup shuffles in compute shaders,
+             // and one subgroup size or subgroup size control
 };
 const char* to_string(KernelVariant variant);
 // Parses "auto" | "tiled" | "rowwise" | "subgroup"; throws Error otherwise.
@@ -142,6 +149,8 @@ struct AdoptedDevice {
   uint32_t queue_family_index = 0;
   // Set to the features the application enabled; vkattn only uses what is marked here.
   bool storage_16bit_enabled = false;
+  // subgroupSizeControl and computeFullSubgroups (Vulkan 1.3, or VK_EXT_subgroup_size_control)
+  bool subgroup_size_control_enabled = false;
 };
 
 // A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several
