@@ -41,8 +41,9 @@ struct DeviceInfo {
   // size control; both equal subgroup_size on a device with one size). A pipeline that requests none
   // may run with any of them. 0: not reported (a Vulkan 1.2 device).
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
-  // A compute pipeline may require a subgroup size in [min, max] (subgroupSizeControl and
-  // computeFullSubgroups, compute in requiredSubgroupSizeStages; enabled on the device). The subgroup
+  // A compute pipeline may require a subgroup size in [min, max] (VK_EXT_subgroup_size_control:
+  // subgroupSizeControl and computeFullSubgroups, compute in requiredSubgroupSizeStages). From
+  // list_devices: offered; from Context::device_info(): also enabled on its device. The subgroup
   // kernels then run on devices of several subgroup sizes (AMD, Intel) with the size they were planned for.
   bool required_subgroup_size = false;
   bool subgroup_shuffle = false;  // subgroupShuffle in compute shaders (VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
