@@ -32,8 +32,8 @@ namespace vkattn {
 // How a page orders its tokens and KV heads.
 //   nhd: (page_size, kv_heads, dim), FlashAttention's and vLLM's layout: a token's heads side by side.
 //   hnd: (kv_heads, page_size, dim), FlashInfer's HND: each head's tokens side by side, so one head's
-//        keys of a page are one contiguous run. On CPU devices (lavapipe) decode reads it about as
-//        fast as a dense cache; nhd's strided rows cost about 2x there (README "Paged KV cache").
+//        keys of a page are one contiguous run. On CPU devices (lavapipe) decode reads it in about
+//        1.1-1.2x a dense cache's time; nhd's strided rows take 1.3-2x (README "Paged KV cache").
 enum class PageOrder { nhd, hnd };
 const char* to_string(PageOrder order);  // "nhd" | "hnd"
 
