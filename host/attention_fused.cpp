@@ -125,7 +125,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   constants.varlen = varlen ? 1u : 0u;
-  constants.page_stride = paged ? paged->page_stride : 0u;
+  constants.page_stride = paged ? paged->page_rows(p.kv_heads) : 0u;
   // The subgroup kernels' workgroup is one subgroup of cfg.lanes: required where the device can
   // require it (on devices of several sizes the plan depends on it, plan_fit).
   constants.required_lanes = cfg.subgroup && c.info.required_subgroup_size ? cfg.lanes : 0u;

@@ -64,7 +64,11 @@ struct KernelConfig {
 struct PagedKeys {
   uint32_t page_size = 0;
   PageOrder order = PageOrder::nhd;
-  uint32_t page_stride = 0;                      // a page's key rows in the cache views (SPEC_ATTENTION_PAGE_STRIDE)
+  // A page's key rows in the cache views (SPEC_ATTENTION_PAGE_STRIDE): nhd pages hold page_size rows
+  // of all heads, hnd pages kv_heads runs of page_size rows.
+  uint32_t page_rows(int64_t kv_heads) const {
+    return order == PageOrder::hnd ? page_size * static_cast<uint32_t>(kv_heads) : page_size;
+  }
   int64_t max_pages = 0, num_pages = 0;
   int64_t seq_new = 0;                           // tokens appended before attending
   int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * dim)

@@ -13,13 +13,10 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// The cache as the kernels address it: key j of sequence b, KV head g is row page * page_stride(cache)
-// + slot of the view, plus g * stride_head; the view's seq is the capacity (the most keys a sequence
-// has). nhd pages: rows of kv_heads * dim, heads dim apart; hnd: rows of dim, heads page_size * dim apart.
-int64_t page_stride(const PagedKvLayout& cache) {
-  return cache.order == PageOrder::hnd ? cache.page_size * cache.kv_heads : cache.page_size;
-}
-
+// The cache as the kernels address it: key j of sequence b, KV head g is row page * page_rows + slot
+// of the view (PagedKeys::page_rows), plus g * stride_head; the view's seq is the capacity (the most
+// keys a sequence has). nhd pages: rows of kv_heads * dim, heads dim apart; hnd: rows of dim, heads
+// page_size * dim apart.
 TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
   TensorLayout t;
   t.dtype = dtype;
@@ -56,7 +53,6 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   PagedKeys keys;
   keys.page_size = static_cast<uint32_t>(pp.page_size);
   keys.order = layouts.k_cache.order;
-  keys.page_stride = static_cast<uint32_t>(page_stride(layouts.k_cache));  // < capacity * kv_heads, checked below
   keys.max_pages = pp.max_pages;
   keys.num_pages = pp.num_pages;
   keys.seq_new = pp.seq_new;

@@ -1,6 +1,7 @@
 #include "run_paged.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -354,8 +355,8 @@ int run_paged(const RunOptions& o) {
     files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
   }
   const auto cache_shape = [](const PagedKvLayout& c) {
-    if (c.order == PageOrder::hnd) return std::vector<int64_t>{c.num_pages, c.kv_heads, c.page_size, c.dim};
-    return std::vector<int64_t>{c.num_pages, c.page_size, c.kv_heads, c.dim};
+    const std::array<int64_t, 4> shape = c.storage_shape();
+    return std::vector<int64_t>(shape.begin(), shape.end());
   };
   // (q8_0 caches are written as the f32 values their blocks stand for.)
   const auto cache_npy = [&](const std::vector<std::byte>& raw, const PagedKvLayout& c) {

@@ -76,11 +76,9 @@ int64_t PagedKvLayout::required_bytes() const {
 
 std::string PagedKvLayout::describe() const {
   std::ostringstream s;
-  s << (quant == KvQuant::q8_0 ? "q8_0" : to_string(dtype));
-  if (order == PageOrder::hnd)
-    s << " hnd (" << num_pages << ", " << kv_heads << ", " << page_size << ", " << dim << ")";
-  else
-    s << " (" << num_pages << ", " << page_size << ", " << kv_heads << ", " << dim << ")";
+  const std::array<int64_t, 4> shape = storage_shape();
+  s << (quant == KvQuant::q8_0 ? "q8_0" : to_string(dtype)) << (order == PageOrder::hnd ? " hnd" : "") << " ("
+    << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ")";
   return s.str();
 }
 

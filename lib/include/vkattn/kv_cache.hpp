@@ -19,6 +19,7 @@
 //     (the sink's logit with sinks). No explicit mask or kv_lengths: cache_lens are the key lengths.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -55,6 +56,12 @@ struct PagedKvLayout {
     return ((page * page_size + slot) * kv_heads + head) * dim + d;
   }
   int64_t element_count() const { return num_pages * page_size * kv_heads * dim; }
+  // The dims in storage order: (num_pages, page_size, kv_heads, dim), or with hnd pages
+  // (num_pages, kv_heads, page_size, dim).
+  std::array<int64_t, 4> storage_shape() const {
+    if (order == PageOrder::hnd) return {num_pages, kv_heads, page_size, dim};
+    return {num_pages, page_size, kv_heads, dim};
+  }
   // Bytes of the cache: element_count() * dtype size, or its q8_0 blocks.
   int64_t required_bytes() const;
   std::string describe() const;  // "q8_0 (64, 16, 2, 128)", "f16 hnd (64, 2, 16, 128)": dims in storage order
