@@ -22,6 +22,37 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 namespace {
 
+// The dispatch that builds a paged chunk's work list (attention_work_list.comp) into `words` from the
+// cache lengths `lengths`, between barriers: the list may still be read by earlier recorded work (a
+// previous chunk's or call's dispatches, their grid, their combines), and the split dispatches read
+// it after, as data and as their grid.
+void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const Binding& lengths,
+                    const Binding& words, uint32_t batches, uint32_t groups_y) {
+  const WorkListPlan& w = *plan.work_list;
+  WorkListPush push{};
+  push.batches = batches;
+  push.capacity = u32(plan.problem.seq_k);
+  push.seq_new = u32(plan.paged->seq_new);
+  push.max_items = w.max_items;
+  push.target_items = w.target_items;
+  push.min_keys = w.min_keys;
+  push.max_keys = plan.keys_per_split;
+  push.granule = plan.config.keys_per_tile;
+  push.tiles_full = plan.tiles_per_range;
+  push.tiles_last = plan.query_tiles - (plan.query_ranges - 1) * plan.tiles_per_range;
+  push.groups_y = groups_y;
+  Dispatch d;
+  d.use(c.pipelines->layout(KernelKind::work_list));
+  d.pipeline = c.pipelines->get(work_list_pipeline());
+  d.bind(0, lengths, offsetof(WorkListPush, lens_off));
+  d.bind(1, words);
+  d.set_push(push);
+  constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  list.indirect_barrier(read_write | VK_ACCESS_INDIRECT_COMMAND_READ_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+  list.dispatch(d);
+  list.indirect_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+}
+
 // The dispatches (and combines) of a chunk, range of query tiles by range. `l` are the chunk's layouts
 // (chunk_layouts); its LSE rows and key lengths start at bytes `lse_offset` and `kv_offset` of their slots.
 void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& l,
@@ -150,6 +181,17 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     combine.bind(3, lse, offsetof(CombinePush, lse_off));
     combine.bind(4, sinks, offsetof(CombinePush, lse_off) + 2);
   }
+  // A paged call's work list (WorkListPlan): built from the cache lengths before the ranges, read by
+  // their split dispatches (their grid, their items) and combines (each sequence's items).
+  const std::optional<WorkListPlan>& work_list = plan.work_list;
+  Binding work_list_words = kPlaceholder;
+  if (work_list) {
+    work_list_words = Binding{slots.workspace, work_list->offset, 4, work_list->words};
+    push.flags |= FLAG_WORK_LIST;
+    if (split) combine.bind(WORK_LIST_MASK_BINDING, work_list_words);
+    emit_work_list(c, list, plan, kv_len, work_list_words, u32(int64_t(batches)),
+                   u32(p.heads) / cfg.heads_per_workgroup(p.group_size()));
+  }
   CombinePush cpush{};
   cpush.splits = plan.splits;
   cpush.heads = u32(p.heads);
@@ -157,6 +199,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss;
   cpush.write_lse = l.has_lse ? 1u : 0u;
   cpush.half_log2_units = tiled ? 1u : 0u;
+  cpush.work_list_offsets = work_list ? WORK_LIST_ITEMS + work_list->max_items : 0u;
 
   // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
   // workspace, its combine reads it back, and the next range reuses it.
@@ -227,6 +270,12 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       }
       d.set_push(push);
       d.groups = {tiles, u32(p.heads) / cfg.heads_per_workgroup(p.group_size()), u32(int64_t(batches)) * n};
+      if (work_list) {  // (groups: the bound; the grid is the list's, of the last range for the last)
+        d.bind(WORK_LIST_MASK_BINDING, work_list_words);
+        d.indirect_slot = slots.workspace;
+        const bool last = t0 + plan.tiles_per_range >= plan.query_tiles;
+        d.indirect_offset = work_list->offset + 4u * (last ? WORK_LIST_LAST_ARGS : WORK_LIST_ARGS);
+      }
       list.dispatch(d);
     }
 

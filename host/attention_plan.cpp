@@ -36,6 +36,10 @@ constexpr uint64_t kGpuDecodeTargetWorkgroups = 2048;
 constexpr uint64_t kGpuDecodeKeysPerSplit = 256;
 constexpr uint64_t kGpuDecodeMinKeysPerSplit = 32;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
+// A paged call's work list on a CPU device: the fewest keys of an item. On lavapipe a workgroup costs
+// about 5 us even with no key (seven 1-key sequences beside a 32k one, splits by capacity: 10 ms more
+// for 1736 empty workgroups), one KV head's key about 0.2 us (GQA 32/8, d128, f16).
+constexpr uint64_t kCpuMinKeysPerItem = 256;
 // A fused call's split-KV workspace is at most its output's size in f32 divided by this (below
 // fused_workspace_budget), so the fused path's memory stays linear in the sequence lengths...
 constexpr uint64_t kOutputPerWorkspace = 4;
@@ -548,6 +552,29 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                           " bytes, more than one binding can hold on " + device.name + " (" +
                           str(device.max_storage_buffer_range) + ")");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
+    // A paged call's splits follow each sequence's own keys (WorkListPlan), where one dispatch per
+    // range covers them and the items fit the list's (sequence << 16 | split) words and the grid.
+    const uint64_t max_items = uint64_t(plan.batch_chunk) * plan.splits;
+    if (paged && !plan.band_splits && plan.splits_per_dispatch == plan.splits && plan.splits < 65536 &&
+        plan.batch_chunk < 65536 && max_items <= max_z) {
+      WorkListPlan w;
+      w.max_items = uint32_t(max_items);
+      // Items as short as kCpuMinKeysPerItem on a CPU device, and on a GPU as the decode form's least
+      // split (or a key tile), so that the items come near the device's target however short the
+      // sequences; and at most the planned keys per split (lavapipe's loop limit, the paged cap).
+      const uint64_t least = device.is_cpu() ? kCpuMinKeysPerItem
+                             : gpu_decode_form ? kGpuDecodeMinKeysPerSplit
+                                               : c.keys_per_tile;
+      w.min_keys = uint32_t(std::min<uint64_t>(align_up(least, c.keys_per_tile), plan.keys_per_split));
+      const uint64_t workgroups_per_item =
+          uint64_t(plan.tiles_per_range) * (plan.head_chunk / c.heads_per_workgroup(group));
+      w.target_items = uint32_t(std::clamp<uint64_t>(ceil_div(target, workgroups_per_item), 1,
+                                                     max_items - uint64_t(plan.batch_chunk)));
+      w.offset = align_up(align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes, plan.alignment);
+      w.words = WORK_LIST_ITEMS + max_items + uint64_t(plan.batch_chunk) + 1;
+      plan.workspace_bytes = w.offset + w.words * 4 + plan.alignment;
+      plan.work_list = w;
+    }
     if (ceil_div(chunk_range_rows, max_x) > max_y)
       throw unsupported("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " +
                         device.name);

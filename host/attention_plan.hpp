@@ -84,6 +84,18 @@ struct VarlenRows {
   int64_t max_seq_q = 0, max_seq_k = 0;
 };
 
+// A paged call's split-KV over a work list built on the device from the cache lengths
+// (attention_work_list.comp; shader_abi.h, "Work lists"): each sequence's own keys in items of a
+// chunk chosen there, the split dispatch's grid the item count. Planned where the call is split and
+// covers its splits in one dispatch per range (LaunchPlan::work_list).
+struct WorkListPlan {
+  uint32_t max_items = 0;     // batch_chunk x splits: the items never exceed it, nor the partials' slots
+  uint32_t target_items = 0;  // items the chunk aims at (the device's wanted workgroups)
+  uint32_t min_keys = 0;      // the chunk's least keys (max: LaunchPlan::keys_per_split)
+  uint64_t offset = 0;        // bytes into the workspace (aligned)
+  uint64_t words = 0;         // the list's 32-bit words
+};
+
 struct LaunchPlan {
   AttentionProblem problem;  // (a varlen call's: batch 1, seq_q and seq_k the totals)
   // Set for a paged call (plan_paged): the layouts' K and V are then the caches seen as (batch,
@@ -112,6 +124,7 @@ struct LaunchPlan {
   uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;
   uint64_t alignment = 16;  // storage-buffer offset alignment used for every binding
   uint32_t combine_workgroup = 64;
+  std::optional<WorkListPlan> work_list;
 };
 
 // Whether every subgroup of `device` has its reported size (at most 128 lanes) and shuffles work.

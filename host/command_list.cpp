@@ -73,6 +73,15 @@ void CommandList::compute_barrier(VkAccessFlags before, VkAccessFlags after) {
   step.barrier = true;
   step.before = before;
   step.after = after;
+  step.src_stages = step.dst_stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+}
+
+void CommandList::indirect_barrier(VkAccessFlags before, VkAccessFlags after) {
+  const VkPipelineStageFlags compute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+  const VkPipelineStageFlags both = compute | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
+  compute_barrier(before, after);
+  steps_.back().src_stages = (before & VK_ACCESS_INDIRECT_COMMAND_READ_BIT) ? both : compute;
+  steps_.back().dst_stages = (after & VK_ACCESS_INDIRECT_COMMAND_READ_BIT) ? both : compute;
 }
 
 void CommandList::barrier_between_dispatches() {
@@ -115,8 +124,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
       barrier.srcAccessMask = step.before;
       barrier.dstAccessMask = step.after;
-      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
-                           0, nullptr, 0, nullptr);
+      vkCmdPipelineBarrier(cmd, step.src_stages, step.dst_stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
       continue;
     }
     const Dispatch& d = step.dispatch;
@@ -143,7 +151,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     }
     c.push_descriptors(cmd, d.descriptors, d.layout, 0, infos.data());
     vkCmdPushConstants(cmd, d.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
-    vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
+    if (d.indirect_slot != kPlaceholderSlot) {
+      const SlotBase& args = slots[d.indirect_slot];
+      vkCmdDispatchIndirect(cmd, args.buffer, args.base + d.indirect_offset);
+    } else {
+      vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
+    }
   }
 }
 

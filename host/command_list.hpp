@@ -63,6 +63,11 @@ struct Dispatch {
   uint32_t push_bytes = 0;
   std::array<uint32_t, kMaxPushWords> push{};
   std::array<uint32_t, 3> groups{1, 1, 1};
+  // An indirect dispatch (vkCmdDispatchIndirect) when indirect_slot is not the placeholder's: its grid
+  // is read from byte indirect_offset of that slot at execution, and `groups` is only its bound (the
+  // limit checks, check_fits).
+  uint32_t indirect_slot = kPlaceholderSlot;
+  uint64_t indirect_offset = 0;
   // Some pipelines read or write a binding in wide chunks (16-byte vectors), which needs it to start
   // at a multiple of the chunk within its descriptor: known only at replay (the slots' bases).
   // chunk_mask[i] is binding i's chunk size in bytes less one (a power of two; 0: read element-wise).
@@ -96,6 +101,10 @@ class CommandList {
   void dispatch(const Dispatch& dispatch);
   // A global memory barrier between compute dispatches: `before` accesses made visible to `after`.
   void compute_barrier(VkAccessFlags before, VkAccessFlags after);
+  // A global memory barrier whose first or second scope also takes in reading an indirect
+  // dispatch's grid (VK_ACCESS_INDIRECT_COMMAND_READ_BIT at the draw-indirect stage): before a
+  // buffer that holds one is written again, and between writing one and dispatching from it.
+  void indirect_barrier(VkAccessFlags before, VkAccessFlags after);
   // Every shader read and write before, every one after (a dispatch may read what the last wrote, or
   // overwrite what it read).
   void barrier_between_dispatches();
@@ -126,6 +135,7 @@ class CommandList {
   struct Step {
     bool barrier = false;
     VkAccessFlags before = 0, after = 0;  // barrier
+    VkPipelineStageFlags src_stages = 0, dst_stages = 0;
     Dispatch dispatch;                    // otherwise
     uint32_t slot_binding_count = 0;
     std::array<SlotBinding, kMaxBindings> slot_bindings{};

@@ -82,8 +82,9 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
 
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = size;
+  // (Indirect: a paged call's work list, in its workspace, holds the grid of its split dispatch.)
   info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               (use == MemoryUse::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT : 0);
+               (use == MemoryUse::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT : 0);
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VK_TRY(vkCreateBuffer(context.device, &info, nullptr, &alloc->buffer));
 

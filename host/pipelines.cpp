@@ -111,6 +111,12 @@ PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format) {
   return key;
 }
 
+PipelineKey work_list_pipeline() {
+  PipelineKey key;
+  key.shader = Shader::attention_work_list;
+  return key;
+}
+
 PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers) {
   PipelineKey key;
   key.shader = Shader::attention_softmax;
@@ -180,6 +186,7 @@ std::string module_name(const PipelineKey& key) {
     case Shader::attention_combine: return "attention_combine_" + t0;
     case Shader::attention_softmax: return "attention_softmax";
     case Shader::kv_append: return "kv_append_" + t0;
+    case Shader::attention_work_list: return "attention_work_list";
     case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
     case Shader::gemm_subgroup:
       return "gemm_subgroup_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
@@ -196,6 +203,7 @@ KernelKind kernel_kind(Shader shader) {
     case Shader::attention_combine: return KernelKind::combine;
     case Shader::attention_softmax: return KernelKind::softmax;
     case Shader::kv_append: return KernelKind::kv_append;
+    case Shader::attention_work_list: return KernelKind::work_list;
     case Shader::gemm:
     case Shader::gemm_subgroup: return KernelKind::gemm;
   }
@@ -227,10 +235,11 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   cache_loaded_ = !initial.empty();
   try {
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 12, sizeof(AttentionPush));
-    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 5, sizeof(CombinePush));
+    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 6, sizeof(CombinePush));
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));
     layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush));
+    layouts_[static_cast<int>(KernelKind::work_list)] = make_layout(device_, 2, sizeof(WorkListPush));
   } catch (...) {
     release();
     throw;

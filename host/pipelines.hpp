@@ -21,7 +21,7 @@
 
 namespace vkattn::detail {
 
-enum class KernelKind { attention, combine, gemm, softmax, kv_append };
+enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types).
 enum class Shader : uint8_t {
@@ -33,7 +33,8 @@ enum class Shader : uint8_t {
   attention_subgroup,
   attention_subgroup_decode,
   gemm_subgroup,
-  kv_append
+  kv_append,
+  attention_work_list
 };
 
 inline constexpr std::size_t kMaxSpecConstants = 19;
@@ -92,6 +93,8 @@ PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifi
 // The append of new tokens to a paged KV cache (kv_append.comp): new rows of storage type `dtype`,
 // caches of KV_FORMAT_* `kv_format` (shader_abi.h).
 PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format);
+// A paged call's work list (attention_work_list.comp).
+PipelineKey work_list_pipeline();
 // The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
@@ -144,7 +147,7 @@ class PipelineRegistry {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;
-  KernelLayout layouts_[5];
+  KernelLayout layouts_[6];
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;

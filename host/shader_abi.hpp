@@ -27,10 +27,14 @@ struct GemmPush {
 struct KvAppendPush {
   KV_APPEND_PUSH_MEMBERS
 };
+struct WorkListPush {
+  WORK_LIST_PUSH_MEMBERS
+};
 
 // Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
-static_assert(sizeof(CombinePush) == 13 * 4);
+static_assert(sizeof(CombinePush) == 14 * 4);
+static_assert(sizeof(WorkListPush) == 12 * 4);
 static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
 static_assert(sizeof(KvAppendPush) == 22 * 4);

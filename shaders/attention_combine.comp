@@ -18,7 +18,8 @@
 // The host runs the split dispatches and this pass one range of query tiles at a time, reusing one
 // workspace: partial rows are range-local, [split][batch][head][row of the range] (partial_row in
 // attention_common.glsl), and row r here is query row row_base + r % range_rows of its (batch, head);
-// O and LSE are written at that global row.
+// O and LSE are written at that global row. A paged call's work list (shader_abi.h, "Work lists")
+// replaces the splits by its sequence's items: [item][head][row of the range].
 
 #extension GL_EXT_control_flow_attributes : enable
 #include "storage_types.glsl"
@@ -37,6 +38,7 @@ layout(binding = 0) readonly buffer PartialOVecs { vec4 partial_o4[]; };
 layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
 layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
+layout(binding = 5) readonly buffer WorkListBuf { uint work_list[]; };
 #define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
 #define SINKS_BINDING 4
 #include "modifiers.glsl"
@@ -85,18 +87,30 @@ void main() {
   const uint h = bh % pc.heads;
   const uint b = bh / pc.heads;
 
+  // The row's partials: slots first + k * step (k < count) of [slot][head][row of the range], the
+  // slots (split, b) split-major (split * batches + b), or with a work list the row's sequence's items.
+  const uint slot_rows = pc.heads * pc.range_rows;
+  const uint slot_row = row % slot_rows;
+  uint first = b, count = pc.splits, slot_step = pc.rows / slot_rows;
+  if (pc.work_list_offsets != 0u) {
+    first = work_list[pc.work_list_offsets + b];
+    count = work_list[pc.work_list_offsets + b + 1u] - first;
+    slot_step = 1u;
+  }
+#define PARTIAL(k) ((first + (k) * slot_step) * slot_rows + slot_row)
+
   // Split s has running max m_s (-inf: it saw no visible key) and sum l_s (attention_fused.comp):
   // its weight is exp(m_s - m) * l_s, exact even when the maxima are +-FLT_MAX (saturated scores).
   const uint t = gl_LocalInvocationID.x;
   float m_part = NEG_INF;
-  for (uint s = t; s < pc.splits; s += W) m_part = max(m_part, partial_lse[2u * (s * pc.rows + row)]);
+  for (uint s = t; s < count; s += W) m_part = max(m_part, partial_lse[2u * PARTIAL(s)]);
   const float m = workgroup_reduce(m_part, true);
   const bool half_log2 = pc.half_log2_units != 0u;
   float total_part = 0.0;
   if (m != NEG_INF)
-    for (uint s = t; s < pc.splits; s += W) {
-      const float ms = partial_lse[2u * (s * pc.rows + row)];
-      if (ms != NEG_INF) total_part += split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u];
+    for (uint s = t; s < count; s += W) {
+      const float ms = partial_lse[2u * PARTIAL(s)];
+      if (ms != NEG_INF) total_part += split_weight(ms - m, half_log2) * partial_lse[2u * PARTIAL(s) + 1u];
     }
   float total = workgroup_reduce(total_part, false);  // (add_sink takes it inout)
   const bool empty = m == NEG_INF;
@@ -115,11 +129,11 @@ void main() {
   const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_ss;
   // Splits g, g + step, ... of unit u, weighted.
 #define SPLIT_SUM(value, u, g, step)                                                                 \
-  for (uint s = (g); !empty && s < pc.splits; s += (step)) {                                        \
-    const float ms = partial_lse[2u * (s * pc.rows + row)];                                          \
+  for (uint s = (g); !empty && s < count; s += (step)) {                                            \
+    const float ms = partial_lse[2u * PARTIAL(s)];                                                   \
     if (ms == NEG_INF) continue; /* this split saw only masked keys */                               \
-    const float weight = split_weight(ms - m, half_log2) * partial_lse[2u * (s * pc.rows + row) + 1u] * inv_total; \
-    value += weight * partial_unit(s * pc.rows + row, u);                                            \
+    const float weight = split_weight(ms - m, half_log2) * partial_lse[2u * PARTIAL(s) + 1u] * inv_total; \
+    value += weight * partial_unit(PARTIAL(s), u);                                                   \
   }
   if (G > 1u) {
     const uint g = t / NU, u = t % NU;

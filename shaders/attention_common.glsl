@@ -10,6 +10,7 @@ layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
 layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
 layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
+layout(binding = WORK_LIST_MASK_BINDING) readonly buffer WorkListBuf { uint work_list[]; };  // (no mask then)
 layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
 layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
 layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };  // (max m, sum l) per row
@@ -71,8 +72,15 @@ uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - 
 // lavapipe hands each of its threads a contiguous run of the grid's workgroups (x fastest, then y,
 // then z): batch-major, one long sequence among short ones put all of its splits on one thread
 // (bench/results/README.md, issue 14); split-major spreads them over all.
-uint workgroup_batch() { return gl_WorkGroupID.z % (gl_NumWorkGroups.z / pc.splits); }
-uint workgroup_split() { return pc.split_base + gl_WorkGroupID.z / (gl_NumWorkGroups.z / pc.splits); }
+// With FLAG_WORK_LIST (a paged call's split-KV, shader_abi.h "Work lists") z is an item of the work
+// list, which names its sequence and split, and the list's chunk is the keys per split.
+bool work_listed() { return (pc.flags & FLAG_WORK_LIST) != 0u; }
+uint work_item() { return work_list[WORK_LIST_ITEMS + gl_WorkGroupID.z]; }
+uint workgroup_batch() { return work_listed() ? work_item() >> 16 : gl_WorkGroupID.z % (gl_NumWorkGroups.z / pc.splits); }
+uint workgroup_split() {
+  return work_listed() ? work_item() & 0xffffu : pc.split_base + gl_WorkGroupID.z / (gl_NumWorkGroups.z / pc.splits);
+}
+uint keys_per_split() { return work_listed() ? work_list[WORK_LIST_CHUNK] : pc.keys_per_split; }
 
 // Sets the queries and keys of batch b's sequence (SEQ_Q, SEQ_K) and its first packed rows: seq_q
 // and seq_k; for a paged cache, the keys are cache_lens[b] plus the tokens appended before the call,
@@ -129,13 +137,14 @@ uint tile_first_row() { return (pc.tile_base + gl_WorkGroupID.x) * BR; }
 // range-local: [split][batch][head][row of the range]; attention_combine.comp reads the same layout
 // (a packed batch's is that of batch 1 over total_q rows).
 // The range's last tile may end past seq_q: rows there are never written, and take no slot.
+// A work list's partials are [item][head][row of the range] (the item: the grid's z).
 uint partial_row(uint split, uint b, uint h, uint i) {
   // A packed batch: one range of all rows (the host plans no other), [split][head][packed row].
   if (VARLEN) return (split * pc.heads + h) * pc.seq_q + g_row_q + i;
   const uint range_first = pc.tile_base * BR;
   const uint range_rows = min(gl_NumWorkGroups.x * BR, pc.seq_q - range_first);
-  const uint batches = gl_NumWorkGroups.z / pc.splits;
-  return ((split * batches + b) * pc.heads + h) * range_rows + (i - range_first);
+  const uint slot = work_listed() ? gl_WorkGroupID.z : split * (gl_NumWorkGroups.z / pc.splits) + b;
+  return (slot * pc.heads + h) * range_rows + (i - range_first);
 }
 
 // Keys [begin, end) a workgroup visits (after begin_sequence): its split of the key range, cut by the
@@ -147,8 +156,9 @@ uint partial_row(uint split, uint b, uint h, uint i) {
 uvec2 workgroup_key_range(uint split, uint b, uint first_row, uint last_row) {
   const uint band_begin = HAS_WINDOW ? window_key_begin(first_row) : 0u;
   const uint base = (MODIFIERS & MOD_BAND_SPLITS) != 0u ? band_begin : 0u;
-  const uint begin = max(base + split * pc.keys_per_split, band_begin);
-  uint end = min(SEQ_K, base + (split + 1u) * pc.keys_per_split);
+  const uint chunk = keys_per_split();
+  const uint begin = max(base + split * chunk, band_begin);
+  uint end = min(SEQ_K, base + (split + 1u) * chunk);
   if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   end = min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row));
   if (HAS_WINDOW) end = min(end, window_key_end(last_row));

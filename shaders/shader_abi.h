@@ -30,6 +30,8 @@
  * seq_k are the totals); cu_seqlens_q is bound where the mask goes and cu_seqlens_k where the key
  * lengths go, and each row is confined to its sequence's keys with the sequence's own alignment. */
 #define FLAG_VARLEN 1024u
+/* The fused kernels: the grid's z is a work list's items, not (split, batch) (see "Work lists"). */
+#define FLAG_WORK_LIST 2048u
 
 /* ---- Score modifiers (README, "Score modifiers"): the bits of the MODIFIERS specialization constant of
  * every kernel that forms or normalises scores (shaders/modifiers.glsl). Off, they compile to nothing. ---- */
@@ -54,6 +56,25 @@
  * binding holds cache_lens: sequence b has cache_lens[b] + seq_new keys, clamped to [0, seq_k], seq_k
  * being the capacity max_pages * page_size. */
 #define BLOCK_TABLE_BINDING 11
+
+/* ---- Work lists (a paged call's split-KV, attention_work_list.comp) ----
+ * A paged call with splits cuts each sequence's own keys, cache_lens[b] + seq_new, into items of
+ * `chunk` keys (the last shorter; a sequence without keys has none), chosen on the device from the
+ * lengths, and the split dispatch covers exactly the items: its grid comes from the list
+ * (vkCmdDispatchIndirect), so no workgroup is spent on keys a sequence does not have. The list lives
+ * in the call's workspace, 32-bit words from its binding's start:
+ *   WORK_LIST_ARGS: the split dispatch's grid (x, y, z = items) for a range of query tiles, and at
+ *   WORK_LIST_LAST_ARGS for the last (shorter) range; WORK_LIST_CHUNK: keys per item;
+ *   WORK_LIST_ITEMS: item z is (b << 16) | s: split s (keys s * chunk ..) of sequence b, at most
+ *   max_items of them; then sequence b's items are offsets[b] .. offsets[b + 1] - 1, offsets at word
+ *   WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
+ * The fused kernels read the list at the mask's binding (a paged call has no mask) with
+ * FLAG_WORK_LIST, and their split-KV partials are then [item][head][row of the range]. */
+#define WORK_LIST_ARGS 0u
+#define WORK_LIST_LAST_ARGS 3u
+#define WORK_LIST_CHUNK 6u
+#define WORK_LIST_ITEMS 8u
+#define WORK_LIST_MASK_BINDING 5
 
 /* ---- K and V storage (SPEC_ATTENTION_KV_FORMAT) ----
  * KV_FORMAT_AS_Q: the call's dtype, as Q. KV_FORMAT_Q8_0: ggml's q8_0 blocks (34 bytes per 32
@@ -188,7 +209,9 @@
   uint o_sb, o_sh, o_ss, o_off;                                                              \
   uint lse_off, write_lse; /* lse_off's high half: the sinks' offset (modifiers.glsl) */    \
   uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
-  uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */
+  uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */ \
+  uint work_list_offsets; /* 0; or a work list's offsets (word index at binding 5): row (b, h, r)'s \
+                             partials are those of items offsets[b] .. offsets[b+1] - 1 */
 
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,
@@ -202,6 +225,16 @@
   uint kn_sb, kn_sh, kn_ss, kn_off;                                                          \
   uint vn_sb, vn_sh, vn_ss, vn_off;                                                          \
   uint kc_off, vc_off, bt_off, lens_off;
+
+/* Building a paged call's work list (attention_work_list.comp): sequence b has clamp(cache_lens[b]
+ * + seq_new, 0, capacity) keys (cache_lens at element lens_off of its binding); keys per item: the
+ * total over target_items, rounded up to a multiple of granule and clamped to [min_keys, max_keys]
+ * (the host's cap: lavapipe's loop limit), so that the items never exceed max_items (= batches x the
+ * planned splits). tiles_full, tiles_last and groups_y: the split dispatch's x and y. */
+#define WORK_LIST_PUSH_MEMBERS                                                               \
+  uint batches, capacity, seq_new, lens_off;                                                 \
+  uint max_items, target_items, min_keys, max_keys, granule;                                 \
+  uint tiles_full, tiles_last, groups_y;
 
 /* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
  * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are

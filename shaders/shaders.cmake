@@ -12,7 +12,9 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME kv_append_${dtype} SOURCE kv_append.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 
-# The row softmax of the three-stage path touches only f32 scores: one module.
+# A paged call's work list (no storage type) and the row softmax of the three-stage path (f32
+# scores only): one module each.
+vkattn_add_shader(NAME attention_work_list SOURCE attention_work_list.comp)
 vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
 
 # The GEMM, one module per (A, B, C) storage-type combination the library uses, named

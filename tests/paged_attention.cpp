@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention_plan.hpp"
 #include "conform/catalog.hpp"
+#include "shader_abi.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -27,6 +29,38 @@ void run_all(const std::vector<conform::PagedCase>& cases) {
     CHECK_MESSAGE(r.ok, r.text);
     expect_no_validation_messages();
   }
+}
+
+// Records `record` into a command buffer of `ctx`'s queue, submits it and waits.
+template <typename F>
+void submit_and_wait(Context& ctx, F&& record) {
+  VkCommandPoolCreateInfo pool_info{};
+  pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pool_info.queueFamilyIndex = ctx.queue_family_index();
+  struct Pool {
+    VkDevice device;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    ~Pool() { vkDestroyCommandPool(device, pool, nullptr); }  // (its command buffers too)
+  } pool{ctx.vk_device()};
+  REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool.pool) == VK_SUCCESS);
+  VkCommandBufferAllocateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  info.commandPool = pool.pool;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
+  record(cmd);
+  REQUIRE(vkEndCommandBuffer(cmd) == VK_SUCCESS);
+  VkSubmitInfo submit{};
+  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  REQUIRE(vkQueueSubmit(ctx.vk_queue(), 1, &submit, VK_NULL_HANDLE) == VK_SUCCESS);
+  REQUIRE(vkQueueWaitIdle(ctx.vk_queue()) == VK_SUCCESS);
 }
 
 }  // namespace
@@ -112,6 +146,74 @@ TEST_SUITE("paged") {
     for (std::size_t i = 0; i < cache_bytes; ++i) {
       INFO("byte " << i << " of the K cache (row " << i / row_bytes << ")");
       REQUIRE(int(after[i]) == int(want[i]));
+    }
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("paged KV cache: the splits follow each sequence's own keys (the work list built on the device)") {
+    // The work list the call builds from cache_lens, read back from its workspace: the keys per item
+    // by the documented rule (shader_abi.h, "Work lists"), each sequence's items just covering its
+    // keys (appended tokens included, clamped to the table), none for an empty one, and the split
+    // dispatch's grid the item count.
+    if (attention_path() == AttentionPath::unfused) return;
+    Context& ctx = context();
+    constexpr int64_t kPage = 16, kMaxPages = 320, kCapacity = kPage * kMaxPages, kNew = 3;
+    const std::vector<int32_t> lens = {300, 0, 5000, 17, 1024, -3, kCapacity, 1};
+    const int64_t batch = int64_t(lens.size());
+    PagedAttentionLayouts l;
+    l.q = TensorLayout::bhsd(DType::f32, batch, 2, 1, 32);
+    l.k_cache = l.v_cache = PagedKvLayout::dense(DType::f32, 8, kPage, 1, 32);
+    l.max_pages = kMaxPages;
+    l.k_new = l.v_new = TensorLayout::bhsd(DType::f32, batch, 1, kNew, 32);
+    l.out = l.q;
+    const detail::PagedCall call = detail::plan_paged(ctx.device_info(), kernel_variant(), l);
+    const PreparedPagedAttention prepared(ctx, l);
+    REQUIRE(prepared.plan().splits == call.plan.splits);
+    REQUIRE(prepared.workspace_bytes() == call.plan.workspace_bytes);
+    REQUIRE_MESSAGE(call.plan.work_list.has_value(), "a paged call of " << call.plan.splits << " splits without a work list");
+    const detail::WorkListPlan& w = *call.plan.work_list;
+    CHECK(w.max_items == uint32_t(batch) * call.plan.splits);
+
+    Buffer q = Buffer::allocate(ctx, uint64_t(l.q.required_elements()) * 4), out = Buffer::allocate(ctx, q.size());
+    Buffer k_cache = Buffer::allocate(ctx, uint64_t(l.k_cache.required_bytes())), v_cache = Buffer::allocate(ctx, k_cache.size());
+    Buffer fresh = Buffer::allocate(ctx, uint64_t(l.k_new->required_elements()) * 4);
+    Buffer table = Buffer::allocate(ctx, uint64_t(batch * kMaxPages) * 4), lengths = Buffer::allocate(ctx, uint64_t(batch) * 4);
+    Buffer workspace = Buffer::allocate(ctx, prepared.workspace_bytes());
+    for (Buffer* b : {&q, &k_cache, &v_cache, &fresh}) b->fill(0);
+    workspace.fill(0xff);
+    std::vector<int32_t> entries(std::size_t(batch * kMaxPages));
+    for (std::size_t i = 0; i < entries.size(); ++i) entries[i] = int32_t(i % 8);
+    table.upload(entries.data(), entries.size() * 4);
+    lengths.upload(lens.data(), lens.size() * 4);
+    PagedAttentionBuffers b;
+    b.q = &q, b.k_cache = &k_cache, b.v_cache = &v_cache, b.out = &out, b.k_new = &fresh, b.v_new = &fresh;
+    b.block_table = {&table, 0}, b.cache_lens = {&lengths, 0};
+    submit_and_wait(ctx, [&](VkCommandBuffer cmd) { prepared.record(cmd, b, {&workspace, 0}); });
+    std::vector<uint32_t> words(w.words);
+    workspace.download(words.data(), w.words * 4, w.offset);
+
+    std::vector<uint64_t> keys;
+    uint64_t total = 0;
+    for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n + kNew, 0, kCapacity)));
+    const uint64_t granule = call.plan.config.keys_per_tile, most = call.plan.keys_per_split;
+    uint64_t chunk = std::min<uint64_t>((total + w.target_items - 1) / w.target_items, most);
+    chunk = std::clamp<uint64_t>((chunk + granule - 1) / granule * granule, w.min_keys, most);
+    INFO("total keys " << total << ", target " << w.target_items << " items, min " << w.min_keys << ", max " << most);
+    REQUIRE(words[WORK_LIST_CHUNK] == chunk);
+    const uint32_t offsets = WORK_LIST_ITEMS + w.max_items;
+    uint32_t item = 0;
+    for (int64_t s = 0; s < batch; ++s) {
+      INFO("sequence " << s << ": " << keys[std::size_t(s)] << " keys");
+      const uint32_t n = uint32_t((keys[std::size_t(s)] + chunk - 1) / chunk);
+      REQUIRE(words[offsets + uint32_t(s)] == item);
+      for (uint32_t k = 0; k < n; ++k, ++item) CHECK(words[WORK_LIST_ITEMS + item] == ((uint32_t(s) << 16) | k));
+    }
+    CHECK(item <= w.max_items);
+    CHECK(words[offsets + uint32_t(batch)] == item);
+    const uint32_t groups_y = 1;  // (one KV head, its GQA group packed or in one workgroup's heads)
+    for (const uint32_t args : {WORK_LIST_ARGS, WORK_LIST_LAST_ARGS}) {
+      CHECK(words[args + 2] == item);
+      CHECK(words[args + 1] == groups_y * uint32_t(2) / std::max<uint32_t>(call.plan.config.heads_per_workgroup(2), 1));
     }
     expect_no_validation_messages();
   }

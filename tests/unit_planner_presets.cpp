@@ -594,6 +594,25 @@ TEST_SUITE("unit") {
       CHECK(call.plan.splits > 1);
       CHECK(call.plan.splits_per_dispatch == call.plan.splits);  // caches bound whole, never by key range
       check_plan(preset, call.dense, call.plan);
+      // The splits follow each sequence's own keys through a work list: at most the planned splits
+      // per sequence, items of at least a CPU's 256 or a GPU decode form's 32 keys (whole key tiles),
+      // and about the device's wanted workgroups (a CPU's 16, a GPU's 256, its decode form's 2048).
+      REQUIRE(call.plan.work_list.has_value());
+      const detail::WorkListPlan& w = *call.plan.work_list;
+      const detail::KernelConfig& c = call.plan.config;
+      CHECK(w.max_items == 8 * call.plan.splits);
+      CHECK(w.min_keys <= call.plan.keys_per_split);
+      CHECK(w.min_keys % c.keys_per_tile == 0);
+      CHECK(w.min_keys >= std::min<uint64_t>(preset.info.is_cpu() ? 256 : c.decode ? 32 : c.keys_per_tile, call.plan.keys_per_split));
+      const uint64_t per_item = uint64_t(call.plan.tiles_per_range) * (8 * 4 / c.heads_per_workgroup(4));
+      const uint64_t wanted = preset.info.is_cpu() ? 16 : c.decode ? 2048 : 256;
+      CHECK(w.target_items == std::clamp<uint64_t>((wanted + per_item - 1) / per_item, 1, w.max_items - 8));
+      CHECK(w.offset % call.plan.alignment == 0);
+      CHECK(w.offset >= call.plan.partial_o_bytes + call.plan.partial_lse_bytes);
+      CHECK(w.offset + w.words * 4 + call.plan.alignment <= call.plan.workspace_bytes);
+      CHECK(w.words == WORK_LIST_ITEMS + w.max_items + 8 + 1);
+      // A dense call keeps its splits by seq_k.
+      CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, call.dense).work_list.has_value());
     }
     // 2^27 bytes is lavapipe's binding range: a cache of 2^27 bytes (plus the offset alignment) is refused.
     const DeviceProfile& llvmpipe = conform::find_device_profile("llvmpipe");

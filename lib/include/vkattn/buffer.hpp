@@ -23,8 +23,9 @@ class Buffer {
  public:
   // A device-local storage buffer of `bytes` bytes (> 0). Contents are undefined until written.
   static Buffer allocate(Context& context, uint64_t bytes);
-  // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, and TRANSFER_SRC/DST
-  // for upload/download), seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
+  // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, TRANSFER_SRC/DST for
+  // upload/download, and INDIRECT_BUFFER for a paged call's workspace: PreparedPagedAttention::record),
+  // seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
   // Throws Error when offset + size overflows or exceeds vkGetBufferMemoryRequirements(buffer).size.
   // That is all that can be checked: Vulkan cannot query the size a VkBuffer was created with, and
   // its memory requirements may be rounded up past it, so a range ending between the two is not

@@ -34,10 +34,13 @@ struct PagedAttentionBuffers {
 
 // A paged call planned once and run many times (as PreparedAttention: the constructor checks the
 // layouts against the device, chooses the kernel, tiles and key splits, and builds the pipelines and
-// the dispatches; record() and run() check the buffers and record). The key splits are sized by the
-// block table's capacity (max_pages * page_size), so one plan serves every step whose cache lengths
-// fit it: the lengths are read on the device, and a workgroup whose split lies past its sequence's
-// length does nothing. The block table and cache_lens values are not read on the host: entries
+// the dispatches; record() and run() check the buffers and record). The plan is made for the block
+// table's capacity (max_pages * page_size), so one plan serves every step whose cache lengths fit it.
+// The lengths are read on the device: where the plan splits the keys (plan().splits > 1), a first
+// dispatch reads cache_lens and cuts each sequence's own keys into parts (at most plan().splits per
+// sequence, of at most plan().keys_per_split keys, sized so that all parts together about fill the
+// device), and the attention dispatch's grid is that count (vkCmdDispatchIndirect): a short sequence
+// beside a long one takes few workgroups, an empty one none. The block table and cache_lens values are not read on the host: entries
 // outside [0, num_pages) are clamped into it and lengths into [0, capacity - seq_new] on the device
 // (wrong keys, never a read or write out of bounds); check_paged_values checks them where the host
 // has them. Thread-safety and lifetime as PreparedAttention.
@@ -60,8 +63,10 @@ class PreparedPagedAttention {
   // submit: the caller orders the writes of the inputs before it and the reads of the outputs (O,
   // LSE, and the caches after an append) after it with its own barriers. A barrier at its start
   // orders the append after earlier shader reads and writes of the caches in the same command
-  // buffer. `workspace` as PreparedAttention::record. Throws Error (records nothing) when a buffer
-  // does not fit the layouts.
+  // buffer. `workspace` as PreparedAttention::record; it also holds the parts' list and the indirect
+  // dispatch's grid, so an application's buffer given as the workspace (Buffer::wrap) must have been
+  // created with VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT too (vkattn's own buffers have it). Throws Error
+  // (records nothing) when a buffer does not fit the layouts.
   void record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers, BufferSlice workspace = {}) const;
   // Runs the call and waits for it.
   void run(const PagedAttentionBuffers& buffers) const;

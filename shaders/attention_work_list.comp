@@ -1,0 +1,96 @@
+#version 450
+// Builds a paged call's work list (shader_abi.h, "Work lists") from the cache lengths, on the device,
+// right before the split dispatch that reads it: the host plans once per batch configuration and
+// never sees the lengths, which change every decoding step.
+//
+// Split-KV by the table's capacity gives every sequence as many splits as the longest could need; a
+// short sequence's are then mostly empty workgroups, launched and combined for nothing (on lavapipe
+// about 5 us each: 1736 of them in issue 14's batch of one 32k and seven 512-key sequences). Here
+// each sequence gets ceil(keys / chunk) items, chunk sized so that all items together are about
+// target_items (the device's wanted workgroups), and the dispatch's grid is the item count.
+//
+// One workgroup of W invocations. Invocation t owns a contiguous block of sequences: it sums their
+// keys, the workgroup adds the blocks' sums (shared memory), each invocation counts its block's items
+// and writes its sequences' offsets from the prefix of the blocks before it; then all invocations
+// fill the items, item i finding its sequence by binary search in the offsets. Every loop is at most
+// ceil(batches / W), W or log2(batches) + 1 steps per item of ceil(max_items / W): lavapipe's limit of
+// 65535 loop iterations per invocation holds for any batch the grid allows.
+#include "shader_abi.h"
+
+layout(local_size_x = 64) in;
+const uint W = 64u;
+layout(push_constant) uniform WorkListPush { WORK_LIST_PUSH_MEMBERS } pc;
+
+layout(binding = 0) readonly buffer CacheLensBuf { int cache_lens[]; };
+layout(binding = 1) coherent buffer WorkListBuf { uint work_list[]; };
+
+shared uint block_keys[W];
+shared uint block_items[W];
+
+// Sequence b's keys: its cache length plus the appended tokens, clamped into the table (as the
+// kernels' begin_sequence does).
+uint sequence_keys(uint b) { return uint(clamp(cache_lens[pc.lens_off + b] + int(pc.seq_new), 0, int(pc.capacity))); }
+uint saturating_add(uint a, uint b) { return a > 0xffffffffu - b ? 0xffffffffu : a + b; }
+uint items_of(uint keys, uint chunk) { return keys == 0u ? 0u : (keys - 1u) / chunk + 1u; }
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint per = (pc.batches + W - 1u) / W;
+  const uint b0 = min(t * per, pc.batches), b1 = min(b0 + per, pc.batches);
+
+  uint keys = 0u;
+  for (uint b = b0; b < b1; ++b) keys = saturating_add(keys, sequence_keys(b));
+  block_keys[t] = keys;
+  barrier();
+  uint total = 0u;
+  for (uint i = 0u; i < W; ++i) total = saturating_add(total, block_keys[i]);
+
+  // Keys per item: the total over the target, a multiple of the granule (max_keys is one), within
+  // [min_keys, max_keys]. With c >= total / target_items, the items are at most target_items + one
+  // per sequence; at max_keys at most the planned splits per sequence: max_items either way.
+  uint chunk = total == 0u ? pc.min_keys : (total - 1u) / pc.target_items + 1u;
+  chunk = min(chunk, pc.max_keys);
+  chunk = (chunk + pc.granule - 1u) / pc.granule * pc.granule;
+  chunk = min(max(chunk, pc.min_keys), pc.max_keys);
+
+  uint items = 0u;
+  for (uint b = b0; b < b1; ++b) items += items_of(sequence_keys(b), chunk);
+  block_items[t] = items;
+  barrier();
+  uint first = 0u, count = 0u;
+  for (uint i = 0u; i < W; ++i) {
+    first += i < t ? block_items[i] : 0u;
+    count += block_items[i];
+  }
+  // (Never past max_items by the rule above; clamped so that nothing is ever written past the list.)
+  count = min(count, pc.max_items);
+  const uint offsets = WORK_LIST_ITEMS + pc.max_items;
+  for (uint b = b0; b < b1; ++b) {
+    work_list[offsets + b] = min(first, pc.max_items);
+    first += items_of(sequence_keys(b), chunk);
+  }
+  if (t == W - 1u) work_list[offsets + pc.batches] = count;
+  if (t == 0u) {
+    work_list[WORK_LIST_ARGS + 0u] = pc.tiles_full;
+    work_list[WORK_LIST_ARGS + 1u] = pc.groups_y;
+    work_list[WORK_LIST_ARGS + 2u] = count;
+    work_list[WORK_LIST_LAST_ARGS + 0u] = pc.tiles_last;
+    work_list[WORK_LIST_LAST_ARGS + 1u] = pc.groups_y;
+    work_list[WORK_LIST_LAST_ARGS + 2u] = count;
+    work_list[WORK_LIST_CHUNK] = chunk;
+  }
+  memoryBarrierBuffer();
+  barrier();
+
+  // Item i belongs to the last sequence whose first item is at most i (sequences without items share
+  // their successor's offset and are passed over).
+  for (uint i = t; i < count; i += W) {
+    uint lo = 0u, hi = pc.batches;  // offsets[lo] <= i < offsets[hi]
+    while (hi - lo > 1u) {
+      const uint mid = (lo + hi) / 2u;
+      if (work_list[offsets + mid] <= i) lo = mid;
+      else hi = mid;
+    }
+    work_list[WORK_LIST_ITEMS + i] = (lo << 16) | (i - work_list[offsets + lo]);
+  }
+}
