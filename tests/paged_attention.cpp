@@ -158,8 +158,11 @@ TEST_SUITE("paged") {
     if (attention_path() == AttentionPath::unfused) return;
     Context& ctx = context();
     constexpr int64_t kPage = 16, kMaxPages = 320, kCapacity = kPage * kMaxPages, kNew = 3;
-    const std::vector<int32_t> lens = {300, 0, 5000, 17, 1024, -3, kCapacity, 1};
-    const int64_t batch = int64_t(lens.size());
+    // One plan, three steps: keys per item from the target (mixed lengths), at the least (short
+    // sequences) and at the most (every sequence full).
+    const std::vector<std::vector<int32_t>> steps = {
+        {300, 0, 3000, 17, 1024, -3, 1600, 1}, {2, 0, 40, 17, 5, 0, 1, 0}, std::vector<int32_t>(8, kCapacity)};
+    const int64_t batch = 8;
     PagedAttentionLayouts l;
     l.q = TensorLayout::bhsd(DType::f32, batch, 2, 1, 32);
     l.k_cache = l.v_cache = PagedKvLayout::dense(DType::f32, 8, kPage, 1, 32);
@@ -180,10 +183,12 @@ TEST_SUITE("paged") {
     Buffer table = Buffer::allocate(ctx, uint64_t(batch * kMaxPages) * 4), lengths = Buffer::allocate(ctx, uint64_t(batch) * 4);
     Buffer workspace = Buffer::allocate(ctx, prepared.workspace_bytes());
     for (Buffer* b : {&q, &k_cache, &v_cache, &fresh}) b->fill(0);
-    workspace.fill(0xff);
     std::vector<int32_t> entries(std::size_t(batch * kMaxPages));
     for (std::size_t i = 0; i < entries.size(); ++i) entries[i] = int32_t(i % 8);
     table.upload(entries.data(), entries.size() * 4);
+    std::vector<uint64_t> chunks;
+    for (const std::vector<int32_t>& lens : steps) {
+    workspace.fill(0xff);
     lengths.upload(lens.data(), lens.size() * 4);
     PagedAttentionBuffers b;
     b.q = &q, b.k_cache = &k_cache, b.v_cache = &v_cache, b.out = &out, b.k_new = &fresh, b.v_new = &fresh;
@@ -215,6 +220,13 @@ TEST_SUITE("paged") {
       CHECK(words[args + 2] == item);
       CHECK(words[args + 1] == groups_y * uint32_t(2) / std::max<uint32_t>(call.plan.config.heads_per_workgroup(2), 1));
     }
+    chunks.push_back(chunk);
+    }
+    // (The three steps reach the three cases of the rule.)
+    CHECK(chunks[0] > w.min_keys);
+    CHECK(chunks[0] < call.plan.keys_per_split);
+    CHECK(chunks[1] == w.min_keys);
+    CHECK(chunks[2] == call.plan.keys_per_split);
     expect_no_validation_messages();
   }
 
