@@ -63,8 +63,10 @@ AppBuffer create_buffer(VkDevice device, const VkPhysicalDeviceMemoryProperties&
   b.size = size;
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = size;
-  // vkattn binds its buffers as storage buffers; the copies need the transfer bits.
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // vkattn binds its buffers as storage buffers; the copies need the transfer bits, and a workspace
+  // the indirect bit (a split call with key lengths reads its dispatch's grid from it).
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   CHECK_VK(vkCreateBuffer(device, &info, nullptr, &b.buffer));
   VkMemoryRequirements req;

@@ -32,7 +32,7 @@ void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   WorkListPush push{};
   push.batches = batches;
   push.capacity = u32(plan.problem.seq_k);
-  push.seq_new = u32(plan.paged->seq_new);
+  push.seq_new = plan.paged ? u32(plan.paged->seq_new) : 0u;  // (a dense call's key lengths: as they are)
   push.max_items = w.max_items;
   push.target_items = w.target_items;
   push.min_keys = w.min_keys;

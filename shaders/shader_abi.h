@@ -57,18 +57,19 @@
  * being the capacity max_pages * page_size. */
 #define BLOCK_TABLE_BINDING 11
 
-/* ---- Work lists (a paged call's split-KV, attention_work_list.comp) ----
- * A paged call with splits cuts each sequence's own keys, cache_lens[b] + seq_new, into items of
- * `chunk` keys (the last shorter; a sequence without keys has none), chosen on the device from the
- * lengths, and the split dispatch covers exactly the items: its grid comes from the list
- * (vkCmdDispatchIndirect), so no workgroup is spent on keys a sequence does not have. The list lives
- * in the call's workspace, 32-bit words from its binding's start:
+/* ---- Work lists (split-KV by each sequence's own keys, attention_work_list.comp) ----
+ * A paged call with splits (or a dense one with key lengths and no mask) cuts each sequence's own
+ * keys, cache_lens[b] + seq_new (dense: kv_lengths[b]), into items of `chunk` keys (the last
+ * shorter; a sequence without keys has none), chosen on the device from the lengths, and the split
+ * dispatch covers exactly the items: its grid comes from the list (vkCmdDispatchIndirect), so no
+ * workgroup is spent on keys a sequence does not have. The list lives in the call's workspace,
+ * 32-bit words from its binding's start:
  *   WORK_LIST_ARGS: the split dispatch's grid (x, y, z = items) for a range of query tiles, and at
  *   WORK_LIST_LAST_ARGS for the last (shorter) range; WORK_LIST_CHUNK: keys per item;
  *   WORK_LIST_ITEMS: item z is (b << 16) | s: split s (keys s * chunk ..) of sequence b, at most
  *   max_items of them; then sequence b's items are offsets[b] .. offsets[b + 1] - 1, offsets at word
  *   WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
- * The fused kernels read the list at the mask's binding (a paged call has no mask) with
+ * The fused kernels read the list at the mask's binding (such a call has no mask) with
  * FLAG_WORK_LIST, and their split-KV partials are then [item][head][row of the range]. */
 #define WORK_LIST_ARGS 0u
 #define WORK_LIST_LAST_ARGS 3u

@@ -611,8 +611,16 @@ TEST_SUITE("unit") {
       CHECK(w.offset >= call.plan.partial_o_bytes + call.plan.partial_lse_bytes);
       CHECK(w.offset + w.words * 4 + call.plan.alignment <= call.plan.workspace_bytes);
       CHECK(w.words == WORK_LIST_ITEMS + w.max_items + 8 + 1);
-      // A dense call keeps its splits by seq_k.
-      CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, call.dense).work_list.has_value());
+      // A dense call with key lengths has one too; without them, or with a mask (whose binding the
+      // list takes), its splits stay by seq_k.
+      AttentionLayouts dense = call.dense;
+      dense.k = dense.v = TensorLayout::bhsd(DType::f16, 8, 8, 2048 * 16, 128);
+      CHECK(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
+      dense.has_kv_lengths = false;
+      CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
+      dense.has_kv_lengths = true;
+      dense.mask = MaskLayout::dense(MaskType::boolean, 8, 32, 1, 2048 * 16);
+      CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
     }
     // 2^27 bytes is lavapipe's binding range: a cache of 2^27 bytes (plus the offset alignment) is refused.
     const DeviceProfile& llvmpipe = conform::find_device_profile("llvmpipe");

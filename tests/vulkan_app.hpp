@@ -196,8 +196,9 @@ class VulkanApp {
     b.size = size;
     auto bci = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
     bci.size = size;
+    // (Indirect: as a workspace, a buffer holds the grid of a split dispatch by key lengths.)
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+                VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VKATTN_APP_CHECK(vkCreateBuffer(device_, &bci, nullptr, &b.buffer));
     VkMemoryRequirements req;

@@ -160,8 +160,11 @@ class PreparedAttention {
   // record_attention() does: the caller orders the writes of the inputs before it and the reads of
   // the outputs after it with its own barriers (shader-write / shader-read, compute stage).
   // `workspace` must hold workspace_bytes() bytes when that is non-zero, and must not be used by
-  // other work until the command buffer has completed. Throws Error (records nothing) when a buffer
-  // does not fit the plan.
+  // other work until the command buffer has completed. A call with key lengths whose keys are split
+  // keeps there the list of each sequence's parts and the split dispatch's grid, read by
+  // vkCmdDispatchIndirect: an application's buffer given as the workspace (Buffer::wrap) needs
+  // VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT as well as STORAGE_BUFFER. Throws Error (records nothing)
+  // when a buffer does not fit the plan.
   void record(VkCommandBuffer command_buffer, const AttentionBuffers& buffers, BufferSlice workspace = {}) const;
 
   // Runs the call and waits for it, with the Context's own scratch as the workspace.
@@ -189,7 +192,8 @@ void attention(Context& context, const AttentionArgs& args);
 // The caller orders the writes of q/k/v/mask/kv_lengths before it and the reads of out/lse after it
 // with its own barriers (shader-write / shader-read, compute stage). `workspace` must hold
 // plan_attention(...).workspace_bytes bytes when that is non-zero, and must not be used by other
-// work until the command buffer has completed. Plans on every call: a caller recording the same
+// work until the command buffer has completed; an application's buffer needs the indirect usage
+// too (PreparedAttention::record). Plans on every call: a caller recording the same
 // shapes again and again keeps a PreparedAttention instead.
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args,
                       BufferSlice workspace = {});

@@ -24,7 +24,7 @@ class Buffer {
   // A device-local storage buffer of `bytes` bytes (> 0). Contents are undefined until written.
   static Buffer allocate(Context& context, uint64_t bytes);
   // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, TRANSFER_SRC/DST for
-  // upload/download, and INDIRECT_BUFFER for a paged call's workspace: PreparedPagedAttention::record),
+  // upload/download, and INDIRECT_BUFFER for a workspace: PreparedAttention::record),
   // seen from `offset` for `size` bytes. Not owned: never destroyed by vkattn.
   // Throws Error when offset + size overflows or exceeds vkGetBufferMemoryRequirements(buffer).size.
   // That is all that can be checked: Vulkan cannot query the size a VkBuffer was created with, and

@@ -63,10 +63,9 @@ class PreparedPagedAttention {
   // submit: the caller orders the writes of the inputs before it and the reads of the outputs (O,
   // LSE, and the caches after an append) after it with its own barriers. A barrier at its start
   // orders the append after earlier shader reads and writes of the caches in the same command
-  // buffer. `workspace` as PreparedAttention::record; it also holds the parts' list and the indirect
-  // dispatch's grid, so an application's buffer given as the workspace (Buffer::wrap) must have been
-  // created with VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT too (vkattn's own buffers have it). Throws Error
-  // (records nothing) when a buffer does not fit the layouts.
+  // buffer. `workspace` as PreparedAttention::record (it holds the parts' list and the indirect
+  // dispatch's grid: an application's buffer needs VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT too). Throws
+  // Error (records nothing) when a buffer does not fit the layouts.
   void record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers, BufferSlice workspace = {}) const;
   // Runs the call and waits for it.
   void run(const PagedAttentionBuffers& buffers) const;
