@@ -34,7 +34,7 @@ namespace vkattn {
 //   nhd: (page_size, kv_heads, dim), FlashAttention's and vLLM's layout: a token's heads side by side.
 //   hnd: (kv_heads, page_size, dim), FlashInfer's HND: each head's tokens side by side, so one head's
 //        keys of a page are one contiguous run. On CPU devices (lavapipe) decode reads it in about
-//        1.1-1.2x a dense cache's time; nhd's strided rows take 1.3-2x (README "Paged KV cache").
+//        1.1x a dense cache's time; nhd's strided rows take 1.3-2x (README "Paged KV cache").
 enum class PageOrder { nhd, hnd };
 const char* to_string(PageOrder order);  // "nhd" | "hnd"
 
