@@ -41,6 +41,7 @@ void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   push.tiles_full = plan.tiles_per_range;
   push.tiles_last = plan.query_tiles - (plan.query_ranges - 1) * plan.tiles_per_range;
   push.groups_y = groups_y;
+  push.max_splits = plan.varlen ? plan.splits : 0u;  // (a packed batch's partials: by split)
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::work_list));
   d.pipeline = c.pipelines->get(work_list_pipeline());
@@ -189,6 +190,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     work_list_words = Binding{slots.workspace, work_list->offset, 4, work_list->words};
     push.flags |= FLAG_WORK_LIST;
     if (split) combine.bind(WORK_LIST_MASK_BINDING, work_list_words);
+    if (split && varlen) combine.bind(6, block_table, offsetof(CombinePush, cu_q_off));  // cu_seqlens_q
     emit_work_list(c, list, plan, kv_len, work_list_words, u32(int64_t(batches)),
                    u32(p.heads) / cfg.heads_per_workgroup(p.group_size()));
   }
@@ -200,6 +202,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   cpush.write_lse = l.has_lse ? 1u : 0u;
   cpush.half_log2_units = tiled ? 1u : 0u;
   cpush.work_list_offsets = work_list ? WORK_LIST_ITEMS + work_list->max_items : 0u;
+  cpush.packed_batches = work_list && varlen ? u32(int64_t(batches)) : 0u;
 
   // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
   // workspace, its combine reads it back, and the next range reuses it.

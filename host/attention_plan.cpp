@@ -552,11 +552,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                           " bytes, more than one binding can hold on " + device.name + " (" +
                           str(device.max_storage_buffer_range) + ")");
     plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
-    // The splits of a paged call, or of a dense one with key lengths (and no mask: the list takes
-    // the mask's binding), follow each sequence's own keys (WorkListPlan), where one dispatch per
+    // The splits of a paged call, a packed batch, or a dense call with key lengths (and no mask: the
+    // list takes the mask's binding), follow each sequence's own keys (WorkListPlan), where one dispatch per
     // range covers them and the items fit the list's (sequence << 16 | split) words and the grid.
     const uint64_t max_items = uint64_t(plan.batch_chunk) * plan.splits;
-    const bool own_lengths = paged || (layouts.has_kv_lengths && !layouts.mask && !varlen);
+    const bool own_lengths = paged || varlen || (layouts.has_kv_lengths && !layouts.mask);
     if (own_lengths && !plan.band_splits && plan.splits_per_dispatch == plan.splits && plan.splits < 65536 &&
         plan.batch_chunk < 65536 && max_items <= max_z) {
       WorkListPlan w;

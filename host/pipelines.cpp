@@ -235,7 +235,7 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   cache_loaded_ = !initial.empty();
   try {
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 12, sizeof(AttentionPush));
-    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 6, sizeof(CombinePush));
+    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 7, sizeof(CombinePush));
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));
     layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush));

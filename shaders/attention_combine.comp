@@ -39,6 +39,7 @@ layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
 layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
 layout(binding = 5) readonly buffer WorkListBuf { uint work_list[]; };
+layout(binding = 6) readonly buffer CuSeqlensQBuf { int cu_q[]; };  // a packed batch's, with a work list
 #define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
 #define SINKS_BINDING 4
 #include "modifiers.glsl"
@@ -92,7 +93,19 @@ void main() {
   const uint slot_rows = pc.heads * pc.range_rows;
   const uint slot_row = row % slot_rows;
   uint first = b, count = pc.splits, slot_step = pc.rows / slot_rows;
-  if (pc.work_list_offsets != 0u) {
+  if (pc.packed_batches > 0u) {
+    // A packed row (i): its partials are splits 0 .. its sequence's item count - 1, the sequence the
+    // last whose first query row is at most i (none, after bad cu_seqlens: no partials).
+    uint lo = 0u, hi = pc.packed_batches;
+    while (hi - lo > 1u) {
+      const uint mid = (lo + hi) / 2u;
+      if (cu_q[pc.cu_q_off + mid] <= int(i)) lo = mid;
+      else hi = mid;
+    }
+    const bool inside = cu_q[pc.cu_q_off + lo] <= int(i) && int(i) < cu_q[pc.cu_q_off + lo + 1u];
+    const uint items = work_list[pc.work_list_offsets + lo + 1u] - work_list[pc.work_list_offsets + lo];
+    count = inside ? min(items, pc.splits) : 0u;
+  } else if (pc.work_list_offsets != 0u) {
     first = work_list[pc.work_list_offsets + b];
     count = work_list[pc.work_list_offsets + b + 1u] - first;
     slot_step = 1u;

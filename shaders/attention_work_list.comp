@@ -21,34 +21,56 @@ layout(local_size_x = 64) in;
 const uint W = 64u;
 layout(push_constant) uniform WorkListPush { WORK_LIST_PUSH_MEMBERS } pc;
 
-layout(binding = 0) readonly buffer CacheLensBuf { int cache_lens[]; };
+layout(binding = 0) readonly buffer CacheLensBuf { int cache_lens[]; };  // (a packed batch: cu_seqlens_k)
 layout(binding = 1) coherent buffer WorkListBuf { uint work_list[]; };
 
 shared uint block_keys[W];
+shared uint block_longest[W];
 shared uint block_items[W];
 
-// Sequence b's keys: its cache length plus the appended tokens, clamped into the table (as the
-// kernels' begin_sequence does).
-uint sequence_keys(uint b) { return uint(clamp(cache_lens[pc.lens_off + b] + int(pc.seq_new), 0, int(pc.capacity))); }
+// Sequence b's keys, as the kernels' begin_sequence counts them: its cache length plus the appended
+// tokens (or its key length), clamped into the table; a packed sequence's cu_seqlens_k[b + 1] -
+// cu_seqlens_k[b], each clamped into the packed keys and the end to at least the start.
+uint sequence_keys(uint b) {
+  if (pc.max_splits > 0u) {
+    const int k0 = clamp(cache_lens[pc.lens_off + b], 0, int(pc.capacity));
+    return uint(clamp(cache_lens[pc.lens_off + b + 1u], k0, int(pc.capacity)) - k0);
+  }
+  return uint(clamp(cache_lens[pc.lens_off + b] + int(pc.seq_new), 0, int(pc.capacity)));
+}
 uint saturating_add(uint a, uint b) { return a > 0xffffffffu - b ? 0xffffffffu : a + b; }
-uint items_of(uint keys, uint chunk) { return keys == 0u ? 0u : (keys - 1u) / chunk + 1u; }
+// (A packed sequence's partials are indexed by split: at most max_splits, which the chunk's rule keeps
+// for sequences of at most the planned longest; past it, bad cu_seqlens, the rest is dropped.)
+uint items_of(uint keys, uint chunk) {
+  const uint n = keys == 0u ? 0u : (keys - 1u) / chunk + 1u;
+  return pc.max_splits > 0u ? min(n, pc.max_splits) : n;
+}
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint per = (pc.batches + W - 1u) / W;
   const uint b0 = min(t * per, pc.batches), b1 = min(b0 + per, pc.batches);
 
-  uint keys = 0u;
-  for (uint b = b0; b < b1; ++b) keys = saturating_add(keys, sequence_keys(b));
+  uint keys = 0u, longest = 0u;
+  for (uint b = b0; b < b1; ++b) {
+    const uint n = sequence_keys(b);
+    keys = saturating_add(keys, n);
+    longest = max(longest, n);
+  }
   block_keys[t] = keys;
+  block_longest[t] = longest;
   barrier();
   uint total = 0u;
-  for (uint i = 0u; i < W; ++i) total = saturating_add(total, block_keys[i]);
+  for (uint i = 0u; i < W; ++i) {
+    total = saturating_add(total, block_keys[i]);
+    longest = max(longest, block_longest[i]);
+  }
 
   // Keys per item: the total over the target, a multiple of the granule (max_keys is one), within
   // [min_keys, max_keys]. With c >= total / target_items, the items are at most target_items + one
   // per sequence; at max_keys at most the planned splits per sequence: max_items either way.
   uint chunk = total == 0u ? pc.min_keys : (total - 1u) / pc.target_items + 1u;
+  if (pc.max_splits > 0u && longest > 0u) chunk = max(chunk, (longest - 1u) / pc.max_splits + 1u);
   chunk = min(chunk, pc.max_keys);
   chunk = (chunk + pc.granule - 1u) / pc.granule * pc.granule;
   chunk = min(max(chunk, pc.min_keys), pc.max_keys);

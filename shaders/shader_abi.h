@@ -58,8 +58,8 @@
 #define BLOCK_TABLE_BINDING 11
 
 /* ---- Work lists (split-KV by each sequence's own keys, attention_work_list.comp) ----
- * A paged call with splits (or a dense one with key lengths and no mask) cuts each sequence's own
- * keys, cache_lens[b] + seq_new (dense: kv_lengths[b]), into items of `chunk` keys (the last
+ * A paged call with splits (or a packed batch, or a dense call with key lengths and no mask) cuts
+ * each sequence's own keys, cache_lens[b] + seq_new (dense: kv_lengths[b]), into items of `chunk` keys (the last
  * shorter; a sequence without keys has none), chosen on the device from the lengths, and the split
  * dispatch covers exactly the items: its grid comes from the list (vkCmdDispatchIndirect), so no
  * workgroup is spent on keys a sequence does not have. The list lives in the call's workspace,
@@ -70,7 +70,9 @@
  *   max_items of them; then sequence b's items are offsets[b] .. offsets[b + 1] - 1, offsets at word
  *   WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
  * The fused kernels read the list at the mask's binding (such a call has no mask) with
- * FLAG_WORK_LIST, and their split-KV partials are then [item][head][row of the range]. */
+ * FLAG_WORK_LIST, and their split-KV partials are then [item][head][row of the range]. A packed
+ * batch's (varlen) stay [split][head][packed row]: the combine finds a packed row's sequence in
+ * cu_seqlens_q and merges splits 0 .. its item count - 1. */
 #define WORK_LIST_ARGS 0u
 #define WORK_LIST_LAST_ARGS 3u
 #define WORK_LIST_CHUNK 6u
@@ -212,7 +214,9 @@
   uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */ \
   uint work_list_offsets; /* 0; or a work list's offsets (word index at binding 5): row (b, h, r)'s \
-                             partials are those of items offsets[b] .. offsets[b+1] - 1 */
+                             partials are those of items offsets[b] .. offsets[b+1] - 1 */          \
+  uint packed_batches, cu_q_off; /* a packed batch's work list: its sequences, and cu_seqlens_q at  \
+                                   binding 6 (element offset cu_q_off); else 0 */
 
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,
@@ -231,11 +235,14 @@
  * + seq_new, 0, capacity) keys (cache_lens at element lens_off of its binding); keys per item: the
  * total over target_items, rounded up to a multiple of granule and clamped to [min_keys, max_keys]
  * (the host's cap: lavapipe's loop limit), so that the items never exceed max_items (= batches x the
- * planned splits). tiles_full, tiles_last and groups_y: the split dispatch's x and y. */
+ * planned splits). tiles_full, tiles_last and groups_y: the split dispatch's x and y. A packed batch
+ * (max_splits > 0, the planned splits): the lengths' binding holds cu_seqlens_k, and no sequence has
+ * more than max_splits items (its partials are indexed by split: the chunk grows to fit the longest). */
 #define WORK_LIST_PUSH_MEMBERS                                                               \
   uint batches, capacity, seq_new, lens_off;                                                 \
   uint max_items, target_items, min_keys, max_keys, granule;                                 \
-  uint tiles_full, tiles_last, groups_y;
+  uint tiles_full, tiles_last, groups_y;                                                     \
+  uint max_splits;
 
 /* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
  * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are

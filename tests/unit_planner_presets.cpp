@@ -688,8 +688,13 @@ TEST_SUITE("unit") {
           CHECK(plan.partial_o_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 128 * 4);
           CHECK(plan.partial_lse_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 8);
           CHECK(plan.partial_o_bytes <= d.max_storage_buffer_range);
+          // Split by each sequence's own keys (the work list), within the split-indexed partials.
+          REQUIRE(plan.work_list.has_value());
+          CHECK(plan.work_list->max_items == uint32_t(s.batch) * plan.splits);
+          CHECK(plan.workspace_bytes >= plan.work_list->offset + plan.work_list->words * 4);
         } else {
           CHECK(plan.workspace_bytes == 0);
+          CHECK_FALSE(plan.work_list.has_value());
         }
         if (d.is_llvmpipe)
           CHECK(detail::fused_loop_iterations(c, 128, 128, plan.keys_per_split / c.keys_per_tile) <=

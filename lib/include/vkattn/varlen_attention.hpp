@@ -34,7 +34,9 @@ struct VarlenAttentionBuffers {
 // layouts against the device, chooses the kernel, tiles and key splits, and builds the pipelines and
 // the dispatches; record() and run() check the buffers and record). The grid and the key splits are
 // sized by layouts.max_seqlen_q and max_seqlen_k (0: the totals), so one plan serves every batch of
-// `batch` sequences whose lengths they bound: the offsets are read on the device only. Offsets that
+// `batch` sequences whose lengths they bound: the offsets are read on the device only (where the
+// fused path splits the keys, a first dispatch cuts each sequence's own keys into at most
+// plan().splits parts, and the attention dispatch's grid is their count). Offsets that
 // break the contract are clamped there (each into [0, total], each sequence's end to at least its
 // start; a sequence longer than the bounds loses its rows past max_seqlen_q and the keys past what
 // the splits cover): wrong results, never a read or write out of bounds. check_varlen_values checks
@@ -59,7 +61,7 @@ class PreparedVarlenAttention {
 
   // Records the call into the caller's command buffer, with no submit: the caller orders the writes
   // of the inputs before it and the reads of O and LSE after it with its own barriers. `workspace` as
-  // PreparedAttention::record. Throws Error (records nothing) when a buffer does not fit the layouts.
+  // PreparedAttention::record (an application's buffer needs the indirect usage too). Throws Error (records nothing) when a buffer does not fit the layouts.
   void record(VkCommandBuffer command_buffer, const VarlenAttentionBuffers& buffers, BufferSlice workspace = {}) const;
   // Runs the call and waits for it.
   void run(const VarlenAttentionBuffers& buffers) const;
