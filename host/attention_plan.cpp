@@ -574,8 +574,12 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                                                      max_items - uint64_t(plan.batch_chunk)));
       w.offset = align_up(align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes, plan.alignment);
       w.words = WORK_LIST_ITEMS + max_items + uint64_t(plan.batch_chunk) + 1;
-      plan.workspace_bytes = w.offset + w.words * 4 + plan.alignment;
-      plan.work_list = w;
+      // (Only within the workspace bound: the list is 4 bytes a slot, a partial row at least 12.)
+      const uint64_t with_list = w.offset + w.words * 4 + plan.alignment;
+      if (with_list <= budget) {
+        plan.workspace_bytes = with_list;
+        plan.work_list = w;
+      }
     }
     if (ceil_div(chunk_range_rows, max_x) > max_y)
       throw unsupported("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " +
