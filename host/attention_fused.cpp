@@ -22,8 +22,8 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 namespace {
 
-// The dispatch that builds a paged chunk's work list (attention_work_list.comp) into `words` from the
-// cache lengths `lengths`, between barriers: the list may still be read by earlier recorded work (a
+// The dispatch that builds a chunk's work list (attention_work_list.comp) into `words` from its key
+// lengths `lengths` (cache_lens, kv_lengths or cu_seqlens_k), between barriers: the list may still be read by earlier recorded work (a
 // previous chunk's or call's dispatches, their grid, their combines), and the split dispatches read
 // it after, as data and as their grid.
 void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const Binding& lengths,
@@ -182,7 +182,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     combine.bind(3, lse, offsetof(CombinePush, lse_off));
     combine.bind(4, sinks, offsetof(CombinePush, lse_off) + 2);
   }
-  // A paged call's work list (WorkListPlan): built from the cache lengths before the ranges, read by
+  // The work list (WorkListPlan): built from the key lengths before the ranges, read by
   // their split dispatches (their grid, their items) and combines (each sequence's items).
   const std::optional<WorkListPlan>& work_list = plan.work_list;
   Binding work_list_words = kPlaceholder;

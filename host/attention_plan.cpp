@@ -36,7 +36,7 @@ constexpr uint64_t kGpuDecodeTargetWorkgroups = 2048;
 constexpr uint64_t kGpuDecodeKeysPerSplit = 256;
 constexpr uint64_t kGpuDecodeMinKeysPerSplit = 32;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
-// A paged call's work list on a CPU device: the fewest keys of an item. On lavapipe a workgroup costs
+// A work list on a CPU device (WorkListPlan): the fewest keys of an item. On lavapipe a workgroup costs
 // about 5 us even with no key (seven 1-key sequences beside a 32k one, splits by capacity: 10 ms more
 // for 1736 empty workgroups), one KV head's key about 0.2 us (GQA 32/8, d128, f16).
 constexpr uint64_t kCpuMinKeysPerItem = 256;

@@ -84,10 +84,11 @@ struct VarlenRows {
   int64_t max_seq_q = 0, max_seq_k = 0;
 };
 
-// A paged call's split-KV over a work list built on the device from the cache lengths
-// (attention_work_list.comp; shader_abi.h, "Work lists"): each sequence's own keys in items of a
-// chunk chosen there, the split dispatch's grid the item count. Planned where the call is split and
-// covers its splits in one dispatch per range (LaunchPlan::work_list).
+// Split-KV over a work list built on the device from the key lengths (a paged call's cache_lens, a
+// packed batch's cu_seqlens_k, a dense call's kv_lengths without a mask; attention_work_list.comp,
+// shader_abi.h "Work lists"): each sequence's own keys in items of a chunk chosen there, the split
+// dispatch's grid the item count. Planned where the call is split, covers its splits in one dispatch
+// per range, and the list fits the workspace budget (LaunchPlan::work_list).
 struct WorkListPlan {
   uint32_t max_items = 0;     // batch_chunk x splits: the items never exceed it, nor the partials' slots
   uint32_t target_items = 0;  // items the chunk aims at (the device's wanted workgroups)
