@@ -11,6 +11,7 @@
 #include "attention_plan.hpp"
 #include "conform/catalog.hpp"
 #include "shader_abi.hpp"
+#include "command_buffer.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -31,37 +32,6 @@ void run_all(const std::vector<conform::PagedCase>& cases) {
   }
 }
 
-// Records `record` into a command buffer of `ctx`'s queue, submits it and waits.
-template <typename F>
-void submit_and_wait(Context& ctx, F&& record) {
-  VkCommandPoolCreateInfo pool_info{};
-  pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-  pool_info.queueFamilyIndex = ctx.queue_family_index();
-  struct Pool {
-    VkDevice device;
-    VkCommandPool pool = VK_NULL_HANDLE;
-    ~Pool() { vkDestroyCommandPool(device, pool, nullptr); }  // (its command buffers too)
-  } pool{ctx.vk_device()};
-  REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool.pool) == VK_SUCCESS);
-  VkCommandBufferAllocateInfo info{};
-  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  info.commandPool = pool.pool;
-  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  info.commandBufferCount = 1;
-  VkCommandBuffer cmd;
-  REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
-  VkCommandBufferBeginInfo begin{};
-  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
-  record(cmd);
-  REQUIRE(vkEndCommandBuffer(cmd) == VK_SUCCESS);
-  VkSubmitInfo submit{};
-  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &cmd;
-  REQUIRE(vkQueueSubmit(ctx.vk_queue(), 1, &submit, VK_NULL_HANDLE) == VK_SUCCESS);
-  REQUIRE(vkQueueWaitIdle(ctx.vk_queue()) == VK_SUCCESS);
-}
 
 }  // namespace
 
@@ -193,7 +163,9 @@ TEST_SUITE("paged") {
     PagedAttentionBuffers b;
     b.q = &q, b.k_cache = &k_cache, b.v_cache = &v_cache, b.out = &out, b.k_new = &fresh, b.v_new = &fresh;
     b.block_table = {&table, 0}, b.cache_lens = {&lengths, 0};
-    submit_and_wait(ctx, [&](VkCommandBuffer cmd) { prepared.record(cmd, b, {&workspace, 0}); });
+    TestCommandBuffer cb(ctx);
+    prepared.record(cb.cmd(), b, {&workspace, 0});
+    cb.submit_and_wait();
     std::vector<uint32_t> words(w.words);
     workspace.download(words.data(), w.words * 4, w.offset);
 

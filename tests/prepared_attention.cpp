@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "allocation_counter.hpp"
+#include "command_buffer.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -208,26 +209,12 @@ TEST_SUITE("prepared") {
     const PreparedAttention split(ctx, spec_of(kShapes[0]));
     if (split.workspace_bytes() > 0 && device_supports(kShapes[0].dtype)) {
       Arguments d(ctx, split.spec(), rng);
-      VkCommandPoolCreateInfo pool_info{};
-      pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-      pool_info.queueFamilyIndex = ctx.queue_family_index();
-      VkCommandPool pool;
-      REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool) == VK_SUCCESS);
-      VkCommandBufferAllocateInfo info{};
-      info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-      info.commandPool = pool;
-      info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-      info.commandBufferCount = 1;
-      VkCommandBuffer cmd;
-      REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
-      VkCommandBufferBeginInfo begin{};
-      begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-      REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
+      TestCommandBuffer cb(ctx);
+      const VkCommandBuffer cmd = cb.cmd();
       CHECK(contains(error_message([&] { split.record(cmd, d.buffers()); }), "needs a workspace of"));
       Buffer too_small = Buffer::allocate(ctx, 16);
       CHECK(contains(error_message([&] { split.record(cmd, d.buffers(), {&too_small, 0}); }), "workspace: needs"));
-      vkEndCommandBuffer(cmd);
-      vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
+      cb.end();
     }
     expect_no_validation_messages();
   }
@@ -244,21 +231,8 @@ TEST_SUITE("prepared") {
     Arguments a(ctx, spec, rng);
     const AttentionBuffers buffers = a.buffers();
     const AttentionArgs args = a.args(spec);
-    VkCommandPoolCreateInfo pool_info{};
-    pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-    pool_info.queueFamilyIndex = ctx.queue_family_index();
-    VkCommandPool pool;
-    REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool) == VK_SUCCESS);
-    VkCommandBufferAllocateInfo info{};
-    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    info.commandPool = pool;
-    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    info.commandBufferCount = 1;
-    VkCommandBuffer cmd;
-    REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd) == VK_SUCCESS);
-    VkCommandBufferBeginInfo begin{};
-    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    REQUIRE(vkBeginCommandBuffer(cmd, &begin) == VK_SUCCESS);
+    TestCommandBuffer cb(ctx);
+    const VkCommandBuffer cmd = cb.cmd();
     // The plan may split the keys (it does with the tiled kernel): then it needs a workspace.
     const Buffer workspace = Buffer::allocate(ctx, std::max<uint64_t>(prepared.workspace_bytes(), 16));
     const BufferSlice slice = prepared.workspace_bytes() > 0 ? BufferSlice{&workspace, 0} : BufferSlice{};
@@ -276,8 +250,7 @@ TEST_SUITE("prepared") {
     }
     CHECK(prepared_allocations == 0);
     CHECK_MESSAGE(planned_allocations > 0, "the counter must see record_attention's plan being built");
-    vkEndCommandBuffer(cmd);
-    vkDestroyCommandPool(ctx.vk_device(), pool, nullptr);
+    cb.end();
   }
 
   TEST_CASE("a decode call planned for 16-byte chunks reads element by element where a tensor starts off them") {

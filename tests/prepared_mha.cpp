@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "command_buffer.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -53,52 +54,6 @@ std::vector<float> download(const Buffer& b, DType dtype, std::size_t n) {
   decode(dtype, raw.data(), v.data(), n);
   return v;
 }
-
-// A command pool and buffer of the shared Context's queue family, submitted to its queue.
-class OneShot {
- public:
-  explicit OneShot(Context& ctx) : ctx_(ctx) {
-    VkCommandPoolCreateInfo pool_info{};
-    pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-    pool_info.queueFamilyIndex = ctx.queue_family_index();
-    REQUIRE(vkCreateCommandPool(ctx.vk_device(), &pool_info, nullptr, &pool_) == VK_SUCCESS);
-    VkCommandBufferAllocateInfo info{};
-    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    info.commandPool = pool_;
-    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    info.commandBufferCount = 1;
-    REQUIRE(vkAllocateCommandBuffers(ctx.vk_device(), &info, &cmd_) == VK_SUCCESS);
-    VkCommandBufferBeginInfo begin{};
-    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    REQUIRE(vkBeginCommandBuffer(cmd_, &begin) == VK_SUCCESS);
-  }
-  ~OneShot() { vkDestroyCommandPool(ctx_.vk_device(), pool_, nullptr); }
-  VkCommandBuffer cmd() const { return cmd_; }
-  // The caller's side of the contract: the shader writes before, visible to what comes after.
-  void barrier() {
-    VkMemoryBarrier b{};
-    b.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-    b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
-    b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0,
-                         nullptr);
-  }
-  void submit_and_wait() {
-    REQUIRE(vkEndCommandBuffer(cmd_) == VK_SUCCESS);
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
-    REQUIRE(vkQueueSubmit(ctx_.vk_queue(), 1, &si, VK_NULL_HANDLE) == VK_SUCCESS);
-    REQUIRE(vkQueueWaitIdle(ctx_.vk_queue()) == VK_SUCCESS);
-  }
-
- private:
-  Context& ctx_;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-};
 
 }  // namespace
 
@@ -170,7 +125,7 @@ TEST_SUITE("prepared") {
       MhaBuffers b2 = b;
       b2.out = &out2;
       if (weights2) b2.weights = {&*weights2, 0};
-      OneShot shot(ctx);
+      TestCommandBuffer shot(ctx);
       pass.record(shot.cmd(), b, {&workspace, 0});
       shot.barrier();
       pass.record(shot.cmd(), b2, {&workspace, 0});
@@ -213,9 +168,9 @@ TEST_SUITE("prepared") {
     refused(bad, "weights: given, but the pass was prepared without them");
     CHECK(contains(error_message([&] { (void)layer.prepare([] { MhaSpec s; s.seq_q = 3, s.seq_k = 4, s.self_attention = true; return s; }()); }),
                    "self_attention needs seq_k == seq_q"));
-    OneShot shot(ctx);
+    TestCommandBuffer shot(ctx);
     CHECK(contains(error_message([&] { pass.record(shot.cmd(), b, {&small, 0}); }), "workspace: needs"));
-    vkEndCommandBuffer(shot.cmd());
+    shot.end();
     expect_no_validation_messages();
   }
 }
