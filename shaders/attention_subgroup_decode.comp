@@ -133,15 +133,15 @@ uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? dim_lane() * per_lan
 uint lane_block(uint row) { return row / 32u + dim_lane() / 2u; }
 uint lane_half() { return dim_lane() & 1u; }
 
-// Key row `row` of q8_0 K or V, this lane's half block: its 16 values, scaled (the lanes of a block
-// share the scale half 0 read).
+// Key row `row` of q8_0 K or V, this lane's half block: its 16 q values as they are and the block's
+// scale (the lanes of a block share the one half 0 read). The callers apply the scale once per row
+// (to a partial dot, or to the weight), not to each value: on lavapipe every operation of the key
+// loop counts.
 #define Q8_HALF_ROW(vecs)                                                                          \
-  void q8_half_row_##vecs(uint row, out float x[16]) {                                             \
-    float d;                                                                                       \
+  void q8_half_row_##vecs(uint row, out float x[16], out float d) {                                \
     q8_0_half_##vecs(lane_block(row), lane_half(), x, d);                                          \
     const float partner = subgroupShuffleXor(d, 1u);                                               \
     if (lane_half() != 0u) d = partner;                                                            \
-    [[unroll]] for (uint e = 0u; e < 16u; ++e) x[e] *= d;                                          \
   }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
@@ -286,12 +286,12 @@ void main() {
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint krow = k_head + rows[c] * pc.k_ss;
       if (Q8_HALVES) {
-        float x[16];
-        q8_half_row_k_vecs(krow, x);
+        float x[16], d;
+        q8_half_row_k_vecs(krow, x, d);
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
-          float part = dots[r * KB + c];
+          float part = 0.0;
           [[unroll]] for (uint e = 0u; e < 16u; ++e) part = fma(qr[r * QW + e], x[e], part);
-          dots[r * KB + c] = part;
+          dots[r * KB + c] = fma(part, d, dots[r * KB + c]);
         }
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NQ); ++n) {
@@ -342,11 +342,12 @@ void main() {
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint vrow = v_head + rows[c] * pc.v_ss;
       if (Q8_HALVES) {
-        float x[16];
-        q8_half_row_v_vecs(vrow, x);
-        [[unroll]] for (uint r = 0u; r < BR; ++r)
-          [[unroll]] for (uint e = 0u; e < 16u; ++e)
-            acc[r * VW + e] = fma(p[r * KB + c], x[e], acc[r * VW + e]);
+        float x[16], d;
+        q8_half_row_v_vecs(vrow, x, d);
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+          const float pd = p[r * KB + c] * d;  // a NaN or Inf scale still reaches the accumulator
+          [[unroll]] for (uint e = 0u; e < 16u; ++e) acc[r * VW + e] = fma(pd, x[e], acc[r * VW + e]);
+        }
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NV); ++n) {
         float x[E];

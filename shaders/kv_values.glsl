@@ -71,46 +71,42 @@ float v_value(uint e) {
 // Half `h` (0: values 0-15, 1: 16-31) of q8_0 block `block` (counted from the binding's first block,
 // whose push offset is `off` halfwords) from `vecs`, the binding seen as 16-byte words: its 16 q
 // values as they are (x) and, for h = 0, the block's scale (d; h = 1 gets it from its neighbour).
-// Half 0 with the scale is bytes [s, s + 18) of a block starting at byte s, half 1 bytes [s + 18,
-// s + 34); either lies within the two 16-byte words from its first byte's word (s is even), so two
-// loads cover it, where the element readers above need a scale word and two or three words per 8
-// values: as many loads as f16's 16 values, for 0.53x the bytes. The words are realigned with
-// selects by the offset's bits and shifts, not indexed by a varying value (a private array indexed
-// so goes to memory on lavapipe). The loads are clamped into the binding's whole 16-byte words;
-// q8_0_half_fits_* says whether a half's two words are both whole (a half at the very end of a
-// binding may not be: its values are then not to be used, and its caller reads it another way).
+// A block starting at byte s = 16 a + e (e even, 0..14) has its scale at bytes [s, s + 2) and half
+// h's values at [s + 2 + 16 h, s + 18 + 16 h): both lie within the two 16-byte words a + h, a + h + 1,
+// at the same place in either pair (the values from byte e + 2, the scale at e), so two loads cover
+// a half, as many as f16's 16 values, for 0.53x the bytes, and both halves realign the same way.
+// The realignment is the cost of q8_0 on lavapipe (its JIT spends more on it than on the loads), so it
+// takes three steps of selects by the bits of m = e / 2 (two words, one word, then one halfword),
+// not indexed by a varying value (a private array indexed so goes to memory on lavapipe); the scale
+// is the halfword m of the first four words, which the first two steps also pick. The loads are
+// clamped into the binding's whole 16-byte words; q8_0_half_fits_* says whether a half's two words
+// are both whole (a half at the very end of a binding may not be: its values are then not to be
+// used, and its caller reads it another way).
 // (The length is the word view's: on lavapipe 22.3.6 the lengths of two 16-byte views of K and V in
 // one shader came out wrong.)
 #define Q8_0_HALF(vecs, words, off)                                                                \
-  uint q8_0_half_word_##vecs(uint block, uint h) {                                                  \
-    const uint s = 2u * (off) + 34u * block;                                                        \
-    return (h == 0u ? s : s + 18u) >> 4u;                                                           \
-  }                                                                                                 \
+  uint q8_0_half_word_##vecs(uint block, uint h) { return ((2u * (off) + 34u * block) >> 4u) + h; } \
   uint q8_0_last_vec_##vecs() { return (uint(words.length()) >> 2u) - 1u; }                         \
   bool q8_0_half_fits_##vecs(uint block, uint h) {                                                  \
     return q8_0_half_word_##vecs(block, h) + 1u <= q8_0_last_vec_##vecs();                          \
   }                                                                                                 \
   void q8_0_half_##vecs(uint block, uint h, out float x[16], out float d) {                         \
-    const uint s = 2u * (off) + 34u * block, u = q8_0_half_word_##vecs(block, h);                   \
+    const uint m = ((2u * (off) + 34u * block) & 15u) >> 1u, u = q8_0_half_word_##vecs(block, h);   \
     const uint last = q8_0_last_vec_##vecs();                                                       \
     const uvec4 a = vecs[min(u, last)], b = vecs[min(u + 1u, last)];                                \
     const uint w[8] = uint[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);                              \
-    /* The q bytes start at byte r of the eight words (2..16 for half 0, 0..14 for half 1): y[j] = \
-       w[j + r / 4] in three steps of one select each, then a 16-bit shift when r is not whole. */  \
-    const uint r = s + 2u + 16u * h - 16u * u, wi = r >> 2u;                                        \
-    uint t[8], t2[6], y[5];                                                                         \
-    [[unroll]] for (uint j = 0u; j < 8u; ++j) t[j] = (wi & 4u) != 0u ? (j < 4u ? w[j + 4u] : 0u) : w[j]; \
-    [[unroll]] for (uint j = 0u; j < 6u; ++j) t2[j] = (wi & 2u) != 0u ? t[j + 2u] : t[j];          \
-    [[unroll]] for (uint j = 0u; j < 5u; ++j) y[j] = (wi & 1u) != 0u ? t2[j + 1u] : t2[j];          \
-    const bool mid = (r & 2u) != 0u;                                                                \
+    /* The values are halfwords m + 1 .. m + 8 of the sixteen: word j of t from word j + 2 (m & 4), \
+       of y from word j + 1 of t (m & 2), then a halfword shift when m is even. */                  \
+    uint t[6], y[5];                                                                                \
+    [[unroll]] for (uint j = 0u; j < 6u; ++j) t[j] = (m & 4u) != 0u ? w[j + 2u] : w[j];             \
+    [[unroll]] for (uint j = 0u; j < 5u; ++j) y[j] = (m & 2u) != 0u ? t[j + 1u] : t[j];             \
+    const bool odd = (m & 1u) != 0u;                                                                \
     [[unroll]] for (uint i = 0u; i < 4u; ++i) {                                                     \
-      const uint q = mid ? (y[i] >> 16u) | (y[i + 1u] << 16u) : y[i];                               \
+      const uint q = odd ? y[i + 1u] : (y[i] >> 16u) | (y[i + 1u] << 16u);                          \
       [[unroll]] for (uint k = 0u; k < 4u; ++k) x[4u * i + k] = int8_of_word(q, k);                \
     }                                                                                               \
-    /* Half 0: the scale is the two bytes before r, in word (r - 2) / 4 (0..3) of the eight. */     \
-    const uint sw = r >= 2u ? r - 2u : 0u, sh = sw >> 2u;                                           \
-    const uint lo = (sh & 1u) != 0u ? w[1] : w[0], hi = (sh & 1u) != 0u ? w[3] : w[2];              \
-    d = half_of_word((sh & 2u) != 0u ? hi : lo, (sw >> 1u) & 1u);                                   \
+    /* The scale: halfword m, in word m / 2 = y[0]. */                                              \
+    d = half_of_word(y[0], m & 1u);                                                                 \
   }
 
 #endif
