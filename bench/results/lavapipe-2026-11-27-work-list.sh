@@ -8,7 +8,7 @@ if [ -n "${4:-}" ]; then export VK_ICD_FILENAMES=$4; fi
 common=(--heads 32 --kv-heads 8 --seq-q 1 --dim 128 --dtype f16 --causal bottom-right --warmup 3 --iters 20 --json)
 one() {  # label, binary, args...
   local label=$1 bin=$2; shift 2
-  "$bin" bench "${common[@]}" "$@" | python3 -c "import json,sys; r=json.load(sys.stdin)['results'][0]; print('$label', 'median %.2f min %.2f kv_GB/s %.2f' % (r['ms_median'], r['ms_min'], r['kv_gbps']))"
+  "$bin" bench "${common[@]}" "$@" | python3 "$(dirname "$0")/../rounds.py" line "$label"
 }
 mixed=32768,512,512,512,512,512,512,512
 tiny=32768,1,1,1,1,1,1,1
@@ -22,15 +22,4 @@ for round in $(seq "$rounds"); do
     one "tiny-hnd-f16-$b" "$bin" --lengths $tiny --paged 16 --page-order hnd
   done
   one "mixed-dense-q8_0" "$new" --lengths $mixed --kv-dtype q8_0
-done | python3 -c "
-import sys, statistics, collections
-rows = collections.defaultdict(list)
-for line in sys.stdin:
-    print(line, end='', flush=True)
-    label, rest = line.split(' ', 1)
-    f = rest.split()
-    rows[label].append((float(f[1]), float(f[3]), float(f[5])))
-print()
-for label, v in sorted(rows.items()):
-    print('%-20s rounds %d: median of medians %.2f ms, min %.2f ms, kv GB/s (median) %.2f' % (label, len(v), statistics.median(x[0] for x in v), min(x[1] for x in v), statistics.median(x[2] for x in v)))
-"
+done | python3 "$(dirname "$0")/../rounds.py" summary --sort
