@@ -75,7 +75,7 @@ float v_value(uint e) {
 // h's values at [s + 2 + 16 h, s + 18 + 16 h): both lie within the two 16-byte words a + h, a + h + 1,
 // at the same place in either pair (the values from byte e + 2, the scale at e), so two loads cover
 // a half, as many as f16's 16 values, for 0.53x the bytes, and both halves realign the same way.
-// The realignment is the cost of q8_0 on lavapipe (its JIT spends more on it than on the loads), so it
+// The realignment is what q8_0 costs over f16 on lavapipe (more run time than the loads), so it
 // takes three steps of selects by the bits of m = e / 2 (two words, one word, then one halfword),
 // not indexed by a varying value (a private array indexed so goes to memory on lavapipe); the scale
 // is the halfword m of the first four words, which the first two steps also pick. The loads are
