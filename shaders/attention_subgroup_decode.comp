@@ -133,13 +133,14 @@ uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? dim_lane() * per_lan
 uint lane_block(uint row) { return row / 32u + dim_lane() / 2u; }
 uint lane_half() { return dim_lane() & 1u; }
 
-// Key row `row` of q8_0 K or V, this lane's half block: its 16 q values as they are and the block's
-// scale (the lanes of a block share the one half 0 read). The callers apply the scale once per row
-// (to a partial dot, or to the weight), not to each value: on lavapipe every operation of the key
-// loop counts.
+// Key row `row` of q8_0 K or V, this lane's half block: its 16 q bytes as four words and the block's
+// scale (the lanes of a block share the one half 0 read). The callers convert each byte where they
+// use it and apply the scale once per row (to a partial dot, or to the weight), not to each value:
+// on lavapipe every operation of the key loop counts, and so do the values live at once (converting
+// all 16 first measured slower: bench/results/README.md, "q8_0 decode: a cheaper realignment").
 #define Q8_HALF_ROW(vecs)                                                                          \
-  void q8_half_row_##vecs(uint row, out float x[16], out float d) {                                \
-    q8_0_half_##vecs(lane_block(row), lane_half(), x, d);                                          \
+  void q8_half_row_##vecs(uint row, out uint qw[4], out float d) {                                 \
+    q8_0_half_words_##vecs(lane_block(row), lane_half(), qw, d);                                   \
     const float partner = subgroupShuffleXor(d, 1u);                                               \
     if (lane_half() != 0u) d = partner;                                                            \
   }
@@ -286,13 +287,17 @@ void main() {
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint krow = k_head + rows[c] * pc.k_ss;
       if (Q8_HALVES) {
-        float x[16], d;
-        q8_half_row_k_vecs(krow, x, d);
-        [[unroll]] for (uint r = 0u; r < BR; ++r) {
-          float part = 0.0;
-          [[unroll]] for (uint e = 0u; e < 16u; ++e) part = fma(qr[r * QW + e], x[e], part);
-          dots[r * KB + c] = fma(part, d, dots[r * KB + c]);
-        }
+        uint qw[4];
+        float d;
+        q8_half_row_k_vecs(krow, qw, d);
+        float part[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) part[r] = 0.0;
+        [[unroll]] for (uint i = 0u; i < 4u; ++i)
+          [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+            const float xk = int8_of_word(qw[i], k);
+            [[unroll]] for (uint r = 0u; r < BR; ++r) part[r] = fma(qr[r * QW + 4u * i + k], xk, part[r]);
+          }
+        [[unroll]] for (uint r = 0u; r < BR; ++r) dots[r * KB + c] = fma(part[r], d, dots[r * KB + c]);
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NQ); ++n) {
         float x[E];
@@ -342,12 +347,16 @@ void main() {
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint vrow = v_head + rows[c] * pc.v_ss;
       if (Q8_HALVES) {
-        float x[16], d;
-        q8_half_row_v_vecs(vrow, x, d);
-        [[unroll]] for (uint r = 0u; r < BR; ++r) {
-          const float pd = p[r * KB + c] * d;  // a NaN or Inf scale still reaches the accumulator
-          [[unroll]] for (uint e = 0u; e < 16u; ++e) acc[r * VW + e] = fma(pd, x[e], acc[r * VW + e]);
-        }
+        uint qw[4];
+        float d;
+        q8_half_row_v_vecs(vrow, qw, d);
+        float pd[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) pd[r] = p[r * KB + c] * d;  // a NaN or Inf scale still reaches the accumulator
+        [[unroll]] for (uint i = 0u; i < 4u; ++i)
+          [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+            const float xv = int8_of_word(qw[i], k);
+            [[unroll]] for (uint r = 0u; r < BR; ++r) acc[r * VW + 4u * i + k] = fma(pd[r], xv, acc[r * VW + 4u * i + k]);
+          }
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NV); ++n) {
         float x[E];
