@@ -350,12 +350,15 @@ void main() {
         uint qw[4];
         float d;
         q8_half_row_v_vecs(vrow, qw, d);
-        float pd[BR];
-        [[unroll]] for (uint r = 0u; r < BR; ++r) pd[r] = p[r * KB + c] * d;  // a NaN or Inf scale still reaches the accumulator
+        float pd[BR];  // the weights, scaled (a NaN or Inf scale still reaches the accumulator)
+        [[unroll]] for (uint r = 0u; r < BR; ++r) pd[r] = p[r * KB + c] * d;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
           [[unroll]] for (uint k = 0u; k < 4u; ++k) {
             const float xv = int8_of_word(qw[i], k);
-            [[unroll]] for (uint r = 0u; r < BR; ++r) acc[r * VW + 4u * i + k] = fma(pd[r], xv, acc[r * VW + 4u * i + k]);
+            [[unroll]] for (uint r = 0u; r < BR; ++r) {
+              const uint a = r * VW + 4u * i + k;
+              acc[a] = fma(pd[r], xv, acc[a]);
+            }
           }
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NV); ++n) {

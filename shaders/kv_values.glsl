@@ -29,13 +29,16 @@ float half_of_word(uint word, uint h) { return unpackHalf2x16(word >> (h * 16u))
 // Byte `i` (0..3) of a word, sign-extended (an int8).
 float int8_of_word(uint word, uint i) { return float(int(word << (24u - 8u * i)) >> 24); }
 
+// The first byte (its scale's) of q8_0 block `block`, counted from the first block of a binding whose
+// push offset is `off` halfwords: every q8_0 reader addresses blocks through it.
+uint q8_0_block_byte(uint off, uint block) { return 2u * off + 34u * block; }
+
 // q8_0 element `e` (counted from the first block of a binding whose push offset is `off` halfwords):
-// block e / 32 starts at byte 2 * off + 34 * (e / 32); an element reads two words, its block's scale
-// and its own byte.
+// it lies in block e / 32; an element reads two words, its block's scale and its own byte.
 #define Q8_0_VALUE(words, off)                                                                      \
   float q8_0_value_##words(uint e_) {                                                               \
-    const uint block = 2u * (off) + 34u * (e_ >> 5u), byte = block + 2u + (e_ & 31u);               \
-    return half_of_word(words[block >> 2u], (block >> 1u) & 1u) * int8_of_word(words[byte >> 2u], byte & 3u); \
+    const uint start = q8_0_block_byte(off, e_ >> 5u), byte = start + 2u + (e_ & 31u);              \
+    return half_of_word(words[start >> 2u], (start >> 1u) & 1u) * int8_of_word(words[byte >> 2u], byte & 3u); \
   }
 Q8_0_VALUE(k_words, pc.k_off)
 Q8_0_VALUE(v_words, pc.v_off)
@@ -54,8 +57,8 @@ float v_value(uint e) {
 // the bytes start a word), realigned to whole words by a shift of 0 or 16 bits.
 #define Q8_0_RUN(words, off, N)                                                                     \
   void q8_0_run_##words##_##N(uint e0, out float x[N]) {                                            \
-    const uint block = 2u * (off) + 34u * (e0 >> 5u), first = block + 2u + (e0 & 31u);              \
-    const float d = half_of_word(words[block >> 2u], (block >> 1u) & 1u);                           \
+    const uint start = q8_0_block_byte(off, e0 >> 5u), first = start + 2u + (e0 & 31u);             \
+    const float d = half_of_word(words[start >> 2u], (start >> 1u) & 1u);                           \
     const uint w0 = first >> 2u;                                                                    \
     const bool shifted = (first & 2u) != 0u;                                                        \
     uint w[N / 4u + 1u];                                                                            \
@@ -77,8 +80,8 @@ float v_value(uint e) {
 // h's values at [s + 2 + 16 h, s + 18 + 16 h): both lie within the two 16-byte words a + h, a + h + 1,
 // at the same place in either pair (the values from byte e + 2, the scale at e), so two loads cover
 // a half, as many as f16's 16 values, for 0.53x the bytes, and both halves realign the same way.
-// The realignment is what q8_0 costs over f16 on lavapipe (more run time than the loads), so it
-// takes three steps of selects by the bits of m = e / 2 (two words, one word, then one halfword),
+// Realigning and converting, not the loads, are what q8_0 costs over f16 on lavapipe, so the
+// realignment takes three steps of selects by the bits of m = e / 2 (two words, one word, a halfword),
 // not indexed by a varying value (a private array indexed so goes to memory on lavapipe); the scale
 // is the halfword m of the first four words, which the first two steps also pick. The loads are
 // clamped into the binding's whole 16-byte words; q8_0_half_fits_* says whether a half's two words
@@ -87,13 +90,13 @@ float v_value(uint e) {
 // (The length is the word view's: on lavapipe 22.3.6 the lengths of two 16-byte views of K and V in
 // one shader came out wrong.)
 #define Q8_0_HALF(vecs, words, off)                                                                \
-  uint q8_0_half_word_##vecs(uint block, uint h) { return ((2u * (off) + 34u * block) >> 4u) + h; } \
+  uint q8_0_half_vec_##vecs(uint block, uint h) { return (q8_0_block_byte(off, block) >> 4u) + h; } \
   uint q8_0_last_vec_##vecs() { return (uint(words.length()) >> 2u) - 1u; }                         \
   bool q8_0_half_fits_##vecs(uint block, uint h) {                                                  \
-    return q8_0_half_word_##vecs(block, h) + 1u <= q8_0_last_vec_##vecs();                          \
+    return q8_0_half_vec_##vecs(block, h) + 1u <= q8_0_last_vec_##vecs();                           \
   }                                                                                                 \
   void q8_0_half_words_##vecs(uint block, uint h, out uint qw[4], out float d) {                     \
-    const uint m = ((2u * (off) + 34u * block) & 15u) >> 1u, u = q8_0_half_word_##vecs(block, h);   \
+    const uint m = (q8_0_block_byte(off, block) & 15u) >> 1u, u = q8_0_half_vec_##vecs(block, h);   \
     const uint last = q8_0_last_vec_##vecs();                                                       \
     const uvec4 a = vecs[min(u, last)], b = vecs[min(u + 1u, last)];                                \
     const uint w[8] = uint[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);                              \
