@@ -23,9 +23,9 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 namespace {
 
 // The dispatch that builds a chunk's work list (attention_work_list.comp) into `words` from its key
-// lengths `lengths` (cache_lens, kv_lengths or cu_seqlens_k), between barriers: the list may still be read by earlier recorded work (a
-// previous chunk's or call's dispatches, their grid, their combines), and the split dispatches read
-// it after, as data and as their grid.
+// lengths `lengths` (cache_lens, kv_lengths or cu_seqlens_k), between barriers: the list may still
+// be read by earlier recorded work (a previous chunk's or call's dispatches, their grid, their
+// combines), and the split dispatches read it after, as data and as their grid.
 void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const Binding& lengths,
                     const Binding& words, uint32_t batches, uint32_t groups_y) {
   const WorkListPlan& w = *plan.work_list;

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "attention_plan.hpp"
+#include "command_buffer.hpp"
 #include "conform/catalog.hpp"
 #include "shader_abi.hpp"
-#include "command_buffer.hpp"
 #include "support.hpp"
 
 using namespace vkattn;
@@ -31,7 +31,6 @@ void run_all(const std::vector<conform::PagedCase>& cases) {
     expect_no_validation_messages();
   }
 }
-
 
 }  // namespace
 
