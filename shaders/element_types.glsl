@@ -4,7 +4,7 @@
 //   X_T              the element type as declared in its buffer
 //   X_to_f32(x)      a loaded element as f32
 //   X_from_f32(v)    an f32 rounded to the element type (round to nearest even; NaN stays NaN)
-// Only 16-bit storage is used (storageBuffer16BitAccess), no 16-bit arithmetic: hence macros.
+// (The conversions themselves: half_floats.glsl.)
 #ifndef VKATTN_ELEMENT_TYPES_GLSL
 #define VKATTN_ELEMENT_TYPES_GLSL
 
@@ -12,16 +12,7 @@
 #define TYPE_F16 1
 #define TYPE_BF16 2
 
-#extension GL_EXT_shader_16bit_storage : require
-
-uint f32_to_f16_bits(float v) { return packHalf2x16(vec2(v, 0.0)) & 0xffffu; }
-uint f32_to_bf16_bits(float v) {
-  uint u = floatBitsToUint(v);
-  if (isnan(v)) return (u >> 16) | 0x40u;
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-#define F16_TO_F32(value) (unpackHalf2x16(uint(value)).x)
-#define BF16_TO_F32(x) uintBitsToFloat(uint(x) << 16)
+#include "half_floats.glsl"
 
 #if A_TYPE == TYPE_F32
 #define A_T float

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# First-dispatch (JIT) time of vkattn's pipelines on lavapipe, Mesa's shader cache empty: issue 12's
+# shapes plus the dtypes and dims whose pipelines are the largest (bf16, d256, q8_0 decode). Each
+# shape runs in a fresh process with MESA_SHADER_CACHE_DIR pointing at a new, empty directory, once on
+# the system's driver and once per Vulkan ICD manifest given (VK_DRIVER_FILES, e.g. Mesa 25.0.7's).
+# `vkattn bench` reports its first run apart (first_run_ms, with the number of pipelines it built):
+# less the median of the timed runs after it, that is what building and JIT-compiling them cost.
+# The kernel column is what the plan chose on this device (d256 prefill: the rowwise kernel; d256
+# GQA decode: the tiled one).
+# Usage: bash bench/first_dispatch.sh VKATTN [ICD_JSON...]   (CSV on stdout)
+set -euo pipefail
+vkattn=$1; shift
+shapes=(
+  "prefill_d64_f32|--heads 8 --seq-q 1024 --dim 64 --dtype f32"
+  "prefill_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16"
+  "prefill_d128_f16|--heads 8 --seq-q 1024 --dim 128 --dtype f16"
+  "prefill_d128_bf16|--heads 8 --seq-q 1024 --dim 128 --dtype bf16"
+  "prefill_d256_f16|--heads 8 --seq-q 256 --dim 256 --dtype f16"
+  "decode_8k_f16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype f16"
+  "decode_8k_bf16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype bf16"
+  "decode_8k_q8_0|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype f16 --kv-dtype q8_0"
+  "decode_8k_d256_f16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 256 --dtype f16"
+  "unfused_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16 --path unfused"
+)
+echo "driver,shape,kernel,first_run_ms,first_run_pipelines,ms_median,jit_ms"
+for driver in system "$@"; do
+  for entry in "${shapes[@]}"; do
+    name=${entry%%|*} args=${entry#*|}
+    cache=$(mktemp -d)
+    env_driver=()
+    if [ "$driver" != system ]; then env_driver=(VK_DRIVER_FILES="$driver"); fi
+    # shellcheck disable=SC2086  # the shape's arguments are words
+    json=$(env "${env_driver[@]}" MESA_SHADER_CACHE_DIR="$cache" "$vkattn" bench $args --warmup 1 --iters 3 --json)
+    rm -rf "$cache"
+    python3 -c '
+import json, sys
+d = json.loads(sys.argv[3]); r = d["results"][0]
+print(",".join([d["driver"], sys.argv[2], str(r["kernel"]), "%.0f" % r["first_run_ms"], str(r["first_run_pipelines"]),
+                "%.1f" % r["ms_median"], "%.0f" % (r["first_run_ms"] - r["ms_median"])]))' \
+      "$driver" "$name" "$json"
+  done
+done
