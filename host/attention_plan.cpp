@@ -380,7 +380,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // decode tile is a prefill tile with the group's few useful rows (bench/results/README.md, "GPU
   // decode form"); and on CPU devices past 128 dims too, where it is 11x faster than tiled at d256
   // on lavapipe 22.3.6 and 4x on 25.0.7 (GQA 32/8, 32k keys) and JITs in about as long as the d128
-  // prefill pipeline (bench/results/README.md, "d256 decode"). A CPU device's seq_q of 16 or more is prefill (rowwise past 128 dims).
+  // prefill pipeline (bench/results/README.md, "d256 decode"). A CPU device's seq_q of 16 or more is
+  // prefill (rowwise past 128 dims).
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
   const uint32_t lanes = subgroup_kernel_lanes(device);
