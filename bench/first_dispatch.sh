@@ -6,10 +6,13 @@
 # `vkattn bench` reports its first run apart (first_run_ms, with the number of pipelines it built):
 # less the median of the timed runs after it, that is what building and JIT-compiling them cost.
 # The kernel column is what the plan chose on this device (d256 prefill: the rowwise kernel; d256
-# GQA decode: the tiled one).
-# Usage: bash bench/first_dispatch.sh VKATTN [ICD_JSON...]   (CSV on stdout)
+# GQA decode: the subgroup kernel's decode form).
+# Usage: bash bench/first_dispatch.sh VKATTN [--shape 'NAME|BENCH ARGS']... [ICD_JSON...]   (CSV on stdout)
+# --shape (repeatable) replaces the default shapes below.
 set -euo pipefail
 vkattn=$1; shift
+given=()
+while [ "${1:-}" = --shape ]; do given+=("$2"); shift 2; done
 shapes=(
   "prefill_d64_f32|--heads 8 --seq-q 1024 --dim 64 --dtype f32"
   "prefill_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16"
@@ -22,6 +25,7 @@ shapes=(
   "decode_8k_d256_f16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 256 --dtype f16"
   "unfused_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16 --path unfused"
 )
+if [ ${#given[@]} -gt 0 ]; then shapes=("${given[@]}"); fi
 echo "driver,shape,kernel,first_run_ms,first_run_pipelines,ms_median,jit_ms"
 for driver in system "$@"; do
   for entry in "${shapes[@]}"; do
