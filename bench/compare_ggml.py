@@ -374,7 +374,7 @@ def run_rounds(args, log, run_ggml_round=None, run_vk=ct.run_vkattn, loads=None)
         rows = {}
         if vk_runs:
             side = cc.run_vkattn_round([run for _, run in vk_runs], run_vk)
-            this = {k: side[k] for k in ("device", "driver", "version")}
+            this = {k: side.get(k) for k in ("device", "driver", "host_cpu", "version")}
             if meta is not None and this != meta:
                 raise ct.Failure(f"round {r + 1}: vkattn ran on {this['device']}, in round 1 on {meta['device']}")
             meta = this

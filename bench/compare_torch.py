@@ -159,6 +159,7 @@ def load_vkattn(document, preset, source):
         raise Failure(f"{source}: holds the {sweep!r} sweep, not {preset!r}")
     rows = [normalize_row(r, f"{source}: result {i}") for i, r in enumerate(document["results"])]
     return {"device": document.get("device", "unknown"), "driver": document.get("driver", "unknown"),
+            "host_cpu": document.get("host_cpu"),
             "version": document.get("version", "unknown"), "sweep": sweep, "reduced": document.get("reduced"),
             "rows": rows}
 
@@ -407,7 +408,8 @@ def merge(sides, torch_results, meta):
                       + "; ".join(f"{p}: {s['device']} ({s['driver']}, vkattn {s['version']})" for p, s in sides.items()))
     first = next(iter(sides.values()))
     results = dict(meta)
-    results["vkattn"] = {"device": first["device"], "driver": first["driver"], "version": first["version"]}
+    results["vkattn"] = {"device": first["device"], "driver": first["driver"], "host_cpu": first.get("host_cpu"),
+                         "version": first["version"]}
     results.setdefault("flops", FLOP_CONVENTION)
     results.setdefault("ratio", RATIO_CONVENTION)
     results["presets"] = {}

@@ -161,19 +161,19 @@ def vkattn_runs(args):
 
 
 def run_vkattn_round(runs, run=ct.run_vkattn):
-    """One round of vkattn: {"device", "driver", "version", "rows": [normalized rows, in order]}."""
+    """One round of vkattn: {"device", "driver", "host_cpu", "version", "rows": [normalized rows, in order]}."""
     rows, meta = [], None
     for label, cmd, preset in runs:
         side = run(cmd, preset, f"vkattn bench ({label})")
         if preset is None and len(side["rows"]) != 1:
             raise ct.Failure(f"vkattn bench ({label}): {len(side['rows'])} results, expected 1")
-        this = (side["device"], side["driver"], side["version"])
+        this = (side["device"], side["driver"], side["version"], side.get("host_cpu"))
         if meta is not None and this != meta:
             raise ct.Failure(f"vkattn bench ({label}) ran on {this[0]} ({this[1]}, vkattn {this[2]}), the runs before it "
                              f"on {meta[0]} ({meta[1]}, vkattn {meta[2]})")
         meta = this
         rows += side["rows"]
-    return {"device": meta[0], "driver": meta[1], "version": meta[2], "rows": rows}
+    return {"device": meta[0], "driver": meta[1], "version": meta[2], "host_cpu": meta[3], "rows": rows}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def run_rounds(args, vk_runs, torch_side, rounds, log=None, run=ct.run_vkattn, l
         log(f"round {r + 1}/{rounds}: vkattn")
         side = run_vkattn_round(vk_runs, run)
         these = [ct.shape_of(row) for row in side["rows"]]
-        this_meta = {k: side[k] for k in ("device", "driver", "version")}
+        this_meta = {k: side.get(k) for k in ("device", "driver", "host_cpu", "version")}
         if shapes is None:
             meta, shapes = this_meta, these
         elif these != shapes:

@@ -119,6 +119,9 @@ std::string csv_field(const Json& value) {
   return quoted + '"';
 }
 
+// The processor of a CPU device; null for other devices.
+Json host_cpu_json(const BenchReport& report) { return report.host_cpu.empty() ? Json(nullptr) : Json(report.host_cpu); }
+
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 }  // namespace
@@ -128,6 +131,7 @@ void print_json(const BenchReport& report) {
   for (const BenchResult& r : report.results) rows.push_back(result_json(r));
   const Json out = {{"device", report.device.name},
                     {"driver", driver_string(report.device)},
+                    {"host_cpu", host_cpu_json(report)},
                     {"version", version()},
                     {"sweep", report.sweep ? Json(to_string(*report.sweep)) : Json(nullptr)},
                     {"reduced", report.reduced},
@@ -141,6 +145,7 @@ void print_json(const BenchReport& report) {
 void print_csv(const BenchReport& report) {
   const Json run = {{"device", report.device.name},
                     {"driver", driver_string(report.device)},
+                    {"host_cpu", host_cpu_json(report)},
                     {"version", version()},
                     {"sweep", report.sweep ? Json(to_string(*report.sweep)) : Json(nullptr)},
                     {"reduced", report.reduced}};
@@ -168,6 +173,7 @@ void print_csv(const BenchReport& report) {
 void print_table(const BenchReport& report) {
   const DeviceInfo& device = report.device;
   std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
+  if (!report.host_cpu.empty()) std::printf("host CPU %s\n", report.host_cpu.c_str());
   if (report.sweep) std::printf("sweep %s\n", report.grid_note.c_str());
   std::printf("seed %llu; GPU timestamps, warm-up apart; FLOPs: 2*(dqk+dv) per visible (query, key) pair, causal and "
               "windows counted exactly%s\n",

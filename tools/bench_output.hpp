@@ -17,6 +17,7 @@ namespace vkattn::cli {
 
 struct BenchReport {
   DeviceInfo device;
+  std::string host_cpu;        // a CPU device's processor (host_cpu_description()); "" for other devices
   std::optional<Sweep> sweep;  // none: the shapes came from --seq-q, --heads, ...
   bool reduced = false;        // SweepGrid::reduced
   std::string grid_note;       // SweepGrid::note; "" without --sweep

@@ -17,6 +17,7 @@
 #include "conform/q8_0_blocks.hpp"
 #include "bench_metrics.hpp"
 #include "bench_output.hpp"
+#include "host_cpu.hpp"
 #include "bench_paged.hpp"
 #include "bench_progress.hpp"
 #include "bench_result.hpp"
@@ -294,6 +295,7 @@ int run(const BenchOptions& o) {
 
   BenchReport report;
   report.device = device;
+  if (device.is_cpu()) report.host_cpu = host_cpu_description();
   report.sweep = sweep;
   report.seed = o.seed;
   report.counts_given = o.counts_given;

@@ -23,7 +23,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = ["--warmup", "0", "--iters", "1"]
-TOP_KEYS = ["device", "driver", "version", "sweep", "reduced", "results", "fits"]
+TOP_KEYS = ["device", "driver", "host_cpu", "version", "sweep", "reduced", "results", "fits"]
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
@@ -61,6 +61,12 @@ def check_schema(checks, name, doc, sweep):
     checks.check(f"{name}: top-level keys", all(k in doc for k in TOP_KEYS), str(list(doc)))
     checks.check(f"{name}: sweep is {sweep!r}", doc.get("sweep") == sweep, repr(doc.get("sweep")))
     checks.check(f"{name}: reduced is a bool", isinstance(doc.get("reduced"), bool))
+    # A CPU device's processor ("<model>, <n> threads"); null on other devices.
+    host = doc.get("host_cpu")
+    cpu_device = "llvmpipe" in doc.get("device", "")
+    checks.check(f"{name}: host_cpu names the processor of a CPU device, else null",
+                 (isinstance(host, str) and host.endswith(" threads") and not host.startswith(","))
+                 if cpu_device else host is None, repr(host))
     rows = doc.get("results", [])
     missing = [(i, k) for i, r in enumerate(rows) for k in ROW_KEYS if k not in r]
     checks.check(f"{name}: every result has the schema's keys", rows and not missing, str(missing[:5]))
@@ -131,7 +137,7 @@ def check_scaling(checks, vkattn):
         parsed = list(csv.DictReader(io.StringIO(csv_out)))
         checks.check("scaling csv: parses, one row per JSON result", len(parsed) == len(rows),
                      f"{len(parsed)} rows vs {len(rows)}")
-        checks.check("scaling csv: the schema's columns", parsed and all(k in parsed[0] for k in ROW_KEYS))
+        checks.check("scaling csv: the schema's columns", parsed and all(k in parsed[0] for k in ROW_KEYS + ["host_cpu"]))
         same = all(int(c["seq_k"]) == r["seq_k"] and c["path"] == r["path"] and c["status"] == r["status"]
                    for c, r in zip(parsed, rows))
         checks.check("scaling csv: rows agree with the JSON (seq, path, status)", same)
