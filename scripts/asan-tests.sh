@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds everything with AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` preset: GCC,
-# -fsanitize=address,undefined, any UB fatal, into build/asan) and runs the whole ctest suite under
-# them, validation layer on as always. Arguments go to ctest (e.g. -R unit, -j2).
+# Builds the tests and the command line with AddressSanitizer + UndefinedBehaviorSanitizer (the `asan`
+# preset: GCC, -fsanitize=address,undefined, any UB fatal, into build/asan) and runs the whole ctest
+# suite under them, validation layer on as always; the targeted catalog suites run their quick subsets
+# there (VKATTN_TESTS_QUICK_CATALOG, tests/CMakeLists.txt). Arguments go to ctest (e.g. -R unit, -j2;
+# CI: -j2 -LE release-only, the tests tests/CMakeLists.txt leaves to the release run).
 #
 # lavapipe must stay loaded until the process exits: unloaded at vkDestroyInstance, it makes
 # LeakSanitizer report a false 128-byte leak whose stack it can no longer symbolise (docs/devices.md).
@@ -37,5 +39,7 @@ preload="$lvp"
 echo "asan-tests: keeping loaded (LD_PRELOAD): $preload"
 
 cmake --preset asan
-cmake --build --preset asan -j"$(nproc)"
+# What the tests run: the test binary and the command line (the cli_* tests); not the examples or
+# the benchmark tools, which no test runs.
+cmake --build --preset asan -j"$(nproc)" --target vkattn_tests vkattn_cli
 LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}" ctest --preset asan "$@"
