@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the tests and the command line with AddressSanitizer + UndefinedBehaviorSanitizer (the `asan`
-# preset: GCC, -fsanitize=address,undefined, any UB fatal, into build/asan) and runs the whole ctest
+# preset: GCC, -fsanitize=address,undefined, any UB fatal, -O0, into build/asan) and runs the whole ctest
 # suite under them, validation layer on as always; the targeted catalog suites run their quick subsets
 # there (VKATTN_TESTS_QUICK_CATALOG, tests/CMakeLists.txt). Arguments go to ctest (e.g. -R unit, -j2;
 # CI: -j2 -LE release-only, the tests tests/CMakeLists.txt leaves to the release run).
+#
+# -O0: vkattn's own code is a few percent of a sanitized test's time (perf, 2026-11-27: the rest is
+# lavapipe building pipelines, uninstrumented), and GCC compiles it at -O0 in about 60% of -O1's time.
 #
 # lavapipe must stay loaded until the process exits: unloaded at vkDestroyInstance, it makes
 # LeakSanitizer report a false 128-byte leak whose stack it can no longer symbolise (docs/devices.md).
