@@ -158,6 +158,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
   constants.varlen = varlen ? 1u : 0u;
   constants.page_stride = paged ? paged->page_rows(p.kv_heads) : 0u;
+  constants.prefetch_keys = cfg.prefetch_keys;
   // The subgroup kernels' workgroup is one subgroup of cfg.lanes: required where the device can
   // require it (on devices of several sizes the plan depends on it, plan_fit).
   constants.required_lanes = cfg.subgroup && c.info.required_subgroup_size ? cfg.lanes : 0u;

@@ -22,6 +22,14 @@ namespace {
 // 14): batch 1, 32k keys, GQA 32/8, d128, f16, page 16: 75-102 ms with the default splits, 54 ms
 // with 1024 keys per split, 53-58 ms for dense K/V.
 constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
+// A paged cache on a CPU device: the decode form touches the K and V rows of the key this many keys
+// ahead (KernelConfig::prefetch_keys). A head's rows in nhd pages are kv_heads * dim elements apart,
+// a few lines each, so the CPU's prefetchers never learn them and every row was a demand miss
+// (TLB walk and memory) on the critical path; the touching loads take those misses for all of a
+// row's lines at once, early. Measured on lavapipe (bench/results/README.md, issue 14): issue 14's
+// batch (32k + 7 x 512 keys, GQA 32/8, d128, f16, pages of 16), nhd pages 107 -> 52 ms, hnd 40 -> 36 ms;
+// 16 keys ahead as fast as 32, 64 a little slower.
+constexpr uint32_t kCpuPagedPrefetchKeys = 16;
 // A GPU with fewer workgroups than its target (decode): at most this many keys per split, so that
 // the longest sequence of a batch is not left to a few workgroups. Measured on an H100
 // (bench/results/README.md, "First runs on a GPU"): batch 8 (32768 + 7 x 512 keys, GQA 32/8, d128,
@@ -404,6 +412,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     };
     // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
     plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
+    if (paged && device.is_cpu()) plan.config.prefetch_keys = kCpuPagedPrefetchKeys;
   }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.

@@ -87,6 +87,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_VARLEN] = c.varlen;
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
   key.spec[SPEC_ATTENTION_PAGE_STRIDE] = c.page_stride;
+  key.spec[SPEC_ATTENTION_PREFETCH] = c.prefetch_keys;
   key.required_subgroup_size = c.required_lanes;
   return key;
 }

@@ -24,6 +24,9 @@
 //     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
 //     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
 //     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
+//   - PREFETCH (a paged cache on a CPU device): each iteration also loads one word of every line of
+//     the K and V rows PREFETCH keys ahead and keeps nothing of them, a software prefetch
+//     (touch_rows, below).
 //   - q8_0 K and V at DQK = DV = 16 LANES (d128 on lavapipe's 8 lanes): each lane reads half a block
 //     of a key row with two 16-byte loads (Q8_HALVES, below), as many loads as f16's chunks.
 //   - As in attention_subgroup.comp: every private array is indexed only in [[unroll]] loops; the key
@@ -54,6 +57,7 @@ layout(local_size_x_id = SPEC_ATTENTION_WORKGROUP) in;        // LANES: the devi
 layout(constant_id = SPEC_ATTENTION_MASK_KIND) const uint MASK_KIND = MASK_NONE;
 layout(constant_id = SPEC_ATTENTION_PACK_GROUP) const uint PACK_GROUP = 1;
 layout(constant_id = SPEC_ATTENTION_VEC) const uint VEC_LOADS = 0;
+layout(constant_id = SPEC_ATTENTION_PREFETCH) const uint PREFETCH = 0;  // keys ahead to touch; 0 = none
 const bool PACKED = PACK_GROUP != 0u;
 const bool VEC = VEC_LOADS != 0u;
 
@@ -146,6 +150,30 @@ uint lane_half() { return dim_lane() & 1u; }
   }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
+
+// Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache on a CPU device): each
+// iteration loads one word of every 64-byte line of the K and V rows of the keys PREFETCH keys
+// ahead, half the lanes K's, half V's, and keeps nothing of them. GLSL has no prefetch; these
+// loads do what one would: in nhd pages a head's rows are far apart (kv_heads x dim elements), so
+// the CPU's prefetchers never learn them, and without this every row was a demand miss (a TLB walk,
+// then memory) in the middle of the key loop, K's and V's apart; here all of a row's lines miss
+// together, ahead. On lavapipe 107 -> 52 ms on issue 14's decode batch (bench/results/README.md).
+// A row's 16-byte words, and the word that holds element e0 of a binding whose push offset is `off`.
+const uint K_ROW_VECS = KV_Q8_0 ? (DQK / 32u * 34u + 15u) / 16u : (DQK + E - 1u) / E;
+const uint V_ROW_VECS = KV_Q8_0 ? (DV / 32u * 34u + 15u) / 16u : (DV + E - 1u) / E;
+uint row_vec(uint e0, uint off) { return KV_Q8_0 ? q8_0_block_byte(off, e0 >> 5u) >> 4u : e0 / E; }
+uint touch_rows(uint krow, uint vrow) {
+  const uint half_lanes = max(LANES / 2u, 1u), lane = gl_SubgroupInvocationID, i = lane % half_lanes;
+  // (Lengths of the word views: see kv_values.glsl on lavapipe's lengths of 16-byte views.)
+  if (lane < half_lanes) {
+    const uint step = max(4u, (K_ROW_VECS + half_lanes - 1u) / half_lanes);
+    const uint w = row_vec(krow, pc.k_off) + min(i * step, K_ROW_VECS - 1u);
+    return k_words[4u * min(w, (uint(k_words.length()) >> 2u) - 1u)];
+  }
+  const uint step = max(4u, (V_ROW_VECS + half_lanes - 1u) / half_lanes);
+  const uint w = row_vec(vrow, pc.v_off) + min(i * step, V_ROW_VECS - 1u);
+  return v_words[4u * min(w, (uint(v_words.length()) >> 2u) - 1u)];
+}
 
 void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
   if (KV_Q8_0 && t != TENSOR_Q) {
@@ -253,6 +281,9 @@ void main() {
   // is read once per page, not once per key (on lavapipe every load costs, this one as much as a
   // key's 16-byte chunk).
   uint page_first_key = 0xffffffffu, page_first_row = 0u;
+  // PREFETCH: the words the touching loads read, xor-ed (kept only so that the loads stay), and the
+  // first key and row of the page they last looked up.
+  uint touched = 0u, touch_page_key = 0xffffffffu, touch_page_row = 0u;
 
   // ---- The fast loop: BC keys per iteration, key j0 + c KG + g the group's c-th (the groups read
   // neighbouring rows at once) ----
@@ -273,6 +304,19 @@ void main() {
       [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = page_first_row + in_page + c * KG + g;
     } else {
       [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c * KG + g, key_end - 1u));
+    }
+    // Touch the rows of keys j0 + PREFETCH .. + BC - 1 (their page looked up once per page, as above;
+    // near a page's end the keys past it touch its last row instead, and near key_end key_end - 1's).
+    if (PREFETCH > 0u) {
+      const uint a = min(j0 + PREFETCH, key_end - 1u), a_in = PAGED ? a % PAGE_SIZE : 0u;
+      if (PAGED && a - a_in != touch_page_key) {
+        touch_page_key = a - a_in;
+        touch_page_row = key_row(b, touch_page_key);
+      }
+      [[unroll]] for (uint c = 0u; c < BC; ++c) {
+        const uint r = PAGED ? touch_page_row + min(a_in + c, PAGE_SIZE - 1u) : key_row(b, min(a + c, key_end - 1u));
+        touched ^= touch_rows(k_head + r * pc.k_ss, v_head + r * pc.v_ss);
+      }
     }
     if (Q8_HALVES) {
       bool fits = true;
@@ -370,6 +414,9 @@ void main() {
       }
     }
   }
+  // (Never true: a dispatched call has query rows. The compiler cannot know it, so the touching loads
+  // stay; and were it true, the careful loop computes the same outputs.)
+  careful = careful || (touched == 0xffffffffu && pc.seq_q == 0u);
   // A non-finite accumulator: a NaN or Inf in V (of a visible key or a masked one), or a sum that
   // overflowed; the careful loop sorts them out (one test per element, not one per key and element).
   [[unroll]] for (uint e = 0u; e < BR * VW; ++e) careful = careful || !finite(acc[e]);

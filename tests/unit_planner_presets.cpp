@@ -611,11 +611,16 @@ TEST_SUITE("unit") {
       CHECK(w.offset >= call.plan.partial_o_bytes + call.plan.partial_lse_bytes);
       CHECK(w.offset + w.words * 4 + call.plan.alignment <= call.plan.workspace_bytes);
       CHECK(w.words == WORK_LIST_ITEMS + w.max_items + 8 + 1);
+      // On a CPU device the decode form touches the rows 16 keys ahead (nhd pages' rows are far
+      // apart); on a GPU, and for dense K/V (below), it does not.
+      CHECK(c.prefetch_keys == (preset.info.is_cpu() && c.decode ? 16u : 0u));
+      if (preset.info.is_cpu()) CHECK(c.decode);
       // A dense call with key lengths has one too; without them, or with a mask (whose binding the
       // list takes), its splits stay by seq_k.
       AttentionLayouts dense = call.dense;
       dense.k = dense.v = TensorLayout::bhsd(DType::f16, 8, 8, 2048 * 16, 128);
       CHECK(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
+      CHECK(detail::plan_fused(preset.info, KernelVariant::automatic, dense).config.prefetch_keys == 0);
       dense.has_kv_lengths = false;
       CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
       dense.has_kv_lengths = true;
