@@ -14,22 +14,24 @@ namespace vkattn::detail {
 namespace {
 
 
-// A paged cache on a CPU device: at most this many keys per split. Inside a page the keys of one KV
-// head are kv_heads * dim elements apart, and a decode workgroup streams one head: over a long key
+// A paged cache, or a packed batch's decode, on a CPU device: at most this many keys per split.
+// Inside a page (and in a packed batch's (total_k, kv_heads, dim) K and V) the keys of one KV head
+// are kv_heads * dim elements apart, and a decode workgroup streams one head: over a long key
 // range it reads 256 of every 2048 bytes (8 KV heads, d128, f16), which the CPU's prefetchers do not
 // follow. With short splits, the workgroups of all KV heads (consecutive in the grid) read one narrow
 // window of the cache at about the same time. Measured on lavapipe (bench/results/README.md, issue
 // 14): batch 1, 32k keys, GQA 32/8, d128, f16, page 16: 75-102 ms with the default splits, 54 ms
-// with 1024 keys per split, 53-58 ms for dense K/V.
+// with 1024 keys per split, 53-58 ms for dense K/V. A packed batch (32k + 7 x 512 keys, the same
+// heads), decode: 100 -> 50 ms (2 splits before).
 constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
-// A paged cache on a CPU device: the decode form touches the K and V rows of the key this many keys
-// ahead (KernelConfig::prefetch_keys). A head's rows in nhd pages are kv_heads * dim elements apart,
-// a few lines each, so the CPU's prefetchers never learn them and every row was a demand miss
-// (TLB walk and memory) on the critical path; the touching loads take those misses for all of a
-// row's lines at once, early. Measured on lavapipe (bench/results/README.md, issue 14): issue 14's
-// batch (32k + 7 x 512 keys, GQA 32/8, d128, f16, pages of 16), nhd pages 107 -> 52 ms, hnd 40 -> 36 ms;
-// 16 keys ahead as fast as 32, 64 a little slower.
-constexpr uint32_t kCpuPagedPrefetchKeys = 16;
+// A paged cache or a packed batch on a CPU device: the decode form touches the K and V rows of the
+// key this many keys ahead (KernelConfig::prefetch_keys). A head's rows in nhd pages (and packed K/V)
+// are kv_heads * dim elements apart, a few lines each, so the CPU's prefetchers never learn them and
+// every row was a demand miss (TLB walk and memory) on the critical path; the touching loads take
+// those misses for all of a row's lines at once, early. Measured on lavapipe (bench/results/README.md,
+// issue 14): issue 14's batch (32k + 7 x 512 keys, GQA 32/8, d128, f16), nhd pages of 16 107 -> 52
+// ms, hnd 40 -> 36 ms, packed 244 -> 100 ms; 16 keys ahead as fast as 32, 64 a little slower.
+constexpr uint32_t kCpuPrefetchKeys = 16;
 // A GPU with fewer workgroups than its target (decode): at most this many keys per split, so that
 // the longest sequence of a batch is not left to a few workgroups. Measured on an H100
 // (bench/results/README.md, "First runs on a GPU"): batch 8 (32768 + 7 x 512 keys, GQA 32/8, d128,
@@ -412,7 +414,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     };
     // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
     plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
-    if (paged && device.is_cpu()) plan.config.prefetch_keys = kCpuPagedPrefetchKeys;
+    if ((paged || varlen) && device.is_cpu()) plan.config.prefetch_keys = kCpuPrefetchKeys;
   }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.
@@ -485,7 +487,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
         at_least(wanted);
         if (!device.is_cpu()) keys_at_most(gpu_decode_form ? kGpuDecodeKeysPerSplit : kGpuKeysPerSplit);
       }
-      if (paged && device.is_cpu()) keys_at_most(kCpuPagedKeysPerSplit);
+      if ((paged || (varlen && c.decode)) && device.is_cpu()) keys_at_most(kCpuPagedKeysPerSplit);
     }
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));

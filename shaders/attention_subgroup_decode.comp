@@ -24,7 +24,7 @@
 //     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
 //     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
 //     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
-//   - PREFETCH (a paged cache on a CPU device): each iteration also loads one word of every line of
+//   - PREFETCH (a paged cache or a packed batch on a CPU device): each iteration also loads one word of every line of
 //     the K and V rows PREFETCH keys ahead and keeps nothing of them, a software prefetch
 //     (touch_rows, below).
 //   - q8_0 K and V at DQK = DV = 16 LANES (d128 on lavapipe's 8 lanes): each lane reads half a block
@@ -151,7 +151,8 @@ uint lane_half() { return dim_lane() & 1u; }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
 
-// Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache on a CPU device): each
+// Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache or a packed batch on a CPU
+// device): each
 // iteration loads one word of every 64-byte line of the K and V rows of the keys PREFETCH keys
 // ahead, half the lanes K's, half V's, and keeps nothing of them. GLSL has no prefetch; these
 // loads do what one would: in nhd pages a head's rows are far apart (kv_heads x dim elements), so

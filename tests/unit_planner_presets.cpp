@@ -689,6 +689,10 @@ TEST_SUITE("unit") {
         CHECK(plan.splits_per_dispatch >= 1);
         CHECK(uint64_t(s.batch) * plan.splits_per_dispatch <= d.max_workgroup_count[2]);
         CHECK(plan.query_tiles <= d.max_workgroup_count[0]);
+        // A head's packed K/V rows are 8 heads apart: on a CPU device decode touches them 16 keys
+        // ahead and splits the longest sequence into runs of at most 1024 keys.
+        CHECK(c.prefetch_keys == (d.is_cpu() && c.decode ? 16u : 0u));
+        if (d.is_cpu() && c.decode) CHECK(plan.keys_per_split <= 1024);
         if (plan.splits > 1) {
           CHECK(plan.partial_o_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 128 * 4);
           CHECK(plan.partial_lse_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 8);
