@@ -24,13 +24,14 @@ namespace {
 // with 1024 keys per split, 53-58 ms for dense K/V. A packed batch (32k + 7 x 512 keys, the same
 // heads), decode: 100 -> 50 ms (2 splits before).
 constexpr uint64_t kCpuPagedKeysPerSplit = 1024;
-// A paged cache or a packed batch on a CPU device: the decode form touches the K and V rows of the
-// key this many keys ahead (KernelConfig::prefetch_keys). A head's rows in nhd pages (and packed K/V)
-// are kv_heads * dim elements apart, a few lines each, so the CPU's prefetchers never learn them and
-// every row was a demand miss (TLB walk and memory) on the critical path; the touching loads take
-// those misses for all of a row's lines at once, early. Measured on lavapipe (bench/results/README.md,
-// issue 14): issue 14's batch (32k + 7 x 512 keys, GQA 32/8, d128, f16), nhd pages of 16 107 -> 52
-// ms, hnd 40 -> 36 ms, packed 244 -> 100 ms; 16 keys ahead as fast as 32, 64 a little slower.
+// A paged cache, a packed batch or BSHD K/V on a CPU device: the decode form touches the K and V
+// rows of the key this many keys ahead (KernelConfig::prefetch_keys). A head's rows in nhd pages
+// (and packed or BSHD K/V) are kv_heads * dim elements apart, a few lines each, so the CPU's
+// prefetchers never learn them and every row was a demand miss (TLB walk and memory) on the
+// critical path; the touching loads take those misses for all of a row's lines at once, early.
+// Measured on lavapipe (bench/results/README.md, issue 14): issue 14's batch (32k + 7 x 512 keys,
+// GQA 32/8, d128, f16), nhd pages of 16 107 -> 52 ms, hnd 40 -> 36 ms, packed 244 -> 100 ms, BSHD
+// K/V 120-137 -> 50-64 ms; 16 keys ahead as fast as 32, 64 a little slower.
 constexpr uint32_t kCpuPrefetchKeys = 16;
 // A GPU with fewer workgroups than its target (decode): at most this many keys per split, so that
 // the longest sequence of a batch is not left to a few workgroups. Measured on an H100
@@ -414,7 +415,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     };
     // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
     plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
-    if ((paged || varlen) && device.is_cpu()) plan.config.prefetch_keys = kCpuPrefetchKeys;
+    // (Dense K or V whose rows of a head have a row's length or more of other data between them:
+    // BSHD tensors.)
+    const auto interleaved = [](const TensorLayout& t) { return t.stride_seq >= 2 * t.dim; };
+    if ((paged || varlen || interleaved(layouts.k) || interleaved(layouts.v)) && device.is_cpu())
+      plan.config.prefetch_keys = kCpuPrefetchKeys;
   }
   const KernelConfig& c = plan.config;
   // Packed: the tiles cover the group's heads x seq_q rows, and the grid's y the KV heads.

@@ -35,8 +35,8 @@ struct KernelConfig {
   bool decode = false;
   bool vec_loads = false;
   // decode: the K and V rows of the key this many keys ahead are touched (loaded, the value unused)
-  // in each iteration, as a software prefetch; 0 = none. On for a paged cache or a packed batch on a
-  // CPU device.
+  // in each iteration, as a software prefetch; 0 = none. On for a paged cache, a packed batch or K/V
+  // whose rows of a head are apart (BSHD) on a CPU device.
   uint32_t prefetch_keys = 0;
   // tiled: query rows per row group of TPR lanes (RPT), query heads of a GQA group per workgroup
   // (rows counts all of them: rows / heads query rows per head), bytes per vec4 slot of its shared

@@ -24,7 +24,7 @@
 //     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
 //     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
 //     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
-//   - PREFETCH (a paged cache or a packed batch on a CPU device): each iteration also loads one word
+//   - PREFETCH (a paged cache, a packed batch or BSHD K/V on a CPU device): each iteration loads a word
 //     of each line of the K and V rows PREFETCH keys ahead and keeps nothing of them, a software
 //     prefetch (touch_rows, below).
 //   - q8_0 K and V at DQK = DV = 16 LANES (d128 on lavapipe's 8 lanes): each lane reads half a block
@@ -151,11 +151,11 @@ uint lane_half() { return dim_lane() & 1u; }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
 
-// Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache or a packed batch on a CPU
-// device): each iteration loads one word of each 64-byte line of the K and V rows of the keys
+// Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache, a packed batch or BSHD K/V
+// on a CPU device): each iteration loads one word of each 64-byte line of the K and V rows of the keys
 // PREFETCH keys ahead (of evenly spaced lines where a row has more lines than half the lanes), half
 // the lanes K's, half V's, and keeps nothing of them. GLSL has no prefetch; these loads do what
-// one would: in nhd pages and packed K/V a head's rows are far apart (kv_heads x dim elements), so
+// one would: in nhd pages, packed and BSHD K/V a head's rows are far apart (kv_heads x dim elements), so
 // the CPU's prefetchers never learn them, and without this every row was a demand miss (a TLB walk,
 // then memory) in the middle of the key loop, K's and V's apart; here all of a row's lines miss
 // together, ahead. On lavapipe 107 -> 52 ms on issue 14's decode batch (bench/results/README.md).

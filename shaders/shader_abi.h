@@ -125,7 +125,7 @@
 #define SPEC_ATTENTION_PAGE_STRIDE 18   /* paged: a page's stride in key rows (units of K's and V's seq strides):
                                            PAGE_SIZE for nhd pages, PAGE_SIZE * kv_heads for hnd; else 0 */
 #define SPEC_ATTENTION_PREFETCH 19      /* subgroup decode form: touch the K and V rows of the key this many keys
-                                           ahead (a CPU device reading a paged cache or a packed batch); 0 = none */
+                                           ahead (a CPU device reading a paged cache, a packed batch or BSHD K/V); 0 = none */
 #define SPEC_ATTENTION_COUNT 20
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0

@@ -621,6 +621,12 @@ TEST_SUITE("unit") {
       dense.k = dense.v = TensorLayout::bhsd(DType::f16, 8, 8, 2048 * 16, 128);
       CHECK(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
       CHECK(detail::plan_fused(preset.info, KernelVariant::automatic, dense).config.prefetch_keys == 0);
+      {  // BSHD K and V (a head's rows 8 heads apart): touched ahead on a CPU device, as nhd pages are
+        AttentionLayouts bshd = dense;
+        bshd.k = bshd.v = TensorLayout::bshd(DType::f16, 8, 2048 * 16, 8, 128);
+        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, bshd);
+        CHECK(plan.config.prefetch_keys == (preset.info.is_cpu() && plan.config.decode ? 16u : 0u));
+      }
       dense.has_kv_lengths = false;
       CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
       dense.has_kv_lengths = true;

@@ -42,6 +42,7 @@ struct BenchOptions {
   bool alibi = false, sinks = false;  // --alibi, --sinks
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string page_order;             // --page-order: "" (nhd), "nhd" or "hnd" 
+  std::string kv_layout;              // --kv-layout: "" (bhsd), "bhsd" or "bshd" (dense K and V)
   std::string kv_dtype;               // --kv-dtype: "" (the compute dtype) or "q8_0"
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each
   bool varlen = false;                // --varlen: one packed variable-length call (bench_varlen.hpp)

@@ -88,6 +88,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
     s.page_order = o.page_order == "hnd" ? PageOrder::hnd : PageOrder::nhd;
+    s.kv_bshd = o.kv_layout == "bshd";
     s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
     if (o.varlen) {  // the sequences' lengths, drawn or --lengths (kv_lengths then means each one's keys)
       s.varlen = true;
@@ -103,8 +104,13 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
 BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {
   AttentionLayouts layouts;
   layouts.q = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_qk);
-  layouts.k = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_qk);
-  layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
+  if (shape.kv_bshd) {
+    layouts.k = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_qk);
+    layouts.v = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_v);
+  } else {
+    layouts.k = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_qk);
+    layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
+  }
   layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
   layouts.options.causal = shape.causal;
   layouts.options.window = shape.window;
@@ -278,6 +284,9 @@ void check_usage(const BenchOptions& o) {
     throw Error("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
   if (o.varlen && o.page_size > 0)
     throw Error("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
+  if (!o.kv_layout.empty() && (o.page_size > 0 || o.varlen))
+    throw Error("--kv-layout " + o.kv_layout + " lays out dense K and V; drop it with " +
+                (o.varlen ? "--varlen" : "--paged"));
   if (o.varlen && o.host_time)
     throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
   if (o.varlen && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) == 0)
@@ -410,6 +419,11 @@ Command add_bench_command(CLI::App& parent) {
                       "With --paged: nhd, pages of (page_size, kv_heads, dim) (the default: FlashAttention's and "
                       "vLLM's), or hnd, (kv_heads, page_size, dim) (FlashInfer's HND)")
           ->check(CLI::IsMember({"nhd", "hnd"})));
+  shape_options.push_back(
+      app->add_option("--kv-layout", o->kv_layout,
+                      "Dense K and V: bhsd, (batch, kv_heads, seq, dim) (the default), or bshd, (batch, seq, "
+                      "kv_heads, dim) (PyTorch's before a transpose: a head's rows kv_heads * dim elements apart)")
+          ->check(CLI::IsMember({"bhsd", "bshd"})));
   shape_options.push_back(app->add_flag(
       "--varlen", o->varlen,
       "The batch as one packed variable-length call (cu_seqlens), timed through PreparedVarlenAttention: "

@@ -283,7 +283,8 @@ def check_paged(checks, vkattn):
              ("paged lengths, page 1", ["--lengths", "40,7,0", "--paged", "1"], "paged 1", [40, 7, 0]),
              ("paged hnd lengths", ["--lengths", "40,7,0", "--paged", "16", "--page-order", "hnd"], "paged 16 hnd",
               [40, 7, 0]),
-             ("dense lengths", ["--lengths", "40,7,0"], "dense", [40, 7, 0])]
+             ("dense lengths", ["--lengths", "40,7,0"], "dense", [40, 7, 0]),
+             ("dense bshd lengths", ["--lengths", "40,7,0", "--kv-layout", "bshd"], "dense bshd", [40, 7, 0])]
     for name, extra, layout, lengths in cases:
         out = run_ok(checks, name, vkattn, *shape, *extra, "--check", "--json")
         if out is None:
@@ -292,7 +293,7 @@ def check_paged(checks, vkattn):
         check_schema(checks, name, doc, None)
         r = doc["results"][0]
         checks.check(f"{name}: layout {layout!r}", r["layout"] == layout, repr(r["layout"]))
-        checks.check(f"{name}: page_size", r["page_size"] == (int(layout.split()[1]) if " " in layout else None),
+        checks.check(f"{name}: page_size", r["page_size"] == (int(layout.split()[1]) if layout.startswith("paged") else None),
                      repr(r["page_size"]))
         checks.check(f"{name}: batch {len(lengths)}, seq_k {max(lengths)}",
                      r["batch"] == len(lengths) and r["seq_k"] == max(lengths), f"{r['batch']} {r['seq_k']}")
