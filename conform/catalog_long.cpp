@@ -110,6 +110,16 @@ CaseSection beyond_binding(const Builder& long_case) {
   keys.mask_drop = 0.1;
   keys.unfused_refusal = "use the fused path";
   s.cases.push_back(keys);
+  // The same with 20 query rows, past the decode form: on CPU devices the subgroup kernel's fast and
+  // careful passes run once per key range, in sequence (their barriers; a NaN row takes the careful pass).
+  AttentionCase rows = long_case(DType::f32, 20, 600000, 64, 18);
+  rows.heads = 2;
+  rows.kv_heads = 1;
+  rows.causal = Causal::bottom_right;
+  rows.nan_q_rows = {7};
+  rows.reference_rows = {0, 7, 8, 19};  // the reference is the slow part here
+  rows.unfused_refusal = "use the fused path";
+  s.cases.push_back(rows);
   return s;
 }
 

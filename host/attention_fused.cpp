@@ -172,6 +172,14 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     constants.vec_loads = 0;
     unchunked = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
   }
+  // The subgroup kernel's careful pass (shader_abi.h): its own pipeline, its ballots in the workspace.
+  VkPipeline careful = VK_NULL_HANDLE;
+  Binding redo = kPlaceholder;
+  if (cfg.careful_pass()) {
+    constants.careful_pass = 1;
+    careful = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
+    redo = Binding{slots.workspace, plan.redo_offset, 4, plan.redo_bytes / 4};
+  }
   Dispatch combine;
   if (split) {
     combine.use(c.pipelines->layout(KernelKind::combine));
@@ -280,6 +288,19 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
         const bool last = t0 + plan.tiles_per_range >= plan.query_tiles;
         d.indirect_offset = work_list->offset + 4u * (last ? WORK_LIST_LAST_ARGS : WORK_LIST_ARGS);
       }
+      if (!careful) {
+        list.dispatch(d);
+        continue;
+      }
+      // The fast pass writes the ballots, which an earlier careful pass (of this call or of earlier
+      // recorded work sharing the workspace) may still be reading; the careful pass reads them and
+      // rewrites the rows they name (O and LSE, or the partials) after the fast pass.
+      constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      d.bind(REDO_BINDING, redo);
+      list.compute_barrier(read_write, VK_ACCESS_SHADER_WRITE_BIT);
+      list.dispatch(d);
+      list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, read_write);
+      d.pipeline = careful;
       list.dispatch(d);
     }
 

@@ -273,11 +273,15 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
     return 2 + 64 + tiles * (1 + uint64_t(c.keys_per_tile / c.key_groups()));
   }
   if (c.subgroup) {
-    // attention_subgroup.comp: the Q-load and output loops (a chunk of `lanes` dims per iteration);
-    // per tile of BC keys one iteration of the fast loop and, at worst, BC of the careful loop (one
-    // key each). Every loop also runs once more than its count (lavapipe enters loops at least once).
-    const uint64_t lanes = c.lanes;
-    return ceil_div(dim_qk, lanes) + ceil_div(dim_v, lanes) + 2 + 64 + tiles * (1 + bc);
+    // attention_subgroup.comp, the more of its two passes (each its own dispatch). The fast pass: the
+    // Q-load and output loops (a chunk of `lanes` dims per iteration) and per tile of BC keys one
+    // iteration of the fast loop. The careful pass, at worst: per query row of an invocation
+    // (rows / lanes of them) its Q-load and output loops and BC iterations per tile (one key each).
+    // Every loop also runs once more than its count (lavapipe enters loops at least once); 64 to spare.
+    const uint64_t lanes = c.lanes, nq = ceil_div(dim_qk, lanes), nv = ceil_div(dim_v, lanes);
+    const uint64_t fast = nq + nv + 2 + 64 + tiles;
+    const uint64_t careful = 1 + 64 + uint64_t(c.rows / c.lanes) * (nq + nv + 3 + tiles * bc);
+    return std::max(fast, careful);
   }
   if (c.rowwise) {
     const uint64_t per_tile = 1 + ceil_div(bc * dqk4, wg) + ceil_div(bc * dv4, wg)  // tile loop, K and V loads
@@ -501,23 +505,25 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // Bytes of split-KV partials (O and LSE of every split) that one query tile of a chunk needs, and
   // the budget a range of query tiles must stay within: the workspace is align_up(partial O) +
   // partial LSE + one alignment (record_chunk's base), so two alignments are set aside.
-  const auto tile_partial_bytes = [&]() -> uint64_t {
-    if (plan.splits <= 1) return 0;
-    return uint64_t(plan.splits) * plan.batch_chunk * (plan.head_chunk / c.heads_per_workgroup(group)) * c.rows *
-           (uint64_t(p.dim_v) + 2) * 4;
+  const auto tile_workspace_bytes = [&]() -> uint64_t {
+    // (With the careful pass, its ballots too: 16 bytes a workgroup, shader_abi.h.)
+    const uint64_t workgroups = uint64_t(plan.splits) * plan.batch_chunk * (plan.head_chunk / c.heads_per_workgroup(group));
+    return (plan.splits > 1 ? workgroups * c.rows * (uint64_t(p.dim_v) + 2) * 4 : 0) + (c.careful_pass() ? workgroups * 16 : 0);
   };
   const uint64_t budget = std::min<uint64_t>(fused_workspace_budget, max_range);
-  const uint64_t usable = budget > 2 * plan.alignment ? budget - 2 * plan.alignment : 0;
+  // (A third alignment for the careful pass's ballots, which start aligned after the rest.)
+  const uint64_t reserved = (c.careful_pass() ? 3 : 2) * plan.alignment;
+  const uint64_t usable = budget > reserved ? budget - reserved : 0;
   split_chunk();
   // One query tile of the chunk over budget (many heads, a long key range): fewer batches, then fewer
   // whole GQA groups per chunk, down to one query tile of one group, which runs even when it alone
   // exceeds the budget (the binding checks below still apply).
   // (A packed batch keeps its one chunk: its partials are sized by its rows, below.)
-  if (!varlen && tile_partial_bytes() > usable && plan.batch_chunk > 1) {
+  if (!varlen && tile_workspace_bytes() > usable && plan.batch_chunk > 1) {
     plan.batch_chunk = 1;
     split_chunk();
   }
-  while (!varlen && tile_partial_bytes() > usable && plan.head_chunk > group) {
+  while (!varlen && tile_workspace_bytes() > usable && plan.head_chunk > group) {
     plan.head_chunk -= group;
     split_chunk();
   }
@@ -531,13 +537,13 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // kRangeWorkgroupsPerTarget x the device's target workgroups (each with all its splits), so a range
   // still keeps the device as busy as the unsplit problem wants.
   const uint64_t o_f32_bytes = uint64_t(plan.batch_chunk) * plan.head_chunk * uint64_t(p.seq_q) * uint64_t(p.dim_v) * 4;
-  const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * c.rows * (uint64_t(p.dim_v) + 2) * 4;
+  const uint64_t busy_bytes = kRangeWorkgroupsPerTarget * target * (c.rows * (uint64_t(p.dim_v) + 2) * 4 + (c.careful_pass() ? 16 : 0));
   // Packed tiles (seq_q below one tile) keep one range within the fixed budget: see below.
   const uint64_t range_budget =
       c.heads_per_workgroup(group) > 1 ? usable : std::min(usable, std::max(busy_bytes, o_f32_bytes / kOutputPerWorkspace));
   uint64_t tiles_per_range = std::min<uint64_t>(plan.query_tiles, max_x);
-  if (tile_partial_bytes() > 0 && !varlen)
-    tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_partial_bytes()));
+  if (tile_workspace_bytes() > 0 && !varlen)
+    tiles_per_range = std::min(tiles_per_range, std::max<uint64_t>(1, range_budget / tile_workspace_bytes()));
   // A packed batch's partials are indexed by packed row, which one range of query tiles (of every
   // sequence) covers only whole: one range, its workspace linear in total_q x splits.
   if (varlen && tiles_per_range < plan.query_tiles)
@@ -563,6 +569,13 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.splits_per_dispatch = plan.splits;
   if (key_ranges) plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits, keys_per_binding / plan.keys_per_split));
   plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits_per_dispatch, max_z / plan.batch_chunk));
+  // The careful pass's ballots: one uvec4 per workgroup of the largest dispatch (shader_abi.h).
+  const auto redo_bytes = [&]() -> uint64_t {
+    const uint64_t batches = varlen ? uint64_t(varlen->batch) : uint64_t(plan.batch_chunk);
+    return c.careful_pass() ? uint64_t(plan.tiles_per_range) * (uint64_t(plan.head_chunk) / c.heads_per_workgroup(group)) *
+                                  batches * plan.splits_per_dispatch * 16
+                            : 0;
+  };
 
   if (plan.splits > 1) {
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
@@ -595,7 +608,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       w.offset = align_up(align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes, plan.alignment);
       w.words = WORK_LIST_ITEMS + max_items + uint64_t(plan.batch_chunk) + 1;
       // (Only within the workspace bound: the list is 4 bytes a slot, a partial row at least 12.)
-      const uint64_t with_list = w.offset + w.words * 4 + plan.alignment;
+      const uint64_t with_list = w.offset + w.words * 4 + plan.alignment + (c.careful_pass() ? redo_bytes() + plan.alignment : 0);
       if (with_list <= budget) {
         plan.workspace_bytes = with_list;
         plan.work_list = w;
@@ -604,6 +617,18 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     if (ceil_div(chunk_range_rows, max_x) > max_y)
       throw unsupported("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " +
                         device.name);
+  }
+  if (c.careful_pass()) {
+    // The ballots go after everything else in the workspace.
+    const uint64_t used = plan.work_list ? plan.work_list->offset + plan.work_list->words * 4
+                          : plan.splits > 1 ? align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes
+                                            : 0;
+    plan.redo_offset = align_up(used, plan.alignment);
+    plan.redo_bytes = redo_bytes();
+    if (plan.redo_bytes > max_range)
+      throw unsupported("workspace: the careful pass's " + str(plan.redo_bytes / 16) + " workgroups need " + str(plan.redo_bytes) +
+                        " bytes, more than one binding can hold on " + device.name + " (" + str(max_range) + ")");
+    plan.workspace_bytes = plan.redo_offset + plan.redo_bytes + plan.alignment;
   }
   return plan;
 }

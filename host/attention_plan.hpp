@@ -49,6 +49,9 @@ struct KernelConfig {
   uint32_t workgroup_size() const {
     return subgroup ? lanes : rowwise ? rows / 4 : rows / rows_per_thread * threads_per_row;
   }
+  // The subgroup kernel (not its decode form) runs as a fast pass and a careful pass, two pipelines
+  // of attention_subgroup.comp on one grid (SPEC_ATTENTION_CAREFUL_PASS).
+  bool careful_pass() const { return subgroup && !decode; }
   Shader shader() const {
     return subgroup ? (decode ? Shader::attention_subgroup_decode : Shader::attention_subgroup)
            : rowwise ? Shader::attention_rowwise
@@ -127,6 +130,9 @@ struct LaunchPlan {
   int64_t batch_chunk = 0, head_chunk = 0;
   // Split-KV partials of one query-tile range of a chunk (the workspace is reused by every range).
   uint64_t partial_o_bytes = 0, partial_lse_bytes = 0, workspace_bytes = 0;
+  // The subgroup kernel's careful pass (KernelConfig::careful_pass): its ballots, one uvec4 per
+  // workgroup of a dispatch, at bytes redo_offset (aligned) of the workspace.
+  uint64_t redo_offset = 0, redo_bytes = 0;
   uint64_t alignment = 16;  // storage-buffer offset alignment used for every binding
   uint32_t combine_workgroup = 64;
   std::optional<WorkListPlan> work_list;

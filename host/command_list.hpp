@@ -47,7 +47,7 @@ struct Binding {
 // The placeholder: the whole 256-byte buffer (ContextImpl::dummy).
 inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 
-inline constexpr uint32_t kMaxBindings = 12;  // the most any kernel has (the fused attention kernel)
+inline constexpr uint32_t kMaxBindings = 13;  // the most any kernel has (the fused attention kernel)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
 
 struct Dispatch {

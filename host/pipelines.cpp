@@ -88,6 +88,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
   key.spec[SPEC_ATTENTION_PAGE_STRIDE] = c.page_stride;
   key.spec[SPEC_ATTENTION_PREFETCH] = c.prefetch_keys;
+  key.spec[SPEC_ATTENTION_CAREFUL_PASS] = c.careful_pass;
   key.required_subgroup_size = c.required_lanes;
   return key;
 }
@@ -235,7 +236,7 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
   cache_loaded_ = !initial.empty();
   try {
-    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 12, sizeof(AttentionPush));
+    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 13, sizeof(AttentionPush));
     layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 7, sizeof(CombinePush));
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));

@@ -37,7 +37,7 @@ enum class Shader : uint8_t {
   attention_work_list
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 20;
+inline constexpr std::size_t kMaxSpecConstants = 21;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -75,6 +75,7 @@ struct AttentionConstants {
   uint32_t page_stride = 0;  // paged: a page's stride in key rows (SPEC_ATTENTION_PAGE_STRIDE); else 0
   uint32_t required_lanes = 0;  // the subgroup kernels on a device that can require it: their lanes; else 0
   uint32_t prefetch_keys = 0;  // the decode form: keys ahead whose K and V rows it touches (SPEC_ATTENTION_PREFETCH); else 0
+  uint32_t careful_pass = 0;  // the subgroup kernel: 0 its fast pass, 1 its careful pass (SPEC_ATTENTION_CAREFUL_PASS); else 0
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

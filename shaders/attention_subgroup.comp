@@ -10,10 +10,14 @@
 //     over vec chunks that place values with unrolled selects.
 //   - llvmpipe runs both sides of every `if` and at least one pass of every loop whatever the
 //     condition, so there is no slow path inside the key loop. The score rule's recomputation of a
-//     non-finite dot (score.glsl) and NaN/Inf in V are handled by a second, one-key-per-iteration loop
-//     that redoes the whole row from scratch, and only for invocations that met such a key
-//     (`careful`): the fast loop sees V with non-finite values replaced by 0 (a masked key must not
-//     touch O, and p = 0 times NaN is NaN) and flags any visible key whose dot or V is non-finite.
+//     non-finite dot (score.glsl) and NaN/Inf in V are handled by a second pass, its own pipeline
+//     (SPEC_ATTENTION_CAREFUL_PASS = 1) dispatched after this one on the same grid, which redoes from
+//     scratch, one key per iteration, the rows of the invocations that met such a key (`careful`):
+//     the fast pass sees V with non-finite values replaced by 0 (a masked key must not touch O,
+//     and p = 0 times NaN is NaN), flags any visible key whose dot or V is non-finite, writes the
+//     rows of the other invocations and leaves the workgroup's ballot of careful invocations at
+//     REDO_BINDING. In one pipeline the two halved neither's speed but doubled the JIT time (both
+//     drivers) and made the fast loop slower on Mesa 25 (register pressure).
 //
 //   - Decode (PACK_GROUP): the rows of a workgroup are the query rows of every query head of one GQA
 //     group, so each K/V element a lane loads feeds all the group's heads: K and V are read once per
@@ -28,6 +32,7 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_KHR_shader_subgroup_vote : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 
@@ -46,6 +51,9 @@ layout(constant_id = SPEC_ATTENTION_MASK_KIND) const uint MASK_KIND = MASK_NONE;
 // workgroup (y = the query head), rows = its query rows.
 layout(constant_id = SPEC_ATTENTION_PACK_GROUP) const uint PACK_GROUP = 0;
 const bool PACKED = PACK_GROUP != 0u;
+// 0: the fast pass; 1: the careful pass (above).
+layout(constant_id = SPEC_ATTENTION_CAREFUL_PASS) const uint CAREFUL_PASS = 0;
+const bool CAREFUL = CAREFUL_PASS != 0u;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint R = BR / LANES;                      // query rows per invocation
@@ -57,7 +65,73 @@ const uint DQKP = NQ * LANES, DVP = NV * LANES;  // padded dims (the padding hol
 #include "attention_common.glsl"
 #include "score.glsl"
 
+// Per workgroup of a dispatch (its linear index), the ballot of its invocations whose rows the
+// careful pass redoes: written by the fast pass, read by the careful pass.
+layout(binding = REDO_BINDING) buffer RedoBuf { uvec4 redo[]; };
+
 bool finite(float x) { return !(isnan(x) || isinf(x)); }
+
+// What an invocation needs to know of one of its query rows: packed row `packed` of the tile is
+// query row `row` of query head `head`, which sees keys [key_begin, key_end) of the workgroup's
+// `keys` (causal, window; without a window every row starts at keys.x, and only the end is
+// compared). A row past the tile's last (`valid` false) reads that one, sees no key and is never
+// written.
+struct QueryRow {
+  uint row, head, key_begin, key_end, mask_base;
+  bool valid;
+  float slope;  // ALiBi's slope of the row's head (unused without ALiBi)
+};
+
+QueryRow query_row_at(uint packed, uint tile_rows, uint kvh, uint b, uvec2 keys) {
+  QueryRow q;
+  q.valid = packed < tile_rows;
+  const uint pr = min(packed, tile_rows - 1u);
+  q.head = PACKED ? kvh * pc.group + pr / SEQ_Q : gl_WorkGroupID.y;
+  q.row = PACKED ? pr % SEQ_Q : pr;
+  const uvec2 rk = row_key_range(keys, q.row);
+  q.key_begin = rk.x;
+  q.key_end = q.valid ? rk.y : 0u;
+  q.mask_base = pc.m_off + b * pc.m_sb + q.head * pc.m_sh + q.row * pc.m_ss;
+  q.slope = HAS_ALIBI ? alibi_slope(b, q.head) : 0.0;
+  return q;
+}
+
+// Writes dims [n * LANES, n * LANES + LANES) of an output row, `chunk` times `inv_l`: the split's
+// partial row (f32), or O's row in the call's dtype.
+void store_chunk(bool partial, uint split, uint b, QueryRow q, uint n, float chunk[LANES], float inv_l) {
+  const uint prow = partial ? partial_row(split, b, q.head, q.row) : 0u;
+  const uint out_row = pc.o_off + b * pc.o_sb + q.head * pc.o_sh + query_row(q.row) * pc.o_ss;
+  [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+    const uint d = n * LANES + t;
+    if (d >= DV) continue;
+    const float val = chunk[t] * inv_l;
+    if (partial) partial_o[prow * DV + d] = val;
+    else o[out_row + d] = from_f32(val);
+  }
+}
+
+// The row's softmax statistics: (max, sum) of a split's partial row (attention_fused.comp), or the
+// LSE when the call asks for it. l == 0 only for rows whose every key was masked (and no sink).
+void store_stats(bool partial, uint split, uint b, QueryRow q, float m, float l) {
+  const bool empty = l == 0.0;
+  if (partial) {
+    const uint prow = partial_row(split, b, q.head, q.row);
+    partial_lse[2u * prow] = empty ? NEG_INF : m;
+    partial_lse[2u * prow + 1u] = l;
+  } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
+    lse[lse_index(b, q.head, q.row)] = empty ? NEG_INF : m + log(l);
+  }
+}
+
+uint q_row_base(uint b, QueryRow q) { return pc.q_off + b * pc.q_sb + q.head * pc.q_sh + query_row(q.row) * pc.q_ss; }
+
+// Dims [n * LANES, n * LANES + LANES) of a Q row from its first element `base`; zeros past DQK.
+void load_q_chunk(uint base, uint n, out float chunk[LANES]) {
+  [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+    const uint d = n * LANES + t;
+    chunk[t] = d < DQK ? to_f32(q[base + min(d, DQK - 1u)]) : 0.0;
+  }
+}
 
 void main() {
   const uint lane = gl_SubgroupInvocationID;
@@ -80,47 +154,117 @@ void main() {
   const uvec2 keys = workgroup_key_range(split, b, first_row, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
-  // Row r of this invocation is (packed) row i0 + r * LANES + lane: query row row[r] of query head
-  // head[r], which sees keys [row_key_begin[r], row_key_end[r]) of the workgroup's (causal, window;
-  // without a window every row starts at key_begin, and only the end is compared). Rows past the
-  // tile's last read that one, see no key and are never written.
-  uint row[R], head[R], row_key_begin[R], row_key_end[R], mask_row[R];
-  bool row_valid[R];
-  float slope[R];  // ALiBi's slope of the row's head (unused without ALiBi)
-  [[unroll]] for (uint r = 0u; r < R; ++r) {
-    const uint packed = i0 + r * LANES + lane;
-    row_valid[r] = packed < tile_rows;
-    const uint pr = min(packed, tile_rows - 1u);
-    head[r] = PACKED ? kvh * pc.group + pr / SEQ_Q : gl_WorkGroupID.y;
-    row[r] = PACKED ? pr % SEQ_Q : pr;
-    const uvec2 rk = row_key_range(keys, row[r]);
-    row_key_begin[r] = rk.x;
-    row_key_end[r] = row_valid[r] ? rk.y : 0u;
-    mask_row[r] = pc.m_off + b * pc.m_sb + head[r] * pc.m_sh + row[r] * pc.m_ss;
-    slope[r] = HAS_ALIBI ? alibi_slope(b, head[r]) : 0.0;
+  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
+  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
+  const bool has_mask = MASK_KIND != MASK_NONE;
+  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  // This workgroup's entry of REDO_BINDING (the careful pass runs on the fast pass's grid).
+  const uint wg = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+
+  if (CAREFUL) {
+    // ---- The careful pass: the rows of the invocations that the fast pass found to meet a visible
+    // key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V, each again from
+    // scratch, one row at a time and one key per iteration, and their outputs. Scores follow
+    // score.glsl (recomputed with scaled-down operands when the dot is not finite); masked keys are
+    // dropped with selects, so their K and V never reach O. One row at a time keeps the code small;
+    // the row's Q is read again, placed by selects (a private array indexed by a loop counter would
+    // live in memory). ----
+    const uvec4 who = redo[wg];
+    if (who == uvec4(0u)) return;
+    const bool careful = subgroupBallotBitExtract(who, lane);
+    [[dont_unroll]] for (uint r = 0u; r < R; ++r) {
+      const QueryRow qc = query_row_at(i0 + r * LANES + lane, tile_rows, kvh, b, keys);
+      float qx[DQKP];
+      [[unroll]] for (uint d = 0u; d < DQKP; ++d) qx[d] = 0.0;
+      const uint q_base = q_row_base(b, qc);
+      [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
+        float chunk[LANES];
+        load_q_chunk(q_base, n, chunk);
+        [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t)
+            if (nn == n) qx[nn * LANES + t] = chunk[t];
+      }
+      float m_row = M_INIT, l_row = 0.0;
+      float arow[DVP];
+      [[unroll]] for (uint d = 0u; d < DVP; ++d) arow[d] = 0.0;
+      [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {
+        const uint jb = key_row(b, j);
+        const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
+        float kx[NQ], vx[NV];
+        [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+          const uint d = n * LANES + lane;
+          const float x = k_value(krow + min(d, DQK - 1u));
+          kx[n] = d < DQK ? x : 0.0;
+        }
+        [[unroll]] for (uint n = 0u; n < NV; ++n) {
+          const uint d = n * LANES + lane;
+          const float x = v_value(vrow + min(d, DV - 1u));
+          vx[n] = d < DV ? x : 0.0;
+        }
+        float dot_qk = 0.0, down = 0.0;
+        [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+          float part = 0.0, part_down = 0.0;
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const float kd = subgroupShuffle(kx[n], t), qd = qx[n * LANES + t];
+            part = fma(qd, kd, part);
+            part_down = fma(qd * DOWN, kd * DOWN, part_down);
+          }
+          dot_qk += part, down += part_down;
+        }
+        bool in_range = careful && j < qc.key_end;
+        if (HAS_WINDOW) in_range = in_range && j >= qc.key_begin;
+        float bias = 0.0;
+        if (has_mask) bias = mask_bias(MASK_KIND, in_range ? qc.mask_base + j : pc.m_off);
+        const bool vis = in_range && bias != NEG_INF;
+        float sc = finite(dot_qk) ? scale_dot(dot_qk, pc.scale) : scale_rescaled_dot(down, pc.scale);
+        sc = modify_score(sc, qc.slope, qc.row, j);
+        const float s = vis ? add_bias(sc, bias) : NEG_INF;
+        const float m_new = max(m_row, s);
+        const float alpha = exp(m_row - m_new);
+        const float p = vis ? exp(s - m_new) : 0.0;
+        l_row = l_row * alpha + p;
+        m_row = m_new;
+        [[unroll]] for (uint n = 0u; n < NV; ++n)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const float vd = subgroupShuffle(vx[n], t);
+            const uint d = n * LANES + t;
+            arow[d] *= alpha;
+            arow[d] = vis ? fma(p, vd, arow[d]) : arow[d];
+          }
+      }
+      if (!careful || !qc.valid) continue;  // (the other invocations' rows are the fast pass's)
+      const float factor = HAS_SINKS ? add_sink(m_row, l_row, sink_logit(qc.head)) : 1.0;
+      const float inv = l_row == 0.0 ? 0.0 : 1.0 / l_row;
+      [[dont_unroll]] for (uint n = 0u; n < NV; ++n) {
+        float chunk[LANES];
+        [[unroll]] for (uint t = 0u; t < LANES; ++t) chunk[t] = 0.0;
+        [[unroll]] for (uint nn = 0u; nn < NV; ++nn)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t)
+            if (nn == n) chunk[t] = arow[nn * LANES + t] * factor;
+        store_chunk(partial, split, b, qc, n, chunk, inv);
+      }
+      store_stats(partial, split, b, qc, m_row, l_row);
+    }
+    return;
   }
+
+  // Row r of this invocation is (packed) row i0 + r * LANES + lane.
+  QueryRow qrow[R];
+  [[unroll]] for (uint r = 0u; r < R; ++r) qrow[r] = query_row_at(i0 + r * LANES + lane, tile_rows, kvh, b, keys);
 
   // Q rows, dims padded with zeros. Rows past seq_q read row seq_q - 1 and are never written.
   float qr[R * DQKP];
   [[unroll]] for (uint e = 0u; e < R * DQKP; ++e) qr[e] = 0.0;
   [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
-    float chunk[R * LANES];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
-      const uint base = pc.q_off + b * pc.q_sb + head[r] * pc.q_sh + query_row(row[r]) * pc.q_ss;
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-        const uint d = n * LANES + t;
-        chunk[r * LANES + t] = d < DQK ? to_f32(q[base + min(d, DQK - 1u)]) : 0.0;
-      }
-    }
-    [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
-      [[unroll]] for (uint r = 0u; r < R; ++r)
+      float chunk[LANES];
+      load_q_chunk(q_row_base(b, qrow[r]), n, chunk);
+      [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
         [[unroll]] for (uint t = 0u; t < LANES; ++t)
-          if (nn == n) qr[r * DQKP + nn * LANES + t] = chunk[r * LANES + t];
+          if (nn == n) qr[r * DQKP + nn * LANES + t] = chunk[t];
+    }
   }
 
-  const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
-  const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
-  const bool has_mask = MASK_KIND != MASK_NONE;
 
   float m[R], l[R];
   float acc[R * DVP];
@@ -179,13 +323,13 @@ void main() {
       [[unroll]] for (uint c = 0u; c < KB; ++c) {
         const uint j = j0 + c;
         const float dot_qk = dots[r * KB + c];
-        bool in_range = j < row_key_end[r];
-        if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
+        bool in_range = j < qrow[r].key_end;
+        if (HAS_WINDOW) in_range = in_range && j >= qrow[r].key_begin;
         float bias = 0.0;
-        if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
+        if (has_mask) bias = mask_bias(MASK_KIND, in_range ? qrow[r].mask_base + j : pc.m_off);
         vis[c] = in_range && bias != NEG_INF;
         careful = careful || (vis[c] && (!finite(dot_qk) || v_bad[c]));
-        const float sc = modify_score(scale_dot(dot_qk, pc.scale), slope[r], row[r], j);
+        const float sc = modify_score(scale_dot(dot_qk, pc.scale), qrow[r].slope, qrow[r].row, j);
         s[c] = vis[c] ? add_bias(sc, bias) : NEG_INF;
         tile_max = max(tile_max, s[c]);
       }
@@ -214,88 +358,15 @@ void main() {
     }
   }
 
-  // ---- The careful loop: the whole key range again, one key per iteration, for invocations that
-  // met a visible key with a non-finite dot (overflow, or NaN/Inf in Q or K) or NaN/Inf in V.
-  // Scores follow score.glsl (recomputed with scaled-down operands when the dot is not finite);
-  // masked keys are dropped with selects, so their K and V never reach O. ----
-  const bool redo = subgroupAny(careful);
-  if (careful) {
-    [[unroll]] for (uint r = 0u; r < R; ++r) m[r] = M_INIT, l[r] = 0.0;
-    [[unroll]] for (uint e = 0u; e < R * DVP; ++e) acc[e] = 0.0;
+  // ---- The rows of the invocations that met no such key are final: their outputs. The sink of
+  // the row's head joins its denominator (unsplit calls only: split, the combine adds it); a row
+  // with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink. l == 0
+  // only for rows whose every key was masked (and no sink): O = 0 and LSE = -inf. ----
+  float sink_factor[R], inv_l[R];
+  [[unroll]] for (uint r = 0u; r < R; ++r) {
+    sink_factor[r] = HAS_SINKS ? add_sink(m[r], l[r], sink_logit(qrow[r].head)) : 1.0;
+    inv_l[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
   }
-  [[dont_unroll]] for (uint j = redo ? key_begin : key_end; j < key_end; ++j) {
-    const uint jb = key_row(b, j);
-    const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
-    float kx[NQ], vx[NV];
-    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
-      const uint d = n * LANES + lane;
-      const float x = k_value(krow + min(d, DQK - 1u));
-      kx[n] = d < DQK ? x : 0.0;
-    }
-    [[unroll]] for (uint n = 0u; n < NV; ++n) {
-      const uint d = n * LANES + lane;
-      const float x = v_value(vrow + min(d, DV - 1u));
-      vx[n] = d < DV ? x : 0.0;
-    }
-    float dot_qk[R], down[R];
-    [[unroll]] for (uint r = 0u; r < R; ++r) dot_qk[r] = 0.0, down[r] = 0.0;
-    [[unroll]] for (uint n = 0u; n < NQ; ++n) {
-      float part[R], part_down[R];
-      [[unroll]] for (uint r = 0u; r < R; ++r) part[r] = 0.0, part_down[r] = 0.0;
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-        const float kd = subgroupShuffle(kx[n], t);
-        [[unroll]] for (uint r = 0u; r < R; ++r) {
-          const float qd = qr[r * DQKP + n * LANES + t];
-          part[r] = fma(qd, kd, part[r]);
-          part_down[r] = fma(qd * DOWN, kd * DOWN, part_down[r]);
-        }
-      }
-      [[unroll]] for (uint r = 0u; r < R; ++r) dot_qk[r] += part[r], down[r] += part_down[r];
-    }
-    float p[R];
-    bool vis[R];
-    [[unroll]] for (uint r = 0u; r < R; ++r) {
-      bool in_range = careful && j < row_key_end[r];
-      if (HAS_WINDOW) in_range = in_range && j >= row_key_begin[r];
-      float bias = 0.0;
-      if (has_mask) bias = mask_bias(MASK_KIND, in_range ? mask_row[r] + j : pc.m_off);
-      vis[r] = in_range && bias != NEG_INF;
-      float sc = finite(dot_qk[r]) ? scale_dot(dot_qk[r], pc.scale) : scale_rescaled_dot(down[r], pc.scale);
-      sc = modify_score(sc, slope[r], row[r], j);
-      const float s = vis[r] ? add_bias(sc, bias) : NEG_INF;
-      const float m_new = max(m[r], s);
-      const float alpha = exp(m[r] - m_new);
-      p[r] = vis[r] ? exp(s - m_new) : 0.0;
-      if (careful) {  // the other invocations' rows are final
-        l[r] = l[r] * alpha + p[r];
-        m[r] = m_new;
-        [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= alpha;
-      }
-    }
-    [[unroll]] for (uint n = 0u; n < NV; ++n)
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-        const float vd = subgroupShuffle(vx[n], t);
-        [[unroll]] for (uint r = 0u; r < R; ++r) {
-          const uint e = r * DVP + n * LANES + t;
-          acc[e] = vis[r] ? fma(p[r], vd, acc[e]) : acc[e];
-        }
-      }
-  }
-
-  // The sink of the row's head joins its denominator (unsplit calls only: split, the combine adds it).
-  // A row with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink.
-  if (HAS_SINKS) {
-    [[unroll]] for (uint r = 0u; r < R; ++r) {
-      const float factor = add_sink(m[r], l[r], sink_logit(head[r]));
-      [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= factor;
-    }
-  }
-
-  // ---- Outputs. l == 0 only for rows whose every key was masked (and no sink): O = 0 and
-  // LSE = -inf. ----
-  float inv_l[R];
-  [[unroll]] for (uint r = 0u; r < R; ++r) inv_l[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
-  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
   [[dont_unroll]] for (uint n = 0u; n < NV; ++n) {
     float chunk[R * LANES];
     [[unroll]] for (uint e = 0u; e < R * LANES; ++e) chunk[e] = 0.0;
@@ -304,27 +375,16 @@ void main() {
         [[unroll]] for (uint t = 0u; t < LANES; ++t)
           if (nn == n) chunk[r * LANES + t] = acc[r * DVP + nn * LANES + t];
     [[unroll]] for (uint r = 0u; r < R; ++r) {
-      if (!row_valid[r]) continue;
-      const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
-      const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + query_row(row[r]) * pc.o_ss;
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-        const uint d = n * LANES + t;
-        if (d >= DV) continue;
-        const float val = chunk[r * LANES + t] * inv_l[r];
-        if (partial) partial_o[prow * DV + d] = val;
-        else o[out_row + d] = from_f32(val);
-      }
+      if (!qrow[r].valid || careful) continue;
+      float row_chunk[LANES];
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) row_chunk[t] = chunk[r * LANES + t] * sink_factor[r];
+      store_chunk(partial, split, b, qrow[r], n, row_chunk, inv_l[r]);
     }
   }
-  [[unroll]] for (uint r = 0u; r < R; ++r) {
-    if (!row_valid[r]) continue;
-    const bool empty = l[r] == 0.0;
-    if (partial) {
-      const uint prow = partial_row(split, b, head[r], row[r]);
-      partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
-      partial_lse[2u * prow + 1u] = l[r];
-    } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
-      lse[lse_index(b, head[r], row[r])] = empty ? NEG_INF : m[r] + log(l[r]);
-    }
-  }
+  [[unroll]] for (uint r = 0u; r < R; ++r)
+    if (qrow[r].valid && !careful) store_stats(partial, split, b, qrow[r], m[r], l[r]);
+
+  // The careful pass redoes the rows of this ballot (none: it returns at once).
+  const uvec4 who = subgroupBallot(careful);
+  if (subgroupElect()) redo[wg] = who;
 }

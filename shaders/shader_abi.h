@@ -57,6 +57,13 @@
  * being the capacity max_pages * page_size. */
 #define BLOCK_TABLE_BINDING 11
 
+/* ---- The careful pass (attention_subgroup.comp, SPEC_ATTENTION_CAREFUL_PASS) ----
+ * The subgroup kernel runs as two dispatches on one grid: the fast pass writes, per workgroup (its
+ * linear index in the grid), the ballot (uvec4) of its invocations that met a visible key with a
+ * non-finite dot or V, at REDO_BINDING, a region of the call's workspace; the careful pass, after a
+ * barrier, redoes those invocations' rows and returns at once where the ballot is empty. */
+#define REDO_BINDING 12
+
 /* ---- Work lists (split-KV by each sequence's own keys, attention_work_list.comp) ----
  * A paged call with splits (or a packed batch, or a dense call with key lengths and no mask) cuts
  * each sequence's own keys, cache_lens[b] + seq_new (dense: kv_lengths[b]), into items of `chunk` keys (the last
@@ -126,7 +133,8 @@
                                            PAGE_SIZE for nhd pages, PAGE_SIZE * kv_heads for hnd; else 0 */
 #define SPEC_ATTENTION_PREFETCH 19      /* subgroup decode form: touch the K and V rows of the key this many keys
                                            ahead (a CPU device reading a paged cache, a packed batch or BSHD K/V); 0 = none */
-#define SPEC_ATTENTION_COUNT 20
+#define SPEC_ATTENTION_CAREFUL_PASS 20  /* attention_subgroup.comp: 0 the fast pass, 1 the careful pass (REDO_BINDING) */
+#define SPEC_ATTENTION_COUNT 21
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1

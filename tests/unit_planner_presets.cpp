@@ -215,10 +215,25 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   CHECK(plan.partial_o_bytes <= range);
   CHECK(plan.partial_lse_bytes <= range);
 
-  // The workspace: none without splits; else within min(fused_workspace_budget, binding range),
-  // except when one query tile of one GQA group of one batch alone exceeds it (attention.hpp).
+  // The workspace: none without splits and without the careful pass; else within
+  // min(fused_workspace_budget, binding range), except when one query tile of one GQA group of one
+  // batch alone exceeds it (attention.hpp).
   const uint64_t bound = std::min(fused_workspace_budget, range);
-  if (plan.splits == 1) CHECK(plan.workspace_bytes == 0);
+  if (plan.splits == 1 && !c.careful_pass()) CHECK(plan.workspace_bytes == 0);
+  // The careful pass's ballots: 16 bytes per workgroup of the largest dispatch, aligned, after the
+  // partials and the work list, inside the workspace.
+  CHECK(c.careful_pass() == (c.subgroup && !c.decode));
+  if (c.careful_pass()) {
+    const uint64_t batches = plan.varlen ? uint64_t(plan.varlen->batch) : uint64_t(nb);
+    CHECK(plan.redo_bytes == uint64_t(plan.tiles_per_range) * uint64_t(nh / c.heads_per_workgroup(p.group_size())) *
+                                 batches * plan.splits_per_dispatch * 16);
+    CHECK(plan.redo_offset % alignment == 0);
+    CHECK(plan.redo_offset >= (plan.splits > 1 ? plan.partial_o_bytes + plan.partial_lse_bytes : 0));
+    if (plan.work_list) CHECK(plan.redo_offset >= plan.work_list->offset + plan.work_list->words * 4);
+    CHECK(plan.workspace_bytes >= plan.redo_offset + plan.redo_bytes + alignment);
+  } else {
+    CHECK(plan.redo_bytes == 0);
+  }
   const bool single_tile = plan.tiles_per_range == 1 && nb == 1 && nh == p.group_size();
   if (!single_tile) CHECK(plan.workspace_bytes <= bound);
   CHECK(plan.workspace_bytes >= plan.partial_o_bytes + plan.partial_lse_bytes);
@@ -708,7 +723,7 @@ TEST_SUITE("unit") {
           CHECK(plan.work_list->max_items == uint32_t(s.batch) * plan.splits);
           CHECK(plan.workspace_bytes >= plan.work_list->offset + plan.work_list->words * 4);
         } else {
-          CHECK(plan.workspace_bytes == 0);
+          CHECK(plan.workspace_bytes == (c.careful_pass() ? plan.redo_offset + plan.redo_bytes + plan.alignment : 0));
           CHECK_FALSE(plan.work_list.has_value());
         }
         if (d.is_llvmpipe)

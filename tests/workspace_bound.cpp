@@ -329,7 +329,11 @@ TEST_SUITE("long") {
     INFO("case: " << describe(c) << "; plan: " << plan.splits << " splits, " << plan.chunks << " dispatches");
     REQUIRE(plan.splits == 1);
     CHECK(plan.chunks == 2);
-    CHECK(plan.workspace_bytes == 0);
+    // No partials; the subgroup kernel's careful pass keeps 16 bytes per workgroup of a range.
+    if (std::string(plan.kernel) == "subgroup")
+      CHECK(plan.workspace_bytes <= uint64_t(context().device_info().max_workgroup_count[0]) * 16 + 3 * 256);
+    else
+      CHECK(plan.workspace_bytes == 0);
     // The reference is the slow part: rows around the range boundary, and the ends.
     const int64_t boundary = int64_t(context().device_info().max_workgroup_count[0]) * probe.rows_per_workgroup;
     c.reference_rows = {0, 1, boundary - 1, boundary, c.seq_q - 1};

@@ -81,7 +81,9 @@ struct AttentionPlan {
   // Scratch needed by record_attention. Fused: the split-KV partials of one range of query tiles, at
   // most min(fused_workspace_budget, maxStorageBufferRange) whatever seq_q and seq_k, except when
   // the partials of a single query tile of a single GQA group exceed it (thousands of splits): then
-  // exactly that one tile's. Unfused: the f32 scores of one chunk (see scores_bytes).
+  // exactly that one tile's. The subgroup kernel (CPU devices) adds 16 bytes per workgroup of a
+  // dispatch, split or not: which rows its careful pass (NaN/Inf, overflow) redoes. Unfused: the f32
+  // scores of one chunk (see scores_bytes).
   uint64_t workspace_bytes = 0;
   const char* path = "fused";    // "fused" or "unfused" (the three-stage path)
   const char* kernel = "tiled";  // fused: the kernel variant, tiled or rowwise; unfused: "gemm"
