@@ -49,7 +49,9 @@ void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_di
     // Decode against a KV cache (split-KV + combine); the tiled kernel keeps the query heads of a GQA
     // group in one workgroup, a pipeline per group size: the common ones.
     for (const int64_t group : {1, 2, 4, 8}) run_once(*this, dtype, 1, 4096, dim, group);
-    run_once(*this, dtype, 64, 64, dim);   // prefill: the multi-row kernel (rowwise on CPU devices)
+    // Prefill: the multi-row kernel (on CPU devices the subgroup kernel's two passes up to d128,
+    // rowwise past that).
+    run_once(*this, dtype, 64, 64, dim);
   }
 }
 
