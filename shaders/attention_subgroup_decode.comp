@@ -176,6 +176,19 @@ uint touch_rows(uint krow, uint vrow) {
   return v_words[4u * min(w, (uint(v_words.length()) >> 2u) - 1u)];
 }
 
+// A paged cache: the row of the first key of the page that holds key j, read from the block table
+// only when that page is not the one cached in (page_key, page_row), so that a loop reads the table
+// once per page, not once per key (on lavapipe every load costs, this one as much as a key's 16-byte
+// chunk).
+uint page_start_row(uint b, uint j, inout uint page_key, inout uint page_row) {
+  const uint first = j - j % PAGE_SIZE;
+  if (first != page_key) {
+    page_key = first;
+    page_row = key_row(b, first);
+  }
+  return page_row;
+}
+
 void load_chunk(uint t, uint base, uint c, uint dim, out float x[E]) {
   if (KV_Q8_0 && t != TENSOR_Q) {
     // dim is a multiple of 32, so of E: the row's chunks are whole blocks' parts and in it.
@@ -278,10 +291,8 @@ void main() {
   // binding's whole 16-byte words (the last rows of a binding, at most); the careful loop goes on
   // from there, one key at a time with the word reader.
   uint fast_end = key_end;
-  // A paged cache: the first key and row of the page the last iteration read, so that the block table
-  // is read once per page, not once per key (on lavapipe every load costs, this one as much as a
-  // key's 16-byte chunk).
-  uint page_first_key = 0xffffffffu, page_first_row = 0u;
+  // A paged cache: the first key and row of the page the last iteration read (page_start_row).
+  uint page_key = 0xffffffffu, page_row = 0u;
   // PREFETCH: the words the touching loads read, xor-ed (kept only so that the loads stay), and the
   // first key and row of the page they last looked up.
   uint touched = 0u, touch_page_key = 0xffffffffu, touch_page_row = 0u;
@@ -298,11 +309,8 @@ void main() {
     // page changes; else (a page edge inside the iteration, or the last keys) one lookup per key.
     const uint in_page = PAGED ? j0 % PAGE_SIZE : 0u;
     if (PAGED && in_page + BC <= PAGE_SIZE && j0 + BC <= key_end) {
-      if (j0 - in_page != page_first_key) {
-        page_first_key = j0 - in_page;
-        page_first_row = key_row(b, page_first_key);
-      }
-      [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = page_first_row + in_page + c * KG + g;
+      const uint first_row = page_start_row(b, j0, page_key, page_row);
+      [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = first_row + in_page + c * KG + g;
     } else {
       [[unroll]] for (uint c = 0u; c < KB; ++c) rows[c] = key_row(b, min(j0 + c * KG + g, key_end - 1u));
     }
@@ -310,12 +318,9 @@ void main() {
     // near a page's end the keys past it touch its last row instead, and near key_end key_end - 1's).
     if (PREFETCH > 0u) {
       const uint a = min(j0 + PREFETCH, key_end - 1u), a_in = PAGED ? a % PAGE_SIZE : 0u;
-      if (PAGED && a - a_in != touch_page_key) {
-        touch_page_key = a - a_in;
-        touch_page_row = key_row(b, touch_page_key);
-      }
+      const uint touch_first_row = PAGED ? page_start_row(b, a, touch_page_key, touch_page_row) : 0u;
       [[unroll]] for (uint c = 0u; c < BC; ++c) {
-        const uint r = PAGED ? touch_page_row + min(a_in + c, PAGE_SIZE - 1u) : key_row(b, min(a + c, key_end - 1u));
+        const uint r = PAGED ? touch_first_row + min(a_in + c, PAGE_SIZE - 1u) : key_row(b, min(a + c, key_end - 1u));
         touched ^= touch_rows(k_head + r * pc.k_ss, v_head + r * pc.v_ss);
       }
     }
