@@ -5,6 +5,8 @@
 # the system's driver and once per Vulkan ICD manifest given (VK_DRIVER_FILES, e.g. Mesa 25.0.7's).
 # `vkattn bench` reports its first run apart (first_run_ms, with the number of pipelines it built):
 # less the median of the timed runs after it, that is what building and JIT-compiling them cost.
+# Per pipeline (first_dispatches: host time building it, plus its first dispatch less the same
+# dispatch warm): the last column, "pipeline=ms" entries separated by ';'.
 # The kernel column is what the plan chose on this device (d256 prefill: the rowwise kernel; d256
 # GQA decode: the subgroup kernel's decode form).
 # Usage: bash bench/first_dispatch.sh VKATTN [--shape 'NAME|BENCH ARGS']... [ICD_JSON...]   (CSV on stdout)
@@ -26,7 +28,7 @@ shapes=(
   "unfused_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16 --path unfused"
 )
 if [ ${#given[@]} -gt 0 ]; then shapes=("${given[@]}"); fi
-echo "driver,shape,kernel,first_run_ms,first_run_pipelines,ms_median,jit_ms"
+echo "driver,shape,kernel,first_run_ms,first_run_pipelines,ms_median,jit_ms,per_pipeline_ms"
 for driver in system "$@"; do
   for entry in "${shapes[@]}"; do
     name=${entry%%|*} args=${entry#*|}
@@ -40,7 +42,9 @@ for driver in system "$@"; do
 import json, sys
 d = json.loads(sys.argv[3]); r = d["results"][0]
 print(",".join([d["driver"], sys.argv[2], str(r["kernel"]), "%.0f" % r["first_run_ms"], str(r["first_run_pipelines"]),
-                "%.1f" % r["ms_median"], "%.0f" % (r["first_run_ms"] - r["ms_median"])]))' \
+                "%.1f" % r["ms_median"], "%.0f" % (r["first_run_ms"] - r["ms_median"]),
+                ";".join("%s=%.0f" % (p["pipeline"], p["build_ms"] + p["first_ms"] - p["warm_ms"])
+                         for p in r["first_dispatches"])]))' \
       "$driver" "$name" "$json"
   done
 done

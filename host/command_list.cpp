@@ -4,6 +4,7 @@
 #include <string>
 
 #include "context_impl.hpp"
+#include "dispatch_probe.hpp"
 #include "pipelines.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
@@ -118,6 +119,8 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
   const SlotBase placeholder{c.dummy().buffer, 0};
   constexpr uint64_t kPlaceholderBytes = kPlaceholder.elements * kPlaceholder.element_size;
   VkPipeline bound = VK_NULL_HANDLE;
+  DispatchProbe* probe = c.dispatch_probe;  // a DispatchProfile's timestamps, when one is active
+  uint32_t query = probe ? probe->begin_call(cmd, static_cast<uint32_t>(dispatch_count())) : DispatchProbe::kUnprofiled;
   for (const Step& step : steps_) {
     if (step.barrier) {
       VkMemoryBarrier barrier{};
@@ -157,6 +160,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     } else {
       vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
     }
+    if (query != DispatchProbe::kUnprofiled) probe->after_dispatch(cmd, query++, pipeline);
   }
 }
 

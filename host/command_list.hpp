@@ -119,6 +119,8 @@ class CommandList {
 
   // Records every step into `cmd` (in the recording state). `slots[s]` says where slot s's bytes
   // are for s >= 1; slot 0 is `context`'s placeholder.
+  // While a DispatchProfile is active on `context`, also the call's
+  // timestamps (dispatch_probe.hpp).
   void replay(const ContextImpl& context, VkCommandBuffer cmd, std::span<const SlotBase> slots) const;
 
  private:

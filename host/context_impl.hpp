@@ -18,6 +18,8 @@
 
 namespace vkattn::detail {
 
+struct DispatchProbe;
+
 class ContextImpl {
  public:
   ContextImpl() = default;
@@ -71,6 +73,8 @@ class ContextImpl {
   // vkCmdPushDescriptorSetWithTemplateKHR (VK_KHR_push_descriptor), loaded from the device.
   PFN_vkCmdPushDescriptorSetWithTemplateKHR push_descriptors = nullptr;
   std::unique_ptr<PipelineRegistry> pipelines;
+  // The active DispatchProfile's timestamps, written by every replay while one lives; else null.
+  DispatchProbe* dispatch_probe = nullptr;
   std::recursive_mutex queue_mutex;
   // Every device allocation of this Context counts here (Context::memory_stats).
   std::shared_ptr<MemoryCounter> memory = std::make_shared<MemoryCounter>();

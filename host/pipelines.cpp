@@ -1,6 +1,7 @@
 #include "pipelines.hpp"
 
 #include <bit>
+#include <chrono>
 #include <span>
 #include <string_view>
 
@@ -196,6 +197,13 @@ std::string module_name(const PipelineKey& key) {
   throw Error("internal: unknown shader " + std::to_string(static_cast<int>(key.shader)));
 }
 
+std::string pipeline_label(const PipelineKey& key) {
+  std::string label = module_name(key);
+  if (key.shader == Shader::attention_subgroup)
+    label += key.spec[SPEC_ATTENTION_CAREFUL_PASS] ? " (careful pass)" : " (fast pass)";
+  return label;
+}
+
 KernelKind kernel_kind(Shader shader) {
   switch (shader) {
     case Shader::attention_fused:
@@ -306,7 +314,9 @@ VkPipeline PipelineRegistry::get(const PipelineKey& key) {
   }
   info.layout = layout(kernel_kind(key.shader)).pipeline_layout;
   VkPipeline pipeline;
+  const auto start = std::chrono::steady_clock::now();
   VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));
+  builds_.push_back({key, pipeline, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()});
   pipelines_.emplace(key, pipeline);
   return pipeline;
 }
@@ -325,6 +335,21 @@ std::vector<uint8_t> PipelineRegistry::cache_data() {
     data.resize(size);
     return data;
   }
+}
+
+std::pair<std::string, uint32_t> PipelineRegistry::label(VkPipeline pipeline) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < builds_.size(); ++i)
+    if (builds_[i].pipeline == pipeline) return {pipeline_label(builds_[i].key), static_cast<uint32_t>(i)};
+  return {"unknown pipeline", UINT32_MAX};
+}
+
+std::vector<PipelineRegistry::Build> PipelineRegistry::builds_since(std::size_t first) {
+  std::lock_guard lock(mutex_);
+  std::vector<Build> out;
+  for (std::size_t i = first; i < builds_.size(); ++i)
+    out.push_back({pipeline_label(builds_[i].key), static_cast<uint32_t>(i), builds_[i].ms});
+  return out;
 }
 
 std::size_t PipelineRegistry::pipeline_count() {

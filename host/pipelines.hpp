@@ -106,6 +106,8 @@ PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroup
 // "gemm_subgroup_f32_f16_f16".
 std::string module_name(const PipelineKey& key);
 KernelKind kernel_kind(Shader shader);
+// module_name and, where one kernel has several roles, the role: "attention_subgroup_f16 (careful pass)".
+std::string pipeline_label(const PipelineKey& key);
 
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
@@ -137,6 +139,19 @@ class PipelineRegistry {
   // Whether the cache started from the application's file, and what became of that file.
   bool cache_loaded() const { return cache_loaded_; }
   const std::string& cache_note() const { return cache_note_; }
+  // What `pipeline` runs, for reports (DispatchProfile): its module and role (pipeline_label), and
+  // its number in build order; "unknown pipeline" and UINT32_MAX for one this registry did not build.
+  // Thread-safe.
+  std::pair<std::string, uint32_t> label(VkPipeline pipeline);
+  // A built pipeline: its label, number in build order, and the host milliseconds
+  // vkCreateComputePipelines took.
+  struct Build {
+    std::string label;
+    uint32_t id = 0;
+    double ms = 0;
+  };
+  // The pipelines built after the first `first`, in build order (DispatchProfile::builds). Thread-safe.
+  std::vector<Build> builds_since(std::size_t first);
   // How many pipelines have been built (for tests and tools).
   std::size_t pipeline_count();
 
@@ -153,6 +168,12 @@ class PipelineRegistry {
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;
+  struct Built {
+    PipelineKey key;
+    VkPipeline pipeline;
+    double ms;
+  };
+  std::vector<Built> builds_;  // every pipeline built, in order, with its host ms
 };
 
 }  // namespace vkattn::detail

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "bench_metrics.hpp"
+#include "vkattn/dispatch_profile.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/q8_0.hpp"
 
@@ -124,24 +126,63 @@ double credited_flops(const AttentionProblem& problem, const std::vector<int64_t
   return 2.0 * static_cast<double>(problem.heads) * pairs * static_cast<double>(problem.dim_qk + problem.dim_v);
 }
 
+namespace {
+
+// Each pipeline of a call, where it is first dispatched in `first` (a run's dispatches) paired with
+// the dispatch at the same place in `warm` (a later run of the same call), and its build time from
+// `builds`; none when the two runs' dispatches differ.
+std::vector<PipelineFirstDispatch> first_dispatches(const std::vector<DispatchTime>& first,
+                                                    const std::vector<DispatchTime>& warm,
+                                                    const std::vector<PipelineBuild>& builds) {
+  std::vector<PipelineFirstDispatch> out;
+  std::vector<uint32_t> seen;
+  if (first.size() != warm.size()) return out;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    if (first[i].pipeline_id != warm[i].pipeline_id) return {};
+    if (std::find(seen.begin(), seen.end(), first[i].pipeline_id) != seen.end()) continue;
+    seen.push_back(first[i].pipeline_id);
+    const auto built = std::find_if(builds.begin(), builds.end(),
+                                    [&](const PipelineBuild& b) { return b.pipeline_id == first[i].pipeline_id; });
+    out.push_back({first[i].pipeline, built == builds.end() ? 0.0 : built->ms, first[i].ms, warm[i].ms});
+  }
+  return out;
+}
+
+}  // namespace
+
 void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, BenchResult& result) {
   // The first run builds the call's pipelines (and, on lavapipe, JIT-compiles them at their first
   // dispatch): its host time is reported apart. It is the first warm-up, or with --warmup 0 the
-  // first timed run.
+  // first timed run. Where it built pipelines, the run after it is profiled too, dispatch by
+  // dispatch, so that each pipeline's first dispatch can be set against a warm one; that run is the
+  // second warm-up (the probe run without counts), or with --warmup 0 or 1 one more run.
   const std::size_t pipelines_before = context.pipeline_count();
+  std::optional<DispatchProfile> profile;
+  if (context.device_info().timestamps) profile.emplace(context);
   const auto first_start = std::chrono::steady_clock::now();
   const double first_gpu_ms = timer(0, 1).at(0);
   result.first_run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
   result.first_run_pipelines = static_cast<int>(context.pipeline_count() - pipelines_before);
+  std::optional<double> second_gpu_ms;
+  if (profile && result.first_run_pipelines > 0) {
+    const std::vector<DispatchTime> first = profile->collect();
+    second_gpu_ms = timer(0, 1).at(0);
+    result.first_dispatches = first_dispatches(first, profile->collect(), profile->builds());
+  }
+  profile.reset();
 
   std::vector<double> ms;
   if (o.counts_given) {
-    if (o.warmup > 0) {
-      ms = timer(o.warmup - 1, o.iters);
+    const int warmups_done = 1 + (second_gpu_ms ? 1 : 0);
+    if (o.warmup >= warmups_done) {
+      ms = timer(o.warmup - warmups_done, o.iters);
     } else {
-      ms = {first_gpu_ms};
-      if (o.iters > 1) {
-        const std::vector<double> rest = timer(0, o.iters - 1);
+      // --warmup 0: the first run is timed (and the profiled one after it, when there was one);
+      // --warmup 1 with a profiled run: that run is timed.
+      if (o.warmup == 0) ms.push_back(first_gpu_ms);
+      if (second_gpu_ms && static_cast<int>(ms.size()) < o.iters) ms.push_back(*second_gpu_ms);
+      if (o.iters > static_cast<int>(ms.size())) {
+        const std::vector<double> rest = timer(0, o.iters - static_cast<int>(ms.size()));
         ms.insert(ms.end(), rest.begin(), rest.end());
       }
     }
@@ -150,7 +191,7 @@ void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, B
     // says how long a run takes; then as many warm-ups and timed runs as the defaults ask for, fewer
     // where they would exceed the budget. The first run and the probe count as two of the warm-ups.
     // A 2-core lavapipe needs seconds per run on the default problem; a GPU gets the full counts.
-    const double probe_ms = std::max(timer(0, 1).at(0), 1e-3);
+    const double probe_ms = std::max(second_gpu_ms ? *second_gpu_ms : timer(0, 1).at(0), 1e-3);
     const double budget_ms = o.budget_s * 1e3;
     const int warmup = std::clamp(static_cast<int>(0.2 * budget_ms / probe_ms), 0, std::max(o.warmup - 2, 0));
     const int iters = std::clamp(static_cast<int>(budget_ms / probe_ms), 1, o.iters);

@@ -31,6 +31,13 @@ Json measured(const BenchResult& r, T value) {
 }
 
 // One result with the keys bench/compare_torch.py reads (keep them), then a few more.
+Json first_dispatches_json(const BenchResult& r) {
+  Json out = Json::array();
+  for (const PipelineFirstDispatch& p : r.first_dispatches)
+    out.push_back({{"pipeline", p.pipeline}, {"build_ms", p.build_ms}, {"first_ms", p.first_ms}, {"warm_ms", p.warm_ms}});
+  return out;
+}
+
 Json result_json(const BenchResult& r) {
   const BenchShape& s = r.shape;
   const bool checked = r.check.has_value();
@@ -77,6 +84,10 @@ Json result_json(const BenchResult& r) {
               {"iters", measured(r, r.iters)},
               {"first_run_ms", measured(r, r.first_run_ms)},
               {"first_run_pipelines", measured(r, r.first_run_pipelines)},
+              // Each pipeline: host ms building it, GPU ms of its first dispatch in the first run and
+              // of the same dispatch in the run after it (on lavapipe build + first - warm is its
+              // translation and JIT compile); [] when the first run built no pipeline
+              {"first_dispatches", first_dispatches_json(r)},
               // null without --host-time
               {"host_us_record_median", r.host_record ? Json(r.host_record->us_median) : Json(nullptr)},
               {"host_us_record_min", r.host_record ? Json(r.host_record->us_min) : Json(nullptr)},
@@ -277,6 +288,19 @@ void print_table(const BenchReport& report) {
                   list_text(r.shape.kv_lengths).c_str(), list_text(r.shape.q_lengths).c_str());
   std::printf("first_ms(pl): host time of the shape's first run, which built pl pipelines; on lavapipe they "
               "JIT-compile at that first dispatch unless Mesa's shader cache holds them already\n");
+  for (const BenchResult& r : report.results) {
+    if (r.first_dispatches.empty()) continue;
+    std::string text;
+    for (const PipelineFirstDispatch& p : r.first_dispatches) {
+      char entry[256];
+      std::snprintf(entry, sizeof entry, "%s%s: build %.1f + first dispatch %.1f - warm %.1f = %.1f ms", text.empty() ? "" : "; ",
+                    p.pipeline.c_str(), p.build_ms, p.first_ms, p.warm_ms, p.build_ms + p.first_ms - p.warm_ms);
+      text += entry;
+    }
+    std::printf("pipelines (seq_q %lld seq_k %lld; host time building each, GPU time of its first dispatch and of "
+                "the same dispatch in the next run; on lavapipe the total is its translation and JIT compile): %s\n",
+                static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), text.c_str());
+  }
   for (const BenchResult& r : report.results)
     if (r.host_record && r.host_prepared)
       std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.3f us median, %.3f us min; "

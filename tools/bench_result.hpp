@@ -16,6 +16,13 @@
 
 namespace vkattn::cli {
 
+// One pipeline's first dispatch in a shape's first run, and the same dispatch warm (milliseconds).
+struct PipelineFirstDispatch {
+  std::string pipeline;  // DispatchTime::pipeline
+  double build_ms = 0;   // host time building it (PipelineBuild); 0 when it existed already
+  double first_ms = 0, warm_ms = 0;
+};
+
 // Fully resolved: kv_heads and dim_v are never 0 here.
 struct BenchShape {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, dim_qk = 64, dim_v = 64;
@@ -79,6 +86,11 @@ struct BenchResult {
   // already holds them. first_run_pipelines: how many pipelines it built (0: all existed already).
   double first_run_ms = 0;
   int first_run_pipelines = 0;
+  // When the first run built pipelines: each pipeline of the call, the host time building it, its
+  // first dispatch in that run and the same dispatch in the run after it (GPU time, DispatchProfile).
+  // On lavapipe build + first - warm is that pipeline's translation and JIT compile. Empty when no
+  // pipeline was built or without timestamps.
+  std::vector<PipelineFirstDispatch> first_dispatches;
   std::optional<CheckResult> check;
   // --host-time: host microseconds per call of recording the call into a command buffer: through
   // record_attention, which plans on every call, and through a PreparedAttention made once.

@@ -27,7 +27,7 @@ TOP_KEYS = ["device", "driver", "host_cpu", "version", "sweep", "reduced", "resu
 ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "dtype", "causal", "path", "kernel",
             "splits", "chunks", "weights", "device_bytes", "workspace_bytes", "peak_device_bytes", "ms_median",
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
-            "first_run_pipelines", "layout", "page_size", "kv_lengths", "q_lengths", "kv_bytes", "kv_gbps"]
+            "first_run_pipelines", "first_dispatches", "layout", "page_size", "kv_lengths", "q_lengths", "kv_bytes", "kv_gbps"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
 F16_TOLERANCE = 2e-3  # README.md, "Precision"
 
@@ -193,6 +193,18 @@ def check_first_run(checks, vkattn):
                  first["first_run_pipelines"] >= 1 and first["first_run_ms"] > 0, str(first)[:300])
     checks.check("first run: the second shape built none (same pipelines)",
                  second["first_run_pipelines"] == 0 and second["first_run_ms"] > 0, str(second)[:300])
+    # Per pipeline (DispatchProfile): each of the first shape's pipelines once, built in that run, with
+    # its first dispatch and a warm one; none for the second shape, which built nothing.
+    per_pipeline = first["first_dispatches"]
+    checks.check("first run: one entry per pipeline it dispatched, each built then, times non-negative",
+                 1 <= len(per_pipeline) <= first["first_run_pipelines"]
+                 and len({p["pipeline"] for p in per_pipeline}) == len(per_pipeline)
+                 and all(p["build_ms"] > 0 and p["first_ms"] >= 0 and p["warm_ms"] >= 0 for p in per_pipeline),
+                 str(per_pipeline)[:300])
+    checks.check("first run: the second shape has no per-pipeline entries", second["first_dispatches"] == [],
+                 str(second["first_dispatches"])[:300])
+    checks.check("first run: --warmup 0 --iters 1 still times exactly one run", first["iters"] == 1 and second["iters"] == 1,
+                 f'{first["iters"]} {second["iters"]}')
 
 
 def check_counts_and_budget(checks, vkattn):

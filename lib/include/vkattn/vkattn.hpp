@@ -4,6 +4,7 @@
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/dispatch_profile.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/mha.hpp"
