@@ -569,13 +569,20 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.splits_per_dispatch = plan.splits;
   if (key_ranges) plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits, keys_per_binding / plan.keys_per_split));
   plan.splits_per_dispatch = uint32_t(std::min<uint64_t>(plan.splits_per_dispatch, max_z / plan.batch_chunk));
-  // The careful pass's ballots: one uvec4 per workgroup of the largest dispatch (shader_abi.h).
-  const auto redo_bytes = [&]() -> uint64_t {
-    const uint64_t batches = varlen ? uint64_t(varlen->batch) : uint64_t(plan.batch_chunk);
-    return c.careful_pass() ? uint64_t(plan.tiles_per_range) * (uint64_t(plan.head_chunk) / c.heads_per_workgroup(group)) *
-                                  batches * plan.splits_per_dispatch * 16
-                            : 0;
+  // The workspace holds, each region aligned: the split-KV partials (O, then LSE), the work list, and
+  // the careful pass's ballots (one uvec4 per workgroup of the largest dispatch, shader_abi.h) after
+  // everything else. `used`: the bytes before the ballots.
+  const uint64_t redo_bytes =
+      c.careful_pass() ? uint64_t(plan.tiles_per_range) *
+                             (uint64_t(plan.head_chunk) / c.heads_per_workgroup(group)) *
+                             (varlen ? uint64_t(varlen->batch) : uint64_t(plan.batch_chunk)) * plan.splits_per_dispatch * 16
+                       : 0;
+  const auto workspace_for = [&](uint64_t used) -> uint64_t {
+    if (redo_bytes == 0) return used ? used + plan.alignment : 0;
+    return align_up(used, plan.alignment) + redo_bytes + plan.alignment;
   };
+  uint64_t used = plan.splits > 1 ? align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes : 0;
+  plan.workspace_bytes = workspace_for(used);
 
   if (plan.splits > 1) {
     for (auto [name, bytes] : {std::pair{"partial O", plan.partial_o_bytes}, std::pair{"partial LSE", plan.partial_lse_bytes}})
@@ -584,7 +591,6 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                           str(plan.splits) + " splits) needs " + str(bytes) +
                           " bytes, more than one binding can hold on " + device.name + " (" +
                           str(device.max_storage_buffer_range) + ")");
-    plan.workspace_bytes = align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes + plan.alignment;
     // The splits of a paged call, a packed batch, or a dense call with key lengths (and no mask: the
     // list takes the mask's binding), follow each sequence's own keys (WorkListPlan), where one dispatch per
     // range covers them and the items fit the list's (sequence << 16 | split) words and the grid.
@@ -605,11 +611,12 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
           uint64_t(plan.tiles_per_range) * (plan.head_chunk / c.heads_per_workgroup(group));
       w.target_items = uint32_t(std::clamp<uint64_t>(ceil_div(target, workgroups_per_item), 1,
                                                      max_items - uint64_t(plan.batch_chunk)));
-      w.offset = align_up(align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes, plan.alignment);
+      w.offset = align_up(used, plan.alignment);
       w.words = WORK_LIST_ITEMS + max_items + uint64_t(plan.batch_chunk) + 1;
       // (Only within the workspace bound: the list is 4 bytes a slot, a partial row at least 12.)
-      const uint64_t with_list = w.offset + w.words * 4 + plan.alignment + (c.careful_pass() ? redo_bytes() + plan.alignment : 0);
+      const uint64_t with_list = workspace_for(w.offset + w.words * 4);
       if (with_list <= budget) {
+        used = w.offset + w.words * 4;
         plan.workspace_bytes = with_list;
         plan.work_list = w;
       }
@@ -618,17 +625,12 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
       throw unsupported("grid: " + str(chunk_range_rows) + " rows exceed what the combine dispatch can cover on " +
                         device.name);
   }
-  if (c.careful_pass()) {
-    // The ballots go after everything else in the workspace.
-    const uint64_t used = plan.work_list ? plan.work_list->offset + plan.work_list->words * 4
-                          : plan.splits > 1 ? align_up(plan.partial_o_bytes, plan.alignment) + plan.partial_lse_bytes
-                                            : 0;
-    plan.redo_offset = align_up(used, plan.alignment);
-    plan.redo_bytes = redo_bytes();
-    if (plan.redo_bytes > max_range)
-      throw unsupported("workspace: the careful pass's " + str(plan.redo_bytes / 16) + " workgroups need " + str(plan.redo_bytes) +
+  if (redo_bytes > 0) {
+    if (redo_bytes > max_range)
+      throw unsupported("workspace: the careful pass's " + str(redo_bytes / 16) + " workgroups need " + str(redo_bytes) +
                         " bytes, more than one binding can hold on " + device.name + " (" + str(max_range) + ")");
-    plan.workspace_bytes = plan.redo_offset + plan.redo_bytes + plan.alignment;
+    plan.redo_offset = align_up(used, plan.alignment);
+    plan.redo_bytes = redo_bytes;
   }
   return plan;
 }
