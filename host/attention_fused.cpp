@@ -288,6 +288,12 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
         const bool last = t0 + plan.tiles_per_range >= plan.query_tiles;
         d.indirect_offset = work_list->offset + 4u * (last ? WORK_LIST_LAST_ARGS : WORK_LIST_ARGS);
       }
+      // What the kernel writes: the partials when split, else O and LSE (the layout says all of them).
+      d.writes &= split ? ~(1u << 3 | 1u << 4) : ~(1u << 7 | 1u << 8);
+      // A dispatch of a later range of splits: its writes (other splits' partials, other keys' O rows:
+      // never the same bytes) through the same bindings are ordered after the last's, as the barrier
+      // check and synchronization validation, which see bindings, ask.
+      if (s0 > 0 && !careful) list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
       if (!careful) {
         list.dispatch(d);
         continue;
@@ -298,9 +304,12 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
       d.bind(REDO_BINDING, redo);
       list.compute_barrier(read_write, VK_ACCESS_SHADER_WRITE_BIT);
+      d.reads &= ~(1u << REDO_BINDING);  // the fast pass writes the ballots, the careful pass reads them
       list.dispatch(d);
       list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, read_write);
       d.pipeline = careful;
+      d.reads |= 1u << REDO_BINDING;
+      d.writes &= ~(1u << REDO_BINDING);
       list.dispatch(d);
     }
 

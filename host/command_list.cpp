@@ -1,5 +1,6 @@
 #include "command_list.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <string>
 
@@ -15,6 +16,8 @@ void Dispatch::use(const KernelLayout& kernel_layout) {
   layout = kernel_layout.pipeline_layout;
   descriptors = kernel_layout.push_template;
   binding_count = kernel_layout.bindings;
+  reads = kernel_layout.reads;
+  writes = kernel_layout.writes;
   bindings.fill(kPlaceholder);
   offset_word.fill(kNoWord);
 }
@@ -64,8 +67,14 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     if (dispatch.chunk_mask[i] != 0 &&
         (!std::has_single_bit(dispatch.chunk_mask[i] + 1u) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
       throw Error("internal: a chunked binding whose chunk is not a power of two, or without an element-wise pipeline");
-    step.slot_bindings[step.slot_binding_count++] = {i, b.slot, b.offset, b.elements * b.element_size + 3, word,
-                                                     static_cast<uint8_t>(b.element_size / 2)};  // log2 of 1, 2, 4
+    step.slot_bindings[step.slot_binding_count++] = {i,
+                                                     b.slot,
+                                                     b.offset,
+                                                     b.elements * b.element_size + 3,
+                                                     word,
+                                                     static_cast<uint8_t>(b.element_size / 2),  // log2 of 1, 2, 4
+                                                     (dispatch.reads >> i & 1u) != 0,
+                                                     (dispatch.writes >> i & 1u) != 0};
   }
 }
 
@@ -115,10 +124,91 @@ void CommandList::check_fits(const DeviceInfo& device) const {
   }
 }
 
+std::vector<std::string> CommandList::hazards() const {
+  // Bytes [begin, end) of a slot that step `step`'s binding `binding` touches (binding kIndirect:
+  // the 12 bytes of an indirect dispatch's grid).
+  constexpr uint32_t kIndirect = UINT32_MAX;
+  struct Access {
+    std::size_t step;
+    uint32_t binding, slot;
+    uint64_t begin, end;
+  };
+  struct Write {
+    Access access;
+    bool visible_to_reads = false, visible_to_indirect = false, before_writes = false;
+  };
+  std::vector<Write> writes;  // not yet ordered before every later access
+  std::vector<Access> reads;  // not yet ordered before later writes
+  std::vector<std::string> found;
+  const auto overlap = [](const Access& a, const Access& b) {
+    return a.slot == b.slot && a.begin < b.end && b.begin < a.end;
+  };
+  const auto name = [](const Access& a) {
+    return "step " + std::to_string(a.step) +
+           (a.binding == kIndirect ? std::string(" (its indirect grid)") : " binding " + std::to_string(a.binding));
+  };
+  const auto report = [&](const char* kind, const Access& later, const Access& earlier) {
+    found.push_back(std::string(kind) + ": " + name(later) + " and " + name(earlier) + " touch bytes [" +
+                    std::to_string(std::max(later.begin, earlier.begin)) + ", " + std::to_string(std::min(later.end, earlier.end)) +
+                    ") of slot " + std::to_string(later.slot) + " with no barrier that orders them");
+  };
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& step = steps_[i];
+    if (step.barrier) {
+      // Every barrier here is an execution dependency from the compute stage (and the indirect one
+      // where indirect_barrier adds it) to the compute stage: it orders earlier shader reads (and
+      // grid reads, where its first scope has the indirect stage) before later writes; its access
+      // masks say which earlier writes it makes available and to what.
+      const bool orders_grid_reads = (step.src_stages & VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT) != 0;
+      std::erase_if(reads, [&](const Access& r) { return r.binding != kIndirect || orders_grid_reads; });
+      if ((step.before & VK_ACCESS_SHADER_WRITE_BIT) == 0) continue;
+      for (Write& w : writes) {
+        w.before_writes = true;
+        w.visible_to_reads = w.visible_to_reads || (step.after & VK_ACCESS_SHADER_READ_BIT) != 0;
+        w.visible_to_indirect = w.visible_to_indirect || (step.after & VK_ACCESS_INDIRECT_COMMAND_READ_BIT) != 0;
+      }
+      std::erase_if(writes, [](const Write& w) { return w.visible_to_reads && w.visible_to_indirect; });
+      continue;
+    }
+    std::vector<Access> step_reads, step_writes;
+    for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
+      const SlotBinding& b = step.slot_bindings[s];
+      const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3};
+      if (b.read) step_reads.push_back(a);
+      if (b.written) step_writes.push_back(a);
+    }
+    const Dispatch& d = step.dispatch;
+    if (d.indirect_slot != kPlaceholderSlot) {
+      const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12};
+      for (const Write& w : writes)
+        if (!w.visible_to_indirect && overlap(grid, w.access)) report("read after write", grid, w.access);
+    }
+    for (const Access& r : step_reads)
+      for (const Write& w : writes)
+        if (!w.visible_to_reads && overlap(r, w.access)) report("read after write", r, w.access);
+    for (const Access& a : step_writes) {
+      for (const Write& w : writes)
+        if (!w.before_writes && overlap(a, w.access)) report("write after write", a, w.access);
+      for (const Access& r : reads)
+        if (overlap(a, r)) report("write after read", a, r);
+    }
+    reads.insert(reads.end(), step_reads.begin(), step_reads.end());
+    if (d.indirect_slot != kPlaceholderSlot)
+      reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12});
+    for (const Access& a : step_writes) writes.push_back({a});
+  }
+  return found;
+}
+
 void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<const SlotBase> slots) const {
   const SlotBase placeholder{c.dummy().buffer, 0};
   constexpr uint64_t kPlaceholderBytes = kPlaceholder.elements * kPlaceholder.element_size;
   VkPipeline bound = VK_NULL_HANDLE;
+  if (c.check_barriers) {  // tests only (testing::set_barrier_check)
+    const std::vector<std::string> found = hazards();
+    if (!found.empty())
+      throw Error("internal: a missing barrier in a recorded call (" + std::to_string(found.size()) + " hazards), first: " + found.front());
+  }
   DispatchProbe* probe = c.dispatch_probe;  // a DispatchProfile's timestamps, when one is active
   uint32_t query = probe ? probe->begin_call(cmd, static_cast<uint32_t>(dispatch_count())) : DispatchProbe::kUnprofiled;
   for (const Step& step : steps_) {

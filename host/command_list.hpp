@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace vkattn {
@@ -55,6 +56,7 @@ struct Dispatch {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorUpdateTemplate descriptors = VK_NULL_HANDLE;  // the layout's push template
   uint32_t binding_count = 0;
+  uint32_t reads = 0, writes = 0;  // the layout's (KernelLayout::reads, writes): bit i for binding i
   std::array<Binding, kMaxBindings> bindings{};
   // The push-constant half-word (16 bits, counted from the block's start) that receives binding i's
   // element offset at replay; kNoWord for none.
@@ -112,6 +114,15 @@ class CommandList {
   void append(const CommandList& other);
 
   std::size_t dispatch_count() const;
+  // Every pair of dispatches of the list that touch overlapping bytes of one slot (the placeholder's
+  // aside), one writing, without a barrier between them that orders the two as Vulkan requires: a
+  // read after a write needs the write made visible to shader reads (an indirect grid's read, to
+  // indirect-command reads), a write after a write the first write in a barrier's first scope, a
+  // write after a read any barrier. One line per hazard, naming the steps, bindings, slot and bytes;
+  // empty when there is none. The kernels' reads and writes per binding are their layouts'
+  // (KernelLayout::reads, writes). For tests (testing::set_barrier_check): synchronization validation
+  // sees bindings, this sees the list's own byte ranges, and runs on every call the tests record.
+  std::vector<std::string> hazards() const;
   // Throws Error when a dispatch's grid or a binding's range (with the worst alignment slack)
   // exceeds `device`'s limits: for lists planned for another device (plan_fit.hpp).
   void check_fits(const DeviceInfo& device) const;
@@ -133,6 +144,7 @@ class CommandList {
     uint64_t bytes = 0;      // elements * element_size, plus 3 (rounded to whole words at replay)
     uint8_t word = Dispatch::kNoWord;  // the push half-word (Dispatch::offset_word)
     uint8_t shift = 0;       // log2(element_size)
+    bool read = false, written = false;  // by the kernel (Dispatch::reads, writes)
   };
   struct Step {
     bool barrier = false;

@@ -166,7 +166,14 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
     for (int64_t b0 = 0; b0 < call.batch; b0 += per_dispatch) {
       GemmCall part = call;
       part.batch = std::min(per_dispatch, call.batch - b0);
-      for (GemmOperand* o : {&part.a, &part.b, &part.c}) o->offset += b0 * o->stride_batch;
+      // Each operand bound from the part's first batch to its last batch's end (the last batch's
+      // extent in the whole operand, shifted), so that the parts' C bindings do not overlap where
+      // the batches do not (the barrier check, synchronization validation).
+      for (GemmOperand* o : {&part.a, &part.b, &part.c}) {
+        const int64_t last_extent = o->end - (o->offset + (call.batch - 1) * o->stride_batch);
+        o->offset += b0 * o->stride_batch;
+        o->end = o->offset + (part.batch - 1) * o->stride_batch + last_extent;
+      }
       emit_gemm(c, list, part, choice);
     }
     return;

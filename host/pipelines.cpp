@@ -17,7 +17,7 @@ std::span<const uint32_t> find_spirv(std::string_view name);  // generated: spir
 
 namespace {
 
-KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes) {
+KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t writes, uint32_t write_only) {
   std::vector<VkDescriptorSetLayoutBinding> b(bindings);
   for (uint32_t i = 0; i < bindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -29,6 +29,8 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   set_info.pBindings = b.data();
   KernelLayout layout;
   layout.bindings = bindings;
+  layout.writes = writes;
+  layout.reads = ((1u << bindings) - 1u) & ~write_only;
   VK_TRY(vkCreateDescriptorSetLayout(device, &set_info, nullptr, &layout.set_layout));
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
   VkPipelineLayoutCreateInfo info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -244,12 +246,23 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
   cache_loaded_ = !initial.empty();
   try {
-    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(device_, 13, sizeof(AttentionPush));
-    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 7, sizeof(CombinePush));
-    layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush));
-    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush));
-    layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush));
-    layouts_[static_cast<int>(KernelKind::work_list)] = make_layout(device_, 2, sizeof(WorkListPush));
+    // Which bindings each kind's shaders write (the others they only read), and which of those they
+    // only write, as shaders/*.comp declare them: O, LSE and the partials writeonly, the careful pass's
+    // ballots read and written (attention_common.glsl, attention_subgroup.comp); the combine's O and
+    // LSE; the GEMM's C; the softmax's P (read and written) and LSE; the append's caches (as words,
+    // read and written, for q8_0); the work list (read and written).
+    const auto bits = [](std::initializer_list<uint32_t> list) {
+      uint32_t m = 0;
+      for (const uint32_t b : list) m |= 1u << b;
+      return m;
+    };
+    layouts_[static_cast<int>(KernelKind::attention)] =
+        make_layout(device_, 13, sizeof(AttentionPush), bits({3, 4, 7, 8, REDO_BINDING}), bits({3, 4, 7, 8}));
+    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 7, sizeof(CombinePush), bits({2, 3}), bits({2, 3}));
+    layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush), bits({2}), bits({2}));
+    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush), bits({0, 1}), bits({1}));
+    layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush), bits({2, 3}), 0);
+    layouts_[static_cast<int>(KernelKind::work_list)] = make_layout(device_, 2, sizeof(WorkListPush), bits({1}), 0);
   } catch (...) {
     release();
     throw;

@@ -116,6 +116,9 @@ struct KernelLayout {
   // VkDescriptorBufferInfo (binding i at index i) in one call: what replay records per dispatch.
   VkDescriptorUpdateTemplate push_template = VK_NULL_HANDLE;
   uint32_t bindings = 0;
+  // Bit i: the kernel's shaders read / write binding i (a buffer not declared readonly / one not
+  // declared writeonly; some are both): what CommandList::hazards checks the barriers against.
+  uint32_t reads = 0, writes = 0;
 };
 
 class PipelineRegistry {

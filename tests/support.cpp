@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "vkattn/testing.hpp"
+
 namespace vkattn::test {
 
 namespace {
@@ -69,6 +71,9 @@ Context& context() {
       s.messages.push_back(message);
     };
     s.context = std::make_unique<Context>(options);
+    // Every call the tests record checks its own barriers too (CommandList::hazards): the validation
+    // layer misses some (docs/devices.md, "Tools around it").
+    testing::set_barrier_check(*s.context, true);
     const std::string validation = !options.validation                  ? "off"
                                    : options.synchronization_validation ? "on, with synchronization"
                                                                         : "on";

@@ -31,6 +31,13 @@ void set_fault_hook(Context& context, FaultHook hook);
 // context.
 void set_device_memory_unmapped(Context& context, bool unmapped);
 
+// Every call recorded afterwards first checks its own barriers: a pair of its dispatches that touch
+// overlapping bytes of one buffer, one writing, with no barrier between them that orders the two as
+// Vulkan requires, throws Error("internal: a missing barrier ...") and records nothing. For tests:
+// synchronization validation sees whole bindings, not the byte ranges vkattn's dispatches use. Set it
+// while no other thread uses the context.
+void set_barrier_check(Context& context, bool enabled);
+
 // Prepares `spec` with the plan vkattn would make on the device `profile` describes (its kind,
 // limits and subgroup size: a device class that is not here, e.g. a GPU's tiles), to run on
 // `context`'s device, so that other devices' configurations are proven on the local one
