@@ -23,6 +23,7 @@
 #include "conform_report.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/testing.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -219,6 +220,9 @@ int run(const ConformOptions& o) {
         sink->messages.push_back(m);
       };
     Context context(options);
+    // Each case's calls also check their own barriers (a missing one fails the case as an Error),
+    // as the test suite's do: on devices that give right answers without a barrier, nothing else would.
+    testing::set_barrier_check(context, true);
     device = context.device_info();
     // The subgroup kernel needs the device's (or the profile's plans') subgroups to be the workgroup.
     std::string no_subgroup;
