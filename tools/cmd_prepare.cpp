@@ -1,16 +1,18 @@
 // `vkattn prepare`: open a Context, build the pipelines the default path uses (Context::
-// prepare_pipelines) and save them to a pipeline cache file, timing each step. Run it once at install
+// prepare_pipelines) and save them to a pipeline cache file, timing each step and each pipeline. Run it once at install
 // time to ship a warm cache, or twice to see what the cache saves on this device (cold vs warm).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/dispatch_profile.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::cli {
@@ -49,15 +51,29 @@ Command add_prepare_command(CLI::App& parent) {
             options.pipeline_cache_file = o->cache_file;
             Context context(options);
             const double create_ms = ms_since(start);
+            // Each pipeline's build (the profile's record of them; it needs timestamps, as every
+            // device vkattn has met has).
+            std::optional<DispatchProfile> profile;
+            if (context.device_info().timestamps) profile.emplace(context);
             const auto prepare_start = std::chrono::steady_clock::now();
             context.prepare_pipelines(dtype, o->dims);
             const double prepare_ms = ms_since(prepare_start);
+            const std::vector<PipelineBuild> builds = profile ? profile->builds() : std::vector<PipelineBuild>{};
+            profile.reset();
             std::printf("device          %s (%s)\n", context.device_info().name.c_str(),
                         context.device_info().driver_info.c_str());
             if (!o->cache_file.empty()) std::printf("pipeline cache  %s\n", context.pipeline_cache_note().c_str());
             std::printf("context         %.1f ms\n", create_ms);
             std::printf("prepare         %.1f ms (%zu pipelines, %s)\n", prepare_ms, context.pipeline_count(),
                         to_string(dtype));
+            // A GPU driver compiles a pipeline when it is built; lavapipe translates it then and
+            // JIT-compiles it at its first dispatch (vkattn bench's per-pipeline line).
+            for (const PipelineBuild& b : builds)
+              std::printf("  built %9.1f ms  #%u %s\n", b.ms, b.pipeline_id, b.pipeline.c_str());
+            if (!builds.empty() && context.device_info().is_cpu())
+              std::printf("  (on %s a pipeline JIT-compiles at its first dispatch, not here: vkattn bench reports it per "
+                          "pipeline)\n",
+                          context.device_info().name.c_str());
             std::printf("total           %.1f ms\n", ms_since(start));
             if (!o->cache_file.empty() && !o->no_save) {
               context.save_pipeline_cache(o->cache_file);
