@@ -124,11 +124,6 @@ void CommandList::check_fits(const DeviceInfo& device) const {
   }
 }
 
-void CommandList::own_slot(uint32_t slot) {
-  if (slot >= 32) throw Error("internal: own slot " + std::to_string(slot) + " past 31");
-  own_slots_ |= 1u << slot;
-}
-
 std::vector<std::string> CommandList::hazards() const {
   // Bytes [begin, end) of a slot that step `step`'s binding `binding` touches (binding kIndirect:
   // the 12 bytes of an indirect dispatch's grid).
@@ -137,7 +132,6 @@ std::vector<std::string> CommandList::hazards() const {
     std::size_t step;
     uint32_t binding, slot;
     uint64_t begin, end;
-    int replay;  // 0: the list; 1: the list again right after (the own slots only)
   };
   struct Write {
     Access access;
@@ -150,20 +144,15 @@ std::vector<std::string> CommandList::hazards() const {
     return a.slot == b.slot && a.begin < b.end && b.begin < a.end;
   };
   const auto name = [](const Access& a) {
-    return std::string(a.replay ? "the next call's " : "") + "step " + std::to_string(a.step) +
+    return "step " + std::to_string(a.step) +
            (a.binding == kIndirect ? std::string(" (its indirect grid)") : " binding " + std::to_string(a.binding));
   };
   const auto report = [&](const char* kind, const Access& later, const Access& earlier) {
-    // The second replay reports only what lies between the two calls on a slot of vkattn's own (the
-    // rest the caller orders, or it is the first replay's hazard again).
-    if (later.replay == 1 && (earlier.replay == 1 || (own_slots_ >> later.slot & 1u) == 0)) return;
     found.push_back(std::string(kind) + ": " + name(later) + " and " + name(earlier) + " touch bytes [" +
                     std::to_string(std::max(later.begin, earlier.begin)) + ", " + std::to_string(std::min(later.end, earlier.end)) +
                     ") of slot " + std::to_string(later.slot) + " with no barrier that orders them");
   };
-  for (std::size_t n = 0; n < 2 * steps_.size(); ++n) {
-    const std::size_t i = n % steps_.size();
-    const int replay = n < steps_.size() ? 0 : 1;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
     if (step.barrier) {
       // Every barrier here is an execution dependency from the compute stage (and the indirect one
@@ -184,13 +173,13 @@ std::vector<std::string> CommandList::hazards() const {
     std::vector<Access> step_reads, step_writes;
     for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
       const SlotBinding& b = step.slot_bindings[s];
-      const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, replay};
+      const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3};
       if (b.read) step_reads.push_back(a);
       if (b.written) step_writes.push_back(a);
     }
     const Dispatch& d = step.dispatch;
     if (d.indirect_slot != kPlaceholderSlot) {
-      const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, replay};
+      const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12};
       for (const Write& w : writes)
         if (!w.visible_to_indirect && overlap(grid, w.access)) report("read after write", grid, w.access);
     }
@@ -205,7 +194,7 @@ std::vector<std::string> CommandList::hazards() const {
     }
     reads.insert(reads.end(), step_reads.begin(), step_reads.end());
     if (d.indirect_slot != kPlaceholderSlot)
-      reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, replay});
+      reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12});
     for (const Access& a : step_writes) writes.push_back({a});
   }
   return found;
