@@ -124,6 +124,11 @@ void CommandList::check_fits(const DeviceInfo& device) const {
   }
 }
 
+void CommandList::own_slot(uint32_t slot) {
+  if (slot >= 32) throw Error("internal: own slot " + std::to_string(slot) + " past 31");
+  own_slots_ |= 1u << slot;
+}
+
 std::vector<std::string> CommandList::hazards() const {
   // Bytes [begin, end) of a slot that step `step`'s binding `binding` touches (binding kIndirect:
   // the 12 bytes of an indirect dispatch's grid).
@@ -132,70 +137,96 @@ std::vector<std::string> CommandList::hazards() const {
     std::size_t step;
     uint32_t binding, slot;
     uint64_t begin, end;
+    bool next_call;  // the second walk: the list replayed again right after (own slots only)
   };
-  struct Write {
-    Access access;
-    bool visible_to_reads = false, visible_to_indirect = false, before_writes = false;
+  // Per slot, the accesses no barrier has yet ordered before a later access of some kind, one list
+  // per kind of later access, each emptied by the barrier that settles it: so a list of any length
+  // costs time in proportion to its steps times the unordered accesses of the same slot (a long list
+  // of barrier-separated steps is linear; comparing every access with every earlier one was not).
+  struct Pending {
+    std::vector<Access> reads;              // shader reads since the last barrier
+    std::vector<Access> grid_reads;         // indirect grids since the last barrier with the indirect stage
+    std::vector<Access> writes_for_writes;  // writes in no barrier's first scope yet
+    std::vector<Access> writes_for_reads;   // writes not yet made visible to shader reads
+    std::vector<Access> writes_for_grids;   // writes not yet made visible to indirect-command reads
   };
-  std::vector<Write> writes;  // not yet ordered before every later access
-  std::vector<Access> reads;  // not yet ordered before later writes
+  uint32_t slots = 1;
+  for (const Step& step : steps_) {
+    for (uint32_t s = 0; s < step.slot_binding_count; ++s) slots = std::max(slots, step.slot_bindings[s].slot + 1);
+    if (!step.barrier && step.dispatch.indirect_slot != kPlaceholderSlot)
+      slots = std::max(slots, step.dispatch.indirect_slot + 1);
+  }
+  std::vector<Pending> pending(slots);
   std::vector<std::string> found;
-  const auto overlap = [](const Access& a, const Access& b) {
-    return a.slot == b.slot && a.begin < b.end && b.begin < a.end;
-  };
   const auto name = [](const Access& a) {
-    return "step " + std::to_string(a.step) +
+    return std::string(a.next_call ? "the next call's " : "") + "step " + std::to_string(a.step) +
            (a.binding == kIndirect ? std::string(" (its indirect grid)") : " binding " + std::to_string(a.binding));
   };
-  const auto report = [&](const char* kind, const Access& later, const Access& earlier) {
-    found.push_back(std::string(kind) + ": " + name(later) + " and " + name(earlier) + " touch bytes [" +
-                    std::to_string(std::max(later.begin, earlier.begin)) + ", " + std::to_string(std::min(later.end, earlier.end)) +
-                    ") of slot " + std::to_string(later.slot) + " with no barrier that orders them");
+  const auto check = [&](const char* kind, const Access& later, const std::vector<Access>& earlier) {
+    for (const Access& e : earlier)
+      if (later.begin < e.end && e.begin < later.end)
+        found.push_back(std::string(kind) + ": " + name(later) + " and " + name(e) + " touch bytes [" +
+                        std::to_string(std::max(later.begin, e.begin)) + ", " + std::to_string(std::min(later.end, e.end)) +
+                        ") of slot " + std::to_string(later.slot) + " with no barrier that orders them");
   };
-  for (std::size_t i = 0; i < steps_.size(); ++i) {
-    const Step& step = steps_[i];
-    if (step.barrier) {
-      // Every barrier here is an execution dependency from the compute stage (and the indirect one
-      // where indirect_barrier adds it) to the compute stage: it orders earlier shader reads (and
-      // grid reads, where its first scope has the indirect stage) before later writes; its access
-      // masks say which earlier writes it makes available and to what.
-      const bool orders_grid_reads = (step.src_stages & VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT) != 0;
-      std::erase_if(reads, [&](const Access& r) { return r.binding != kIndirect || orders_grid_reads; });
-      if ((step.before & VK_ACCESS_SHADER_WRITE_BIT) == 0) continue;
-      for (Write& w : writes) {
-        w.before_writes = true;
-        w.visible_to_reads = w.visible_to_reads || (step.after & VK_ACCESS_SHADER_READ_BIT) != 0;
-        w.visible_to_indirect = w.visible_to_indirect || (step.after & VK_ACCESS_INDIRECT_COMMAND_READ_BIT) != 0;
+  // Two walks: the list, then the list again as the next call recorded right after it with no
+  // barrier of the caller's between, which checks only the slots that are vkattn's own (the caller
+  // orders its own buffers between calls) against the first walk's accesses, and adds none.
+  for (const bool next_call : {false, true}) {
+    if (next_call && own_slots_ == 0) break;
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      const Step& step = steps_[i];
+      if (step.barrier) {
+        // Every barrier here is an execution dependency from the compute stage (and the indirect one
+        // where indirect_barrier adds it) to the compute stage: it orders earlier shader reads (and
+        // grid reads, where its first scope has the indirect stage) before later writes; its access
+        // masks say which earlier writes it makes available and to what.
+        const bool orders_grid_reads = (step.src_stages & VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT) != 0;
+        const bool writes_first = (step.before & VK_ACCESS_SHADER_WRITE_BIT) != 0;
+        for (Pending& p : pending) {
+          p.reads.clear();
+          if (orders_grid_reads) p.grid_reads.clear();
+          if (!writes_first) continue;
+          p.writes_for_writes.clear();
+          if (step.after & VK_ACCESS_SHADER_READ_BIT) p.writes_for_reads.clear();
+          if (step.after & VK_ACCESS_INDIRECT_COMMAND_READ_BIT) p.writes_for_grids.clear();
+        }
+        continue;
       }
-      std::erase_if(writes, [](const Write& w) { return w.visible_to_reads && w.visible_to_indirect; });
-      continue;
+      const Dispatch& d = step.dispatch;
+      if (d.indirect_slot != kPlaceholderSlot && (!next_call || (own_slots_ >> d.indirect_slot & 1u) != 0)) {
+        const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, next_call};
+        check("read after write", grid, pending[grid.slot].writes_for_grids);
+      }
+      for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
+        const SlotBinding& b = step.slot_bindings[s];
+        if (next_call && (own_slots_ >> b.slot & 1u) == 0) continue;
+        const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, next_call};
+        Pending& p = pending[b.slot];
+        if (b.read) check("read after write", a, p.writes_for_reads);
+        if (b.written) {
+          check("write after write", a, p.writes_for_writes);
+          check("write after read", a, p.reads);
+          check("write after read", a, p.grid_reads);
+        }
+      }
+      if (next_call) continue;
+      // This step's accesses join the pending ones after all of them were checked (a dispatch may
+      // read and write one binding, and two of its bindings may overlap).
+      for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
+        const SlotBinding& b = step.slot_bindings[s];
+        const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, false};
+        Pending& p = pending[b.slot];
+        if (b.read) p.reads.push_back(a);
+        if (b.written) {
+          p.writes_for_writes.push_back(a);
+          p.writes_for_reads.push_back(a);
+          p.writes_for_grids.push_back(a);
+        }
+      }
+      if (d.indirect_slot != kPlaceholderSlot)
+        pending[d.indirect_slot].grid_reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, false});
     }
-    std::vector<Access> step_reads, step_writes;
-    for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
-      const SlotBinding& b = step.slot_bindings[s];
-      const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3};
-      if (b.read) step_reads.push_back(a);
-      if (b.written) step_writes.push_back(a);
-    }
-    const Dispatch& d = step.dispatch;
-    if (d.indirect_slot != kPlaceholderSlot) {
-      const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12};
-      for (const Write& w : writes)
-        if (!w.visible_to_indirect && overlap(grid, w.access)) report("read after write", grid, w.access);
-    }
-    for (const Access& r : step_reads)
-      for (const Write& w : writes)
-        if (!w.visible_to_reads && overlap(r, w.access)) report("read after write", r, w.access);
-    for (const Access& a : step_writes) {
-      for (const Write& w : writes)
-        if (!w.before_writes && overlap(a, w.access)) report("write after write", a, w.access);
-      for (const Access& r : reads)
-        if (overlap(a, r)) report("write after read", a, r);
-    }
-    reads.insert(reads.end(), step_reads.begin(), step_reads.end());
-    if (d.indirect_slot != kPlaceholderSlot)
-      reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12});
-    for (const Access& a : step_writes) writes.push_back({a});
   }
   return found;
 }

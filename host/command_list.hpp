@@ -48,7 +48,7 @@ struct Binding {
 // The placeholder: the whole 256-byte buffer (ContextImpl::dummy).
 inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 
-inline constexpr uint32_t kMaxBindings = 13;  // the most any kernel has (the fused attention kernel)
+inline constexpr uint32_t kMaxBindings = 13;  // the most any kernel has (ATTENTION_BINDINGS, shader_abi.h)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
 
 struct Dispatch {
@@ -113,13 +113,17 @@ class CommandList {
   // Appends `other`'s steps (recorded with the same alignment and slots).
   void append(const CommandList& other);
 
+  // Marks `slot` (below 32) as vkattn's own, the workspace: no caller orders accesses to it between
+  // two calls recorded back to back, so the list's own barriers must (hazards() checks).
+  void own_slot(uint32_t slot);
   std::size_t dispatch_count() const;
   // Every pair of dispatches of the list that touch overlapping bytes of one slot (the placeholder's
   // aside), one writing, without a barrier between them that orders the two as Vulkan requires: a
   // read after a write needs the write made visible to shader reads (an indirect grid's read, to
   // indirect-command reads), a write after a write the first write in a barrier's first scope, a
   // write after a read any barrier. One line per hazard, naming the steps, bindings, slot and bytes;
-  // empty when there is none. The kernels' reads and writes per binding are their layouts'
+  // empty when there is none. Also between two replays back to back, for the own slots (own_slot).
+  // The kernels' reads and writes per binding are their layouts'
   // (KernelLayout::reads, writes). For tests (testing::set_barrier_check): synchronization validation
   // sees bindings, this sees the list's own byte ranges, and runs on every call the tests record.
   std::vector<std::string> hazards() const;
@@ -155,6 +159,7 @@ class CommandList {
     std::array<SlotBinding, kMaxBindings> slot_bindings{};
   };
   uint64_t alignment_;
+  uint32_t own_slots_ = 0;  // bit s: slot s is vkattn's own (own_slot)
   std::vector<Step> steps_;
 };
 

@@ -277,6 +277,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   slots.sinks = kSinks, slots.alibi = kAlibi;
   p->list = detail::CommandList(a);
   detail::CommandList& list = p->list;
+  for (const uint32_t own : {kQ, kK, kV, kAttn}) list.own_slot(own);  // (and kWorkspace: emit_attention)
   // The workspace may still be read by the previous pass recorded in this command buffer.
   list.barrier_between_dispatches();
   detail::emit_gemm(c, list, projection(kQuery, Sq, E, kWq, E, H, kQ, 0), gemm);

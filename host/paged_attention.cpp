@@ -75,6 +75,7 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
 void emit_paged_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
                           const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
                           const AttentionSlots& slots) {
+  list.own_slot(slots.workspace);
   if (plan.paged->seq_new > 0) emit_kv_append(c, list, plan, *k_new, *v_new, slots);
   emit_fused_attention(c, list, plan, layouts, slots);
 }

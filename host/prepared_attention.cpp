@@ -102,6 +102,7 @@ PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, cons
 
 void emit_attention(ContextImpl& c, CommandList& list, const PlannedAttention& planned, const AttentionLayouts& layouts,
                     const AttentionSlots& slots) {
+  list.own_slot(slots.workspace);
   if (planned.unfused)
     emit_unfused_attention(c, list, *planned.unfused, layouts, slots);
   else

@@ -133,4 +133,29 @@ TEST_SUITE("unit") {
     rewrite_ordered.dispatch(writer);
     CHECK(rewrite_ordered.hazards().empty());
   }
+
+  TEST_CASE("barrier check: the next call recorded right after must find the workspace ordered") {
+    // A call that reads back, from its workspace (slot 9), what it wrote there: the next call's
+    // write of the same bytes needs a barrier before it, which only the list itself can give.
+    const auto call = [](bool leading_barrier) {
+      CommandList list;
+      list.own_slot(9);
+      if (leading_barrier) list.compute_barrier(kRead | kWrite, kWrite);
+      list.dispatch(touching(2, 9, 0, 64));
+      list.compute_barrier(kWrite, kRead);
+      list.dispatch(touching(0, 9, 0, 64));
+      return list;
+    };
+    const std::vector<std::string> found = call(false).hazards();
+    CHECK(has(found, "write after read"));
+    CHECK(found.at(0).find("the next call's step 0") != std::string::npos);
+    CHECK(call(true).hazards().empty());
+
+    // The same on a slot of the caller's (not own): the caller orders its buffers between calls.
+    CommandList callers;
+    callers.dispatch(touching(2, 4, 0, 64));
+    callers.compute_barrier(kWrite, kRead);
+    callers.dispatch(touching(0, 4, 0, 64));
+    CHECK(callers.hazards().empty());
+  }
 }
