@@ -45,8 +45,8 @@ void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::work_list));
   d.pipeline = c.pipelines->get(work_list_pipeline());
-  d.bind(0, lengths, offsetof(WorkListPush, lens_off));
-  d.bind(1, words);
+  d.bind(WORK_LIST_LENGTHS_BINDING, lengths, offsetof(WorkListPush, lens_off));
+  d.bind(WORK_LIST_WORDS_BINDING, words);
   d.set_push(push);
   constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   list.indirect_barrier(read_write | VK_ACCESS_INDIRECT_COMMAND_READ_BIT, VK_ACCESS_SHADER_WRITE_BIT);
@@ -185,11 +185,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     combine.use(c.pipelines->layout(KernelKind::combine));
     combine.pipeline =
         c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), plan.combine_workgroup, p.has_sinks ? MOD_SINKS : 0u));
-    combine.bind(0, partial_o);
-    combine.bind(1, partial_lse);
-    combine.bind(2, o, offsetof(CombinePush, o_off));
-    combine.bind(3, lse, offsetof(CombinePush, lse_off));
-    combine.bind(4, sinks, offsetof(CombinePush, lse_off) + 2);
+    combine.bind(COMBINE_PARTIAL_O_BINDING, partial_o);
+    combine.bind(COMBINE_PARTIAL_LSE_BINDING, partial_lse);
+    combine.bind(COMBINE_O_BINDING, o, offsetof(CombinePush, o_off));
+    combine.bind(COMBINE_LSE_BINDING, lse, offsetof(CombinePush, lse_off));
+    combine.bind(COMBINE_SINKS_BINDING, sinks, offsetof(CombinePush, lse_off) + 2);
   }
   // The work list (WorkListPlan): built from the key lengths before the ranges, read by
   // their split dispatches (their grid, their items) and combines (each sequence's items).
@@ -198,8 +198,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (work_list) {
     work_list_words = Binding{slots.workspace, work_list->offset, 4, work_list->words};
     push.flags |= FLAG_WORK_LIST;
-    if (split) combine.bind(WORK_LIST_MASK_BINDING, work_list_words);
-    if (split && varlen) combine.bind(6, block_table, offsetof(CombinePush, cu_q_off));  // cu_seqlens_q
+    if (split) combine.bind(COMBINE_WORK_LIST_BINDING, work_list_words);
+    if (split && varlen) combine.bind(COMBINE_CU_SEQLENS_Q_BINDING, block_table, offsetof(CombinePush, cu_q_off));
     emit_work_list(c, list, plan, kv_len, work_list_words, u32(int64_t(batches)),
                    u32(p.heads) / cfg.heads_per_workgroup(p.group_size()));
   }
@@ -255,29 +255,30 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       Dispatch d;
       d.pipeline = fused;
       d.use(layout);
-      d.bind(0, q, offsetof(AttentionPush, q_off));
+      d.bind(ATTENTION_Q_BINDING, q, offsetof(AttentionPush, q_off));
       if (paged) {
-        d.bind(1, cache(slots.k, kl, paged->k_elements), offsetof(AttentionPush, k_off));
-        d.bind(2, cache(slots.v, vl, paged->v_elements), offsetof(AttentionPush, v_off));
-        d.bind(BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
+        d.bind(ATTENTION_K_BINDING, cache(slots.k, kl, paged->k_elements), offsetof(AttentionPush, k_off));
+        d.bind(ATTENTION_V_BINDING, cache(slots.v, vl, paged->v_elements), offsetof(AttentionPush, v_off));
+        d.bind(ATTENTION_BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
       } else {
-        d.bind(1, kv_tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
-        d.bind(2, kv_tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
+        d.bind(ATTENTION_K_BINDING, kv_tensor(slots.k, key_range(kl)), offsetof(AttentionPush, k_off));
+        d.bind(ATTENTION_V_BINDING, kv_tensor(slots.v, key_range(vl)), offsetof(AttentionPush, v_off));
       }
-      d.bind(3, o, offsetof(AttentionPush, o_off));
-      d.bind(4, lse, offsetof(AttentionPush, lse_off));
+      d.bind(ATTENTION_O_BINDING, o, offsetof(AttentionPush, o_off));
+      d.bind(ATTENTION_LSE_BINDING, lse, offsetof(AttentionPush, lse_off));
       // (A varlen call's m_off is cu_seqlens_q's: it has no mask.)
       if (varlen)
-        d.bind(BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
+        d.bind(ATTENTION_BLOCK_TABLE_BINDING, block_table, offsetof(AttentionPush, m_off));
       else
-        d.bind(5, mask, offsetof(AttentionPush, m_off));
-      d.bind(6, kv_len, offsetof(AttentionPush, kv_len_off));
-      d.bind(7, partial_o);
-      d.bind(8, partial_lse);
-      d.bind(9, alibi, offsetof(AttentionPush, kv_len_off) + 2);
-      d.bind(10, sinks, offsetof(AttentionPush, lse_off) + 2);
+        d.bind(ATTENTION_MASK_BINDING, mask, offsetof(AttentionPush, m_off));
+      d.bind(ATTENTION_KV_LENGTHS_BINDING, kv_len, offsetof(AttentionPush, kv_len_off));
+      d.bind(ATTENTION_PARTIAL_O_BINDING, partial_o);
+      d.bind(ATTENTION_PARTIAL_LSE_BINDING, partial_lse);
+      d.bind(ATTENTION_ALIBI_BINDING, alibi, offsetof(AttentionPush, kv_len_off) + 2);
+      d.bind(ATTENTION_SINKS_BINDING, sinks, offsetof(AttentionPush, lse_off) + 2);
       if (cfg.vec_loads) {
-        for (const uint32_t binding : {0u, 1u, 2u}) d.chunk_mask[binding] = kDecodeChunkBytes - 1u;  // Q, K, V
+        for (const uint32_t binding : {ATTENTION_Q_BINDING, ATTENTION_K_BINDING, ATTENTION_V_BINDING})
+          d.chunk_mask[binding] = kDecodeChunkBytes - 1u;
         d.unchunked_pipeline = unchunked;
       }
       d.set_push(push);
@@ -289,7 +290,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
         d.indirect_offset = work_list->offset + 4u * (last ? WORK_LIST_LAST_ARGS : WORK_LIST_ARGS);
       }
       // What the kernel writes: the partials when split, else O and LSE (the layout says all of them).
-      d.writes &= split ? ~(1u << 3 | 1u << 4) : ~(1u << 7 | 1u << 8);
+      d.writes &= split ? ~(1u << ATTENTION_O_BINDING | 1u << ATTENTION_LSE_BINDING)
+                        : ~(1u << ATTENTION_PARTIAL_O_BINDING | 1u << ATTENTION_PARTIAL_LSE_BINDING);
       // A dispatch of a later range of splits: its writes (other splits' partials, other keys' O rows:
       // never the same bytes) through the same bindings are ordered after the last's, as the barrier
       // check and synchronization validation, which see bindings, ask.
@@ -302,14 +304,14 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       // recorded work sharing the workspace) may still be reading; the careful pass reads them and
       // rewrites the rows they name (O and LSE, or the partials) after the fast pass.
       constexpr VkAccessFlags read_write = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      d.bind(REDO_BINDING, redo);
+      d.bind(ATTENTION_REDO_BINDING, redo);
       list.compute_barrier(read_write, VK_ACCESS_SHADER_WRITE_BIT);
-      d.reads &= ~(1u << REDO_BINDING);  // the fast pass writes the ballots, the careful pass reads them
+      d.reads &= ~(1u << ATTENTION_REDO_BINDING);  // the fast pass writes the ballots, the careful pass reads them
       list.dispatch(d);
       list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, read_write);
       d.pipeline = careful;
-      d.reads |= 1u << REDO_BINDING;
-      d.writes &= ~(1u << REDO_BINDING);
+      d.reads |= 1u << ATTENTION_REDO_BINDING;
+      d.writes &= ~(1u << ATTENTION_REDO_BINDING);
       list.dispatch(d);
     }
 

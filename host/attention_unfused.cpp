@@ -110,12 +110,12 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   Dispatch softmax;
   softmax.use(c.pipelines->layout(KernelKind::softmax));
   softmax.pipeline = c.pipelines->get(softmax_pipeline(plan.softmax_workgroup, modifier_constants(p, l.options)));
-  softmax.bind(0, p_binding, offsetof(SoftmaxPush, p_off));
-  softmax.bind(1, lse, offsetof(SoftmaxPush, lse_off));
-  softmax.bind(2, mask, offsetof(SoftmaxPush, m_off));
-  softmax.bind(3, kv_len, offsetof(SoftmaxPush, kv_len_off));
-  softmax.bind(4, head_values(slots.alibi, l.alibi), offsetof(SoftmaxPush, kv_len_off) + 2);
-  softmax.bind(5, head_values(slots.sinks, l.sinks), offsetof(SoftmaxPush, lse_off) + 2);
+  softmax.bind(SOFTMAX_SCORES_BINDING, p_binding, offsetof(SoftmaxPush, p_off));
+  softmax.bind(SOFTMAX_LSE_BINDING, lse, offsetof(SoftmaxPush, lse_off));
+  softmax.bind(SOFTMAX_MASK_BINDING, mask, offsetof(SoftmaxPush, m_off));
+  softmax.bind(SOFTMAX_KV_LENGTHS_BINDING, kv_len, offsetof(SoftmaxPush, kv_len_off));
+  softmax.bind(SOFTMAX_ALIBI_BINDING, head_values(slots.alibi, l.alibi), offsetof(SoftmaxPush, kv_len_off) + 2);
+  softmax.bind(SOFTMAX_SINKS_BINDING, head_values(slots.sinks, l.sinks), offsetof(SoftmaxPush, lse_off) + 2);
   softmax.set_push(push);
   const uint64_t gx = std::min<uint64_t>(uint64_t(ch.rows()), c.info.max_workgroup_count[0]);
   softmax.groups = {u32(int64_t(gx)), u32(int64_t(ceil_div(uint64_t(ch.rows()), gx))), 1};

@@ -184,10 +184,10 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   };
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::gemm));
-  d.bind(0, bind_operand(call.a), offsetof(GemmPush, a_off));
-  d.bind(1, bind_operand(call.b), offsetof(GemmPush, b_off));
-  d.bind(2, bind_operand(call.c), offsetof(GemmPush, c_off));
-  d.bind(3, call.has_bias ? Binding{call.bias_slot, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n)} : kPlaceholder,
+  d.bind(GEMM_A_BINDING, bind_operand(call.a), offsetof(GemmPush, a_off));
+  d.bind(GEMM_B_BINDING, bind_operand(call.b), offsetof(GemmPush, b_off));
+  d.bind(GEMM_C_BINDING, bind_operand(call.c), offsetof(GemmPush, c_off));
+  d.bind(GEMM_BIAS_BINDING, call.has_bias ? Binding{call.bias_slot, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n)} : kPlaceholder,
          offsetof(GemmPush, bias_off));
 
   GemmPush push{};

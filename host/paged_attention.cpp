@@ -53,12 +53,12 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   d.use(c.pipelines->layout(KernelKind::kv_append));
   const bool q8_0 = p.kv_quant == KvQuant::q8_0;
   d.pipeline = c.pipelines->get(kv_append_pipeline(p.dtype, q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q));
-  d.bind(0, tensor(slots.k_new, k_new), offsetof(KvAppendPush, kn_off));
-  d.bind(1, tensor(slots.v_new, v_new), offsetof(KvAppendPush, vn_off));
-  d.bind(2, kv_binding(slots.k, p.dtype, p.kv_quant, 0, paged.k_elements), offsetof(KvAppendPush, kc_off));
-  d.bind(3, kv_binding(slots.v, p.dtype, p.kv_quant, 0, paged.v_elements), offsetof(KvAppendPush, vc_off));
-  d.bind(4, Binding{slots.block_table, 0, 4, uint64_t(p.batch * paged.max_pages)}, offsetof(KvAppendPush, bt_off));
-  d.bind(5, Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)}, offsetof(KvAppendPush, lens_off));
+  d.bind(KV_APPEND_K_NEW_BINDING, tensor(slots.k_new, k_new), offsetof(KvAppendPush, kn_off));
+  d.bind(KV_APPEND_V_NEW_BINDING, tensor(slots.v_new, v_new), offsetof(KvAppendPush, vn_off));
+  d.bind(KV_APPEND_K_CACHE_BINDING, kv_binding(slots.k, p.dtype, p.kv_quant, 0, paged.k_elements), offsetof(KvAppendPush, kc_off));
+  d.bind(KV_APPEND_V_CACHE_BINDING, kv_binding(slots.v, p.dtype, p.kv_quant, 0, paged.v_elements), offsetof(KvAppendPush, vc_off));
+  d.bind(KV_APPEND_BLOCK_TABLE_BINDING, Binding{slots.block_table, 0, 4, uint64_t(p.batch * paged.max_pages)}, offsetof(KvAppendPush, bt_off));
+  d.bind(KV_APPEND_CACHE_LENS_BINDING, Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)}, offsetof(KvAppendPush, lens_off));
   d.set_push(push);
   // x: the larger dim's elements, or its q8_0 blocks (one invocation quantizes a block).
   const uint64_t per_row = uint64_t(std::max(p.dim_qk, p.dim_v)) / (q8_0 ? uint64_t(kQ8_0BlockElements) : 1u);

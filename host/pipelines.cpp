@@ -5,6 +5,7 @@
 #include <span>
 #include <string_view>
 
+#include "command_list.hpp"
 #include "pipeline_cache.hpp"
 #include "shader_abi.hpp"
 #include "spirv_float_controls.hpp"
@@ -256,13 +257,24 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
       for (const uint32_t b : list) m |= 1u << b;
       return m;
     };
+    static_assert(ATTENTION_BINDINGS <= kMaxBindings && COMBINE_BINDINGS <= kMaxBindings && SOFTMAX_BINDINGS <= kMaxBindings &&
+                  GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings);
     layouts_[static_cast<int>(KernelKind::attention)] =
-        make_layout(device_, 13, sizeof(AttentionPush), bits({3, 4, 7, 8, REDO_BINDING}), bits({3, 4, 7, 8}));
-    layouts_[static_cast<int>(KernelKind::combine)] = make_layout(device_, 7, sizeof(CombinePush), bits({2, 3}), bits({2, 3}));
-    layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, 4, sizeof(GemmPush), bits({2}), bits({2}));
-    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(device_, 6, sizeof(SoftmaxPush), bits({0, 1}), bits({1}));
-    layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(device_, 6, sizeof(KvAppendPush), bits({2, 3}), 0);
-    layouts_[static_cast<int>(KernelKind::work_list)] = make_layout(device_, 2, sizeof(WorkListPush), bits({1}), 0);
+        make_layout(device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
+                    bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING,
+                          ATTENTION_PARTIAL_LSE_BINDING, ATTENTION_REDO_BINDING}),
+                    bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}));
+    layouts_[static_cast<int>(KernelKind::combine)] =
+        make_layout(device_, COMBINE_BINDINGS, sizeof(CombinePush), bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}),
+                    bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}));
+    layouts_[static_cast<int>(KernelKind::gemm)] =
+        make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), bits({GEMM_C_BINDING}));
+    layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(
+        device_, SOFTMAX_BINDINGS, sizeof(SoftmaxPush), bits({SOFTMAX_SCORES_BINDING, SOFTMAX_LSE_BINDING}), bits({SOFTMAX_LSE_BINDING}));
+    layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(
+        device_, KV_APPEND_BINDINGS, sizeof(KvAppendPush), bits({KV_APPEND_K_CACHE_BINDING, KV_APPEND_V_CACHE_BINDING}), 0);
+    layouts_[static_cast<int>(KernelKind::work_list)] =
+        make_layout(device_, WORK_LIST_BINDINGS, sizeof(WorkListPush), bits({WORK_LIST_WORDS_BINDING}), 0);
   } catch (...) {
     release();
     throw;

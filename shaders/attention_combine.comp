@@ -33,15 +33,15 @@ const uint UNIT = VEC ? 4u : 1u;       // elements of a unit
 const uint NU = DV / UNIT;             // units of a row
 const uint G = W >= NU ? W / NU : 1u;  // split groups
 
-layout(binding = 0) readonly buffer PartialOBuf { float partial_o[]; };
-layout(binding = 0) readonly buffer PartialOVecs { vec4 partial_o4[]; };
-layout(binding = 1) readonly buffer PartialLseBuf { float partial_lse[]; };
-layout(binding = 2) writeonly buffer OBuf { STORAGE_T o[]; };
-layout(binding = 3) writeonly buffer LseBuf { float lse[]; };
-layout(binding = 5) readonly buffer WorkListBuf { uint work_list[]; };
-layout(binding = 6) readonly buffer CuSeqlensQBuf { int cu_q[]; };  // a packed batch's, with a work list
+layout(binding = COMBINE_PARTIAL_O_BINDING) readonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = COMBINE_PARTIAL_O_BINDING) readonly buffer PartialOVecs { vec4 partial_o4[]; };
+layout(binding = COMBINE_PARTIAL_LSE_BINDING) readonly buffer PartialLseBuf { float partial_lse[]; };
+layout(binding = COMBINE_O_BINDING) writeonly buffer OBuf { STORAGE_T o[]; };
+layout(binding = COMBINE_LSE_BINDING) writeonly buffer LseBuf { float lse[]; };
+layout(binding = COMBINE_WORK_LIST_BINDING) readonly buffer WorkListBuf { uint work_list[]; };
+layout(binding = COMBINE_CU_SEQLENS_Q_BINDING) readonly buffer CuSeqlensQBuf { int cu_q[]; };  // a packed batch's, with a work list
 #define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
-#define SINKS_BINDING 4
+#define SINKS_BINDING COMBINE_SINKS_BINDING
 #include "modifiers.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)

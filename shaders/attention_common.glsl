@@ -4,16 +4,16 @@
 #ifndef VKATTN_ATTENTION_COMMON_GLSL
 #define VKATTN_ATTENTION_COMMON_GLSL
 
-layout(binding = 0) readonly buffer QBuf { STORAGE_T q[]; };
-layout(binding = 1) readonly buffer KBuf { STORAGE_T k[]; };
-layout(binding = 2) readonly buffer VBuf { STORAGE_T v[]; };
-layout(binding = 3) writeonly buffer OBuf { STORAGE_T o[]; };
-layout(binding = 4) writeonly buffer LseBuf { float lse[]; };
-layout(binding = 5) readonly buffer MaskBuf { uint mask_words[]; };
+layout(binding = ATTENTION_Q_BINDING) readonly buffer QBuf { STORAGE_T q[]; };
+layout(binding = ATTENTION_K_BINDING) readonly buffer KBuf { STORAGE_T k[]; };
+layout(binding = ATTENTION_V_BINDING) readonly buffer VBuf { STORAGE_T v[]; };
+layout(binding = ATTENTION_O_BINDING) writeonly buffer OBuf { STORAGE_T o[]; };
+layout(binding = ATTENTION_LSE_BINDING) writeonly buffer LseBuf { float lse[]; };
+layout(binding = ATTENTION_MASK_BINDING) readonly buffer MaskBuf { uint mask_words[]; };
 layout(binding = WORK_LIST_MASK_BINDING) readonly buffer WorkListBuf { uint work_list[]; };  // (no mask then)
-layout(binding = 6) readonly buffer KvLenBuf { int kv_lengths[]; };
-layout(binding = 7) writeonly buffer PartialOBuf { float partial_o[]; };
-layout(binding = 8) writeonly buffer PartialLseBuf { float partial_lse[]; };  // (max m, sum l) per row
+layout(binding = ATTENTION_KV_LENGTHS_BINDING) readonly buffer KvLenBuf { int kv_lengths[]; };
+layout(binding = ATTENTION_PARTIAL_O_BINDING) writeonly buffer PartialOBuf { float partial_o[]; };
+layout(binding = ATTENTION_PARTIAL_LSE_BINDING) writeonly buffer PartialLseBuf { float partial_lse[]; };  // (max m, sum l) per row
 layout(binding = BLOCK_TABLE_BINDING) readonly buffer BlockTableBuf { int block_table[]; };
 
 // Paged K and V (shader_abi.h, "Paged KV caches"): the page size, 0 for dense tensors.
@@ -41,8 +41,8 @@ uint g_row_q, g_row_k;
 #define MOD_SPEC_WINDOW_LEFT SPEC_ATTENTION_WINDOW_LEFT
 #define MOD_SPEC_WINDOW_RIGHT SPEC_ATTENTION_WINDOW_RIGHT
 #define MOD_SPEC_SOFTCAP SPEC_ATTENTION_SOFTCAP
-#define ALIBI_BINDING 9
-#define SINKS_BINDING 10
+#define ALIBI_BINDING ATTENTION_ALIBI_BINDING
+#define SINKS_BINDING ATTENTION_SINKS_BINDING
 #include "modifiers.glsl"
 #include "kv_values.glsl"
 

@@ -104,9 +104,9 @@ vec4 shared_to_vec4(uvec2 x) {
 }
 #endif
 #endif
-layout(binding = 0) readonly buffer QVec { VEC_T q_vec[]; };
-layout(binding = 1) readonly buffer KVec { VEC_T k_vec[]; };
-layout(binding = 2) readonly buffer VVec { VEC_T v_vec[]; };
+layout(binding = ATTENTION_Q_BINDING) readonly buffer QVec { VEC_T q_vec[]; };
+layout(binding = ATTENTION_K_BINDING) readonly buffer KVec { VEC_T k_vec[]; };
+layout(binding = ATTENTION_V_BINDING) readonly buffer VVec { VEC_T v_vec[]; };
 
 // Elements d4*4 .. d4*4+3 of the row starting at element `base` of Q, K or V (zero past `dim`), as
 // stored (the shared-memory form): one vector load when `vec` (the host's flag and a multiple-of-4

@@ -18,13 +18,13 @@
 
 layout(local_size_x_id = SPEC_SOFTMAX_WORKGROUP) in;
 
-layout(binding = 0) buffer ScoresBuf { float p[]; };
-layout(binding = 1) writeonly buffer LseBuf { float lse[]; };
-layout(binding = 2) readonly buffer MaskBuf { uint mask_words[]; };
-layout(binding = 3) readonly buffer KvLenBuf { int kv_lengths[]; };
+layout(binding = SOFTMAX_SCORES_BINDING) buffer ScoresBuf { float p[]; };
+layout(binding = SOFTMAX_LSE_BINDING) writeonly buffer LseBuf { float lse[]; };
+layout(binding = SOFTMAX_MASK_BINDING) readonly buffer MaskBuf { uint mask_words[]; };
+layout(binding = SOFTMAX_KV_LENGTHS_BINDING) readonly buffer KvLenBuf { int kv_lengths[]; };
 // A packed variable-length batch (FLAG_VARLEN) has no mask and no key lengths: its offsets take those
 // bindings, cu_seqlens_q (batch + 1 values from word m_off) and cu_seqlens_k (from kv_len_offset()).
-layout(binding = 2) readonly buffer CuSeqlensQ { int cu_seqlens_q[]; };
+layout(binding = SOFTMAX_MASK_BINDING) readonly buffer CuSeqlensQ { int cu_seqlens_q[]; };
 
 // The current row's sequence: the call's, or one packed sequence's (set by main before any use).
 uint row_seq_q, row_seq_k;
@@ -38,8 +38,8 @@ uint row_seq_q, row_seq_k;
 #define MOD_SPEC_WINDOW_LEFT SPEC_SOFTMAX_WINDOW_LEFT
 #define MOD_SPEC_WINDOW_RIGHT SPEC_SOFTMAX_WINDOW_RIGHT
 #define MOD_SPEC_SOFTCAP SPEC_SOFTMAX_SOFTCAP
-#define ALIBI_BINDING 4
-#define SINKS_BINDING 5
+#define ALIBI_BINDING SOFTMAX_ALIBI_BINDING
+#define SINKS_BINDING SOFTMAX_SINKS_BINDING
 #include "modifiers.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];

@@ -76,9 +76,9 @@ const uint E = 4u;
 const uint E = 8u;
 #define CHUNK_T uvec4
 #endif
-layout(binding = 0) readonly buffer QChunks { CHUNK_T q_chunks[]; };
-layout(binding = 1) readonly buffer KChunks { CHUNK_T k_chunks[]; };
-layout(binding = 2) readonly buffer VChunks { CHUNK_T v_chunks[]; };
+layout(binding = ATTENTION_Q_BINDING) readonly buffer QChunks { CHUNK_T q_chunks[]; };
+layout(binding = ATTENTION_K_BINDING) readonly buffer KChunks { CHUNK_T k_chunks[]; };
+layout(binding = ATTENTION_V_BINDING) readonly buffer VChunks { CHUNK_T v_chunks[]; };
 
 const uint NQ = (DQK + E * TPR - 1u) / (E * TPR);  // chunks per lane of a Q or K row
 const uint NV = (DV + E * TPR - 1u) / (E * TPR);   // of a V or O row
@@ -118,8 +118,8 @@ Q8_0_RUN(v_words, pc.v_off, E)
 // (Products, not &&: glslang turns a chain of && over specialization constants into phis.)
 const uint Q8_HALVES_FIT = (DQK == DV ? 1u : 0u) * (DQK == 16u * LANES ? 1u : 0u);
 const bool Q8_HALVES = KV_Q8_0 ? Q8_HALVES_FIT != 0u : false;
-layout(binding = 1) readonly buffer KVecs { uvec4 k_vecs[]; };
-layout(binding = 2) readonly buffer VVecs { uvec4 v_vecs[]; };
+layout(binding = ATTENTION_K_BINDING) readonly buffer KVecs { uvec4 k_vecs[]; };
+layout(binding = ATTENTION_V_BINDING) readonly buffer VVecs { uvec4 v_vecs[]; };
 Q8_0_HALF(k_vecs, k_words, pc.k_off)
 Q8_0_HALF(v_vecs, v_words, pc.v_off)
 

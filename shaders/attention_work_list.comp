@@ -21,8 +21,8 @@ layout(local_size_x = 64) in;
 const uint W = 64u;
 layout(push_constant) uniform WorkListPush { WORK_LIST_PUSH_MEMBERS } pc;
 
-layout(binding = 0) readonly buffer CacheLensBuf { int cache_lens[]; };  // (a packed batch: cu_seqlens_k)
-layout(binding = 1) coherent buffer WorkListBuf { uint work_list[]; };
+layout(binding = WORK_LIST_LENGTHS_BINDING) readonly buffer CacheLensBuf { int cache_lens[]; };  // (a packed batch: cu_seqlens_k)
+layout(binding = WORK_LIST_WORDS_BINDING) coherent buffer WorkListBuf { uint work_list[]; };
 
 shared uint block_keys[W];
 shared uint block_longest[W];

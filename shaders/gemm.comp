@@ -28,10 +28,10 @@ layout(constant_id = SPEC_GEMM_TM) const uint TM = 4;
 layout(constant_id = SPEC_GEMM_TN) const uint TN = 4;
 layout(local_size_x_id = SPEC_GEMM_WORKGROUP) in;  // (BM / TM) * (BN / TN)
 
-layout(binding = 0) readonly buffer ABuf { A_T a[]; };
-layout(binding = 1) readonly buffer BBuf { B_T b[]; };
-layout(binding = 2) writeonly buffer CBuf { C_T c[]; };
-layout(binding = 3) readonly buffer BiasBuf { B_T bias[]; };
+layout(binding = GEMM_A_BINDING) readonly buffer ABuf { A_T a[]; };
+layout(binding = GEMM_B_BINDING) readonly buffer BBuf { B_T b[]; };
+layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
+layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 
 const uint LANES_N = BN / TN;
 const uint LANES_M = BM / TM;

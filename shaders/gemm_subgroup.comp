@@ -54,12 +54,12 @@ layout(constant_id = SPEC_GEMM_SG_FLAGS) const uint FLAGS = 0;
 layout(constant_id = SPEC_GEMM_SG_VEC) const uint VEC = 0;
 layout(local_size_x_id = SPEC_GEMM_SG_WORKGROUP) in;         // LANES: the device's subgroup size
 
-layout(binding = 0) readonly buffer ABuf { A_T a[]; };
-layout(binding = 1) readonly buffer BBuf { B_T b[]; };
-layout(binding = 1) readonly buffer BBuf4 { B4_T b4[]; };  // the same binding, four elements at a time
-layout(binding = 2) writeonly buffer CBuf { C_T c[]; };
-layout(binding = 2) writeonly buffer CBuf4 { C4_T c4[]; };
-layout(binding = 3) readonly buffer BiasBuf { B_T bias[]; };
+layout(binding = GEMM_A_BINDING) readonly buffer ABuf { A_T a[]; };
+layout(binding = GEMM_B_BINDING) readonly buffer BBuf { B_T b[]; };
+layout(binding = GEMM_B_BINDING) readonly buffer BBuf4 { B4_T b4[]; };  // the same binding, four elements at a time
+layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
+layout(binding = GEMM_C_BINDING) writeonly buffer CBuf4 { C4_T c4[]; };
+layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint BN = CJ * LANES;

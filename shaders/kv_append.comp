@@ -26,14 +26,14 @@ layout(push_constant) uniform KvAppendPush { KV_APPEND_PUSH_MEMBERS } pc;
 layout(constant_id = SPEC_KV_APPEND_FORMAT) const uint KV_FORMAT = KV_FORMAT_AS_Q;
 const bool Q8_0 = KV_FORMAT == KV_FORMAT_Q8_0;
 
-layout(binding = 0) readonly buffer KNewBuf { STORAGE_T k_new[]; };
-layout(binding = 1) readonly buffer VNewBuf { STORAGE_T v_new[]; };
-layout(binding = 2) writeonly buffer KCacheBuf { STORAGE_T k_cache[]; };
-layout(binding = 3) writeonly buffer VCacheBuf { STORAGE_T v_cache[]; };
-layout(binding = 2) buffer KCacheWords { uint k_words[]; };
-layout(binding = 3) buffer VCacheWords { uint v_words[]; };
-layout(binding = 4) readonly buffer BlockTableBuf { int block_table[]; };
-layout(binding = 5) readonly buffer CacheLensBuf { int cache_lens[]; };
+layout(binding = KV_APPEND_K_NEW_BINDING) readonly buffer KNewBuf { STORAGE_T k_new[]; };
+layout(binding = KV_APPEND_V_NEW_BINDING) readonly buffer VNewBuf { STORAGE_T v_new[]; };
+layout(binding = KV_APPEND_K_CACHE_BINDING) writeonly buffer KCacheBuf { STORAGE_T k_cache[]; };
+layout(binding = KV_APPEND_V_CACHE_BINDING) writeonly buffer VCacheBuf { STORAGE_T v_cache[]; };
+layout(binding = KV_APPEND_K_CACHE_BINDING) buffer KCacheWords { uint k_words[]; };
+layout(binding = KV_APPEND_V_CACHE_BINDING) buffer VCacheWords { uint v_words[]; };
+layout(binding = KV_APPEND_BLOCK_TABLE_BINDING) readonly buffer BlockTableBuf { int block_table[]; };
+layout(binding = KV_APPEND_CACHE_LENS_BINDING) readonly buffer CacheLensBuf { int cache_lens[]; };
 
 // Writes the 16-bit `value` at halfword `h` of a word array: a whole-word store is not ours to make.
 #define STORE_HALF(words, h, value)                                                  \

@@ -18,8 +18,8 @@ layout(constant_id = SPEC_ATTENTION_KV_FORMAT) const uint KV_FORMAT = KV_FORMAT_
 const bool KV_Q8_0 = KV_FORMAT == KV_FORMAT_Q8_0;
 
 // The same bindings as 32-bit words (q8_0 blocks are 2-byte aligned: the readers pick the halves).
-layout(binding = 1) readonly buffer KWords { uint k_words[]; };
-layout(binding = 2) readonly buffer VWords { uint v_words[]; };
+layout(binding = ATTENTION_K_BINDING) readonly buffer KWords { uint k_words[]; };
+layout(binding = ATTENTION_V_BINDING) readonly buffer VWords { uint v_words[]; };
 
 // The element index of a tensor's first element given its binding's push offset.
 uint kv_element_base(uint push_offset) { return KV_Q8_0 ? 0u : push_offset; }

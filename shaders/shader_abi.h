@@ -7,6 +7,60 @@
 #ifndef VKATTN_SHADER_ABI_H
 #define VKATTN_SHADER_ABI_H
 
+/* ---- Descriptor bindings (set 0, all storage buffers) of every kernel, by the name the shaders
+ * declare them with and the host binds them by; X_BINDINGS is the kernel's count. What each kernel
+ * reads and writes through them is its layout's (host/pipelines.cpp), as the shaders declare them. ---- */
+/* The fused attention kernels (attention_common.glsl and every attention_*.comp that includes it) */
+#define ATTENTION_Q_BINDING 0
+#define ATTENTION_K_BINDING 1
+#define ATTENTION_V_BINDING 2
+#define ATTENTION_O_BINDING 3               /* written */
+#define ATTENTION_LSE_BINDING 4             /* written */
+#define ATTENTION_MASK_BINDING 5            /* or a work list's words (WORK_LIST_MASK_BINDING) */
+#define ATTENTION_KV_LENGTHS_BINDING 6      /* or cache_lens, or cu_seqlens_k */
+#define ATTENTION_PARTIAL_O_BINDING 7       /* written: split-KV partials in the workspace */
+#define ATTENTION_PARTIAL_LSE_BINDING 8     /* written */
+#define ATTENTION_ALIBI_BINDING 9
+#define ATTENTION_SINKS_BINDING 10
+#define ATTENTION_BLOCK_TABLE_BINDING 11    /* or cu_seqlens_q */
+#define ATTENTION_REDO_BINDING 12           /* the careful pass's ballots: read and written */
+#define ATTENTION_BINDINGS 13
+/* attention_combine.comp */
+#define COMBINE_PARTIAL_O_BINDING 0
+#define COMBINE_PARTIAL_LSE_BINDING 1
+#define COMBINE_O_BINDING 2                 /* written */
+#define COMBINE_LSE_BINDING 3               /* written */
+#define COMBINE_SINKS_BINDING 4
+#define COMBINE_WORK_LIST_BINDING 5
+#define COMBINE_CU_SEQLENS_Q_BINDING 6
+#define COMBINE_BINDINGS 7
+/* attention_softmax.comp */
+#define SOFTMAX_SCORES_BINDING 0            /* read and written */
+#define SOFTMAX_LSE_BINDING 1               /* written */
+#define SOFTMAX_MASK_BINDING 2              /* or cu_seqlens_q (FLAG_VARLEN) */
+#define SOFTMAX_KV_LENGTHS_BINDING 3        /* or cu_seqlens_k */
+#define SOFTMAX_ALIBI_BINDING 4
+#define SOFTMAX_SINKS_BINDING 5
+#define SOFTMAX_BINDINGS 6
+/* gemm.comp, gemm_subgroup.comp */
+#define GEMM_A_BINDING 0
+#define GEMM_B_BINDING 1
+#define GEMM_C_BINDING 2                    /* written */
+#define GEMM_BIAS_BINDING 3
+#define GEMM_BINDINGS 4
+/* kv_append.comp */
+#define KV_APPEND_K_NEW_BINDING 0
+#define KV_APPEND_V_NEW_BINDING 1
+#define KV_APPEND_K_CACHE_BINDING 2         /* read and written (q8_0: as words) */
+#define KV_APPEND_V_CACHE_BINDING 3         /* read and written */
+#define KV_APPEND_BLOCK_TABLE_BINDING 4
+#define KV_APPEND_CACHE_LENS_BINDING 5
+#define KV_APPEND_BINDINGS 6
+/* attention_work_list.comp */
+#define WORK_LIST_LENGTHS_BINDING 0         /* cache_lens, kv_lengths or cu_seqlens_k */
+#define WORK_LIST_WORDS_BINDING 1           /* read and written */
+#define WORK_LIST_BINDINGS 2
+
 /* ---- Flag bits of the fused kernels' and the row softmax's `flags` ---- */
 #define CAUSAL_MASK 3u          /* bits 0-1: 0 none, 1 top-left, 2 bottom-right */
 #define CAUSAL_TOP_LEFT 1u
@@ -55,14 +109,14 @@
  * (entries are clamped to it), m_ss the tokens appended before the call (seq_new). The key lengths'
  * binding holds cache_lens: sequence b has cache_lens[b] + seq_new keys, clamped to [0, seq_k], seq_k
  * being the capacity max_pages * page_size. */
-#define BLOCK_TABLE_BINDING 11
+#define BLOCK_TABLE_BINDING ATTENTION_BLOCK_TABLE_BINDING
 
 /* ---- The careful pass (attention_subgroup.comp, SPEC_ATTENTION_CAREFUL_PASS) ----
  * The subgroup kernel runs as two dispatches on one grid: the fast pass writes, per workgroup (its
  * linear index in the grid), the ballot (uvec4) of its invocations that met a visible key with a
  * non-finite dot or V, at REDO_BINDING, a region of the call's workspace; the careful pass, after a
  * barrier, redoes those invocations' rows and returns at once where the ballot is empty. */
-#define REDO_BINDING 12
+#define REDO_BINDING ATTENTION_REDO_BINDING
 
 /* ---- Work lists (split-KV by each sequence's own keys, attention_work_list.comp) ----
  * A paged call with splits (or a packed batch, or a dense call with key lengths and no mask) cuts
@@ -84,7 +138,7 @@
 #define WORK_LIST_LAST_ARGS 3u
 #define WORK_LIST_CHUNK 6u
 #define WORK_LIST_ITEMS 8u
-#define WORK_LIST_MASK_BINDING 5
+#define WORK_LIST_MASK_BINDING ATTENTION_MASK_BINDING
 
 /* ---- K and V storage (SPEC_ATTENTION_KV_FORMAT) ----
  * KV_FORMAT_AS_Q: the call's dtype, as Q. KV_FORMAT_Q8_0: ggml's q8_0 blocks (34 bytes per 32
