@@ -219,6 +219,7 @@ void Context::save_pipeline_cache(const std::string& path) const {
 bool Context::pipeline_cache_loaded() const { return impl().pipelines->cache_loaded(); }
 const std::string& Context::pipeline_cache_note() const { return impl().pipelines->cache_note(); }
 std::size_t Context::pipeline_count() const { return impl().pipelines->pipeline_count(); }
+std::vector<PipelineBuild> Context::pipeline_builds(std::size_t first) const { return impl().pipelines->builds_since(first); }
 
 MemoryStats Context::memory_stats() const {
   MemoryStats stats = impl().memory->stats();

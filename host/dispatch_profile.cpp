@@ -74,10 +74,7 @@ DispatchProfile::DispatchProfile(Context& context, uint32_t max_dispatches) {
 DispatchProfile::~DispatchProfile() = default;
 
 std::vector<PipelineBuild> DispatchProfile::builds() const {
-  std::vector<PipelineBuild> out;
-  for (auto& build : state_->context->pipelines->builds_since(state_->pipelines_before))
-    out.push_back({std::move(build.label), build.id, build.ms});
-  return out;
+  return state_->context->pipelines->builds_since(state_->pipelines_before);
 }
 
 uint32_t DispatchProfile::unprofiled_calls() const { return state_->probe.unprofiled.load(); }

@@ -285,6 +285,8 @@ PipelineRegistry::~PipelineRegistry() { release(); }
 
 void PipelineRegistry::release() {
   for (auto& [key, pipeline] : pipelines_) vkDestroyPipeline(device_, pipeline, nullptr);
+  builds_.clear();
+  build_number_.clear();
   pipelines_.clear();
   for (auto& [name, module] : modules_) vkDestroyShaderModule(device_, module, nullptr);
   modules_.clear();
@@ -341,8 +343,9 @@ VkPipeline PipelineRegistry::get(const PipelineKey& key) {
   VkPipeline pipeline;
   const auto start = std::chrono::steady_clock::now();
   VK_TRY(vkCreateComputePipelines(device_, cache_, 1, &info, nullptr, &pipeline));
-  builds_.push_back({key, pipeline, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()});
-  pipelines_.emplace(key, pipeline);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  build_number_.emplace(pipeline, static_cast<uint32_t>(builds_.size()));
+  builds_.push_back({pipelines_.emplace(key, pipeline).first, ms});
   return pipeline;
 }
 
@@ -364,16 +367,16 @@ std::vector<uint8_t> PipelineRegistry::cache_data() {
 
 std::pair<std::string, uint32_t> PipelineRegistry::label(VkPipeline pipeline) {
   std::lock_guard lock(mutex_);
-  for (std::size_t i = 0; i < builds_.size(); ++i)
-    if (builds_[i].pipeline == pipeline) return {pipeline_label(builds_[i].key), static_cast<uint32_t>(i)};
-  return {"unknown pipeline", UINT32_MAX};
+  const auto it = build_number_.find(pipeline);
+  if (it == build_number_.end()) return {"unknown pipeline", UINT32_MAX};
+  return {pipeline_label(builds_[it->second].entry->first), it->second};
 }
 
-std::vector<PipelineRegistry::Build> PipelineRegistry::builds_since(std::size_t first) {
+std::vector<PipelineBuild> PipelineRegistry::builds_since(std::size_t first) {
   std::lock_guard lock(mutex_);
-  std::vector<Build> out;
+  std::vector<PipelineBuild> out;
   for (std::size_t i = first; i < builds_.size(); ++i)
-    out.push_back({pipeline_label(builds_[i].key), static_cast<uint32_t>(i), builds_[i].ms});
+    out.push_back({pipeline_label(builds_[i].entry->first), static_cast<uint32_t>(i), builds_[i].ms});
   return out;
 }
 

@@ -13,9 +13,11 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "vkattn/context.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -146,15 +148,9 @@ class PipelineRegistry {
   // its number in build order; "unknown pipeline" and UINT32_MAX for one this registry did not build.
   // Thread-safe.
   std::pair<std::string, uint32_t> label(VkPipeline pipeline);
-  // A built pipeline: its label, number in build order, and the host milliseconds
-  // vkCreateComputePipelines took.
-  struct Build {
-    std::string label;
-    uint32_t id = 0;
-    double ms = 0;
-  };
-  // The pipelines built after the first `first`, in build order (DispatchProfile::builds). Thread-safe.
-  std::vector<Build> builds_since(std::size_t first);
+  // The pipelines built after the first `first`, in build order, with the host milliseconds
+  // vkCreateComputePipelines took (Context::pipeline_builds, DispatchProfile::builds). Thread-safe.
+  std::vector<PipelineBuild> builds_since(std::size_t first);
   // How many pipelines have been built (for tests and tools).
   std::size_t pipeline_count();
 
@@ -171,12 +167,14 @@ class PipelineRegistry {
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;
+  // Every pipeline built, in build order: its entry of pipelines_ (a std::map's entries stay where
+  // they are) and the host ms; and each pipeline's place in that order, for label().
   struct Built {
-    PipelineKey key;
-    VkPipeline pipeline;
+    std::map<PipelineKey, VkPipeline>::const_iterator entry;
     double ms;
   };
-  std::vector<Built> builds_;  // every pipeline built, in order, with its host ms
+  std::vector<Built> builds_;
+  std::unordered_map<VkPipeline, uint32_t> build_number_;
 };
 
 }  // namespace vkattn::detail

@@ -44,6 +44,29 @@ struct SmallCall {
 }  // namespace
 
 TEST_SUITE("dispatch-profile") {
+  TEST_CASE("Context::pipeline_builds lists the pipelines built, in build order, from any point") {
+    // Without a profile and on any device (no timestamps needed): what vkattn prepare prints.
+    Context& ctx = context();
+    const std::size_t before = ctx.pipeline_count();
+    SmallCall call(ctx, 29, 41);
+    const PreparedAttention prepared(ctx, AttentionSpec::of(call.args));  // builds its pipelines, if new
+    const std::size_t after = ctx.pipeline_count();
+    const std::vector<PipelineBuild> all = ctx.pipeline_builds();
+    REQUIRE(all.size() == after);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      CHECK(all[i].pipeline_id == i);
+      CHECK(all[i].pipeline.find("unknown") == std::string::npos);
+      CHECK(all[i].ms >= 0);
+    }
+    const std::vector<PipelineBuild> since = ctx.pipeline_builds(before);
+    REQUIRE(since.size() == after - before);
+    for (std::size_t i = 0; i < since.size(); ++i) {
+      CHECK(since[i].pipeline == all[before + i].pipeline);
+      CHECK(since[i].pipeline_id == before + i);
+    }
+    CHECK(ctx.pipeline_builds(after + 3).empty());
+  }
+
   TEST_CASE("a profiled call reports each dispatch with its pipeline, in order, and the pipelines built") {
     Context& ctx = context();
     if (!ctx.device_info().timestamps) return;
@@ -56,6 +79,7 @@ TEST_SUITE("dispatch-profile") {
     REQUIRE(builds.size() == after - before);
     for (std::size_t i = 0; i < builds.size(); ++i) {
       CHECK(builds[i].pipeline_id == before + i);
+      CHECK(builds[i].pipeline == ctx.pipeline_builds(before).at(i).pipeline);
       CHECK(builds[i].pipeline.find("unknown") == std::string::npos);
       CHECK(builds[i].ms >= 0);
     }

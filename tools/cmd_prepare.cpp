@@ -6,13 +6,11 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "vkattn/context.hpp"
-#include "vkattn/dispatch_profile.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::cli {
@@ -51,15 +49,11 @@ Command add_prepare_command(CLI::App& parent) {
             options.pipeline_cache_file = o->cache_file;
             Context context(options);
             const double create_ms = ms_since(start);
-            // Each pipeline's build (the profile's record of them; it needs timestamps, as every
-            // device vkattn has met has).
-            std::optional<DispatchProfile> profile;
-            if (context.device_info().timestamps) profile.emplace(context);
+            const std::size_t built_before = context.pipeline_count();
             const auto prepare_start = std::chrono::steady_clock::now();
             context.prepare_pipelines(dtype, o->dims);
             const double prepare_ms = ms_since(prepare_start);
-            const std::vector<PipelineBuild> builds = profile ? profile->builds() : std::vector<PipelineBuild>{};
-            profile.reset();
+            const std::vector<PipelineBuild> builds = context.pipeline_builds(built_before);
             std::printf("device          %s (%s)\n", context.device_info().name.c_str(),
                         context.device_info().driver_info.c_str());
             if (!o->cache_file.empty()) std::printf("pipeline cache  %s\n", context.pipeline_cache_note().c_str());

@@ -158,6 +158,18 @@ struct AdoptedDevice {
 // threads at once are serialised where they submit (see README "Threads"). After
 // VK_ERROR_DEVICE_LOST every later call throws Error("... device was lost ..."). A moved-from Context
 // holds no device: any use of it throws Error("... moved-from Context").
+// A pipeline a Context built: host milliseconds in vkCreateComputePipelines (a GPU driver compiles
+// the shader there; lavapipe translates it there and JIT-compiles it at its first dispatch).
+struct PipelineBuild {
+  // Its shader module and, where one kernel has several roles, the role, e.g.
+  // "attention_subgroup_f16 (careful pass)", "attention_combine_f16".
+  std::string pipeline;
+  // Its number on the Context (0, 1, ... in build order): tells apart pipelines of the same label
+  // (the same shader specialised differently); DispatchTime::pipeline_id.
+  uint32_t pipeline_id = 0;
+  double ms = 0;
+};
+
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
@@ -204,6 +216,9 @@ class Context {
   const std::string& pipeline_cache_note() const;
   // How many pipelines this Context has built so far.
   std::size_t pipeline_count() const;
+  // The pipelines this Context has built, in build order, from the `first`-th on (pipeline_count()
+  // taken before some work: the ones that work built), each with its host build time.
+  std::vector<PipelineBuild> pipeline_builds(std::size_t first = 0) const;
 
   // Memory accounting (see MemoryStats). Benchmarks measure one call's peak with
   // release_scratch(); reset_peak_memory(); ...; memory_stats().peak_bytes.

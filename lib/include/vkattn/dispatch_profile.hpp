@@ -27,15 +27,6 @@ struct DispatchTime {
   double ms = 0;
 };
 
-// A pipeline the Context built while a profile was active: host milliseconds in
-// vkCreateComputePipelines (on lavapipe the shader's translation; its JIT compile comes at the first
-// dispatch).
-struct PipelineBuild {
-  std::string pipeline;  // as DispatchTime::pipeline
-  uint32_t pipeline_id = 0;  // as DispatchTime::pipeline_id
-  double ms = 0;
-};
-
 // While a DispatchProfile lives, every call vkattn records on its Context — synchronous (attention,
 // the multi-head layer, time_attention) or recorded by the application (PreparedAttention::record,
 // the paged and packed calls, PreparedMha::record) — also writes a GPU timestamp at its start and
@@ -57,7 +48,8 @@ class DispatchProfile {
   // timestamps are not all available yet (still running, or never submitted) is left out.
   std::vector<DispatchTime> collect();
   // The pipelines the Context built since the profile began, in build order (vkattn builds a
-  // call's pipelines when it is planned: PreparedAttention's constructor, or a synchronous call).
+  // call's pipelines when it is planned: PreparedAttention's constructor, or a synchronous call);
+  // Context::pipeline_builds without a profile.
   std::vector<PipelineBuild> builds() const;
   // Calls recorded without timestamps because the profile was full, since it began.
   uint32_t unprofiled_calls() const;
