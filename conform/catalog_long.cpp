@@ -99,6 +99,15 @@ CaseSection beyond_binding(const Builder& long_case) {
   chunks.causal = Causal::bottom_right;
   chunks.kv_lengths = {36000, 30001};
   s.cases.push_back(chunks);
+  // Many batches beyond one binding: K = 14 x 2 x 20000 x 64 f32 = 143 MB, in chunks of whole
+  // batches run back to back (most without splits), each batch with its own key length.
+  AttentionCase batches = long_case(DType::f32, 2, 20000, 64, 19);
+  batches.batch = 14;
+  batches.heads = 4;
+  batches.kv_heads = 2;
+  batches.causal = Causal::bottom_right;
+  batches.kv_lengths = {20000, 1, 19999, 0, 12345, 20000, 7, 16384, 3, 20000, 9999, 2, 20000, 511};
+  s.cases.push_back(batches);
   // One KV head larger than a binding: 600,000 keys x 64 f32 (154 MB), bound by key range. The
   // three-stage path binds each KV head whole; it refuses, naming the path that works.
   AttentionCase keys = long_case(DType::f32, 3, 600000, 64, 15);

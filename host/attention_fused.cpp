@@ -341,6 +341,10 @@ void emit_fused_attention(ContextImpl& c, CommandList& list, const LaunchPlan& p
   for (int64_t b0 = 0; b0 < p.batch; b0 += plan.batch_chunk)
     for (int64_t h0 = 0; h0 < p.heads; h0 += plan.head_chunk) {
       const int64_t nb = std::min(plan.batch_chunk, p.batch - b0), nh = std::min(plan.head_chunk, p.heads - h0);
+      // Chunks write disjoint rows, but one chunk's dispatch may bind the placeholder where it writes
+      // (the partials of an unsplit dispatch) and the next where it reads (no mask): synchronization
+      // validation, which sees bindings, asks for a barrier between them.
+      if (b0 > 0 || h0 > 0) list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
       // Chunks are contiguous rows of the LSE, and whole batches of the key lengths.
       emit_chunk(c, list, plan, chunk_layouts(layouts, p.group_size(), b0, nb, h0, nh), slots,
                  uint64_t(b0 * p.heads + h0) * uint64_t(p.seq_q) * 4, uint64_t(b0) * 4);
