@@ -47,6 +47,12 @@ constexpr uint64_t kGpuDecodeTargetWorkgroups = 2048;
 constexpr uint64_t kGpuDecodeKeysPerSplit = 256;
 constexpr uint64_t kGpuDecodeMinKeysPerSplit = 32;
 constexpr uint64_t kCpuTargetWorkgroups = 16;
+// The decode form on a CPU device, for sequences with their own key counts: at least this many splits,
+// so that a work list cuts them by their keys even where the batch alone fills the target. Without
+// one, the grid's z is the batch, and lavapipe's threads each take one contiguous run of it: one long
+// sequence among short ones ran on one thread (batch 16384 + 2 x 256 keys, GQA 32/8, d128, f16: 31-41
+// ms, against 16 ms for the 16384 keys alone; bench/results/README.md, issue 14).
+constexpr uint64_t kCpuOwnLengthsMinSplits = 2;
 // A work list on a CPU device (WorkListPlan): the fewest keys of an item. On lavapipe a workgroup costs
 // about 5 us even with no key (seven 1-key sequences beside a 32k one, splits by capacity: 10 ms more
 // for 1736 empty workgroups), one KV head's key about 0.2 us (GQA 32/8, d128, f16).
@@ -472,6 +478,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     max_tiles = std::min<uint64_t>(max_tiles, keys_per_binding / c.keys_per_tile);
   }
   const bool gpu_decode_form = !device.is_cpu() && c.decode;
+  // Calls whose sequences have their own key counts, known only on the device (a work list follows
+  // them when the call splits: below).
+  const bool own_lengths = paged || varlen || (layouts.has_kv_lengths && !layouts.mask);
   const uint64_t target = device.is_cpu() ? kCpuTargetWorkgroups
                           : gpu_decode_form ? kGpuDecodeTargetWorkgroups
                                             : kGpuTargetWorkgroups;
@@ -497,6 +506,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
         if (!device.is_cpu()) keys_at_most(gpu_decode_form ? kGpuDecodeKeysPerSplit : kGpuKeysPerSplit);
       }
       if ((paged || (varlen && c.decode)) && device.is_cpu()) keys_at_most(kCpuPagedKeysPerSplit);
+      if (own_lengths && c.decode && device.is_cpu()) at_least(kCpuOwnLengthsMinSplits);
     }
     const uint64_t tiles_per_split = ceil_div(tiles, splits);
     plan.splits = static_cast<uint32_t>(ceil_div(tiles, tiles_per_split));
@@ -595,7 +605,6 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     // list takes the mask's binding), follow each sequence's own keys (WorkListPlan), where one dispatch per
     // range covers them and the items fit the list's (sequence << 16 | split) words and the grid.
     const uint64_t max_items = uint64_t(plan.batch_chunk) * plan.splits;
-    const bool own_lengths = paged || varlen || (layouts.has_kv_lengths && !layouts.mask);
     if (own_lengths && !plan.band_splits && plan.splits_per_dispatch == plan.splits && plan.splits < 65536 &&
         plan.batch_chunk < 65536 && max_items <= max_z) {
       WorkListPlan w;

@@ -72,8 +72,9 @@ uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - 
 // lavapipe hands each of its threads a contiguous run of the grid's workgroups (x fastest, then y,
 // then z): batch-major, one long sequence among short ones put all of its splits on one thread
 // (bench/results/README.md, issue 14); split-major spreads them over all.
-// With FLAG_WORK_LIST (a paged call's split-KV, shader_abi.h "Work lists") z is an item of the work
-// list, which names its sequence and split, and the list's chunk is the keys per split.
+// With FLAG_WORK_LIST (a paged call's split-KV, shader_abi.h "Work lists") z runs an item of the work
+// list, which names its sequence and split, and the list's chunk is the keys per split; the items run
+// in bit-reversed order of their index in the list, for the same reason.
 bool work_listed() { return (pc.flags & FLAG_WORK_LIST) != 0u; }
 uint work_item() { return work_list[WORK_LIST_ITEMS + gl_WorkGroupID.z]; }
 uint workgroup_batch() { return work_listed() ? work_item() >> 16 : gl_WorkGroupID.z % (gl_NumWorkGroups.z / pc.splits); }
@@ -81,6 +82,8 @@ uint workgroup_split() {
   return work_listed() ? work_item() & 0xffffu : pc.split_base + gl_WorkGroupID.z / (gl_NumWorkGroups.z / pc.splits);
 }
 uint keys_per_split() { return work_listed() ? work_list[WORK_LIST_CHUNK] : pc.keys_per_split; }
+// The index in the list of split s of sequence b: its sequence's first item's, plus s.
+uint work_item_index(uint b, uint s) { return work_list[work_list[WORK_LIST_OFFSETS] + b] + s; }
 
 // Sets the queries and keys of batch b's sequence (SEQ_Q, SEQ_K) and its first packed rows: seq_q
 // and seq_k; for a paged cache, the keys are cache_lens[b] plus the tokens appended before the call,
@@ -137,13 +140,13 @@ uint tile_first_row() { return (pc.tile_base + gl_WorkGroupID.x) * BR; }
 // range-local: [split][batch][head][row of the range]; attention_combine.comp reads the same layout
 // (a packed batch's is that of batch 1 over total_q rows).
 // The range's last tile may end past seq_q: rows there are never written, and take no slot.
-// A work list's partials are [item][head][row of the range] (the item: the grid's z).
+// A work list's partials are [item][head][row of the range] (the item's index in the list, not z).
 uint partial_row(uint split, uint b, uint h, uint i) {
   // A packed batch: one range of all rows (the host plans no other), [split][head][packed row].
   if (VARLEN) return (split * pc.heads + h) * pc.seq_q + g_row_q + i;
   const uint range_first = pc.tile_base * BR;
   const uint range_rows = min(gl_NumWorkGroups.x * BR, pc.seq_q - range_first);
-  const uint slot = work_listed() ? gl_WorkGroupID.z : split * (gl_NumWorkGroups.z / pc.splits) + b;
+  const uint slot = work_listed() ? work_item_index(b, split) : split * (gl_NumWorkGroups.z / pc.splits) + b;
   return (slot * pc.heads + h) * range_rows + (i - range_first);
 }
 

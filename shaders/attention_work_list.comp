@@ -12,9 +12,10 @@
 // One workgroup of W invocations. Invocation t owns a contiguous block of sequences: it sums their
 // keys, the workgroup adds the blocks' sums (shared memory), each invocation counts its block's items
 // and writes its sequences' offsets from the prefix of the blocks before it; then all invocations
-// fill the items, item i finding its sequence by binary search in the offsets. Every loop is at most
-// ceil(batches / W), W or log2(batches) + 1 steps per item of ceil(max_items / W): lavapipe's limit of
-// 65535 loop iterations per invocation holds for any batch the grid allows.
+// fill the items, in the grid's bit-reversed order (shader_abi.h), item i finding its sequence by
+// binary search in the offsets. Every loop is at most ceil(batches / W), W or log2(batches) + 1 steps per
+// item of ceil(max_items / W) (and one per bit of its index for its position): lavapipe's limit of 65535 loop
+// iterations per invocation holds for any batch the grid allows.
 #include "shader_abi.h"
 
 layout(local_size_x = 64) in;
@@ -37,6 +38,20 @@ uint sequence_keys(uint b) {
     return uint(clamp(cache_lens[pc.lens_off + b + 1u], k0, int(pc.capacity)) - k0);
   }
   return uint(clamp(cache_lens[pc.lens_off + b] + int(pc.seq_new), 0, int(pc.capacity)));
+}
+// Where item i runs: its rank among the count items ordered by bit-reversed index (shader_abi.h).
+// The items j before i in that order agree with i on the bits below some bit k, where j has 0 and i
+// has 1: j = c (mod 2^(k+1)) with c = i mod 2^k, of which (count - 1 - c) / 2^(k+1) + 1 are below
+// count.
+// (One step per bit of i: at most 16 for the items a grid's z can hold, max_items < 2^16.)
+uint grid_position(uint i, uint count) {
+  uint position = 0u;
+  for (uint k = 0u; (i >> k) != 0u; ++k)
+    if (((i >> k) & 1u) != 0u) {
+      const uint c = i & ((1u << k) - 1u);
+      if (c < count) position += ((count - 1u - c) >> (k + 1u)) + 1u;
+    }
+  return position;
 }
 uint saturating_add(uint a, uint b) { return a > 0xffffffffu - b ? 0xffffffffu : a + b; }
 // (A packed sequence's partials are indexed by split: at most max_splits, which the chunk's rule keeps
@@ -100,12 +115,13 @@ void main() {
     work_list[WORK_LIST_LAST_ARGS + 1u] = pc.groups_y;
     work_list[WORK_LIST_LAST_ARGS + 2u] = count;
     work_list[WORK_LIST_CHUNK] = chunk;
+    work_list[WORK_LIST_OFFSETS] = offsets;
   }
   memoryBarrierBuffer();
   barrier();
 
   // Item i belongs to the last sequence whose first item is at most i (sequences without items share
-  // their successor's offset and are passed over).
+  // their successor's offset and are passed over); it runs at grid_position(i).
   for (uint i = t; i < count; i += W) {
     uint lo = 0u, hi = pc.batches;  // offsets[lo] <= i < offsets[hi]
     while (hi - lo > 1u) {
@@ -113,6 +129,6 @@ void main() {
       if (work_list[offsets + mid] <= i) lo = mid;
       else hi = mid;
     }
-    work_list[WORK_LIST_ITEMS + i] = (lo << 16) | (i - work_list[offsets + lo]);
+    work_list[WORK_LIST_ITEMS + grid_position(i, count)] = (lo << 16) | (i - work_list[offsets + lo]);
   }
 }

@@ -127,16 +127,24 @@
  * 32-bit words from its binding's start:
  *   WORK_LIST_ARGS: the split dispatch's grid (x, y, z = items) for a range of query tiles, and at
  *   WORK_LIST_LAST_ARGS for the last (shorter) range; WORK_LIST_CHUNK: keys per item;
- *   WORK_LIST_ITEMS: item z is (b << 16) | s: split s (keys s * chunk ..) of sequence b, at most
- *   max_items of them; then sequence b's items are offsets[b] .. offsets[b + 1] - 1, offsets at word
- *   WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
+ *   WORK_LIST_ITEMS: the items, at most max_items of them, item i being (b << 16) | s: split s (keys
+ *   s * chunk ..) of sequence b; sequence b's items are i = offsets[b] .. offsets[b + 1] - 1, offsets
+ *   at word WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
+ *   The grid runs them in bit-reversed order: workgroup z runs the word at WORK_LIST_ITEMS + z, item i
+ *   sitting at z = the number of items j whose index, its bits reversed, is below i's (items sorted
+ *   by their reversed indices). So the first half of the grid runs the even items and the second the
+ *   odd, each quarter the items of one residue mod 4, and so on: lavapipe hands each of its threads
+ *   one contiguous run of a dispatch's workgroups, and in list order a long sequence's items sat in
+ *   one run, on one thread, while the other threads' runs held the short sequences'.
+ *   WORK_LIST_OFFSETS: the word where the offsets start (the kernels find an item's index there).
  * The fused kernels read the list at the mask's binding (such a call has no mask) with
- * FLAG_WORK_LIST, and their split-KV partials are then [item][head][row of the range]. A packed
+ * FLAG_WORK_LIST, and their split-KV partials are then [item i][head][row of the range]. A packed
  * batch's (varlen) stay [split][head][packed row]: the combine finds a packed row's sequence in
  * cu_seqlens_q and merges splits 0 .. its item count - 1. */
 #define WORK_LIST_ARGS 0u
 #define WORK_LIST_LAST_ARGS 3u
 #define WORK_LIST_CHUNK 6u
+#define WORK_LIST_OFFSETS 7u
 #define WORK_LIST_ITEMS 8u
 #define WORK_LIST_MASK_BINDING ATTENTION_MASK_BINDING
 

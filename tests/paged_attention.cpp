@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "attention_plan.hpp"
@@ -30,6 +31,13 @@ void run_all(const std::vector<conform::PagedCase>& cases) {
     CHECK_MESSAGE(r.ok, r.text);
     expect_no_validation_messages();
   }
+}
+
+// v with its 32 bits in reverse order.
+uint32_t reversed_bits(uint32_t v) {
+  uint32_t r = 0;
+  for (int k = 0; k < 32; ++k, v >>= 1) r = (r << 1) | (v & 1u);
+  return r;
 }
 
 }  // namespace
@@ -177,15 +185,22 @@ TEST_SUITE("paged") {
     INFO("total keys " << total << ", target " << w.target_items << " items, min " << w.min_keys << ", max " << most);
     REQUIRE(words[WORK_LIST_CHUNK] == chunk);
     const uint32_t offsets = WORK_LIST_ITEMS + w.max_items;
-    uint32_t item = 0;
+    std::vector<uint32_t> items;  // in list order
     for (int64_t s = 0; s < batch; ++s) {
       INFO("sequence " << s << ": " << keys[std::size_t(s)] << " keys");
       const uint32_t n = uint32_t((keys[std::size_t(s)] + chunk - 1) / chunk);
-      REQUIRE(words[offsets + uint32_t(s)] == item);
-      for (uint32_t k = 0; k < n; ++k, ++item) CHECK(words[WORK_LIST_ITEMS + item] == ((uint32_t(s) << 16) | k));
+      REQUIRE(words[offsets + uint32_t(s)] == items.size());
+      for (uint32_t k = 0; k < n; ++k) items.push_back((uint32_t(s) << 16) | k);
     }
+    const uint32_t item = uint32_t(items.size());
     CHECK(item <= w.max_items);
     CHECK(words[offsets + uint32_t(batch)] == item);
+    CHECK(words[WORK_LIST_OFFSETS] == offsets);
+    // The grid runs the items in bit-reversed order of their index: sorted by it, here.
+    std::vector<uint32_t> order(items.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [](uint32_t a, uint32_t b) { return reversed_bits(a) < reversed_bits(b); });
+    for (uint32_t z = 0; z < item; ++z) CHECK(words[WORK_LIST_ITEMS + z] == items[order[z]]);
     const uint32_t groups_y = 1;  // (one KV head, its GQA group packed or in one workgroup's heads)
     for (const uint32_t args : {WORK_LIST_ARGS, WORK_LIST_LAST_ARGS}) {
       CHECK(words[args + 2] == item);
