@@ -162,6 +162,14 @@ std::vector<std::string> CommandList::hazards() const {
     return std::string(a.next_call ? "the next call's " : "") + "step " + std::to_string(a.step) +
            (a.binding == kIndirect ? std::string(" (its indirect grid)") : " binding " + std::to_string(a.binding));
   };
+  // (A binding's bytes: its elements', without the 3 that SlotBinding::bytes adds for rounding to
+  // whole words at replay.)
+  const auto binding_access = [](std::size_t i, const SlotBinding& b, bool next_call) {
+    return Access{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, next_call};
+  };
+  const auto grid_access = [](std::size_t i, const Dispatch& d, bool next_call) {
+    return Access{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, next_call};
+  };
   const auto check = [&](const char* kind, const Access& later, const std::vector<Access>& earlier) {
     for (const Access& e : earlier)
       if (later.begin < e.end && e.begin < later.end)
@@ -195,13 +203,12 @@ std::vector<std::string> CommandList::hazards() const {
       }
       const Dispatch& d = step.dispatch;
       if (d.indirect_slot != kPlaceholderSlot && (!next_call || (own_slots_ >> d.indirect_slot & 1u) != 0)) {
-        const Access grid{i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, next_call};
-        check("read after write", grid, pending[grid.slot].writes_for_grids);
+        check("read after write", grid_access(i, d, next_call), pending[d.indirect_slot].writes_for_grids);
       }
       for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
         const SlotBinding& b = step.slot_bindings[s];
         if (next_call && (own_slots_ >> b.slot & 1u) == 0) continue;
-        const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, next_call};
+        const Access a = binding_access(i, b, next_call);
         Pending& p = pending[b.slot];
         if (b.read) check("read after write", a, p.writes_for_reads);
         if (b.written) {
@@ -215,7 +222,7 @@ std::vector<std::string> CommandList::hazards() const {
       // read and write one binding, and two of its bindings may overlap).
       for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
         const SlotBinding& b = step.slot_bindings[s];
-        const Access a{i, b.index, b.slot, b.offset, b.offset + b.bytes - 3, false};
+        const Access a = binding_access(i, b, false);
         Pending& p = pending[b.slot];
         if (b.read) p.reads.push_back(a);
         if (b.written) {
@@ -225,7 +232,7 @@ std::vector<std::string> CommandList::hazards() const {
         }
       }
       if (d.indirect_slot != kPlaceholderSlot)
-        pending[d.indirect_slot].grid_reads.push_back({i, kIndirect, d.indirect_slot, d.indirect_offset, d.indirect_offset + 12, false});
+        pending[d.indirect_slot].grid_reads.push_back(grid_access(i, d, false));
     }
   }
   return found;

@@ -18,7 +18,9 @@ std::span<const uint32_t> find_spirv(std::string_view name);  // generated: spir
 
 namespace {
 
-KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t writes, uint32_t write_only) {
+// A layout of `bindings` storage buffers; the shaders only write those in `write_only`, read and write
+// those in `read_write`, and only read the others.
+KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t write_only, uint32_t read_write) {
   std::vector<VkDescriptorSetLayoutBinding> b(bindings);
   for (uint32_t i = 0; i < bindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -30,7 +32,7 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   set_info.pBindings = b.data();
   KernelLayout layout;
   layout.bindings = bindings;
-  layout.writes = writes;
+  layout.writes = write_only | read_write;
   layout.reads = ((1u << bindings) - 1u) & ~write_only;
   VK_TRY(vkCreateDescriptorSetLayout(device, &set_info, nullptr, &layout.set_layout));
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
@@ -247,11 +249,11 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
   if (r != VK_SUCCESS) throw_vk_error("vkCreatePipelineCache", r);
   cache_loaded_ = !initial.empty();
   try {
-    // Which bindings each kind's shaders write (the others they only read), and which of those they
-    // only write, as shaders/*.comp declare them: O, LSE and the partials writeonly, the careful pass's
-    // ballots read and written (attention_common.glsl, attention_subgroup.comp); the combine's O and
-    // LSE; the GEMM's C; the softmax's P (read and written) and LSE; the append's caches (as words,
-    // read and written, for q8_0); the work list (read and written).
+    // Which bindings each kind's shaders only write and which they read and write (the others they
+    // only read), as shaders/*.comp declare them: O, LSE and the partials writeonly, the careful
+    // pass's ballots read and written (attention_common.glsl, attention_subgroup.comp); the combine's
+    // O and LSE; the GEMM's C; the softmax's LSE, and its P read and written; the append's caches (as
+    // words, read and written, for q8_0); the work list (read and written).
     const auto bits = [](std::initializer_list<uint32_t> list) {
       uint32_t m = 0;
       for (const uint32_t b : list) m |= 1u << b;
@@ -259,22 +261,19 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
     };
     static_assert(ATTENTION_BINDINGS <= kMaxBindings && COMBINE_BINDINGS <= kMaxBindings && SOFTMAX_BINDINGS <= kMaxBindings &&
                   GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings);
-    layouts_[static_cast<int>(KernelKind::attention)] =
-        make_layout(device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
-                    bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING,
-                          ATTENTION_PARTIAL_LSE_BINDING, ATTENTION_REDO_BINDING}),
-                    bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}));
+    layouts_[static_cast<int>(KernelKind::attention)] = make_layout(
+        device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
+        bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}),
+        bits({ATTENTION_REDO_BINDING}));
     layouts_[static_cast<int>(KernelKind::combine)] =
-        make_layout(device_, COMBINE_BINDINGS, sizeof(CombinePush), bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}),
-                    bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}));
-    layouts_[static_cast<int>(KernelKind::gemm)] =
-        make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), bits({GEMM_C_BINDING}));
+        make_layout(device_, COMBINE_BINDINGS, sizeof(CombinePush), bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}), 0);
+    layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0);
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(
-        device_, SOFTMAX_BINDINGS, sizeof(SoftmaxPush), bits({SOFTMAX_SCORES_BINDING, SOFTMAX_LSE_BINDING}), bits({SOFTMAX_LSE_BINDING}));
+        device_, SOFTMAX_BINDINGS, sizeof(SoftmaxPush), bits({SOFTMAX_LSE_BINDING}), bits({SOFTMAX_SCORES_BINDING}));
     layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(
-        device_, KV_APPEND_BINDINGS, sizeof(KvAppendPush), bits({KV_APPEND_K_CACHE_BINDING, KV_APPEND_V_CACHE_BINDING}), 0);
+        device_, KV_APPEND_BINDINGS, sizeof(KvAppendPush), 0, bits({KV_APPEND_K_CACHE_BINDING, KV_APPEND_V_CACHE_BINDING}));
     layouts_[static_cast<int>(KernelKind::work_list)] =
-        make_layout(device_, WORK_LIST_BINDINGS, sizeof(WorkListPush), bits({WORK_LIST_WORDS_BINDING}), 0);
+        make_layout(device_, WORK_LIST_BINDINGS, sizeof(WorkListPush), 0, bits({WORK_LIST_WORDS_BINDING}));
   } catch (...) {
     release();
     throw;
