@@ -336,8 +336,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     shape.seq_k = varlen->max_seq_k;
   }
 
-  // Chunks: everything at once when it fits; else one batch at a time and as many whole GQA groups
-  // of heads as fit in one binding; else (one KV head alone is larger than a binding) one GQA group
+  // Chunks: everything at once when it fits; else as many whole batches as fit in one binding, and
+  // when one batch alone does not, one batch at a time and as many whole GQA groups of heads as fit;
+  // else (one KV head alone is larger than a binding) one GQA group
   // with K and V bound by key range, one range per dispatch (key_ranges below). The grid's y
   // dimension (heads) caps the chunk too.
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
@@ -372,8 +373,16 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
                         " sequences exceeds maxComputeWorkGroupCount[2] (" + str(max_z) + ") of " + device.name);
     plan.batch_chunk = varlen->batch;
   } else if (plan.head_chunk < p.heads || plan.batch_chunk < p.batch || !chunk_fits(layouts, plan.alignment, max_range, with_kv)) {
-    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range, with_kv))
-      plan.batch_chunk = 1;
+    // As many whole batches as fit (the bindings grow with the batches: a binary search).
+    if (!chunk_fits(chunk_layouts(layouts, group, 0, plan.batch_chunk, 0, plan.head_chunk), plan.alignment, max_range, with_kv)) {
+      int64_t fits = 1, fails = plan.batch_chunk;
+      while (fails - fits > 1) {
+        const int64_t mid = fits + (fails - fits) / 2;
+        const bool ok = chunk_fits(chunk_layouts(layouts, group, 0, mid, 0, plan.head_chunk), plan.alignment, max_range, with_kv);
+        (ok ? fits : fails) = mid;
+      }
+      plan.batch_chunk = fits;
+    }
     while (plan.head_chunk > group &&
            !chunk_fits(chunk_layouts(layouts, group, 0, 1, 0, plan.head_chunk), plan.alignment, max_range, with_kv))
       plan.head_chunk -= group;
