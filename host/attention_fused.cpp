@@ -210,7 +210,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   cpush.o_sb = push.o_sb, cpush.o_sh = push.o_sh, cpush.o_ss = push.o_ss;
   cpush.write_lse = l.has_lse ? 1u : 0u;
   cpush.half_log2_units = tiled ? 1u : 0u;
-  cpush.work_list_offsets = work_list ? WORK_LIST_ITEMS + work_list->max_items : 0u;
+  cpush.work_list = work_list ? 1u : 0u;
   cpush.packed_batches = work_list && varlen ? u32(int64_t(batches)) : 0u;
 
   // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the

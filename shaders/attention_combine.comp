@@ -93,6 +93,8 @@ void main() {
   const uint slot_rows = pc.heads * pc.range_rows;
   const uint slot_row = row % slot_rows;
   uint first = b, count = pc.splits, slot_step = pc.rows / slot_rows;
+  // (With a work list, where its sequences' item offsets start.)
+  const uint offsets = pc.work_list != 0u ? work_list[WORK_LIST_OFFSETS] : 0u;
   if (pc.packed_batches > 0u) {
     // A packed row (i): its partials are splits 0 .. its sequence's item count - 1, the sequence the
     // last whose first query row is at most i (none, after bad cu_seqlens: no partials).
@@ -103,11 +105,11 @@ void main() {
       else hi = mid;
     }
     const bool inside = cu_q[pc.cu_q_off + lo] <= int(i) && int(i) < cu_q[pc.cu_q_off + lo + 1u];
-    const uint items = work_list[pc.work_list_offsets + lo + 1u] - work_list[pc.work_list_offsets + lo];
+    const uint items = work_list[offsets + lo + 1u] - work_list[offsets + lo];
     count = inside ? min(items, pc.splits) : 0u;
-  } else if (pc.work_list_offsets != 0u) {
-    first = work_list[pc.work_list_offsets + b];
-    count = work_list[pc.work_list_offsets + b + 1u] - first;
+  } else if (pc.work_list != 0u) {
+    first = work_list[offsets + b];
+    count = work_list[offsets + b + 1u] - first;
     slot_step = 1u;
   }
 #define PARTIAL(k) ((first + (k) * slot_step) * slot_rows + slot_row)

@@ -129,14 +129,15 @@
  *   WORK_LIST_LAST_ARGS for the last (shorter) range; WORK_LIST_CHUNK: keys per item;
  *   WORK_LIST_ITEMS: the items, at most max_items of them, item i being (b << 16) | s: split s (keys
  *   s * chunk ..) of sequence b; sequence b's items are i = offsets[b] .. offsets[b + 1] - 1, offsets
- *   at word WORK_LIST_ITEMS + max_items (the combine's work_list_offsets).
+ *   at word WORK_LIST_ITEMS + max_items.
  *   The grid runs them in bit-reversed order: workgroup z runs the word at WORK_LIST_ITEMS + z, item i
  *   sitting at z = the number of items j whose index, its bits reversed, is below i's (items sorted
  *   by their reversed indices). So the first half of the grid runs the even items and the second the
  *   odd, each quarter the items of one residue mod 4, and so on: lavapipe hands each of its threads
  *   one contiguous run of a dispatch's workgroups, and in list order a long sequence's items sat in
  *   one run, on one thread, while the other threads' runs held the short sequences'.
- *   WORK_LIST_OFFSETS: the word where the offsets start (the kernels find an item's index there).
+ *   WORK_LIST_OFFSETS: the word where the offsets start (the kernels find an item's index there,
+ *   the combine a sequence's items).
  * The fused kernels read the list at the mask's binding (such a call has no mask) with
  * FLAG_WORK_LIST, and their split-KV partials are then [item i][head][row of the range]. A packed
  * batch's (varlen) stay [split][head][packed row]: the combine finds a packed row's sequence in
@@ -285,8 +286,8 @@
   uint lse_off, write_lse; /* lse_off's high half: the sinks' offset (modifiers.glsl) */    \
   uint row_base, range_rows; /* the range's first query row; its rows per (batch, head) */  \
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */ \
-  uint work_list_offsets; /* 0; or a work list's offsets (word index at binding 5): row (b, h, r)'s \
-                             partials are those of items offsets[b] .. offsets[b+1] - 1 */          \
+  uint work_list; /* 1: a work list at binding 5; row (b, h, r)'s partials are those of its items \
+                     offsets[b] .. offsets[b+1] - 1 (the offsets from its WORK_LIST_OFFSETS word) */ \
   uint packed_batches, cu_q_off; /* a packed batch's work list: its sequences, and cu_seqlens_q at  \
                                    binding 6 (element offset cu_q_off); else 0 */
 
