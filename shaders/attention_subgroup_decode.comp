@@ -28,7 +28,8 @@
 //     of each line of the K and V rows PREFETCH keys ahead and keeps nothing of them, a software
 //     prefetch (touch_rows, below).
 //   - q8_0 K and V at DQK = DV = 16 LANES (d128 on lavapipe's 8 lanes): each lane reads half a block
-//     of a key row with two 16-byte loads (Q8_HALVES, below), as many loads as f16's chunks.
+//     of a key row from two 16-byte words (Q8_HALVES, below), loaded for two keys at a time with
+//     three loads a lane, the two lanes of a block sharing the word their halves have in common.
 //   - As in attention_subgroup.comp: every private array is indexed only in [[unroll]] loops; the key
 //     loop is a real loop; nothing rare sits in it: a visible key whose dot is not finite marks the
 //     workgroup, and so does an accumulator that is not finite after the loop (V is used as read, so
@@ -109,9 +110,10 @@ Q8_0_RUN(k_words, pc.k_off, E)
 Q8_0_RUN(v_words, pc.v_off, E)
 
 // q8_0 K and V in the fast loop (Q8_HALVES): lane `lane` reads half lane % 2 of block lane / 2 of a
-// key row, its 16 values from two 16-byte loads (kv_values.glsl's Q8_0_HALF), the scale shared by
-// the two lanes of a block with a shuffle: as many loads per key as f16's chunks, for 0.53x the
-// bytes, where the chunk reader above needs a scale word and two or three words per 8 values. A lane
+// key row, its 16 values from two 16-byte words (kv_values.glsl's Q8_0_HALF), the scale shared by
+// the two lanes of a block with a shuffle: at most as many loads per key as f16's chunks (three
+// for every four, keys taken in pairs: q8_half_rows_*), for 0.53x the bytes, where the chunk
+// reader above needs a scale word and two or three words per 8 values. A lane
 // then owns dims 16 lane .. 16 lane + 15 of Q, K, V and O (its chunks lane * NQ + n, lane_chunk),
 // so the whole row is the subgroup's 16 * LANES dims (one key group), one key per step: as many values per lane as
 // the f16 form holds (lavapipe's JIT time grows fast with them). Other shapes read by chunks.
@@ -150,6 +152,45 @@ uint lane_half() { return dim_lane() & 1u; }
   }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
+
+// Two key rows at once (the fast loop's keys in pairs): three 16-byte loads a lane instead of four.
+// The two lanes of a block read words u, u + 1 (half 0) and u + 1, u + 2 (half 1): each lane loads
+// its first word of both rows, and a third load brings half 1's last word, of the first row to the
+// half 1 lane and of the second row to the half 0 lane for its partner; the rest comes from the
+// partner by shuffles. On lavapipe a load runs lane by lane and costs more than the shuffles.
+#define Q8_HALF_ROWS(vecs)                                                                         \
+  void q8_half_rows_##vecs(uint row0, uint row1, out uint qw0[4], out float d0, out uint qw1[4], out float d1) { \
+    const uint block0 = lane_block(row0), block1 = lane_block(row1), last = q8_0_last_vec_##vecs(); \
+    const uint u0 = q8_0_half_vec_##vecs(block0, lane_half()), u1 = q8_0_half_vec_##vecs(block1, lane_half()); \
+    const bool half1 = lane_half() != 0u;                                                         \
+    const uvec4 a0 = vecs[min(u0, last)], a1 = vecs[min(u1, last)];                               \
+    const uvec4 c = vecs[min(half1 ? u0 + 1u : u1 + 2u, last)];                                   \
+    const uvec4 s0 = subgroupShuffleXor(a0, 1u), s1 = subgroupShuffleXor(a1, 1u), sc = subgroupShuffleXor(c, 1u); \
+    q8_0_realign(a0, half1 ? c : s0, q8_0_half_m_##vecs(block0), qw0, d0);                        \
+    q8_0_realign(a1, half1 ? sc : s1, q8_0_half_m_##vecs(block1), qw1, d1);                       \
+    const float p0 = subgroupShuffleXor(d0, 1u), p1 = subgroupShuffleXor(d1, 1u);                  \
+    if (half1) d0 = p0, d1 = p1;                                                                   \
+  }
+Q8_HALF_ROWS(k_vecs)
+Q8_HALF_ROWS(v_vecs)
+
+// The half blocks of the KB rows rows_[c] (from element base_, row stride stride_) into qw_ (four
+// words a row) and d_ (a scale a row): in pairs, and the last alone when KB is odd.
+#define Q8_HALF_ROWS_ALL(vecs, base_, stride_, rows_, qw_, d_)                                     \
+  [[unroll]] for (uint c_ = 0u; c_ < KB; c_ += 2u) {                                              \
+    uint w0_[4], w1_[4];                                                                           \
+    float e0_, e1_ = 0.0;                                                                          \
+    if (c_ + 1u < KB)                                                                              \
+      q8_half_rows_##vecs(base_ + rows_[c_] * stride_, base_ + rows_[c_ + 1u] * stride_, w0_, e0_, w1_, e1_); \
+    else                                                                                           \
+      q8_half_row_##vecs(base_ + rows_[c_] * stride_, w0_, e0_);                                  \
+    [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) qw_[4u * c_ + i_] = w0_[i_];                      \
+    d_[c_] = e0_;                                                                                  \
+    if (c_ + 1u < KB) {                                                                            \
+      [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) qw_[4u * (c_ + 1u) + i_] = w1_[i_];             \
+      d_[c_ + 1u] = e1_;                                                                           \
+    }                                                                                              \
+  }
 
 // Touching rows ahead (PREFETCH > 0; the plan sets it for a paged cache, a packed batch or BSHD K/V
 // on a CPU device): each iteration loads one word of each 64-byte line of the K and V rows of the keys
@@ -334,20 +375,20 @@ void main() {
         break;
       }
     }
+    uint kqw[4u * KB];  // Q8_HALVES: the keys' half blocks (four words each) and scales
+    float kd[KB];
+    if (Q8_HALVES) { Q8_HALF_ROWS_ALL(k_vecs, k_head, pc.k_ss, rows, kqw, kd) }
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint krow = k_head + rows[c] * pc.k_ss;
       if (Q8_HALVES) {
-        uint qw[4];
-        float d;
-        q8_half_row_k_vecs(krow, qw, d);
         float part[BR];
         [[unroll]] for (uint r = 0u; r < BR; ++r) part[r] = 0.0;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
           [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-            const float xk = int8_of_word(qw[i], k);
+            const float xk = int8_of_word(kqw[4u * c + i], k);
             [[unroll]] for (uint r = 0u; r < BR; ++r) part[r] = fma(qr[r * QW + 4u * i + k], xk, part[r]);
           }
-        [[unroll]] for (uint r = 0u; r < BR; ++r) dots[r * KB + c] = fma(part[r], d, dots[r * KB + c]);
+        [[unroll]] for (uint r = 0u; r < BR; ++r) dots[r * KB + c] = fma(part[r], kd[c], dots[r * KB + c]);
       }
       [[unroll]] for (uint n = 0u; n < (Q8_HALVES ? 0u : NQ); ++n) {
         float x[E];
@@ -394,17 +435,17 @@ void main() {
 
     // O += P V over this lane's dims. V is used as read: a NaN or Inf in it, masked key or not
     // (p = 0 times NaN is NaN), leaves a non-finite accumulator, found after the loop.
+    uint vqw[4u * KB];  // Q8_HALVES: as kqw, of V
+    float vd[KB];
+    if (Q8_HALVES) { Q8_HALF_ROWS_ALL(v_vecs, v_head, pc.v_ss, rows, vqw, vd) }
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint vrow = v_head + rows[c] * pc.v_ss;
       if (Q8_HALVES) {
-        uint qw[4];
-        float d;
-        q8_half_row_v_vecs(vrow, qw, d);
         float pd[BR];  // the weights, scaled (a NaN or Inf scale still reaches the accumulator)
-        [[unroll]] for (uint r = 0u; r < BR; ++r) pd[r] = p[r * KB + c] * d;
+        [[unroll]] for (uint r = 0u; r < BR; ++r) pd[r] = p[r * KB + c] * vd[c];
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
           [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-            const float xv = int8_of_word(qw[i], k);
+            const float xv = int8_of_word(vqw[4u * c + i], k);
             [[unroll]] for (uint r = 0u; r < BR; ++r) {
               const uint a = r * VW + 4u * i + k;
               acc[a] = fma(pd[r], xv, acc[a]);

@@ -87,28 +87,37 @@ float v_value(uint e) {
 // clamped into the binding's whole 16-byte words; q8_0_half_fits_* says whether a half's two words
 // are both whole (a half at the very end of a binding may not be: its values are then not to be
 // used, and its caller reads it another way).
-// (The length is the word view's: on lavapipe 22.3.6 the lengths of two 16-byte views of K and V in
-// one shader came out wrong.)
+
+// Realigns the window (a, b) of a half whose block starts m halfwords into a (see above) into its
+// values' four words and the block's scale. (A caller may load the window however it likes:
+// attention_subgroup_decode.comp shares words between the two halves of a block.)
+void q8_0_realign(uvec4 a, uvec4 b, uint m, out uint qw[4], out float d) {
+  const uint w[8] = uint[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+  // The values are halfwords m + 1 .. m + 8 of the sixteen: word j of t from word j + 2 (m & 4), of
+  // y from word j + 1 of t (m & 2), then a halfword shift when m is even.
+  uint t[6], y[5];
+  [[unroll]] for (uint j = 0u; j < 6u; ++j) t[j] = (m & 4u) != 0u ? w[j + 2u] : w[j];
+  [[unroll]] for (uint j = 0u; j < 5u; ++j) y[j] = (m & 2u) != 0u ? t[j + 1u] : t[j];
+  const bool odd = (m & 1u) != 0u;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) qw[i] = odd ? y[i + 1u] : (y[i] >> 16u) | (y[i + 1u] << 16u);
+  // The scale: halfword m, in word m / 2 = y[0].
+  d = half_of_word(y[0], m & 1u);
+}
+
+// q8_0_half_vec_*: the first of half h's two 16-byte words (half 1's is half 0's + 1);
+// q8_0_half_m_*: the block's m; q8_0_last_vec_*: the binding's last whole 16-byte word (from the
+// word view's length: on lavapipe 22.3.6 the lengths of two 16-byte views of K and V in one shader
+// came out wrong).
 #define Q8_0_HALF(vecs, words, off)                                                                \
   uint q8_0_half_vec_##vecs(uint block, uint h) { return (q8_0_block_byte(off, block) >> 4u) + h; } \
+  uint q8_0_half_m_##vecs(uint block) { return (q8_0_block_byte(off, block) & 15u) >> 1u; }         \
   uint q8_0_last_vec_##vecs() { return (uint(words.length()) >> 2u) - 1u; }                         \
   bool q8_0_half_fits_##vecs(uint block, uint h) {                                                  \
     return q8_0_half_vec_##vecs(block, h) + 1u <= q8_0_last_vec_##vecs();                           \
   }                                                                                                 \
   void q8_0_half_words_##vecs(uint block, uint h, out uint qw[4], out float d) {                     \
-    const uint m = (q8_0_block_byte(off, block) & 15u) >> 1u, u = q8_0_half_vec_##vecs(block, h);   \
-    const uint last = q8_0_last_vec_##vecs();                                                       \
-    const uvec4 a = vecs[min(u, last)], b = vecs[min(u + 1u, last)];                                \
-    const uint w[8] = uint[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);                              \
-    /* The values are halfwords m + 1 .. m + 8 of the sixteen: word j of t from word j + 2 (m & 4), \
-       of y from word j + 1 of t (m & 2), then a halfword shift when m is even. */                  \
-    uint t[6], y[5];                                                                                \
-    [[unroll]] for (uint j = 0u; j < 6u; ++j) t[j] = (m & 4u) != 0u ? w[j + 2u] : w[j];             \
-    [[unroll]] for (uint j = 0u; j < 5u; ++j) y[j] = (m & 2u) != 0u ? t[j + 1u] : t[j];             \
-    const bool odd = (m & 1u) != 0u;                                                                \
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) qw[i] = odd ? y[i + 1u] : (y[i] >> 16u) | (y[i + 1u] << 16u); \
-    /* The scale: halfword m, in word m / 2 = y[0]. */                                              \
-    d = half_of_word(y[0], m & 1u);                                                                 \
+    const uint u = q8_0_half_vec_##vecs(block, h), last = q8_0_last_vec_##vecs();                   \
+    q8_0_realign(vecs[min(u, last)], vecs[min(u + 1u, last)], q8_0_half_m_##vecs(block), qw, d);     \
   }
 
 #endif
