@@ -121,7 +121,6 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   // (A paged call's key lengths are the cache lengths, which the kernels read as the sequence's keys.)
   if (l.has_kv_lengths && !paged) push.flags |= kFlagKvLengths;
   if (l.has_lse) push.flags |= kFlagWriteLse;
-  if (split) push.flags |= kFlagPartial;
   // Rows readable four elements at a time (the tiled kernel; it checks the binding offsets itself).
   const auto vec4_rows = [](const TensorLayout& t) {
     return t.dim % 4 == 0 && t.stride_batch % 4 == 0 && t.stride_head % 4 == 0 && t.stride_seq % 4 == 0;
@@ -164,6 +163,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   constants.required_lanes = cfg.subgroup && c.info.required_subgroup_size ? cfg.lanes : 0u;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
+  constants.partial = split ? 1u : 0u;
   const VkPipeline fused = c.pipelines->get(attention_pipeline(p.dtype, cfg.shader(), constants));
   // The decode form reading Q, K and V in 16-byte chunks: a call whose tensors start off that grid
   // (known at replay) runs the same kernel reading element by element.
@@ -279,6 +279,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       if (cfg.vec_loads) {
         for (const uint32_t binding : {ATTENTION_Q_BINDING, ATTENTION_K_BINDING, ATTENTION_V_BINDING})
           d.chunk_mask[binding] = kDecodeChunkBytes - 1u;
+        // (Split, the kernel writes the partials, whole chunks in the workspace, and the combine O.)
+        if (!split) d.chunk_mask[ATTENTION_O_BINDING] = kDecodeChunkBytes - 1u;
         d.unchunked_pipeline = unchunked;
       }
       d.set_push(push);

@@ -338,9 +338,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
 
   // Chunks: everything at once when it fits; else as many whole batches as fit in one binding, and
   // when one batch alone does not, one batch at a time and as many whole GQA groups of heads as fit;
-  // else (one KV head alone is larger than a binding) one GQA group
-  // with K and V bound by key range, one range per dispatch (key_ranges below). The grid's y
-  // dimension (heads) caps the chunk too.
+  // else (one KV head alone is larger than a binding) one GQA group with K and V bound by key range,
+  // one range per dispatch (key_ranges below). The grid's y dimension (heads) caps the chunk too.
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   // The combine's workgroup (a power of two): on a GPU enough invocations to share a row's hundreds
   // of splits (attention_combine.comp); on a CPU device 64.
@@ -433,7 +432,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
              t.stride_seq % chunk == 0;
     };
     // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
-    plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
+    plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v) &&
+                               chunked(layouts.out);
     // (Dense K or V whose rows of a head have a row's length or more of other data between them:
     // BSHD tensors.)
     const auto interleaved = [](const TensorLayout& t) { return t.stride_seq >= 2 * t.dim; };

@@ -18,7 +18,6 @@ enum AttentionFlags : uint32_t {
   kMaskKindShift = MASK_KIND_SHIFT,  // 0 none, 1 boolean, 2 f32, 3 f16
   kFlagKvLengths = FLAG_KV_LENGTHS,
   kFlagWriteLse = FLAG_WRITE_LSE,
-  kFlagPartial = FLAG_PARTIAL,
   kFlagVarlen = FLAG_VARLEN,  // the row softmax only
 };
 

@@ -95,6 +95,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_PAGE_STRIDE] = c.page_stride;
   key.spec[SPEC_ATTENTION_PREFETCH] = c.prefetch_keys;
   key.spec[SPEC_ATTENTION_CAREFUL_PASS] = c.careful_pass;
+  key.spec[SPEC_ATTENTION_PARTIAL] = c.partial;
   key.required_subgroup_size = c.required_lanes;
   return key;
 }

@@ -39,7 +39,7 @@ enum class Shader : uint8_t {
   attention_work_list
 };
 
-inline constexpr std::size_t kMaxSpecConstants = 21;
+inline constexpr std::size_t kMaxSpecConstants = 22;
 
 // A compute pipeline: its shader, the storage types its module is compiled for (the attention
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
@@ -69,7 +69,7 @@ struct AttentionConstants {
   uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
   uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
-  uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read in 16-byte chunks; else 0
+  uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read and written in 16-byte chunks; else 0
   uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
   uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks
@@ -78,6 +78,7 @@ struct AttentionConstants {
   uint32_t required_lanes = 0;  // the subgroup kernels on a device that can require it: their lanes; else 0
   uint32_t prefetch_keys = 0;  // the decode form: keys ahead whose K and V rows it touches (SPEC_ATTENTION_PREFETCH); else 0
   uint32_t careful_pass = 0;  // the subgroup kernel: 0 its fast pass, 1 its careful pass (SPEC_ATTENTION_CAREFUL_PASS); else 0
+  uint32_t partial = 0;  // 1: a split call's kernel, writing the partials (SPEC_ATTENTION_PARTIAL); 0: O and LSE
 };
 // The GEMM's (SPEC_GEMM_*).
 struct GemmConstants {

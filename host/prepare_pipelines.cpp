@@ -46,12 +46,17 @@ void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_di
   for (const int64_t dim : head_dims) {
     if (dim < 1 || dim > 256)
       throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1..256");
-    // Decode against a KV cache (split-KV + combine); the tiled kernel keeps the query heads of a GQA
-    // group in one workgroup, a pipeline per group size: the common ones.
-    for (const int64_t group : {1, 2, 4, 8}) run_once(*this, dtype, 1, 4096, dim, group);
+    // A kernel is one pipeline for a split call (writing the partials the combine reads) and another
+    // for a call in one piece: one key is always one piece; 4096 keys on a query row, or 64 keys on
+    // 64 rows of one head, too few workgroups to fill a device, are split.
+    // Decode against a KV cache; the decode kernels keep the query heads of a GQA group in one
+    // workgroup, a pipeline per group size: the common ones.
+    for (const int64_t group : {1, 2, 4, 8})
+      for (const int64_t keys : {4096, 1}) run_once(*this, dtype, 1, keys, dim, group);
     // Prefill: the multi-row kernel (on CPU devices the subgroup kernel's two passes up to d128,
     // rowwise past that).
-    run_once(*this, dtype, 64, 64, dim);
+    for (const auto& [rows, keys] : {std::pair<int64_t, int64_t>{64, 64}, {64, 1}})
+      run_once(*this, dtype, rows, keys, dim);
   }
 }
 

@@ -25,6 +25,10 @@ const bool PAGED = PAGE_SIZE != 0u;
 layout(constant_id = SPEC_ATTENTION_VARLEN) const uint VARLEN_SPEC = 0;
 const bool VARLEN = VARLEN_SPEC != 0u;
 
+// A split call's kernel (shader_abi.h): it writes the per-split partials, not O and LSE.
+layout(constant_id = SPEC_ATTENTION_PARTIAL) const uint PARTIAL_SPEC = 0;
+const bool PARTIAL = PARTIAL_SPEC != 0u;
+
 // The queries and keys of the workgroup's sequence (begin_sequence sets them first thing in main):
 // the call's seq_q and seq_k, a paged sequence's own key count, or a packed sequence's own lengths.
 // The causal rule, the window and ALiBi align to them.

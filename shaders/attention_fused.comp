@@ -40,7 +40,7 @@
 //
 // Masked keys never touch the output: their weight is a negative sentinel and the accumulation selects
 // (not multiplies) it away, so NaN/Inf in a masked K or V row never reaches O. The running max starts
-// at -T_MAX (the lowest visible score), finite. With FLAG_PARTIAL the normalised partial O and its
+// at -T_MAX (the lowest visible score), finite. With PARTIAL the normalised partial O and its
 // (max, sum), the max in units of log2(e)/2, go to the workspace for attention_combine.comp.
 //
 // lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md): the host
@@ -406,11 +406,11 @@ void main() {
     // its factor rescales the accumulator. A row with no visible key (m = -T_MAX, l = 0) ends with
     // m = the sink and l = 1: O = 0 and LSE = the sink.
     float sink_factor = 1.0;
-    if (HAS_SINKS && (pc.flags & FLAG_PARTIAL) == 0u) sink_factor = add_sink(m_natural, l[r], sink_logit(h));
+    if (HAS_SINKS && !PARTIAL) sink_factor = add_sink(m_natural, l[r], sink_logit(h));
     // l == 0 only when every key of the row was masked (and no sink): O = 0 and LSE = -inf, never NaN.
     const bool empty = l[r] == 0.0;
     const float inv_l = empty ? 0.0 : sink_factor / l[r];
-    if ((pc.flags & FLAG_PARTIAL) != 0u) {
+    if (PARTIAL) {
       const uint prow = partial_row(split, b, h, i);
       [[unroll]] for (uint t = 0u; t < DVT; ++t) {
         const uint d4 = lane + t * TPR;

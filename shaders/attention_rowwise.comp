@@ -160,7 +160,7 @@ void main() {
     m = m_new;
   }
 
-  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  const bool partial = PARTIAL;
   // The sink joins each row's denominator once: here when the call is not split (the host clears
   // MOD_SINKS for split calls; the combine adds it). A row with no visible key (m = M_INIT, l = 0)
   // ends with l = 1 and m = the sink: O = 0, LSE = the sink. The accumulators' factor goes into 1 / l

@@ -157,7 +157,7 @@ void main() {
   const uint k_head = kv_element_base(pc.k_off) + b * pc.k_sb + kvh * pc.k_sh;
   const uint v_head = kv_element_base(pc.v_off) + b * pc.v_sb + kvh * pc.v_sh;
   const bool has_mask = MASK_KIND != MASK_NONE;
-  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  const bool partial = PARTIAL;
   // This workgroup's entry of REDO_BINDING (the careful pass runs on the fast pass's grid).
   const uint wg = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 

@@ -19,11 +19,12 @@
 //     group's lanes (every lane of the group gets its keys' scores), the online softmax runs on those
 //     (the same values in every lane of a group), and each lane adds weight x V over its own dims. No
 //     shuffle of K or V, no shared memory, no barrier.
-//   - VEC (a specialization constant) = the dims and strides of Q, K and V are multiples of E (the
+//   - VEC (a specialization constant) = the dims and strides of Q, K, V and O are multiples of E (the
 //     planner) and each tensor starts on a chunk of its binding (replay, host/command_list.cpp,
-//     binds the VEC = 0 pipeline where one does not): chunks are read as one vec4 / uvec4, an alias
-//     of the same binding; with VEC = 0 element by element. Two pipelines, not a run-time branch:
-//     llvmpipe runs both sides of every `if`, so the key loop would pay for both reads.
+//     binds the VEC = 0 pipeline where one does not): chunks are read (and O and the split partials
+//     written) as one vec4 / uvec4, an alias of the same binding; with VEC = 0 element by element.
+//     Two pipelines, not a run-time branch: llvmpipe runs both sides of every `if`, so the key loop
+//     would pay for both reads.
 //   - PREFETCH (a paged cache, a packed batch or BSHD K/V on a CPU device): each iteration loads a word
 //     of each line of the K and V rows PREFETCH keys ahead and keeps nothing of them, a software
 //     prefetch (touch_rows, below).
@@ -80,6 +81,12 @@ const uint E = 8u;
 layout(binding = ATTENTION_Q_BINDING) readonly buffer QChunks { CHUNK_T q_chunks[]; };
 layout(binding = ATTENTION_K_BINDING) readonly buffer KChunks { CHUNK_T k_chunks[]; };
 layout(binding = ATTENTION_V_BINDING) readonly buffer VChunks { CHUNK_T v_chunks[]; };
+// VEC: O and the split partials are written a chunk at a time too (the plan's chunk rule covers O;
+// the partials' rows are DV floats, a multiple of E). One 16-byte store per chunk instead of E
+// element stores: on lavapipe each store runs lane by lane, and a kernel's stores are a large part
+// of its JIT time (bench/results/README.md, "d256 decode's first dispatch").
+layout(binding = ATTENTION_O_BINDING) writeonly buffer OChunks { CHUNK_T o_chunks[]; };
+layout(binding = ATTENTION_PARTIAL_O_BINDING) writeonly buffer PartialOVecs { vec4 partial_o_vecs[]; };
 
 const uint NQ = (DQK + E * TPR - 1u) / (E * TPR);  // chunks per lane of a Q or K row
 const uint NV = (DV + E * TPR - 1u) / (E * TPR);   // of a V or O row
@@ -99,6 +106,23 @@ void unpack_chunk(CHUNK_T w, out float x[E]) {
     x[2u * i] = uintBitsToFloat(w[i] << 16), x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xffff0000u);
 #endif
   }
+#endif
+}
+
+// E f32 values narrowed to the storage type (as from_f32) and packed into one chunk.
+CHUNK_T pack_chunk(float x[E]) {
+#if defined(DTYPE_F32)
+  return vec4(x[0], x[1], x[2], x[3]);
+#else
+  CHUNK_T w;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+#if defined(DTYPE_F16)
+    w[i] = packHalf2x16(vec2(x[2u * i], x[2u * i + 1u]));
+#else
+    w[i] = f32_to_bf16_bits(x[2u * i]) | (f32_to_bf16_bits(x[2u * i + 1u]) << 16);
+#endif
+  }
+  return w;
 #endif
 }
 
@@ -139,6 +163,12 @@ uint lane_chunk(uint n, uint per_lane) { return Q8_HALVES ? dim_lane() * per_lan
 uint lane_block(uint row) { return row / 32u + dim_lane() / 2u; }
 uint lane_half() { return dim_lane() & 1u; }
 
+// A block's scale, as the lane of its half 0 read it: the half 1 lane takes its partner's.
+float block_scale(float d) {
+  const float partner = subgroupShuffleXor(d, 1u);
+  return lane_half() != 0u ? partner : d;
+}
+
 // Key row `row` of q8_0 K or V, this lane's half block: its 16 q bytes as four words and the block's
 // scale (the lanes of a block share the one half 0 read). The callers convert each byte where they
 // use it and apply the scale once per row (to a partial dot, or to the weight), not to each value:
@@ -147,8 +177,7 @@ uint lane_half() { return dim_lane() & 1u; }
 #define Q8_HALF_ROW(vecs)                                                                          \
   void q8_half_row_##vecs(uint row, out uint qw[4], out float d) {                                 \
     q8_0_half_words_##vecs(lane_block(row), lane_half(), qw, d);                                   \
-    const float partner = subgroupShuffleXor(d, 1u);                                               \
-    if (lane_half() != 0u) d = partner;                                                            \
+    d = block_scale(d);                                                                            \
   }
 Q8_HALF_ROW(k_vecs)
 Q8_HALF_ROW(v_vecs)
@@ -168,8 +197,7 @@ Q8_HALF_ROW(v_vecs)
     const uvec4 s0 = subgroupShuffleXor(a0, 1u), s1 = subgroupShuffleXor(a1, 1u), sc = subgroupShuffleXor(c, 1u); \
     q8_0_realign(a0, half1 ? c : s0, q8_0_half_m_##vecs(block0), qw0, d0);                        \
     q8_0_realign(a1, half1 ? sc : s1, q8_0_half_m_##vecs(block1), qw1, d1);                       \
-    const float p0 = subgroupShuffleXor(d0, 1u), p1 = subgroupShuffleXor(d1, 1u);                  \
-    if (half1) d0 = p0, d1 = p1;                                                                   \
+    d0 = block_scale(d0), d1 = block_scale(d1);                                                    \
   }
 Q8_HALF_ROWS(k_vecs)
 Q8_HALF_ROWS(v_vecs)
@@ -556,20 +584,35 @@ void main() {
 
   // ---- Outputs: each lane of key group 0 writes its own dims of O; lane 0 the LSE. l == 0 only for
   // rows whose every key was masked (and no sink): O = 0 and LSE = -inf. ----
-  const bool partial = (pc.flags & FLAG_PARTIAL) != 0u;
+  const bool partial = PARTIAL;
   [[unroll]] for (uint r = 0u; r < BR; ++r) {
     if (!row_valid[r] || g != 0u) continue;
     const float inv_l = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
     const uint prow = partial ? partial_row(split, b, head[r], row[r]) : 0u;
     const uint out_row = pc.o_off + b * pc.o_sb + head[r] * pc.o_sh + query_row(row[r]) * pc.o_ss;
-    [[unroll]] for (uint n = 0u; n < NV; ++n)
+    [[unroll]] for (uint n = 0u; n < NV; ++n) {
+      const uint c = lane_chunk(n, NV);
+      if (VEC) {
+        // (DV is a multiple of E: a chunk is whole in the row or past its end.)
+        if (c * E >= DV) continue;
+        float x[E];
+        [[unroll]] for (uint e = 0u; e < E; ++e) x[e] = acc[r * VW + n * E + e] * inv_l;
+        if (partial) {
+          [[unroll]] for (uint h = 0u; h < E / 4u; ++h)
+            partial_o_vecs[(prow * DV + c * E) / 4u + h] = vec4(x[4u * h], x[4u * h + 1u], x[4u * h + 2u], x[4u * h + 3u]);
+        } else {
+          o_chunks[out_row / E + c] = pack_chunk(x);
+        }
+        continue;
+      }
       [[unroll]] for (uint e = 0u; e < E; ++e) {
-        const uint d = lane_chunk(n, NV) * E + e;
+        const uint d = c * E + e;
         if (d >= DV) continue;
         const float val = acc[r * VW + n * E + e] * inv_l;
         if (partial) partial_o[prow * DV + d] = val;
         else o[out_row + d] = from_f32(val);
       }
+    }
     if (lane != 0u) continue;
     const bool empty = l[r] == 0.0;
     if (partial) {

@@ -72,7 +72,6 @@
 #define MASK_F16 3u
 #define FLAG_KV_LENGTHS 16u
 #define FLAG_WRITE_LSE 32u
-#define FLAG_PARTIAL 64u        /* write per-split partial (O, LSE) to the workspace for the combine pass */
 /* attention_fused.comp (tiled): the host found the tensor's dim a multiple of 4 and its batch, head
  * and sequence strides multiples of 4 elements, so its rows can be read as vec4 (f32) or as four
  * 16-bit values in a uvec2; the shader also checks the element offset of the binding (q_off, k_off,
@@ -184,7 +183,7 @@
 #define SPEC_ATTENTION_PACK_GROUP 7  /* subgroup: 1 = a workgroup's rows are a GQA group's query heads x seq_q (grid y: KV heads); others: 0 */
 #define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
-#define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K and V rows are read in 16-byte chunks (others: 0) */
+#define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K, V and O rows are read and written in 16-byte chunks (others: 0) */
 #define SPEC_ATTENTION_MODIFIERS 11     /* MOD_* bits */
 #define SPEC_ATTENTION_WINDOW_LEFT 12   /* int: the window's left side, -1 = unbounded (no window: -1, -1) */
 #define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
@@ -197,7 +196,11 @@
 #define SPEC_ATTENTION_PREFETCH 19      /* subgroup decode form: touch the K and V rows of the key this many keys
                                            ahead (a CPU device reading a paged cache, a packed batch or BSHD K/V); 0 = none */
 #define SPEC_ATTENTION_CAREFUL_PASS 20  /* attention_subgroup.comp: 0 the fast pass, 1 the careful pass (REDO_BINDING) */
-#define SPEC_ATTENTION_COUNT 21
+#define SPEC_ATTENTION_PARTIAL 21       /* 1: a split call's kernel, writing per-split partial (O, LSE) to the workspace
+                                           for the combine pass; 0: O and LSE. A constant, not a flag: the
+                                           kernel holds the code of one of the two (on lavapipe each store
+                                           costs JIT time, and an `if` compiles both sides) */
+#define SPEC_ATTENTION_COUNT 22
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -254,47 +255,63 @@ TEST_SUITE("prepared") {
   }
 
   TEST_CASE("a decode call planned for 16-byte chunks reads element by element where a tensor starts off them") {
-    // The subgroup kernel's decode form reads Q, K and V in 16-byte chunks where the dims and strides
-    // allow it (planned); whether each tensor starts on a chunk is known only at replay, which then
-    // binds the element-wise pipeline. Each tensor moved one f16 element off the chunk grid must give
-    // exactly the aligned call's outputs (the two pipelines add in the same order); a chunked read of
-    // it would start at the wrong element.
+    // The subgroup kernel's decode form reads Q, K and V and writes O in 16-byte chunks where the
+    // dims and strides allow it (planned); whether each tensor starts on a chunk is known only at
+    // replay, which then binds the element-wise pipeline. Each tensor moved one f16 element off the
+    // chunk grid must give exactly the aligned call's outputs (the two pipelines add in the same
+    // order); a chunked read or write of it would start at the wrong element. O is written by the
+    // kernel only when the call is not split (else by the combine): on lavapipe the first shape's 16
+    // workgroups are enough and it runs in one piece, the second's 3000 keys in several splits.
     Context& ctx = context();
     if (!device_supports(DType::f16)) return;
-    const AttentionSpec spec =
-        spec_of({"decode chunks", 1, 8, 2, 1, 3000, 64, DType::f16, Causal::none, false, false, true, false});
-    const PreparedAttention prepared(ctx, spec);
-    if (std::string(prepared.plan().kernel) != "subgroup-decode") {
-      MESSAGE("the device plans " << prepared.plan().kernel << ", not the subgroup kernel's decode form: skipped");
-      return;
-    }
-    std::mt19937_64 rng(case_seed(9600));
-    Arguments a(ctx, spec, rng);
-    a.poison();
-    prepared.run(a.buffers());
-    const std::vector<uint8_t> aligned = a.outputs();
-    // `from`'s bytes, 2 bytes into a larger buffer (kept in `store`): a Buffer that starts there.
-    std::vector<Buffer> store;
-    store.reserve(3);
-    const auto shifted = [&](const Buffer& from) {
-      std::vector<uint8_t> bytes(from.size());
-      from.download(bytes.data(), bytes.size());
-      store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
-      Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
-      view.upload(bytes.data(), bytes.size());
-      return view;
-    };
-    const Buffer q = shifted(*a.q), k = shifted(*a.k), v = shifted(*a.v);
-    for (const char* moved : {"q", "k", "v", "q, k and v"}) {
-      const std::string name = moved;
-      CAPTURE(name);
-      AttentionBuffers b = a.buffers();
-      if (name == "q" || name.size() > 1) b.q = &q;
-      if (name == "k" || name.size() > 1) b.k = &k;
-      if (name == "v" || name.size() > 1) b.v = &v;
+    for (const auto& [batch, heads, kv_heads, seq_k] :
+         {std::array<int64_t, 4>{4, 16, 4, 64}, std::array<int64_t, 4>{1, 8, 2, 3000}}) {
+      CAPTURE(seq_k);
+      const AttentionSpec spec = spec_of(
+          {"decode chunks", batch, heads, kv_heads, 1, seq_k, 64, DType::f16, Causal::none, false, false, true, false});
+      const PreparedAttention prepared(ctx, spec);
+      if (std::string(prepared.plan().kernel) != "subgroup-decode") {
+        MESSAGE("the device plans " << prepared.plan().kernel << ", not the subgroup kernel's decode form: skipped");
+        return;
+      }
+      MESSAGE("seq_k " << seq_k << ": " << prepared.plan().splits << " splits");
+      std::mt19937_64 rng(case_seed(9600));
+      Arguments a(ctx, spec, rng);
       a.poison();
-      prepared.run(b);
-      CHECK_MESSAGE(a.outputs() == aligned, "outputs differ from the aligned call's");
+      prepared.run(a.buffers());
+      const std::vector<uint8_t> aligned = a.outputs();
+      // `from`'s bytes, 2 bytes into a larger buffer (kept in `store`): a Buffer that starts there.
+      std::vector<Buffer> store;
+      store.reserve(4);
+      const auto shifted = [&](const Buffer& from) {
+        std::vector<uint8_t> bytes(from.size());
+        from.download(bytes.data(), bytes.size());
+        store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
+        Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
+        view.upload(bytes.data(), bytes.size());
+        return view;
+      };
+      const Buffer q = shifted(*a.q), k = shifted(*a.k), v = shifted(*a.v);
+      Buffer o = shifted(*a.out);
+      for (const char* moved : {"q", "k", "v", "o", "q, k, v and o"}) {
+        const std::string name = moved;
+        CAPTURE(name);
+        AttentionBuffers b = a.buffers();
+        if (name == "q" || name.size() > 1) b.q = &q;
+        if (name == "k" || name.size() > 1) b.k = &k;
+        if (name == "v" || name.size() > 1) b.v = &v;
+        if (name == "o" || name.size() > 1) b.out = &o;
+        a.poison();
+        o.fill(0xFF);
+        prepared.run(b);
+        std::vector<uint8_t> got = a.outputs();
+        if (b.out == &o) {  // O's bytes from the moved buffer (a.outputs() starts with a.out's)
+          std::vector<uint8_t> moved_o(o.size());
+          o.download(moved_o.data(), moved_o.size());
+          std::copy(moved_o.begin(), moved_o.end(), got.begin());
+        }
+        CHECK_MESSAGE(got == aligned, "outputs differ from the aligned call's");
+      }
     }
     expect_no_validation_messages();
   }

@@ -430,6 +430,12 @@ TEST_SUITE("unit") {
       const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
       CHECK(p.config.decode);
       CHECK_FALSE(p.config.vec_loads);
+      // The same with O's rows padded: O is written in chunks too.
+      AttentionLayouts padded_o = layouts_of(shape("padded O rows", DType::f16, 1, 8, 2, 1, 4096, 64, 64));
+      padded_o.out.stride_seq = 68, padded_o.out.stride_head = 68, padded_o.out.stride_batch = 8 * 68;
+      const LaunchPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
+      CHECK(po.config.decode);
+      CHECK_FALSE(po.config.vec_loads);
     }
   }
 

@@ -199,9 +199,11 @@ class Context {
   // some drivers that costs seconds per pipeline (lavapipe JIT-compiles at the first dispatch).
   //
   // Builds, and runs once on a tiny problem, the pipelines the default (fused) path uses for `dtype`
-  // and each head dim in `head_dims` (dim_qk == dim_v): decode shapes (one query, split-KV and its
-  // combine pass; one KV head for 1, 2, 4 and 8 query heads: the GPU kernel packs a GQA group into a
-  // workgroup) and a prefill shape (64 queries). Other sizes may still build a pipeline on first use. Waits for completion; throws Error as attention() does (e.g. f16 without 16-bit storage).
+  // and each head dim in `head_dims` (dim_qk == dim_v): decode shapes (one query; one KV head for 1,
+  // 2, 4 and 8 query heads: the decode kernels pack a GQA group into a workgroup) and a prefill shape
+  // (64 queries), each once split (split-KV and its combine pass) and once in one piece, which
+  // run different pipelines. Other sizes may still build a pipeline on first use. Waits for
+  // completion; throws Error as attention() does (e.g. f16 without 16-bit storage).
   void prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims = {64, 128});
   // Writes the pipeline cache to `path` (a temporary file in the same directory, then renamed over
   // `path`, keeping an existing file's permission bits; a symlink is followed, so the link stays a
