@@ -423,6 +423,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   plan.config = subgroup  ? choose_subgroup_config(device, shape, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, shape)
                           : choose_tiled_config(device, shape, packing_allowed);
+  // O's rows in whole 16-byte chunks (below: the decode form writes them so when the call is not split).
+  bool out_chunked = false;
   if (plan.config.decode) {
     // 16-byte chunks: whole in every row when the dims and strides are multiples of a chunk (the
     // binding offsets are checked at replay: CommandList picks the element-wise pipeline there).
@@ -432,8 +434,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
              t.stride_seq % chunk == 0;
     };
     // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
-    plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v) &&
-                               chunked(layouts.out);
+    plan.config.vec_loads = p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
+    out_chunked = chunked(layouts.out);
     // (Dense K or V whose rows of a head have a row's length or more of other data between them:
     // BSHD tensors.)
     const auto interleaved = [](const TensorLayout& t) { return t.stride_seq >= 2 * t.dim; };
@@ -546,6 +548,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     plan.head_chunk -= group;
     split_chunk();
   }
+  // An unsplit decode form writes O in chunks too; split, it writes the partials (whole chunks in the
+  // workspace) and the combine writes O.
+  if (plan.splits == 1 && !out_chunked) plan.config.vec_loads = false;
   // Query-tile ranges: the split dispatches and the combine run one range of query tiles at a time,
   // reusing one workspace sized for one range (record_chunk), so the workspace no longer grows with
   // seq_q x splits (that is, seq_q x seq_k). A range is also at most maxComputeWorkGroupCount[0]

@@ -30,8 +30,9 @@ struct KernelConfig {
   // subgroup: the decode form (attention_subgroup_decode.comp) for workgroups of at most
   // kDecodeMaxRows rows: every lane holds all `rows` rows and groups of threads_per_row lanes split
   // the head dims, each group taking its own keys (key_groups(); keys_per_tile counts all groups' keys
-  // of an iteration); `vec_loads`: Q, K and V rows are read and O rows written in 16-byte chunks
-  // (dims and strides allow it; a call whose tensors start unaligned replays the element-wise pipeline).
+  // of an iteration); `vec_loads`: Q, K and V rows are read and O rows written (unsplit) in 16-byte
+  // chunks (dims and strides allow it; a call whose tensors start unaligned replays the element-wise
+  // pipeline).
   bool decode = false;
   bool vec_loads = false;
   // decode: the K and V rows of the key this many keys ahead are touched (loaded, the value unused)

@@ -19,10 +19,11 @@
 //     group's lanes (every lane of the group gets its keys' scores), the online softmax runs on those
 //     (the same values in every lane of a group), and each lane adds weight x V over its own dims. No
 //     shuffle of K or V, no shared memory, no barrier.
-//   - VEC (a specialization constant) = the dims and strides of Q, K, V and O are multiples of E (the
-//     planner) and each tensor starts on a chunk of its binding (replay, host/command_list.cpp,
-//     binds the VEC = 0 pipeline where one does not): chunks are read (and O and the split partials
-//     written) as one vec4 / uvec4, an alias of the same binding; with VEC = 0 element by element.
+//   - VEC (a specialization constant) = the dims and strides of Q, K, V and (unsplit) O are
+//     multiples of E (the planner) and each tensor starts on a chunk of its binding (replay,
+//     host/command_list.cpp, binds the VEC = 0 pipeline where one does not): chunks are read (and O
+//     and the split partials written) as one vec4 / uvec4, an alias of the same binding; with
+//     VEC = 0 element by element.
 //     Two pipelines, not a run-time branch: llvmpipe runs both sides of every `if`, so the key loop
 //     would pay for both reads.
 //   - PREFETCH (a paged cache, a packed batch or BSHD K/V on a CPU device): each iteration loads a word

@@ -430,12 +430,17 @@ TEST_SUITE("unit") {
       const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
       CHECK(p.config.decode);
       CHECK_FALSE(p.config.vec_loads);
-      // The same with O's rows padded: O is written in chunks too.
-      AttentionLayouts padded_o = layouts_of(shape("padded O rows", DType::f16, 1, 8, 2, 1, 4096, 64, 64));
-      padded_o.out.stride_seq = 68, padded_o.out.stride_head = 68, padded_o.out.stride_batch = 8 * 68;
-      const LaunchPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
-      CHECK(po.config.decode);
-      CHECK_FALSE(po.config.vec_loads);
+      // The same with O's rows padded: an unsplit call (one key: one split on every device) writes O
+      // in chunks too, so it reads element by element; a split one writes the partials instead.
+      for (const int64_t seq_k : {1, 4096}) {
+        AttentionLayouts padded_o = layouts_of(shape("padded O rows", DType::f16, 1, 8, 2, 1, seq_k, 64, 64));
+        padded_o.out.stride_seq = 68, padded_o.out.stride_head = 68, padded_o.out.stride_batch = 8 * 68;
+        const LaunchPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
+        INFO("seq_k " << seq_k << ": " << describe(po));
+        CHECK(po.config.decode);
+        if (seq_k == 1) CHECK(po.splits == 1);
+        CHECK(po.config.vec_loads == (po.splits > 1));
+      }
     }
   }
 
