@@ -7,7 +7,7 @@
 # less the median of the timed runs after it, that is what building and JIT-compiling them cost.
 # Per pipeline (first_dispatches: host time building it, plus its first dispatch less the same
 # dispatch warm): the last column, "pipeline=ms" entries separated by ';'.
-# The kernel column is what the plan chose on this device (d256 prefill: the rowwise kernel; d256
+# The kernel column is what the plan chose on this device (d256 prefill: the subgroup kernel; d256
 # GQA decode: the subgroup kernel's decode form).
 # Usage: bash bench/first_dispatch.sh VKATTN [--shape 'NAME|BENCH ARGS']... [ICD_JSON...]   (CSV on stdout)
 # --shape (repeatable) replaces the default shapes below.

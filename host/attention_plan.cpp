@@ -398,10 +398,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
   // bench/results/README.md).
   // The subgroup kernel (where the device has subgroup shuffles) is about 5x faster than rowwise on
-  // lavapipe for prefill at d64 and d128, and for decode (seq_q < 16: a GQA group's heads packed into
-  // its rows, one row per invocation) 4-15x faster than tiled (bench/results/README.md). Past 128
-  // dims (padded to the subgroup) its prefill form JITs for 2 s or more (Mesa 22.3.6): rowwise for
-  // prefill there.
+  // lavapipe for prefill at d64 and d128, 4-6x at d256, and for decode (seq_q < 16: a GQA group's
+  // heads packed into its rows, one row per invocation) 4-15x faster than tiled
+  // (bench/results/README.md). Every head dim (up to kMaxHeadDim, padded to the subgroup) takes it:
+  // at d256 each of its two prefill pipelines JITs in under 2 s on Mesa 22.3.6 (1.3 and 0.8 s),
+  // where rowwise now takes 2.3 s or more ("d256 prefill: the subgroup kernel").
   // Decode (a packed tile of up to kDecodeMaxTileRows rows) runs the subgroup kernel's decode form
   // up to 256 dims (a GQA group's query rows in every lane, the lanes across the head dim and keys, K
   // and V read once in 16-byte loads): on GPUs whose subgroups have one size (NVIDIA's 32), or whose
@@ -410,11 +411,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // decode form"); and on CPU devices past 128 dims too, where it is 11x faster than tiled at d256
   // on lavapipe 22.3.6 and 4x on 25.0.7 (GQA 32/8, 32k keys) and JITs in about as long as the d128
   // prefill pipeline (bench/results/README.md, "d256 decode"). A CPU device's seq_q of 16 or more is
-  // prefill (rowwise past 128 dims).
+  // prefill.
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
   const uint32_t lanes = subgroup_kernel_lanes(device);
-  const bool subgroup_fits = lanes != 0 && ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes <= 128;
+  const bool subgroup_fits = lanes != 0 && ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes <= uint64_t(kMaxHeadDim);
   const bool decode_form = variant == KernelVariant::automatic && lanes != 0 && packing_allowed && !cpu_prefill &&
                            uint64_t(shape.seq_q) * uint64_t(group) <= kDecodeMaxTileRows &&
                            std::max(p.dim_qk, p.dim_v) <= 256;

@@ -53,8 +53,7 @@ void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_di
     // workgroup, a pipeline per group size: the common ones.
     for (const int64_t group : {1, 2, 4, 8})
       for (const int64_t keys : {4096, 1}) run_once(*this, dtype, 1, keys, dim, group);
-    // Prefill: the multi-row kernel (on CPU devices the subgroup kernel's two passes up to d128,
-    // rowwise past that).
+    // Prefill: the multi-row kernel (on CPU devices the subgroup kernel's two passes).
     for (const auto& [rows, keys] : {std::pair<int64_t, int64_t>{64, 64}, {64, 1}})
       run_once(*this, dtype, rows, keys, dim);
   }

@@ -339,13 +339,13 @@ TEST_SUITE("unit") {
           }
           LaunchPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
-          // automatic: on CPU devices the subgroup kernel where shuffles exist and the head dims are at
-          // most 128 (the CPU presets' subgroups are 8 lanes: no padding), else rowwise for prefill
-          // (seq_q >= 16). The subgroup kernel packs a GQA group below one tile of query rows.
+          // automatic: on CPU devices the subgroup kernel where shuffles exist (every head dim, padded
+          // to the subgroup, is at most kMaxHeadDim), else rowwise for prefill (seq_q >= 16). The
+          // subgroup kernel packs a GQA group below one tile of query rows.
           const bool cpu_auto = v == KernelVariant::automatic && preset.info.is_cpu();
           const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
           const bool subgroup_fits =
-              preset.info.subgroup_shuffle && lanes != 0 && (std::max(s.dim_qk, s.dim_v) + lanes - 1) / lanes * lanes <= 128;
+              preset.info.subgroup_shuffle && lanes != 0 && (std::max(s.dim_qk, s.dim_v) + lanes - 1) / lanes * lanes <= 256;
           // Wherever the subgroup kernel can run (on GPUs: one subgroup size, or a size required), decode
           // (a GQA group's rows up to 16, not a CPU device's prefill) takes the decode form up to 256 dims.
           const bool decode_form = v == KernelVariant::automatic && !cpu_prefill && preset.info.subgroup_shuffle &&
