@@ -107,10 +107,18 @@ constexpr uint32_t kDecodeKeysPerIteration = 1;
 // in workgroups of up to 4 rows that every lane holds whole (8 rows: about 10% faster, but a d128
 // pipeline's first dispatch JITs for 2-2.5 s); the lanes-own-rows form is as fast or faster past 16.
 // Keys per iteration: 4 for 1-2 rows, 2 for 4 (1 to 4 cost about the same at 4 rows; more keys per
-// iteration count fewer loop iterations against lavapipe's limit).
+// iteration count fewer loop iterations against lavapipe's limit), halved while a lane's 16-byte
+// loads of K per iteration (keys x the lane's chunks of a row) pass 16, or those times the rows pass
+// 32: the fast loop is unrolled over them, and Mesa 25.0.7's JIT time grows fast with them (d256
+// f32, 8 chunks a lane: 4 rows at 2 keys JIT for 6.3 s there, at 1 key 3.8 s; one row at 4 keys 5.1 s,
+// at 2 keys 2.6 s and 25% faster on 22.3.6: bench/results/README.md, "d256 f32 decode").
 constexpr uint64_t kDecodeMaxRows = 4;
 constexpr uint64_t kDecodeMaxTileRows = 16;
-uint32_t decode_keys_per_iteration(uint32_t rows) { return rows <= 2 ? 4 : 2; }
+uint32_t decode_keys_per_iteration(uint32_t rows, uint64_t chunks_per_lane) {
+  uint32_t keys = rows <= 2 ? 4 : 2;
+  while (keys > 1 && (keys * chunks_per_lane > 16 || keys * chunks_per_lane * rows > 32)) keys /= 2;
+  return keys;
+}
 
 // Four query rows per invocation and 8 invocations: llvmpipe runs 8 invocations per SIMD vector.
 KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProblem& p) {
@@ -175,7 +183,7 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
     // an iteration (a GPU's 32 lanes at d128 f16: 2 groups of 16, not 16 idle lanes).
     const uint64_t chunks = ceil_div(std::max(p.dim_qk, p.dim_v), kDecodeChunkBytes / dtype_size(p.dtype));
     c.threads_per_row = static_cast<uint32_t>(std::min<uint64_t>(lanes, std::bit_ceil(chunks)));
-    c.keys_per_tile = decode_keys_per_iteration(c.rows) * c.key_groups();
+    c.keys_per_tile = decode_keys_per_iteration(c.rows, ceil_div(chunks, c.threads_per_row)) * c.key_groups();
   }
   if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > device.max_shared_memory)  // none today
     throw unsupported("device: " + device.name + " has too little shared memory for the subgroup kernel");

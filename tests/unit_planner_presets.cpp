@@ -118,6 +118,11 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
       CHECK((tpr == 1 || int64_t(tpr / 2) * chunk < std::max(p.dim_qk, p.dim_v)));  // no lane idles
       CHECK(c.key_groups() == c.lanes / tpr);
       CHECK(c.keys_per_tile % c.key_groups() == 0);
+      // The 16-byte K loads a lane's fast loop unrolls per iteration (keys x its chunks of a row):
+      // at most 16, and 32 times the rows (attention_plan.cpp: Mesa 25.0.7's JIT time).
+      const uint64_t keys = c.keys_per_tile / c.key_groups();
+      const uint64_t per_lane = ceil_div(ceil_div(uint64_t(std::max(p.dim_qk, p.dim_v)), uint64_t(chunk)), uint64_t(tpr));
+      CHECK((keys == 1 || (keys * per_lane <= 16 && keys * per_lane * c.rows <= 32)));
     } else {
       CHECK(c.rows % c.lanes == 0);
       CHECK(!c.vec_loads);
@@ -265,6 +270,11 @@ std::vector<Shape> shapes() {
     for (int64_t seq_k : {4096, 65536})
       v.push_back(shape("decode " + ts + " H32/KV8 d128 seq_k " + std::to_string(seq_k), t, 1, 32, 8, 1, seq_k, 128, 128));
     v.push_back(shape("decode " + ts + " H32/KV8 d128 seq_q 4 seq_k 8192", t, 4, 32, 8, 4, 8192, 128, 128));
+    // d256 decode in groups of 1, 2 and 4 query heads: a CPU device's lane holds 4 (f16) or 8 (f32)
+    // of a row's 16-byte chunks, so the keys per iteration shrink with the rows and chunks.
+    for (int64_t heads : {8, 16, 32})
+      v.push_back(shape("decode " + ts + " H" + std::to_string(heads) + "/KV8 d256 seq_k 8192", t, 1, heads, 8, 1, 8192,
+                        256, 256));
     for (int64_t d : {1, 21, 203}) v.push_back(shape("odd " + ts + " d" + std::to_string(d), t, 2, 3, 3, 37, 300, d, d));
     v.push_back(shape("dim_qk 203 dim_v 21 " + ts, t, 2, 4, 2, 37, 300, 203, 21));
     v.push_back(shape("dim_qk 21 dim_v 256 " + ts, t, 2, 4, 2, 37, 300, 21, 256));
