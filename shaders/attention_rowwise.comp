@@ -11,6 +11,7 @@
 // uniform. host/attention_plan.cpp counts the loops below against lavapipe's 65535-iteration limit.
 
 #extension GL_EXT_control_flow_attributes : enable
+#define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 

@@ -33,6 +33,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_KHR_shader_subgroup_vote : enable
 #extension GL_KHR_shader_subgroup_ballot : enable
+#define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
 #include "storage_types.glsl"
 #include "attention_push.glsl"
 

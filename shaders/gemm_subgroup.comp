@@ -40,6 +40,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_KHR_shader_subgroup_vote : enable
 
+#define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
 #include "element_types.glsl"
 #include "gemm_push.glsl"
 #include "score.glsl"

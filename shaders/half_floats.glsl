@@ -8,7 +8,23 @@
 
 #extension GL_EXT_shader_16bit_storage : require
 
+// Widening one f16 value: unpackHalf2x16, one instruction on GPUs. llvmpipe runs it on a single
+// 16-bit value far slower than integer operations and selects (f16 prefill on lavapipe 1.2-1.4x
+// faster with them: bench/results/README.md, "f16 widening on CPU devices"), so the CPU devices'
+// kernels define F16_WIDEN_BY_BITS before including this file. (Pairs from a 32-bit word, as the
+// decode form reads them, keep unpackHalf2x16: that is not slower there.)
+#ifdef F16_WIDEN_BY_BITS
+float f16_bits_to_f32(uint h) {
+  const uint em = h & 0x7fffu;
+  float f = uintBitsToFloat((em << 13) + 0x38000000u);                  // normal: exponent bias 15 -> 127
+  f = em < 0x400u ? float(em) * 5.9604644775390625e-8 : f;             // zero, subnormal: m x 2^-24
+  f = em >= 0x7c00u ? uintBitsToFloat((em << 13) | 0x7f800000u) : f;  // Inf, NaN (its payload kept)
+  return uintBitsToFloat(floatBitsToUint(f) | ((h & 0x8000u) << 16));
+}
+#define F16_TO_F32(value) f16_bits_to_f32(uint(value))
+#else
 #define F16_TO_F32(value) (unpackHalf2x16(uint(value)).x)
+#endif
 // bf16 is the upper half of an f32: widening is a shift.
 #define BF16_TO_F32(value) uintBitsToFloat(uint(value) << 16)
 
