@@ -75,7 +75,7 @@ CaseSection decode(const Builder& long_case) {
 }
 
 CaseSection rows(const Builder& long_case) {
-  CaseSection s = section("long-rows", "many query rows against 16384 keys: causal, masks, LSE");
+  CaseSection s = section("long-rows", "many query rows against 16384 to 70000 keys: causal, masks, LSE, d256");
   s.cases.push_back(long_case(DType::f32, 64, 16384, 128, 10));
   // Causal bottom-right: a chunk of 128 queries at the end of 16384 keys.
   AttentionCase chunk = long_case(DType::f32, 128, 16384, 64, 13);
@@ -86,6 +86,19 @@ CaseSection rows(const Builder& long_case) {
   masked.mask = MaskKind::boolean;
   masked.mask_drop = 0.5;
   s.cases.push_back(masked);
+  // d256 prefill (on CPU devices the subgroup kernel, two query rows a lane), 8 query heads over one
+  // KV head: workgroups enough that only the loop budget splits the keys. Over 70000 keys the fast
+  // pass's budget; over 40000 with scores past the f32 range (q . k near 1e40) on every key, the
+  // careful pass's, which redoes every row one key per iteration.
+  AttentionCase fast = long_case(DType::f16, 64, 70000, 256, 22);
+  fast.heads = 8;
+  fast.reference_rows = {0, 17, 63};
+  s.cases.push_back(fast);
+  AttentionCase careful = long_case(DType::f32, 64, 40000, 256, 23);
+  careful.heads = 8;
+  careful.qk_range = 1e20f;
+  careful.reference_rows = {0, 17, 63};
+  s.cases.push_back(careful);
   return s;
 }
 

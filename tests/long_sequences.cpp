@@ -12,7 +12,7 @@ TEST_SUITE("long") {
   TEST_CASE("decode: one query row against 16384 and 65536 keys, GQA over 20000") {
     run_cases(context(), catalog_cases("long-decode"));
   }
-  TEST_CASE("query rows against 16384 keys: causal chunk, boolean mask, LSE") {
+  TEST_CASE("query rows against 16384 to 70000 keys: causal chunk, boolean mask, LSE, d256 loop budgets") {
     run_cases(context(), catalog_cases("long-rows"));
   }
   // On the unfused path the 600,000-key case must be refused with "use the fused path" (the case
