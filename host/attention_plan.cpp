@@ -408,8 +408,8 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   // The subgroup kernel (where the device has subgroup shuffles) is about 5x faster than rowwise on
   // lavapipe for prefill at d64 and d128, 4-6x at d256, and for decode (seq_q < 16: a GQA group's
   // heads packed into its rows, one row per invocation) 4-15x faster than tiled
-  // (bench/results/README.md). Every head dim (up to kMaxHeadDim, padded to the subgroup) takes it:
-  // at d256 each of its two prefill pipelines JITs in under 2 s on Mesa 22.3.6 (1.3 and 0.8 s),
+  // (bench/results/README.md). Every head dim takes it (up to kMaxHeadDim, padded to a subgroup of
+  // at most 128 lanes, it always fits): at d256 each of its two prefill pipelines JITs in under 2 s on Mesa 22.3.6 (1.3 and 0.8 s),
   // where rowwise now takes 2.3 s or more ("d256 prefill: the subgroup kernel").
   // Decode (a packed tile of up to kDecodeMaxTileRows rows) runs the subgroup kernel's decode form
   // up to 256 dims (a GQA group's query rows in every lane, the lanes across the head dim and keys, K
@@ -423,11 +423,11 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
   const bool cpu_auto = variant == KernelVariant::automatic && device.is_cpu();
   const bool cpu_prefill = cpu_auto && shape.seq_q >= 16;
   const uint32_t lanes = subgroup_kernel_lanes(device);
-  const bool subgroup_fits = lanes != 0 && ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes <= uint64_t(kMaxHeadDim);
+  const bool subgroup_runs = lanes != 0;
   const bool decode_form = variant == KernelVariant::automatic && lanes != 0 && packing_allowed && !cpu_prefill &&
                            uint64_t(shape.seq_q) * uint64_t(group) <= kDecodeMaxTileRows &&
                            std::max(p.dim_qk, p.dim_v) <= 256;
-  const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || decode_form;
+  const bool subgroup = variant == KernelVariant::subgroup || (cpu_auto && subgroup_runs) || decode_form;
   const bool rowwise = variant == KernelVariant::rowwise || (cpu_prefill && !subgroup);
   plan.config = subgroup  ? choose_subgroup_config(device, shape, packing_allowed)
                 : rowwise ? choose_rowwise_config(device, shape)

@@ -349,22 +349,21 @@ TEST_SUITE("unit") {
           }
           LaunchPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
-          // automatic: on CPU devices the subgroup kernel where shuffles exist (every head dim, padded
-          // to the subgroup, is at most kMaxHeadDim), else rowwise for prefill (seq_q >= 16). The
-          // subgroup kernel packs a GQA group below one tile of query rows.
+          // automatic: on CPU devices the subgroup kernel where shuffles exist (at every head dim),
+          // else rowwise for prefill (seq_q >= 16). The subgroup kernel packs a GQA group below one
+          // tile of query rows.
           const bool cpu_auto = v == KernelVariant::automatic && preset.info.is_cpu();
           const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
-          const bool subgroup_fits =
-              preset.info.subgroup_shuffle && lanes != 0 && (std::max(s.dim_qk, s.dim_v) + lanes - 1) / lanes * lanes <= 256;
+          const bool subgroup_runs = preset.info.subgroup_shuffle && lanes != 0;
           // Wherever the subgroup kernel can run (on GPUs: one subgroup size, or a size required), decode
           // (a GQA group's rows up to 16, not a CPU device's prefill) takes the decode form up to 256 dims.
           const bool decode_form = v == KernelVariant::automatic && !cpu_prefill && preset.info.subgroup_shuffle &&
                                    lanes != 0 && s.seq_q * (s.heads / s.kv_heads) <= 16 &&
                                    std::max(s.dim_qk, s.dim_v) <= 256;
-          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_fits) || decode_form));
+          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_runs) || decode_form));
           if (decode_form) CHECK(plan.config.decode);
           if (plan.config.subgroup) CHECK(plan.config.lanes == lanes);
-          CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_fits)));
+          CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_runs)));
           if (plan.config.subgroup && s.seq_q < 16) CHECK(plan.config.pack_group);
           if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
           check_plan(preset, l, plan);
