@@ -73,7 +73,9 @@ std::string describe(const AttentionCase& c) {
   if (c.align) s << " align=" << vkattn::to_string(*c.align);
   if (c.softcap) s << " softcap=" << *c.softcap;
   if (c.alibi_batch) s << " alibi=" << (c.alibi_batch > 1 ? "(B,H)" : "(H)");
+  if (c.alibi_batch && c.alibi_scale != 1.0f) s << "x" << c.alibi_scale;
   if (c.sinks) s << " sinks";
+  if (c.sinks && c.sink_value) s << "=" << *c.sink_value;
   s << " layout=" << to_string(c.layout) << " offset=" << c.offset;
   if (c.scale) s << " scale=" << *c.scale;
   if (c.qk_range != 2.0f) s << " qk_range=" << c.qk_range;

@@ -52,6 +52,10 @@ struct AttentionCase {
   std::optional<float> softcap;
   int64_t alibi_batch = 0;
   bool sinks = false;
+  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
+  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
+  float alibi_scale = 1.0f;
+  std::optional<float> sink_value;
 
   bool poison_hidden_kv = false;    // NaN / Inf in the K and V rows that no query may see
   std::vector<int64_t> nan_q_rows;  // query rows of (batch 0, head 0) with a NaN in Q

@@ -227,13 +227,13 @@ void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options
     alibi_layout = HeadValuesLayout{c.alibi_batch, c.heads, c.offset ? 1 : 0};
     alibi.assign(static_cast<std::size_t>(alibi_layout->required_elements()), kNaN);
     for (int64_t e = alibi_layout->offset; e < alibi_layout->required_elements(); ++e)
-      alibi[static_cast<std::size_t>(e)] = slope_dist(rng);
+      alibi[static_cast<std::size_t>(e)] = slope_dist(rng) * c.alibi_scale;
   }
   if (c.sinks) {
     sinks_layout = HeadValuesLayout{1, c.heads, c.offset ? 3 : 0};
     sinks.assign(static_cast<std::size_t>(sinks_layout->required_elements()), kNaN);
     for (int64_t e = sinks_layout->offset; e < sinks_layout->required_elements(); ++e)
-      sinks[static_cast<std::size_t>(e)] = sink_dist(rng);
+      sinks[static_cast<std::size_t>(e)] = c.sink_value.value_or(sink_dist(rng));
   }
   // q8_0 K and V: the blocks of the drawn values (gaps: 0, blocks whose scale is NaN where a whole
   // block is gap), and what they stand for is what the reference sees.

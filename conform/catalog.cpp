@@ -10,6 +10,7 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   detail::add_sweep_sections(sections, base_seed);
   detail::add_targeted_sections(sections, base_seed);
   detail::add_modifier_sections(sections, base_seed);
+  detail::add_extreme_sections(sections, base_seed);
   detail::add_long_sections(sections, base_seed);
   detail::add_layer_section(sections, base_seed);
   CaseSection paged{"paged", "paged", "paged KV cache: page sizes, nhd and hnd pages, shared pages, appends, modifiers, q8_0", {}, {},

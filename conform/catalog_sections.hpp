@@ -18,6 +18,9 @@ void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // The score modifiers: windows, ALiBi, softcap, sinks, alone and combined (catalog_modifiers.cpp).
 void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed);
+// Extreme modifier values (windows past 2^31, huge and tiny softcaps, FLT_MAX-sized ALiBi slopes and
+// sinks) on dense, paged and packed calls and the layer (catalog_extremes.cpp).
+void add_extreme_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // The multi-head attention layer on top of the attention paths (catalog_layer.cpp).
 void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);
 

@@ -49,8 +49,9 @@ MhaWeights random_weights(const LayerCase& c, std::mt19937_64& rng) {
   // Sinks about as large as the scores, so that they take a visible share of each row; ALiBi's
   // geometric slopes 2^(-8 (h + 1) / H) (BLOOM's).
   if (c.sinks) w.sinks = random_values(rng, c.heads, 2.0f, DType::f32);
+  if (c.sink_value) std::fill(w.sinks.begin(), w.sinks.end(), *c.sink_value);
   for (int64_t h = 0; c.alibi && h < c.heads; ++h)
-    w.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(c.heads)));
+    w.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(c.heads)) * c.alibi_scale);
   return w;
 }
 
@@ -145,6 +146,8 @@ std::string describe(const LayerCase& c) {
   if (c.window) s << " window=" << c.window->left << ":" << c.window->right;
   if (c.align) s << " align=" << to_string(*c.align);
   if (c.softcap > 0.0f) s << " softcap=" << c.softcap;
+  if (c.sink_value) s << " sinks=" << *c.sink_value;
+  if (c.alibi && c.alibi_scale != 1.0f) s << " alibi x" << c.alibi_scale;
   s << (c.sinks ? " sinks" : "") << (c.alibi ? " alibi" : "")
     << (c.need_weights ? (c.average ? " weights(avg)" : " weights(per-head)") : "")
     << (c.fused_only ? " fused-only" : "") << " seed=" << c.seed;

@@ -34,6 +34,10 @@ struct LayerCase {
   std::optional<Align> align;
   float softcap = 0.0f;
   bool sinks = false, alibi = false;
+  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
+  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
+  float alibi_scale = 1.0f;
+  std::optional<float> sink_value;
   bool need_weights = false, average = true;
   // Run on the fused path only: the unfused path skips it (a slow case whose subject, the
   // projections, does not depend on the attention path).

@@ -38,6 +38,10 @@ struct PagedCase {
   std::optional<float> softcap;
   int64_t alibi_batch = 0;  // 0 none, 1 (H), batch (B, H)
   bool sinks = false;
+  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
+  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
+  float alibi_scale = 1.0f;
+  std::optional<float> sink_value;
   bool lse = true;
   uint64_t seed = 1;
 };

@@ -80,6 +80,8 @@ std::string describe(const VarlenCase& c) {
   if (c.align) s << " align " << to_string(*c.align);
   if (c.softcap) s << " softcap " << *c.softcap;
   if (c.alibi_batch) s << " alibi (" << (c.alibi_batch > 1 ? "B,H" : "H") << ")";
+  if (c.alibi_batch && c.alibi_scale != 1.0f) s << " x" << c.alibi_scale;
+  if (c.sinks && c.sink_value) s << " sinks " << *c.sink_value;
   if (c.sinks) s << " sinks";
   if (c.min_splits > 1) s << " split-KV";
   s << " seed " << c.seed;
@@ -136,12 +138,12 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath pa
   if (c.alibi_batch) {
     layouts.alibi = HeadValuesLayout{c.alibi_batch, c.heads, 0};
     alibi.resize(std::size_t(layouts.alibi->required_elements()));
-    for (float& x : alibi) x = slope_dist(rng);
+    for (float& x : alibi) x = slope_dist(rng) * c.alibi_scale;
   }
   if (c.sinks) {
     layouts.sinks = HeadValuesLayout{1, c.heads, 0};
     sinks.resize(std::size_t(c.heads));
-    for (float& x : sinks) x = sink_dist(rng);
+    for (float& x : sinks) x = c.sink_value.value_or(sink_dist(rng));
   }
 
   Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));

@@ -36,6 +36,10 @@ struct VarlenCase {
   std::optional<float> softcap;
   int64_t alibi_batch = 0;  // 0 none, 1 (H), batch (B, H)
   bool sinks = false;
+  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
+  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
+  float alibi_scale = 1.0f;
+  std::optional<float> sink_value;
   bool lse = true;
   // The plan must split the key range at least this many ways (the case is there for split-KV).
   uint32_t min_splits = 1;

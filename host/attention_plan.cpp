@@ -323,8 +323,9 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
   if (p.dtype != DType::f32 && !device.storage_16bit)
     throw unsupported(std::string("dtype: ") + to_string(p.dtype) + " needs storageBuffer16BitAccess, which " +
                       device.name + " does not offer (or it was not enabled on the adopted device)");
+  // The kernels compute a row's diagonal i + seq_k - seq_q, and the window's reach, in 32-bit ints.
   for (uint64_t s : {static_cast<uint64_t>(p.seq_q), static_cast<uint64_t>(p.seq_k)})
-    if (s > kMaxIndex) throw Error("seq: " + str(s) + " exceeds the 32-bit limit");
+    if (s > kMaxSequence) throw Error("seq: " + str(s) + " exceeds the kernels' limit of 2^31 - 1");
   return p;
 }
 
@@ -467,7 +468,9 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
     // Query rows of one head a tile spans (packed tiles: at most seq_q).
     const uint64_t span =
         std::min<uint64_t>(uint64_t(shape.seq_q), c.pack_group ? uint64_t(shape.seq_q) : c.rows / c.heads);
-    const uint64_t band = span + uint64_t(p.window_left) + uint64_t(p.window_right);
+    // (Sides are up to 2^63 - 1: each is capped at the keys, past which it bounds nothing, before the sum.)
+    const uint64_t band = span + std::min<uint64_t>(uint64_t(p.window_left), keys_visited) +
+                          std::min<uint64_t>(uint64_t(p.window_right), keys_visited);
     if (band < keys_visited) {
       keys_visited = band;
       plan.band_splits = true;

@@ -167,6 +167,8 @@ inline uint32_t subgroup_kernel_lanes(const DeviceInfo& device) {
 
 // Largest offset/index the kernels can address (32-bit indices in this version).
 inline constexpr uint64_t kMaxIndex = UINT32_MAX;
+// Longest sequence (queries or keys) the kernels take: they compute diagonals in 32-bit signed ints.
+inline constexpr uint64_t kMaxSequence = INT32_MAX;
 
 // The checks of a call that need no buffer: the layouts (check_attention), 16-bit storage for
 // f16/bf16 and the 32-bit sequence limit. The buffers are checked by check_call_buffers.

@@ -138,6 +138,18 @@ PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifi
   return key;
 }
 
+// A window side as its 32-bit constant (shaders/modifiers.glsl): unbounded for -1 and for any side of
+// at least seq_q + seq_k, which bounds nothing (the diagonal i + off of every row lies in (-seq_q,
+// seq_k), so such a side reaches past key 0 and key seq_k - 1 alike): the same answer and the same
+// pipeline as -1, for sides up to 2^63 - 1. p is the call's checked problem, whose seq_q and seq_k
+// bound every sequence's (a paged call's seq_k is its capacity, a packed call's the totals); both are
+// below 2^31 (check_attention_layouts), so a bounded side is below 2^32 - 2.
+uint32_t window_side_constant(int64_t side, const AttentionProblem& p) {
+  constexpr uint32_t kUnbounded = 0xffffffffu;
+  if (side < 0 || side >= p.seq_q + p.seq_k) return kUnbounded;
+  return static_cast<uint32_t>(side);
+}
+
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options) {
   ModifierConstants m;
   if (p.softcap > 0.0f) {
@@ -149,8 +161,8 @@ ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionO
   // The window as given (causal stays in the flags, so a causal call keeps its pipelines); the
   // alignment only where a window or ALiBi reads it.
   if (options.window) {
-    m.window_left = std::bit_cast<uint32_t>(static_cast<int32_t>(options.window->left));
-    m.window_right = std::bit_cast<uint32_t>(static_cast<int32_t>(options.window->right));
+    m.window_left = window_side_constant(options.window->left, p);
+    m.window_right = window_side_constant(options.window->right, p);
   }
   if ((options.window || p.has_alibi) && p.align == Align::top_left) m.bits |= MOD_ALIGN_TOP_LEFT;
   return m;

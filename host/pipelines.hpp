@@ -55,8 +55,9 @@ struct PipelineKey {
   auto operator<=>(const PipelineKey&) const = default;
 };
 
-// The score modifiers' constants (MOD_* bits, the window's sides as int32 bits, -1 = unbounded, the
-// softcap as f32 bits), the same for the fused kernels and the row softmax: modifier_constants.
+// The score modifiers' constants (MOD_* bits, the window's sides as uint32, 0xffffffff = unbounded:
+// window_side_constant; the softcap as f32 bits), the same for the fused kernels and the row softmax:
+// modifier_constants.
 struct ModifierConstants {
   uint32_t bits = 0;
   uint32_t window_left = 0xffffffffu, window_right = 0xffffffffu;
@@ -102,6 +103,7 @@ PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format);
 PipelineKey work_list_pipeline();
 // The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
+uint32_t window_side_constant(int64_t side, const AttentionProblem& p);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 

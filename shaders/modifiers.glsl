@@ -36,12 +36,16 @@ float add_sink(inout float m, inout float l, float sink) {
 }
 
 #ifdef MOD_SPEC_WINDOW_LEFT
-layout(constant_id = MOD_SPEC_WINDOW_LEFT) const int WINDOW_LEFT = -1;    // -1: unbounded
-layout(constant_id = MOD_SPEC_WINDOW_RIGHT) const int WINDOW_RIGHT = -1;  // -1: unbounded
+// The window's sides as the host resolved them (modifier_constants): WINDOW_UNBOUNDED, or a side below
+// the call's seq_q + seq_k (a longer side bounds nothing: the host gives it as unbounded). Unsigned, so
+// that every side up to 2^32 - 2 is held exactly (sequences are below 2^31).
+const uint WINDOW_UNBOUNDED = 0xffffffffu;
+layout(constant_id = MOD_SPEC_WINDOW_LEFT) const uint WINDOW_LEFT = WINDOW_UNBOUNDED;
+layout(constant_id = MOD_SPEC_WINDOW_RIGHT) const uint WINDOW_RIGHT = WINDOW_UNBOUNDED;
 layout(constant_id = MOD_SPEC_SOFTCAP) const float SOFTCAP = 0.0;
 const bool HAS_SOFTCAP = (MODIFIERS & MOD_SOFTCAP) != 0u;
 const bool HAS_ALIBI = (MODIFIERS & MOD_ALIBI) != 0u;
-const bool HAS_WINDOW = WINDOW_LEFT >= 0 || WINDOW_RIGHT >= 0;
+const bool HAS_WINDOW = WINDOW_LEFT != WINDOW_UNBOUNDED || WINDOW_RIGHT != WINDOW_UNBOUNDED;
 
 layout(binding = ALIBI_BINDING) readonly buffer AlibiBuf { float alibi_slopes[]; };
 
@@ -52,14 +56,22 @@ uint kv_len_offset() { return pc.kv_len_off & 0xffffu; }
 int diagonal_offset() { return (MODIFIERS & MOD_ALIGN_TOP_LEFT) != 0u ? 0 : int(SEQ_K) - int(SEQ_Q); }
 
 // Keys [window_key_begin(i), window_key_end(i)) of query row i are inside the window, clamped to
-// [0, seq_k]; the whole range without one.
+// [0, seq_k]; the whole range without one. No sum here can leave 32 bits for any side: the diagonal
+// d = i + off lies in (-seq_q, seq_k), and each side is compared with the room it has before it is
+// added (a side of 2^31 - 1 once wrapped d + side + 1 to a negative end: every key masked).
 uint window_key_begin(uint i) {
-  if (WINDOW_LEFT < 0) return 0u;
-  return uint(clamp(int(i) + diagonal_offset() - WINDOW_LEFT, 0, int(SEQ_K)));
+  if (WINDOW_LEFT == WINDOW_UNBOUNDED) return 0u;
+  const int d = int(i) + diagonal_offset();
+  if (d <= 0 || WINDOW_LEFT >= uint(d)) return 0u;
+  return min(uint(d) - WINDOW_LEFT, SEQ_K);
 }
 uint window_key_end(uint i) {
-  if (WINDOW_RIGHT < 0) return SEQ_K;
-  return uint(clamp(int(i) + diagonal_offset() + WINDOW_RIGHT + 1, 0, int(SEQ_K)));
+  if (WINDOW_RIGHT == WINDOW_UNBOUNDED) return SEQ_K;
+  const int d = int(i) + diagonal_offset();
+  // seq_k - d is in [1, seq_q + seq_k]: exact in 32 unsigned bits, as is WINDOW_RIGHT + 1 (< 2^32 - 1).
+  if (WINDOW_RIGHT + 1u >= SEQ_K - uint(d)) return SEQ_K;
+  // d + right + 1 is now below seq_k (and above -seq_q): exact once the wrapped sum is read as int.
+  return uint(max(int(uint(d) + WINDOW_RIGHT + 1u), 0));
 }
 
 // The ALiBi slope of (batch b, query head h): slopes (heads) or (batch, heads).
@@ -68,11 +80,31 @@ float alibi_slope(uint b, uint h) {
   return alibi_slopes[(pc.kv_len_off >> 16) + row + h];
 }
 
-// c * tanh(s / c) for a finite score; NaN and +-inf (from NaN/Inf inputs) stay as they are. tanh as
-// (1 - e^-2|x|) / (1 + e^-2|x|): no overflow for any |x|, within an ulp of 1 where it saturates.
+// ALiBi's bias -slope * |d| for a distance d: the f32 value of the exact product, saturating to
+// +-FLT_MAX beyond the f32 range like every product of finite inputs (score.glsl), so that a finite
+// slope never gives an infinite bias; a NaN or infinite slope propagates.
+float alibi_bias(float slope, int distance) {
+  const float bias = -slope * float(abs(distance));
+  return isinf(slope) ? bias : saturate_finite(bias);
+}
+
+// tanh(x) / x from tanh's Taylor series, for |x| <= SOFTCAP_SERIES_LIMIT, where the closed form below
+// would cancel in 1 - e^-2|x|: the series alternates with falling terms there, so its error is below
+// the first omitted term, 21844/6081075 x^12 < 2^-28.
+const float SOFTCAP_SERIES_LIMIT = 0.3;
+float tanh_over_x(float x2) {
+  return 1.0 +
+         x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0 + x2 * (-1382.0 / 155925.0)))));
+}
+
+// c * tanh(s / c) for a finite score; NaN and +-inf (from NaN/Inf inputs) stay as they are. Where
+// |s / c| is small (a large c: how users write "almost no cap") it is s * (tanh(x) / x), which keeps
+// s exactly when x underflows; elsewhere tanh as (1 - e^-2|x|) / (1 + e^-2|x|): no overflow for any
+// |x|, within an ulp of 1 where it saturates.
 float softcap_score(float s) {
   if (isnan(s) || isinf(s)) return s;
   const float x = s / SOFTCAP;
+  if (abs(x) <= SOFTCAP_SERIES_LIMIT) return s * tanh_over_x(x * x);
   const float t = exp(-2.0 * abs(x));
   return SOFTCAP * sign(x) * ((1.0 - t) / (1.0 + t));
 }
@@ -81,7 +113,7 @@ float softcap_score(float s) {
 // `slope` from alibi_slope (unused without ALiBi). add_bias (score.glsl) keeps the saturation rule.
 float modify_score(float s, float slope, uint i, uint j) {
   if (HAS_SOFTCAP) s = softcap_score(s);
-  if (HAS_ALIBI) s = add_bias(s, -slope * abs(float(int(i) + diagonal_offset() - int(j))));
+  if (HAS_ALIBI) s = add_bias(s, alibi_bias(slope, int(i) + diagonal_offset() - int(j)));
   return s;
 }
 #endif

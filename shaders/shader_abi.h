@@ -185,8 +185,8 @@
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
 #define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K, V and O rows are read and written in 16-byte chunks (others: 0) */
 #define SPEC_ATTENTION_MODIFIERS 11     /* MOD_* bits */
-#define SPEC_ATTENTION_WINDOW_LEFT 12   /* int: the window's left side, -1 = unbounded (no window: -1, -1) */
-#define SPEC_ATTENTION_WINDOW_RIGHT 13  /* int: its right side, -1 = unbounded (causal stays in `flags`) */
+#define SPEC_ATTENTION_WINDOW_LEFT 12   /* uint: the window's left side, 0xffffffff = unbounded (no window: both) */
+#define SPEC_ATTENTION_WINDOW_RIGHT 13  /* uint: its right side, 0xffffffff = unbounded (causal stays in `flags`) */
 #define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
 #define SPEC_ATTENTION_VARLEN 16        /* 1: a packed variable-length batch (see above); 0 otherwise */

@@ -66,4 +66,31 @@ void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases)
 
 std::vector<conform::LayerCase> catalog_layer_cases() { return conform::catalog_section("layer", base_seed()).layer_cases; }
 
+namespace {
+
+// The cases of `all` that --quick keeps (the section's quick indices), or all of them.
+template <typename Case>
+std::vector<Case> quick_subset(const std::vector<Case>& all, const std::vector<std::size_t>& quick_indices) {
+  if (!quick()) return all;
+  std::vector<Case> cases;
+  for (const std::size_t i : quick_indices) cases.push_back(all[i]);
+  return cases;
+}
+
+}  // namespace
+
+void run_section(Context& ctx, const std::string& name) {
+  const conform::CaseSection s = conform::catalog_section(name, base_seed());
+  run_cases(ctx, quick_subset(s.cases, s.quick));
+  run_layer_cases(ctx, quick_subset(s.layer_cases, s.quick));
+  for (const conform::PagedCase& c : quick_subset(s.paged_cases, s.quick)) {
+    INFO("case: " << describe_with_path(c));
+    report(conform::run_paged_case(ctx, c, test_run_options()), describe_with_path(c));
+  }
+  for (const conform::VarlenCase& c : quick_subset(s.varlen_cases, s.quick)) {
+    INFO("case: " << describe_with_path(c));
+    report(conform::run_varlen_case(ctx, c, test_run_options()), describe_with_path(c));
+  }
+}
+
 }  // namespace vkattn::test

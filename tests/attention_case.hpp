@@ -38,4 +38,9 @@ void run_layer_cases(Context& context, const std::vector<conform::LayerCase>& ca
 // The catalog's "layer" section, with the tests' base seed.
 std::vector<conform::LayerCase> catalog_layer_cases();
 
+// Every case of one catalog section, whatever its kind (attention, layer, paged or packed), each
+// under its own INFO context, on --path= (the runners skip what a path does not take: paged caches
+// on the three-stage path); under --quick the section's quick subset.
+void run_section(Context& context, const std::string& section);
+
 }  // namespace vkattn::test

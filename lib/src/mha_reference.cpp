@@ -10,6 +10,7 @@
 
 #include "size_check.hpp"
 #include "score_rule.hpp"
+#include "window_rule.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::reference {
@@ -79,8 +80,8 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
         int64_t begin = 0, end = Sk;
         if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
         if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
-        if (window.left >= 0) begin = std::max<int64_t>(0, i + off - window.left);
-        if (window.right >= 0) end = std::min(end, i + off + window.right + 1);
+        if (window.left >= 0) begin = detail::window_key_begin(i + off, window.left, Sk);
+        if (window.right >= 0) end = std::min(end, detail::window_key_end(i + off, window.right, Sk));
         keys.clear();
         p.clear();
         for (int64_t j = begin; j < end; ++j) {
@@ -97,7 +98,7 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
           }
           double score = detail::score(scale, dot, 0.0);
           if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
-          if (dims.has_alibi) score = detail::add_bias(score, -slope * static_cast<double>(std::llabs(i + off - j)));
+          if (dims.has_alibi) score = detail::add_bias(score, detail::alibi_bias(slope, i + off - j));
           keys.push_back(j);
           p.push_back(detail::add_bias(score, bias));
         }

@@ -2,6 +2,7 @@
 #include "vkattn/mha_types.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -45,6 +46,9 @@ Align check_modifier_options(const MhaInputs& in) {
                 ") sides must be >= 0, or -1 for unbounded");
   if (in.softcap && !(std::isfinite(*in.softcap) && *in.softcap > 0.0f))
     throw Error("softcap: must be finite and > 0, got " + float_text(*in.softcap));
+  if (in.softcap && *in.softcap < std::numeric_limits<float>::min())
+    throw Error("softcap: " + float_text(*in.softcap) +
+                " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
   return align;
 }
 

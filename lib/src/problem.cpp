@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
 #include "layout_check.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/q8_0.hpp"
+#include "window_rule.hpp"
 
 namespace vkattn {
 
@@ -28,12 +30,12 @@ int64_t AttentionProblem::causal_key_end(int64_t i) const {
 
 int64_t AttentionProblem::visible_key_begin(int64_t i) const {
   if (window_left < 0) return 0;
-  return std::clamp<int64_t>(i + diagonal_offset() - window_left, 0, seq_k);
+  return detail::window_key_begin(i + diagonal_offset(), window_left, seq_k);
 }
 
 int64_t AttentionProblem::visible_key_end(int64_t i) const {
   if (window_right < 0) return seq_k;
-  return std::clamp<int64_t>(i + diagonal_offset() + window_right + 1, 0, seq_k);
+  return detail::window_key_end(i + diagonal_offset(), window_right, seq_k);
 }
 
 namespace {
@@ -171,6 +173,10 @@ void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
   if (o.softcap) {
     const float c = *o.softcap;
     if (!std::isfinite(c) || !(c > 0.0f)) fail("softcap: must be finite and > 0, got " + float_str(c));
+    // (A cap flushed to 0 on the device would turn s / c into NaN for s = 0.)
+    if (c < std::numeric_limits<float>::min())
+      fail("softcap: " + float_str(c) +
+           " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
     p.softcap = c;
   }
   p.num_splits = o.num_splits;

@@ -129,7 +129,7 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
           // scale * q.k -> softcap (finite scores only: NaN/Inf inputs propagate) -> + ALiBi -> + float mask
           double score = detail::score(scale, dot, 0.0);
           if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
-          if (in.alibi_layout) score = detail::add_bias(score, -slope * static_cast<double>(std::llabs(i + off - j)));
+          if (in.alibi_layout) score = detail::add_bias(score, detail::alibi_bias(slope, i + off - j));
           keys.push_back(j);
           scores.push_back(detail::add_bias(score, bias));
         }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace vkattn::detail {
@@ -20,6 +21,14 @@ inline double saturate_to_f32_range(double x) {
 inline double add_bias(double score, double bias) {
   if (std::isinf(score) || std::isinf(bias)) return score + bias;
   return saturate_to_f32_range(score + bias);
+}
+
+// ALiBi's bias -slope * |distance| of a finite or non-finite f32 slope: like a product of finite
+// inputs in the kernels, it saturates to +-FLT_MAX beyond the f32 range (a finite slope never gives an
+// infinite bias, which would turn the row's softmax into NaN); NaN and +-inf slopes propagate.
+inline double alibi_bias(double slope, int64_t distance) {
+  const double bias = -slope * static_cast<double>(distance < 0 ? -distance : distance);
+  return std::isinf(slope) ? bias : saturate_to_f32_range(bias);
 }
 
 // The biased score of a visible key (a -inf bias masks it, and is handled before this).
