@@ -51,7 +51,7 @@ layout(binding = COMBINE_CU_SEQLENS_Q_BINDING) readonly buffer CuSeqlensQBuf { i
 float split_weight(float d, bool half_log2) { return half_log2 ? exp2(d + d) : exp(d); }
 // A finite maximum in natural units.
 float natural_max(float m, bool half_log2) {
-  return half_log2 ? clamp(m * uintBitsToFloat(TILED_TWO_LN2_BITS), -FLT_MAX, FLT_MAX) : m;
+  return half_log2 ? half_log2_to_natural(m) : m;
 }
 
 shared float reduce_buf[W];

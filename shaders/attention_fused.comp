@@ -400,8 +400,8 @@ void main() {
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
     if (i >= SEQ_Q) continue;
-    // The row's max in natural units (the LSE's), clamped: T_MAX * 2 ln 2 may round past FLT_MAX.
-    float m_natural = clamp(m[r] * TWO_LN2, -FLT_MAX, FLT_MAX);
+    // The row's max in natural units (the LSE's).
+    float m_natural = half_log2_to_natural(m[r]);
     // Unsplit, the sink joins the row's denominator here (split, the host gives it to the combine):
     // its factor rescales the accumulator. A row with no visible key (m = -T_MAX, l = 0) ends with
     // m = the sink and l = 1: O = 0 and LSE = the sink.

@@ -35,6 +35,15 @@ float add_sink(inout float m, inout float l, float sink) {
   return factor;
 }
 
+// A row max in the tiled kernel's units of log2(e)/2 (attention_fused.comp) in natural units, finite:
+// +-T_MAX (a saturated score) is +-FLT_MAX exactly, not the product T_MAX * 2 ln 2, which rounds a few
+// ulps below it, so that saturated scores tie with a sink of +-FLT_MAX as they do in natural units.
+float half_log2_to_natural(float m) {
+  const float flt_max = uintBitsToFloat(0x7f7fffffu), t_max = uintBitsToFloat(TILED_T_MAX_BITS);
+  if (abs(m) >= t_max) return sign(m) * flt_max;
+  return clamp(m * uintBitsToFloat(TILED_TWO_LN2_BITS), -flt_max, flt_max);
+}
+
 #ifdef MOD_SPEC_WINDOW_LEFT
 // The window's sides as the host resolved them (modifier_constants): WINDOW_UNBOUNDED, or a side below
 // the call's seq_q + seq_k (a longer side bounds nothing: the host gives it as unbounded). Unsigned, so
