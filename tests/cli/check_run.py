@@ -673,7 +673,7 @@ def paged_error_cases(q, kv):
 # The message an error case must give, where the wording is the point of the case.
 EXPECTED_MESSAGE = {
     "window_side_below_minus_1": "--window: the left side -2 must be >= 0, or -1 for unbounded",
-    "softcap_zero": "--softcap: 0 must be finite and > 0",
+    "softcap_zero": "--softcap: 0 must be > 0",
     "align_disagrees_with_causal": "align (top-left) must agree with causal (bottom-right)",
     "alibi_wrong_shape": "--alibi (a.npy): shape (3,) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
     "sinks_per_batch": "--sinks (s.npy): shape (2, 2) must be (heads,) = (2,)",
@@ -716,8 +716,12 @@ EXPECTED_MESSAGE = {
     "varlen_weights_fused": "--path fused cannot give --weights",
     "varlen_q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
 }
-# Usage errors (which options go together) exit 2; bad values exit 1.
-EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
+# Usage errors exit 2: which options go together, and a bad value of an option (refused as the
+# command line is parsed, issue 37); bad inputs (files and their values) exit 1.
+EXPECTED_EXIT = {name: 2 for name in ("scale_inf", "scale_nan", "scale_overflow", "scale_not_a_number",
+                                      "window_one_side", "window_not_integers", "window_side_below_minus_1",
+                                      "window_three_sides", "softcap_zero", "softcap_negative", "softcap_inf",
+                                      "paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
                                       "paged_k_new_alone", "paged_weights", "paged_check_dense",
                                       "paged_page_order_without_cache",
                                       "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_heatmap",
