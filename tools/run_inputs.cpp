@@ -186,6 +186,7 @@ RunInputs load_run_inputs(const RunOptions& options) {
     inputs.v_q8_0 = quantize_kv(inputs.v, v.shape[3], "--v", options.v);
     inputs.k = dequantize_q8_0(inputs.k_q8_0);
     inputs.v = dequantize_q8_0(inputs.v_q8_0);
+    check_q8_0_v_fits_output(inputs.v, layouts.out.dtype, "--v (" + options.v + ")");
   }
   return inputs;
 }

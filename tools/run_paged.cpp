@@ -139,6 +139,14 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
     in.v_cache_q8_0 = quantize_kv(npy::to_floats(vc, o.v_cache), vc.shape[3], "--v-cache", o.v_cache);
     in.k_cache = dequantize_q8_0(in.k_cache_q8_0);
     in.v_cache = dequantize_q8_0(in.v_cache_q8_0);
+    check_q8_0_v_fits_output(in.v_cache, l.out.dtype, "--v-cache (" + o.v_cache + ")");
+    if (vn) {  // the device quantizes --v-new as it appends: its blocks' values reach O as well
+      std::vector<float> finite = in.v_new;  // NaN and infinities are data (they propagate); not refused here
+      for (float& x : finite)
+        if (!std::isfinite(x)) x = 0.0f;
+      check_q8_0_v_fits_output(dequantize_q8_0(quantize_q8_0(finite, vn->shape[3])), l.out.dtype,
+                               "--v-new (" + o.v_new + ")");
+    }
   }
   return in;
 }

@@ -136,6 +136,7 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
     in.v_q8_0 = quantize_kv(npy::to_floats(v, o.v), v.shape[2], "--v", o.v);
     in.k = dequantize_q8_0(in.k_q8_0);
     in.v = dequantize_q8_0(in.v_q8_0);
+    check_q8_0_v_fits_output(in.v, l.out.dtype, "--v (" + o.v + ")");
   }
   return in;
 }
