@@ -24,9 +24,10 @@ while [ $# -gt 0 ]; do
 done
 # target -> corpus directory and dictionary
 declare -A corpus=([fuzz_check_attention]=check_attention [fuzz_reference_args]=reference_args
-                   [fuzz_mha_args]=mha_args [fuzz_npy]=npy [fuzz_npz]=npz)
+                   [fuzz_mha_args]=mha_args [fuzz_varlen_args]=varlen_args [fuzz_paged_args]=paged_args
+                   [fuzz_npy]=npy [fuzz_npz]=npz)
 declare -A dict=([fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npz.dict)
-if [ ${#targets[@]} -eq 0 ]; then targets=(fuzz_check_attention fuzz_reference_args fuzz_mha_args fuzz_npy fuzz_npz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(fuzz_check_attention fuzz_reference_args fuzz_mha_args fuzz_varlen_args fuzz_paged_args fuzz_npy fuzz_npz); fi
 for t in "${targets[@]}"; do
   [ -n "${corpus[$t]:-}" ] || { echo "fuzz.sh: unknown target $t (known: ${!corpus[*]})" >&2; exit 2; }
 done
@@ -40,7 +41,7 @@ scratch=build/fuzz/scratch
 mkdir -p "$artifacts"
 # One target: its run over a scratch copy of its corpus, its summary into $artifacts/$t.summary, and
 # exit 0 when clean. The targets run side by side, as many at a time as there are cores (each fuzzer
-# is one thread): 5 targets take 3 rounds of their time on 2 cores instead of 5.
+# is one thread): 7 targets take 4 rounds of their time on 2 cores instead of 7.
 fuzz_one() {
   local t=$1 seeds="tests/fuzz/corpus/${corpus[$1]}" start=$SECONDS
   mkdir -p "$seeds"

@@ -270,6 +270,16 @@ TEST_SUITE("unit") {
     CHECK(contains(cu_message({0, 5, 4, 10}),
                    "cu_seqlens_q[2] (4) < cu_seqlens_q[1] (5): the offsets must be non-decreasing"));
     CHECK(contains(cu_message({0, 4, 4, 9}), "cu_seqlens_q[3] (9) must equal total_q (q.seq) (10)"));
+
+    // A batch below 1 or at INT64_MAX (found by fuzz_varlen_args): batch + 1 overflowed int64, and an
+    // empty array with batch -1 passed the size check and was read at [0].
+    const std::vector<int32_t> none, one = {0};
+    for (const int64_t batch : {int64_t{-1}, int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+      CAPTURE(batch);
+      const std::string expected = "cu_seqlens_k: batch (" + std::to_string(batch) + ")";
+      CHECK(contains(error_message([&] { check_cu_seqlens("cu_seqlens_k", none, batch, 0, "total_k"); }), expected));
+      CHECK(contains(error_message([&] { check_cu_seqlens("cu_seqlens_k", one, batch, 0, "total_k"); }), expected));
+    }
   }
 
   TEST_CASE("check_varlen_attention and check_varlen_values: max_seqlen_q and max_seqlen_k") {

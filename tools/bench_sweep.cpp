@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "usage_error.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::cli {
@@ -51,7 +52,7 @@ std::vector<int64_t> capped(const std::vector<int64_t>& seqs, int64_t max_seq, S
   for (int64_t s : seqs)
     if (s <= max_seq) kept.push_back(s);
   if (kept.empty())
-    throw Error("--max-seq " + std::to_string(max_seq) + " leaves no shape of the " + to_string(sweep) +
+    throw UsageError("--max-seq " + std::to_string(max_seq) + " leaves no shape of the " + to_string(sweep) +
                 " sweep on this device (its sequence lengths are " + range(seqs) + ")");
   return kept;
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "vkattn/error.hpp"
+
 namespace vkattn::cli {
 namespace {
 
@@ -68,6 +70,29 @@ void make_values_strict(CLI::App& app) {
     option->check(CLI::Validator(check, "", "strict value"));
   }
   for (CLI::App* sub : app.get_subcommands({})) make_values_strict(*sub);
+}
+
+float parse_float32(std::string_view text, const std::string& option) {
+  if (const std::string syntax = real_syntax_error(text); !syntax.empty()) throw Error(option + ": " + syntax);
+  const std::string copy(text);
+  const float value = std::strtof(copy.c_str(), nullptr);
+  if (!std::isfinite(value)) throw Error(option + ": '" + copy + "' is out of float32's range");
+  return value;
+}
+
+CLI::Validator parsed_by(const std::string& option, std::function<void(const std::string&)> parse) {
+  return CLI::Validator(
+      [option, parse](std::string& value) {
+        try {
+          parse(value);
+        } catch (const Error& e) {
+          const std::string message = e.what();
+          const std::string prefix = option + ": ";
+          return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+        }
+        return std::string();
+      },
+      "", "parsed value");
 }
 
 }  // namespace vkattn::cli

@@ -3,14 +3,18 @@
 // empty string for a path reads as "not given". make_values_strict() adds one check to every option
 // that takes a value, chosen by its type: integers are plain decimal ("-" only where the type is
 // signed, no leading zeros), reals are finite decimal numbers, and no value may be empty. A value
-// that fails is a usage error (exit 2) naming the option and the value.
+// that fails is a usage error (exit 2) naming the option and the value. Options whose values have a
+// grammar of their own (--window L:R, --softcap, --shard K/N) add parsed_by(): their parser runs at
+// parse time, so what it refuses is a usage error too, before any file is read.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace vkattn::cli {
@@ -22,5 +26,13 @@ std::string real_syntax_error(std::string_view text);
 // Adds the checks above to every option of `app` and of its subcommands, by CLI11 type name: INT,
 // UINT, FLOAT (set type_name("FLOAT") on a string option that holds a number) and TEXT (non-empty).
 void make_values_strict(CLI::App& app);
+
+// `text` as a float32: real_syntax_error()'s syntax, and finite once rounded to float ("1e39" is a
+// finite double but an infinite float). Throws vkattn::Error "<option>: ..." naming the value.
+float parse_float32(std::string_view text, const std::string& option);
+
+// A CLI11 check that runs `parse(value)`; a vkattn::Error it throws becomes the check's message (its
+// leading "<option>: " dropped, since CLI11 puts the option's name first), i.e. a usage error.
+CLI::Validator parsed_by(const std::string& option, std::function<void(const std::string&)> parse);
 
 }  // namespace vkattn::cli

@@ -23,7 +23,11 @@
 #include "bench_result.hpp"
 #include "bench_sweep.hpp"
 #include "bench_varlen.hpp"
+#include "cli_numbers.hpp"
 #include "commands.hpp"
+#include "modifier_options.hpp"
+#include "usage_error.hpp"
+#include "window_option.hpp"
 #include "host_time.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
@@ -70,7 +74,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
   } else if (sk.size() == 1) {
     for (int64_t s : o.seq_q) pairs.emplace_back(s, sk[0]);
   } else {
-    throw Error("--seq-q and --seq-k list " + std::to_string(o.seq_q.size()) + " and " + std::to_string(sk.size()) +
+    throw UsageError("--seq-q and --seq-k list " + std::to_string(o.seq_q.size()) + " and " + std::to_string(sk.size()) +
                 " values; give one of them a single value or both the same count");
   }
   std::vector<BenchShape> shapes;
@@ -264,33 +268,33 @@ bool out_of_memory(const Error& e) { return e.code() == ErrorCode::out_of_memory
 
 // Mistakes in the options, before any device is opened.
 void check_usage(const BenchOptions& o) {
-  if (o.json && o.csv) throw Error("--json and --csv both choose what stdout holds; give one of them");
+  if (o.json && o.csv) throw UsageError("--json and --csv both choose what stdout holds; give one of them");
   if (!o.sweep.empty() && !o.shape_option_given.empty())
-    throw Error("--sweep " + o.sweep + " sets the shapes; drop " + o.shape_option_given);
+    throw UsageError("--sweep " + o.sweep + " sets the shapes; drop " + o.shape_option_given);
   if (o.sweep.empty() && o.max_seq > 0)
-    throw Error("--max-seq caps the sequence lengths of a --sweep preset; give --sweep prefill|decode|scaling");
+    throw UsageError("--max-seq caps the sequence lengths of a --sweep preset; give --sweep prefill|decode|scaling");
   if (!o.lengths.empty() && !o.seq_k.empty())
-    throw Error("--lengths gives each sequence's keys (seq_k is their maximum); drop --seq-k");
+    throw UsageError("--lengths gives each sequence's keys (seq_k is their maximum); drop --seq-k");
   if (!o.lengths.empty() && o.batch_given && static_cast<int64_t>(o.lengths.size()) != o.batch)
-    throw Error("--lengths gives " + std::to_string(o.lengths.size()) + " lengths for --batch " +
+    throw UsageError("--lengths gives " + std::to_string(o.lengths.size()) + " lengths for --batch " +
                 std::to_string(o.batch) + "; give one per batch entry (or drop --batch)");
   if (o.kv_dtype == "q8_0" && o.path == "unfused")
-    throw Error("--kv-dtype q8_0 runs on the fused kernels (the three-stage path reads K and V as the dtype); drop --path unfused");
+    throw UsageError("--kv-dtype q8_0 runs on the fused kernels (the three-stage path reads K and V as the dtype); drop --path unfused");
   if (o.page_size > 0 && o.path == "unfused")
-    throw Error("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
+    throw UsageError("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
   if (o.page_size > 0 && o.host_time)
-    throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
+    throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
   if (!o.page_order.empty() && o.page_size == 0)
-    throw Error("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
+    throw UsageError("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
   if (o.varlen && o.page_size > 0)
-    throw Error("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
+    throw UsageError("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
   if (!o.kv_layout.empty() && (o.page_size > 0 || o.varlen))
-    throw Error("--kv-layout " + o.kv_layout + " lays out dense K and V; drop it with " +
+    throw UsageError("--kv-layout " + o.kv_layout + " lays out dense K and V; drop it with " +
                 (o.varlen ? "--varlen" : "--paged"));
   if (o.varlen && o.host_time)
-    throw Error("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
+    throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
   if (o.varlen && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) == 0)
-    throw Error("--varlen --lengths: no sequence has a key (packed K and V need a row or more)");
+    throw UsageError("--varlen --lengths: no sequence has a key (packed K and V need a row or more)");
 }
 
 int run(const BenchOptions& o) {
@@ -460,10 +464,13 @@ Command add_bench_command(CLI::App& parent) {
       ->check(CLI::Range(0.001, 1e6));
   app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
   app->add_option("--window", o->modifiers.window, "Sliding window L:R (-1 = unbounded side), e.g. 512:0 with --causal")
-      ->type_name("L:R");
+      ->type_name("L:R")
+      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
   app->add_option("--align", o->modifiers.align, "Diagonal of the window and ALiBi without --causal")
       ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")->type_name("FLOAT");
+  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")
+      ->type_name("FLOAT")
+      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
   app->add_option("--splits", o->num_splits,
                   "Split-KV: cut each query tile's keys into this many parts, one workgroup each (the fused "
                   "path's num_splits; default: chosen from the device and the shape). Capped at the key tiles, "

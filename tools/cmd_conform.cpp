@@ -6,21 +6,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "conform/catalog.hpp"
 #include "conform/device_profiles.hpp"
 #include "conform/layer_case.hpp"
 #include "conform_report.hpp"
+#include "usage_error.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/testing.hpp"
@@ -38,20 +41,21 @@ struct ConformOptions {
   std::string shard;  // "K/N": on every path, the K-th of N contiguous parts of the cases; "" = all
 };
 
-// --shard K/N -> (K - 1, N): 1 <= K <= N.
+// --shard K/N -> (K - 1, N): 1 <= K <= N, both plain decimal (std::stoul alone would read " 1",
+// "+1" and "-1", the last as 2^64 - 1).
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
+  const std::string not_k_n = "--shard: '" + text + "' is not K/N (e.g. 1/2)";
   const std::size_t slash = text.find('/');
-  std::size_t k = 0, n = 0;
-  try {
-    std::size_t used = 0;
-    if (slash == std::string::npos) throw std::invalid_argument(text);
-    k = std::stoul(text.substr(0, slash), &used);
-    if (used != slash) throw std::invalid_argument(text);
-    n = std::stoul(text.substr(slash + 1), &used);
-    if (used != text.size() - slash - 1) throw std::invalid_argument(text);
-  } catch (const std::exception&) {
-    throw Error("--shard: '" + text + "' is not K/N (e.g. 1/2)");
-  }
+  if (slash == std::string::npos) throw Error(not_k_n);
+  const auto number = [&](std::string_view part) {
+    std::size_t value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (!integer_syntax_error(part, false).empty() || ec != std::errc() || end != part.data() + part.size())
+      throw Error(not_k_n);
+    return value;
+  };
+  const std::size_t k = number(std::string_view(text).substr(0, slash));
+  const std::size_t n = number(std::string_view(text).substr(slash + 1));
   if (n < 1 || k < 1 || k > n) throw Error("--shard: '" + text + "' needs 1 <= K <= N");
   return {k - 1, n};
 }
@@ -153,7 +157,7 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
   if (cases.empty()) {
     std::string f;
     for (const std::string& x : o.filters) f += (f.empty() ? "" : " ") + x;
-    throw Error("conform: --filter " + f + " matches no case (vkattn conform --list shows the case ids)");
+    throw UsageError("conform: --filter " + f + " matches no case (vkattn conform --list shows the case ids)");
   }
   return cases;
 }
@@ -194,7 +198,7 @@ int run(const ConformOptions& o) {
     first = cases.size() * k / n;
     end = cases.size() * (k + 1) / n;
     if (first == end)
-      throw Error("--shard " + o.shard + ": part of " + std::to_string(cases.size()) +
+      throw UsageError("--shard " + o.shard + ": part of " + std::to_string(cases.size()) +
                   " cases is empty; use fewer parts");
   }
   const std::size_t total = (end - first) * paths.size();
@@ -298,11 +302,13 @@ Command add_conform_command(CLI::App& parent) {
   app->add_option("--shard", o->shard,
                   "K/N: run only the K-th of N contiguous parts of the cases, on every path, e.g. to spread a "
                   "run over processes")
-      ->type_name("K/N");
+      ->type_name("K/N")
+      ->check(parsed_by("--shard", [](const std::string& s) { parse_shard(s); }));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--profile", o->profile,
                   "Run the attention cases with the plans made for another device class (h100, rdna3, arc, apple, "
-                  "mali, adreno, vulkan12-min, llvmpipe) on this device; cases whose plan does not fit it are skipped");
+                  "mali, adreno, vulkan12-min, llvmpipe) on this device; cases whose plan does not fit it are skipped")
+      ->check(parsed_by("--profile", [](const std::string& s) { conform::find_device_profile(s); }));
   app->add_flag("--validation", o->validation,
                 "Enable the Khronos validation layer; any message it reports fails the case that caused it");
   app->add_flag("--json", o->json, "Print the report as JSON (device, driver, library version, every case run)");

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "heatmap_output.hpp"
 #include "mha_inputs.hpp"
+#include "modifier_options.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "vkattn/context.hpp"
@@ -16,6 +18,7 @@
 #include "vkattn/mha.hpp"
 #include "vkattn/numeric.hpp"
 #include "weights_budget.hpp"
+#include "window_option.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -110,13 +113,16 @@ Command add_mha_command(CLI::App& parent) {
       ->default_str("none");
   app->add_option("--window", o->window,
                   "Sliding window L:R around the diagonal: key j is visible to query i iff i+off-L <= j <= i+off+R "
-                  "(each side >= 0, or -1 for unbounded; e.g. 4096:0)");
+                  "(each side >= 0, or -1 for unbounded; e.g. 4096:0)")
+      ->type_name("L:R")
+      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
   app->add_option("--align", o->align,
                   "Diagonal of the window and the ALiBi slopes without --causal: top-left (off 0) or bottom-right "
                   "(off seq_k - seq_q, the default); with --causal, absent or the same")
       ->check(CLI::IsMember({"top-left", "bottom-right"}));
   app->add_option("--softcap", o->softcap, "Logit softcap C > 0: score = C·tanh(score / C) (Gemma 2)")
-      ->type_name("FLOAT");
+      ->type_name("FLOAT")
+      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
   app->add_option("--key-padding-mask", o->key_padding_mask,
                   "(batch, seq_k) bool or int: nonzero = IGNORE the key (torch's convention)");
   app->add_option("--attn-mask", o->attn_mask,

@@ -38,8 +38,13 @@ Command add_prepare_command(CLI::App& parent) {
                   "Pipeline cache file: loaded when it exists (ignored when damaged or for another "
                   "device/driver), then saved");
   app->add_flag("--no-save", o->no_save, "Do not write the pipeline cache file");
-  app->add_option("--dtype", o->dtype, "Storage type: f32, f16 or bf16")->capture_default_str();
-  app->add_option("--dims", o->dims, "Head dims to prepare (comma-separated)")->delimiter(',')->capture_default_str();
+  app->add_option("--dtype", o->dtype, "Storage type: f32, f16 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--dims", o->dims, "Head dims to prepare (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{256}));  // prepare_pipelines' bound, refused before a device opens
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else the best)");
   return {app, [o]() {
             const DType dtype = parse_dtype(o->dtype);

@@ -35,4 +35,8 @@ void check_fits_dtype(std::span<const float> values, DType dtype, const std::str
               "); scale the inputs or compute in a wider dtype");
 }
 
+void check_q8_0_v_fits_output(std::span<const float> dequantized_v, DType out_dtype, const std::string& what) {
+  check_fits_dtype(dequantized_v, out_dtype, what + " as q8_0 blocks");
+}
+
 }  // namespace vkattn::cli

@@ -15,4 +15,10 @@ namespace vkattn::cli {
 // any finite value of `values` rounds to an infinity in `dtype`. Nothing for f32.
 void check_fits_dtype(std::span<const float> values, DType dtype, const std::string& what);
 
+// --kv-dtype q8_0: V is never stored in the dtype, but O, a convex combination of V's rows, is. A
+// block stands for d·q with d its f16 scale, up to 65504·127, far past f16's range: a finite V
+// would give an infinite O in f16. So V's dequantized values (`dequantized_v`) must fit the output
+// dtype: "<what> as q8_0 blocks: N values overflow f16 (...)". bf16 holds every q8_0 value.
+void check_q8_0_v_fits_output(std::span<const float> dequantized_v, DType out_dtype, const std::string& what);
+
 }  // namespace vkattn::cli

@@ -11,6 +11,7 @@
 
 #include "cli_numbers.hpp"
 #include "commands.hpp"
+#include "usage_error.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/version.hpp"
 
@@ -62,6 +63,8 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const vkattn::cli::UsageError& e) {
+    return report(e.what(), 2);
   } catch (const vkattn::Error& e) {
     return report(e.what(), 1);
   } catch (const std::bad_alloc&) {

@@ -10,6 +10,12 @@
 
 namespace vkattn::cli {
 
+float parse_softcap(const std::string& text) {
+  const float c = parse_float32(text, "--softcap");
+  if (!(c > 0.0f)) throw Error("--softcap: " + text + " must be > 0");
+  return c;
+}
+
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options) {
   if (!typed.window.empty()) options.window = parse_window(typed.window);
   if (!typed.align.empty()) {
@@ -17,11 +23,7 @@ void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& opti
       throw Error("--align: '" + typed.align + "' is not top-left or bottom-right");
     options.align = parse_align(typed.align);
   }
-  if (!typed.softcap.empty()) {
-    const float c = parse_float(typed.softcap, "--softcap");
-    if (!std::isfinite(c) || !(c > 0.0f)) throw Error("--softcap: " + typed.softcap + " must be finite and > 0");
-    options.softcap = c;
-  }
+  if (!typed.softcap.empty()) options.softcap = parse_softcap(typed.softcap);
 }
 
 HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,

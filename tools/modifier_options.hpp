@@ -19,6 +19,10 @@ struct ModifierOptions {
   std::string softcap;  // a finite number > 0
 };
 
+// --softcap's value: a finite float32 > 0; throws Error "--softcap: ..." naming the value. The
+// commands also check it at parse time (parsed_by), so a bad value is a usage error.
+float parse_softcap(const std::string& text);
+
 // Sets options.window/align/softcap from what was typed; throws Error naming the option. Whether the
 // alignment agrees with --causal is the library's check (check_attention), with its message.
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options);

@@ -1,11 +1,10 @@
 #include "run_inputs.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
+#include "cli_numbers.hpp"
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "vkattn/error.hpp"
@@ -68,19 +67,6 @@ void load_kv_lengths(const std::string& path, const AttentionProblem& problem, R
 }
 
 }  // namespace
-
-float parse_float(const std::string& text, const std::string& what) {
-  // strtof, not CLI11's conversion: it must accept "inf" and "nan" so they can be rejected with a
-  // message about the value rather than about the syntax.
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const float value = std::strtof(begin, &end);
-  while (end && *end == ' ') ++end;
-  if (text.empty() || end == begin || *end != '\0')
-    throw Error(what + ": '" + text + "' is not a number");
-  return value;  // ERANGE overflow gives +-inf, rejected later as non-finite
-}
 
 npy::Array read_4d(const std::string& path, const char* role, const char* dims) {
   // The layout is what the library checks, but only a 4-D array can be described as one.
@@ -173,7 +159,7 @@ RunInputs load_run_inputs(const RunOptions& options) {
   layouts.has_kv_lengths = !options.kv_lens.empty();
   layouts.has_lse = !options.lse.empty();
   layouts.options.causal = parse_causal(options.causal);
-  if (!options.scale.empty()) layouts.options.scale = parse_float(options.scale, "--scale");
+  if (!options.scale.empty()) layouts.options.scale = parse_float32(options.scale, "--scale");
   if (!options.mask.empty()) load_mask(options.mask, inputs);
   apply_modifier_options(options.modifiers, layouts.options);
   if (!options.alibi.empty()) {
@@ -187,8 +173,6 @@ RunInputs load_run_inputs(const RunOptions& options) {
 
   // The library's checks (shapes, dims, GQA, mask broadcast, scale) give the library's messages.
   inputs.problem = check_attention(layouts);
-  if (layouts.options.scale && !std::isfinite(*layouts.options.scale))
-    throw Error("--scale: " + options.scale + " is not finite");
 
   if (layouts.mask) {
     const uint64_t needed = static_cast<uint64_t>(layouts.mask->required_elements()) * mask_type_size(layouts.mask->type);
@@ -202,6 +186,7 @@ RunInputs load_run_inputs(const RunOptions& options) {
     inputs.v_q8_0 = quantize_kv(inputs.v, v.shape[3], "--v", options.v);
     inputs.k = dequantize_q8_0(inputs.k_q8_0);
     inputs.v = dequantize_q8_0(inputs.v_q8_0);
+    check_q8_0_v_fits_output(inputs.v, layouts.out.dtype, "--v (" + options.v + ")");
   }
   return inputs;
 }

@@ -25,7 +25,7 @@ struct RunOptions {
   std::string weights, heatmap;                   // empty = absent; either needs the unfused path
   std::string path = "auto";                      // auto | fused | unfused
   std::string causal = "none";
-  std::string scale;  // empty = default 1/sqrt(dim_qk); parsed as float, "inf"/"nan" included
+  std::string scale;  // empty = default 1/sqrt(dim_qk); a finite float32 (parse_float32)
   std::string dtype;  // empty = Q's dtype
   std::string device;
   ModifierOptions modifiers;  // --window, --align, --softcap
@@ -58,10 +58,6 @@ struct RunInputs {
 
 // Reads and checks everything; throws vkattn::Error naming the file or the argument.
 RunInputs load_run_inputs(const RunOptions& options);
-
-// Parses a --scale value like a C float literal ("0.125", "-2", "1e-3", "inf", "nan"); throws Error
-// when it is not a number. Non-finite values are returned as such (and rejected by the checks).
-float parse_float(const std::string& text, const std::string& what);
 
 // Shared by the dense run (cmd_run.cpp) and the paged one (run_paged.cpp).
 

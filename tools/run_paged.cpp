@@ -13,6 +13,7 @@
 
 #include "conform/compare.hpp"
 #include "dtype_overflow.hpp"
+#include "cli_numbers.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_varlen.hpp"
@@ -120,7 +121,7 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   l.out = TensorLayout::bhsd(dtype, batch, heads, q.shape[2], vc.shape[3]);
   l.has_lse = !o.lse.empty() || o.check;
   l.options.causal = parse_causal(o.causal);
-  if (!o.scale.empty()) l.options.scale = parse_float(o.scale, "--scale");
+  if (!o.scale.empty()) l.options.scale = parse_float32(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
   if (!o.alibi.empty()) {
     in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
@@ -132,13 +133,20 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   }
   // The library's checks, with its messages: the layouts, then the table and lengths' values.
   in.problem = check_paged_attention(l);
-  if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
   check_paged_values(in.problem, in.block_table, in.cache_lens);
   if (in.problem.quant == KvQuant::q8_0) {  // after the layouts' checks (dims of whole blocks)
     in.k_cache_q8_0 = quantize_kv(npy::to_floats(kc, o.k_cache), kc.shape[3], "--k-cache", o.k_cache);
     in.v_cache_q8_0 = quantize_kv(npy::to_floats(vc, o.v_cache), vc.shape[3], "--v-cache", o.v_cache);
     in.k_cache = dequantize_q8_0(in.k_cache_q8_0);
     in.v_cache = dequantize_q8_0(in.v_cache_q8_0);
+    check_q8_0_v_fits_output(in.v_cache, l.out.dtype, "--v-cache (" + o.v_cache + ")");
+    if (vn) {  // the device quantizes --v-new as it appends: its blocks' values reach O as well
+      std::vector<float> finite = in.v_new;  // NaN and infinities are data (they propagate); not refused here
+      for (float& x : finite)
+        if (!std::isfinite(x)) x = 0.0f;
+      check_q8_0_v_fits_output(dequantize_q8_0(quantize_q8_0(finite, vn->shape[3])), l.out.dtype,
+                               "--v-new (" + o.v_new + ")");
+    }
   }
   return in;
 }

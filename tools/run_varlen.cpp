@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "conform/compare.hpp"
 #include "conform/varlen_case.hpp"
 #include "dtype_overflow.hpp"
@@ -112,7 +113,7 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   l.weights = !o.weights.empty();  // P (heads, total_q, total_k): the three-stage path
   l.path = parse_attention_path(o.path);
   l.options.causal = parse_causal(o.causal);
-  if (!o.scale.empty()) l.options.scale = parse_float(o.scale, "--scale");
+  if (!o.scale.empty()) l.options.scale = parse_float32(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
   if (!o.alibi.empty()) {
     in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
@@ -125,7 +126,6 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   // The library's checks, with its messages: the layouts, then the offsets (ordered, ending at the
   // totals). The bounds are the longest sequences, known here from the offsets.
   (void)check_varlen_attention(l);
-  if (l.options.scale && !std::isfinite(*l.options.scale)) throw Error("--scale: " + o.scale + " is not finite");
   check_cu_seqlens("--cu-seqlens-q", in.cu_q, batch, l.q.seq, "total_q (Q's rows)");
   check_cu_seqlens("--cu-seqlens-k", in.cu_k, batch, l.k.seq, "total_k (K's rows)");
   l.max_seqlen_q = longest(in.cu_q);
@@ -136,6 +136,7 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
     in.v_q8_0 = quantize_kv(npy::to_floats(v, o.v), v.shape[2], "--v", o.v);
     in.k = dequantize_q8_0(in.k_q8_0);
     in.v = dequantize_q8_0(in.v_q8_0);
+    check_q8_0_v_fits_output(in.v, l.out.dtype, "--v (" + o.v + ")");
   }
   return in;
 }

@@ -3,6 +3,7 @@
 // the same way.
 #include "vkattn/varlen.hpp"
 
+#include <limits>
 #include <string>
 
 #include "layout_check.hpp"
@@ -67,6 +68,10 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
 void check_cu_seqlens(const char* name, std::span<const int32_t> cu, int64_t batch, int64_t total,
                       const char* total_name) {
   const std::string n(name);
+  // First, as check_varlen_attention does: batch + 1 would overflow at INT64_MAX, and batch -1 would
+  // pass the size check with an empty array, then read cu[0].
+  if (batch < 1) fail(n + ": batch (" + str(batch) + ") must be at least 1 (" + n + " holds batch + 1 values)");
+  if (batch == std::numeric_limits<int64_t>::max()) fail(n + ": batch (" + str(batch) + ") + 1 overflows int64");
   detail::check_size(name, cu.size(), batch + 1, detail::shape_string({batch + 1}), " (batch + 1)");
   if (cu[0] != 0) fail(n + "[0] (" + str(cu[0]) + ") must be 0");
   for (std::size_t b = 1; b < cu.size(); ++b)

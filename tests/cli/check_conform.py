@@ -88,9 +88,10 @@ def main():
     c.expect(shards == [[(i, "fused/tiled"), (i, "unfused")] for i in three],
              f"--shard K/3 runs the K-th third of the cases on every path: {shards}")
 
-    for bad, code in ((["--filter", "no-such-case"], 1), (["--path", "sideways"], 2), (["--seed", "x"], 2),
-                      (["--shard", "0/2"], 1), (["--shard", "2"], 1),
-                      (["--filter", "representative/0", "--path", "unfused", "--shard", "1/2"], 1)):
+    # All usage errors (issue 37): exit 2, like CLI11's own.
+    for bad, code in ((["--filter", "no-such-case"], 2), (["--path", "sideways"], 2), (["--seed", "x"], 2),
+                      (["--shard", "0/2"], 2), (["--shard", "2"], 2),
+                      (["--filter", "representative/0", "--path", "unfused", "--shard", "1/2"], 2)):
         done = run(args.vkattn, *bad)
         c.expect(done.returncode == code and one_error_line(done) and done.stdout == "",
                  f"{' '.join(bad)}: one error line, exit {code} (got {done.returncode}: {done.stderr.strip()})")

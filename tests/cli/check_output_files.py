@@ -3,7 +3,8 @@
 a character device and a FIFO are written through (a FIFO without a reader is refused), a symlink is
 followed and stays a link, a read-only file and an input (also through a hard link) are refused and
 unchanged, and a two-output command whose second output cannot be committed leaves the first
-output's old file unchanged. Also: strict numbers and non-empty values on the command line.
+output's old file unchanged. Also: strict numbers and non-empty values on the command line, and every bad option
+value (--window, --softcap, --scale, --shard, ...) of every command a usage error (exit 2, one line).
 
     python3 tests/cli/check_output_files.py --vkattn build/release/tools/vkattn
 
@@ -173,6 +174,47 @@ class Checker:
             single, line = self.one_line(p)
             self.expect("%s %s: usage error" % (command, " ".join(repr(a) if a == "" else a for a in args)),
                         p.returncode == 2 and single and not os.path.exists(os.path.join(d, "o.npy")), line)
+
+        # Bad values of options with a grammar of their own (issue 37, defect 7), on every command:
+        # usage errors like the numbers above (exit 2), one line naming the option, nothing written,
+        # whether the value is refused by its syntax or by its range.
+        d = self.case_dir("option-values")
+        rng = np.random.default_rng(1)
+        E = 8
+        np.savez(os.path.join(d, "w.npz"), **{
+            "in_proj_weight": rng.standard_normal((3 * E, E)).astype(np.float32),
+            "in_proj_bias": np.zeros(3 * E, np.float32),
+            "out_proj.weight": rng.standard_normal((E, E)).astype(np.float32),
+            "out_proj.bias": np.zeros(E, np.float32)})
+        np.save(os.path.join(d, "x.npy"), rng.standard_normal((1, 4, E)).astype(np.float32))
+        mha = ["--weights", "w.npz", "--query", "x.npy", "--heads", "2", "--out", "o.npy"]
+        bad_window = ["0x1:0", "1:", ":1", "1:2:3", "1", "-2:0", "1:-5", "99999999999999999999:0", "1.5:0", "nan:0", ""]
+        bad_softcap = ["0", "-1", "1e39", "-1e39", "1e-50", "nan", "inf", "0x10", ""]
+        cases = [("run", ["--out", "o.npy", "--window", w], "--window") for w in bad_window]
+        cases += [("run", ["--out", "o.npy", "--softcap", c], "--softcap") for c in bad_softcap]
+        cases += [("run", ["--out", "o.npy", "--scale", c], "--scale") for c in ("1e39", "-1e39", "inf")]
+        cases += [("mha", mha + ["--window", w], "--window") for w in ("1:", "1:2:3", "0x1:0")]
+        cases += [("mha", mha + ["--softcap", c], "--softcap") for c in ("0", "1e39", "nan")]
+        cases += [("mha", mha + ["--heads", "0"], "--heads")]
+        cases += [("bench", ["--window", w], "--window") for w in ("1:", "1:2:3", "0x1:0", "-2:0")]
+        cases += [("bench", ["--softcap", c], "--softcap") for c in ("0", "1e39", "nan")]
+        cases += [("bench", ["--paged", "0"], "--paged"), ("bench", ["--json", "--csv"], "--json"),
+                  ("bench", ["--batch", "2", "--lengths", "1,2,3"], "--lengths"),
+                  ("bench", ["--seq-q", "1,2", "--seq-k", "1,2,3"], "--seq-q"),
+                  ("bench", ["--sweep", "decode", "--max-seq", "1"], "--max-seq")]
+        # (--list: a value the parse let through must not start the conformance run.)
+        cases += [("conform", ["--list", "--shard", s], "--shard")
+                  for s in ("0/1", "2/1", "1/0", "x", "1/2/3", " 1/2", "+1/2", "-1/2", "1/", "1/99999999999999999999")]
+        cases += [("conform", ["--list", "--profile", "nope"], "--profile"),
+                  ("conform", ["--list", "--filter", "no-such-case"], "--filter")]
+        cases += [("prepare", ["--dims", "0"], "--dims"), ("prepare", ["--dims", "64,257"], "--dims"),
+                  ("prepare", ["--dtype", "f64"], "--dtype")]
+        for command, args, option in cases:
+            p = self.run(d, args, command)
+            single, line = self.one_line(p)
+            self.expect("%s %s: usage error" % (command, " ".join(repr(a) if a in ("", " 1/2") else a for a in args)),
+                        p.returncode == 2 and single and option in line and not os.path.exists(os.path.join(d, "o.npy")),
+                        "exit %d: %s" % (p.returncode, line))
 
 
 def main():

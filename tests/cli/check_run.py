@@ -603,7 +603,18 @@ def q8_0_error_cases(base):
         ("q8_0_weights", q32, q8_0 + ["--weights", "p.npy"]),
         ("q8_0_heatmap", q32, q8_0 + ["--heatmap", "heads.png"]),
         ("q8_0_unfused", q32, q8_0 + ["--path", "unfused"]),
+        # V of 2e5, which q8_0 holds (scale 2e5/127 < 65504), but which O (a weighted mean of V's rows)
+        # in f16 does not: refused like --dtype f16 without q8_0, never an Inf in O (issue 37, defect 2).
+        ("q8_0_f16_overflow_v", dict(q32, **{"v.npy": q8_0_big(q32["v.npy"])}), q8_0 + ["--dtype", "f16"]),
     ]
+
+
+def q8_0_big(v):
+    """A copy of V with one value of 2e5 (q8_0 holds it: its block's scale 2e5/127 fits f16, and the
+    block then stands for 127 * f16(2e5/127) = 200025)."""
+    out = v.copy()
+    out.flat[5] = 2e5
+    return out
 
 
 def varlen_error_cases():
@@ -632,6 +643,9 @@ def varlen_error_cases():
         ("varlen_heatmap", files, cu + ["--heatmap", "p.png"]),
         ("varlen_weights_fused", files, cu + ["--weights", "p.npy", "--path", "fused"]),
         ("varlen_q8_0_dim_16", files, cu + ["--kv-dtype", "q8_0"]),
+        ("varlen_q8_0_f16_overflow_v", {"q.npy": np.zeros((8, 2, 32), np.float32), "k.npy": np.zeros((10, 2, 32), np.float32),
+                                        "v.npy": q8_0_big(np.zeros((10, 2, 32), np.float32)), "cq.npy": cq, "ck.npy": ck},
+         cu + ["--kv-dtype", "q8_0", "--dtype", "f16"]),
     ]
 
 
@@ -667,13 +681,19 @@ def paged_error_cases(q, kv):
         ("paged_q8_0_nan_cache", dict(q32, **{"bt.npy": table, "cl.npy": lens, "kc.npy": np.full((4, 16, 2, 32), np.nan, np.float32)}),
          paged + ["--kv-dtype", "q8_0"]),
         ("paged_check_dense", {"q.npy": q, "k.npy": kv, "v.npy": kv}, ["--check"]),
+        ("paged_q8_0_f16_overflow_v", dict(q32, **{"bt.npy": table, "cl.npy": lens, "vc.npy": q8_0_big(q32["vc.npy"])}),
+         paged + ["--kv-dtype", "q8_0", "--dtype", "f16"]),
     ]
 
 
 # The message an error case must give, where the wording is the point of the case.
 EXPECTED_MESSAGE = {
     "window_side_below_minus_1": "--window: the left side -2 must be >= 0, or -1 for unbounded",
-    "softcap_zero": "--softcap: 0 must be finite and > 0",
+    "softcap_zero": "--softcap: 0 must be > 0",
+    "q8_0_f16_overflow_v": "--v (v.npy) as q8_0 blocks: 1 value overflows f16 (largest magnitude 200025 > 65504)",
+    "varlen_q8_0_f16_overflow_v": "--v (v.npy) as q8_0 blocks: 1 value overflows f16 (largest magnitude 200025 > 65504)",
+    "paged_q8_0_f16_overflow_v":
+        "--v-cache (vc.npy) as q8_0 blocks: 1 value overflows f16 (largest magnitude 200025 > 65504)",
     "align_disagrees_with_causal": "align (top-left) must agree with causal (bottom-right)",
     "alibi_wrong_shape": "--alibi (a.npy): shape (3,) must be (heads,) = (2,) or (batch, heads) = (2, 2)",
     "sinks_per_batch": "--sinks (s.npy): shape (2, 2) must be (heads,) = (2,)",
@@ -716,8 +736,12 @@ EXPECTED_MESSAGE = {
     "varlen_weights_fused": "--path fused cannot give --weights",
     "varlen_q8_0_dim_16": "k.dim (16) must be a multiple of 32 for q8_0",
 }
-# Usage errors (which options go together) exit 2; bad values exit 1.
-EXPECTED_EXIT = {name: 2 for name in ("paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
+# Usage errors exit 2: which options go together, and a bad value of an option (refused as the
+# command line is parsed, issue 37); bad inputs (files and their values) exit 1.
+EXPECTED_EXIT = {name: 2 for name in ("scale_inf", "scale_nan", "scale_overflow", "scale_not_a_number",
+                                      "window_one_side", "window_not_integers", "window_side_below_minus_1",
+                                      "window_three_sides", "softcap_zero", "softcap_negative", "softcap_inf",
+                                      "paged_missing_block_table", "paged_k_with_k_cache", "paged_mask",
                                       "paged_k_new_alone", "paged_weights", "paged_check_dense",
                                       "paged_page_order_without_cache",
                                       "varlen_missing_cu_k", "varlen_mask", "varlen_k_cache", "varlen_heatmap",

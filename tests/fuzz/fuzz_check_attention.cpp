@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fuzz_modifiers.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/problem.hpp"
 
@@ -136,22 +137,7 @@ void check_accepted(const vkattn::AttentionLayouts& l, const vkattn::AttentionPr
     if (m.required_elements() < m.seq_k) violated("mask required_elements below seq_k");
   }
   // The modifiers as README.md, "Score modifiers" allows them.
-  if (l.options.window && (l.options.window->left < -1 || l.options.window->right < -1))
-    violated("a window side below -1");
-  if (l.options.softcap && !(std::isfinite(*l.options.softcap) && *l.options.softcap > 0.0f))
-    violated("a softcap that is not finite and positive");
-  if (p.causal != vkattn::Causal::none && l.options.align &&
-      (*l.options.align == vkattn::Align::top_left) != (p.causal == vkattn::Causal::top_left))
-    violated("an alignment that disagrees with causal");
-  if (p.align != vkattn::Align::top_left && p.align != vkattn::Align::bottom_right) violated("an invalid alignment");
-  if (p.causal != vkattn::Causal::none && p.window_right != 0) violated("causal without a right side of 0");
-  for (const auto& [name, values, per_batch] :
-       {std::tuple{"alibi", &l.alibi, true}, std::tuple{"sinks", &l.sinks, false}}) {
-    if (!*values) continue;
-    const vkattn::HeadValuesLayout& v = **values;
-    if (v.heads != p.heads || v.offset < 0 || (v.batch != 1 && !(per_batch && v.batch == p.batch)))
-      violated(name);
-  }
+  if (const char* what = vkattn::fuzz::modifiers_violation(l.options, l.alibi, l.sinks, p, p.batch)) violated(what);
   const TensorLayout& o = l.out;
   // In double: the product of checked sizes may exceed int64 (the check bounds each, not all).
   const double elements = static_cast<double>(o.batch) * static_cast<double>(o.heads) * static_cast<double>(o.seq) *
@@ -221,13 +207,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   // The score modifiers, read last so the corpus' earlier inputs keep their meaning: a window (sides
   // anywhere in int64), an alignment (any enum value), a softcap (NaN, inf, 0, negative, tiny), ALiBi
   // slopes and sinks of any shape and offset.
-  if (f.ConsumeBool()) l.options.window = vkattn::Window{interesting(f), interesting(f)};
+  // (The window sides and softcaps from fuzz_modifiers.hpp: -1, 0, past 2^31, INT64_MAX; FLT_MAX,
+  // denormal, NaN, +-inf.)
+  if (f.ConsumeBool()) l.options.window = vkattn::Window{vkattn::fuzz::window_side(f), vkattn::fuzz::window_side(f)};
   if (f.ConsumeBool()) l.options.align = any_enum<vkattn::Align>(f, 2);
-  if (f.ConsumeBool()) {
-    static constexpr float kCaps[] = {0.0f, -1.0f, 30.0f, std::numeric_limits<float>::quiet_NaN(),
-                                      std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min()};
-    l.options.softcap = f.ConsumeBool() ? f.PickValueInArray(kCaps) : f.ConsumeFloatingPoint<float>();
-  }
+  if (f.ConsumeBool()) l.options.softcap = vkattn::fuzz::softcap_value(f);
   for (std::optional<vkattn::HeadValuesLayout>* values : {&l.alibi, &l.sinks}) {
     if (!f.ConsumeBool()) continue;
     vkattn::HeadValuesLayout v;

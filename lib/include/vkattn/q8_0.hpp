@@ -2,6 +2,13 @@
 // f16's). Along a row, each run of 32 consecutive elements is one block of 34 bytes: the scale d as
 // f16 bits (little-endian), then 32 int8 q; the value of element i is f32(d) * q[i]. Any bytes
 // ggml's block_q8_0 writes read back here unchanged.
+//
+// Range: a block holds values up to 65504·127 (about 8.3e6), far past f16's 65504. O is a convex
+// combination of V's rows and is stored in the call's dtype, so a q8_0 V with a value d·q beyond
+// 65504 gives Inf in an f16 O (and on a kernel that stages K/V tiles in f16, Inf in the tile) from
+// finite blocks. The library does not read device values and cannot refuse them: a caller with an
+// f16 output must keep V's values within f16's range (or use f32 or bf16 for O; bf16 holds every
+// q8_0 value). `vkattn run` refuses such a V before the call.
 #pragma once
 
 #include <cstdint>

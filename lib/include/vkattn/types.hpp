@@ -119,7 +119,8 @@ struct HeadValuesLayout {
 // How K and V (a KV cache, packed K/V) are stored. none: as the call's dtype (q's). q8_0: ggml's
 // 8-bit blocks (vkattn/q8_0.hpp): the tensor's element indices, strides and offset included, are cut
 // into blocks of 32, element e being value e % 32 of block e / 32 (34 bytes each); Q and O keep the
-// call's dtype. Room for other 8-bit formats.
+// call's dtype, so with an f16 O, V's values d·q must stay within f16's range or O is Inf (see
+// q8_0.hpp, "Range"; device values are not checked). Room for other 8-bit formats.
 enum class KvQuant { none, q8_0 };
 
 const char* to_string(KvQuant quant);  // "none" | "q8_0"
