@@ -1,6 +1,7 @@
 #include "modifier_options.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "cli_numbers.hpp"
 #include "npy.hpp"
@@ -13,6 +14,9 @@ namespace vkattn::cli {
 float parse_softcap(const std::string& text) {
   const float c = parse_float32(text, "--softcap");
   if (!(c > 0.0f)) throw Error("--softcap: " + text + " must be > 0");
+  // (The library refuses the same: a device may flush a subnormal cap to 0.)
+  if (c < std::numeric_limits<float>::min())
+    throw Error("--softcap: " + text + " is subnormal (below 1.17549e-38, the smallest normal f32)");
   return c;
 }
 

@@ -189,7 +189,7 @@ class Checker:
         np.save(os.path.join(d, "x.npy"), rng.standard_normal((1, 4, E)).astype(np.float32))
         mha = ["--weights", "w.npz", "--query", "x.npy", "--heads", "2", "--out", "o.npy"]
         bad_window = ["0x1:0", "1:", ":1", "1:2:3", "1", "-2:0", "1:-5", "99999999999999999999:0", "1.5:0", "nan:0", ""]
-        bad_softcap = ["0", "-1", "1e39", "-1e39", "1e-50", "nan", "inf", "0x10", ""]
+        bad_softcap = ["0", "-1", "1e39", "-1e39", "1e-50", "1e-40", "nan", "inf", "0x10", ""]
         cases = [("run", ["--out", "o.npy", "--window", w], "--window") for w in bad_window]
         cases += [("run", ["--out", "o.npy", "--softcap", c], "--softcap") for c in bad_softcap]
         cases += [("run", ["--out", "o.npy", "--scale", c], "--scale") for c in ("1e39", "-1e39", "inf")]
@@ -197,7 +197,7 @@ class Checker:
         cases += [("mha", mha + ["--softcap", c], "--softcap") for c in ("0", "1e39", "nan")]
         cases += [("mha", mha + ["--heads", "0"], "--heads")]
         cases += [("bench", ["--window", w], "--window") for w in ("1:", "1:2:3", "0x1:0", "-2:0")]
-        cases += [("bench", ["--softcap", c], "--softcap") for c in ("0", "1e39", "nan")]
+        cases += [("bench", ["--softcap", c], "--softcap") for c in ("0", "1e39", "nan", "1e-40")]
         cases += [("bench", ["--paged", "0"], "--paged"), ("bench", ["--json", "--csv"], "--json"),
                   ("bench", ["--batch", "2", "--lengths", "1,2,3"], "--lengths"),
                   ("bench", ["--seq-q", "1,2", "--seq-k", "1,2,3"], "--seq-q"),
