@@ -221,7 +221,7 @@ TEST_SUITE("paged") {
   TEST_CASE("paged KV cache: the splits follow each sequence's own keys (the work list built on the device)") {
     // The work list the call builds from cache_lens, read back from its workspace: the keys per item
     // by the documented rule (shader_abi.h, "Work lists"), each sequence's items just covering its
-    // keys (appended tokens included, clamped to the table), none for an empty one, and the split
+    // keys (the length clamped to the table, then the appended tokens), none for an empty one, and the split
     // dispatch's grid the item count.
     if (attention_path() == AttentionPath::unfused) return;
     Context& ctx = context();
@@ -269,7 +269,8 @@ TEST_SUITE("paged") {
 
     std::vector<uint64_t> keys;
     uint64_t total = 0;
-    for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n + kNew, 0, kCapacity)));
+    // (A length is clamped into [0, capacity - seq_new] before the appended tokens are added: -3 has 3 keys.)
+    for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n, 0, kCapacity - kNew) + kNew));
     const uint64_t granule = call.plan.config.keys_per_tile, most = call.plan.keys_per_split;
     uint64_t chunk = std::min<uint64_t>((total + w.target_items - 1) / w.target_items, most);
     chunk = std::clamp<uint64_t>((chunk + granule - 1) / granule * granule, w.min_keys, most);
