@@ -42,6 +42,8 @@ void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
   push.tiles_last = plan.query_tiles - (plan.query_ranges - 1) * plan.tiles_per_range;
   push.groups_y = groups_y;
   push.max_splits = plan.varlen ? plan.splits : 0u;  // (a packed batch's partials: by split)
+  // A packed sequence's keys past max_seqlen_k are not seen (the kernels' KEYS_SEEN): no items for them.
+  push.max_keys_seen = plan.varlen ? u32(plan.varlen->max_seq_k) : 0xffffffffu;
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::work_list));
   d.pipeline = c.pipelines->get(work_list_pipeline());
@@ -134,6 +136,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
   // A packed tensor's batch stride is never used: the kernels' batch index is then the sequence.
   if (varlen) push.q_sb = push.k_sb = push.v_sb = push.o_sb = 0;
+  if (varlen) {  // (no mask: its strides carry the bounds, which cut the rows computed and the keys seen)
+    push.m_sb = u32(varlen->max_seq_q);
+    push.m_sh = u32(varlen->max_seq_k);
+  }
   if (paged) {  // the block table's row stride, the pool's pages, the appended tokens (shader_abi.h)
     push.m_sb = u32(paged->max_pages);
     push.m_sh = u32(paged->num_pages);
@@ -199,7 +205,6 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     work_list_words = Binding{slots.workspace, work_list->offset, 4, work_list->words};
     push.flags |= FLAG_WORK_LIST;
     if (split) combine.bind(COMBINE_WORK_LIST_BINDING, work_list_words);
-    if (split && varlen) combine.bind(COMBINE_CU_SEQLENS_Q_BINDING, block_table, offsetof(CombinePush, cu_q_off));
     emit_work_list(c, list, plan, kv_len, work_list_words, u32(int64_t(batches)),
                    u32(p.heads) / cfg.heads_per_workgroup(p.group_size()));
   }
@@ -211,7 +216,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   cpush.write_lse = l.has_lse ? 1u : 0u;
   cpush.half_log2_units = tiled ? 1u : 0u;
   cpush.work_list = work_list ? 1u : 0u;
-  cpush.packed_batches = work_list && varlen ? u32(int64_t(batches)) : 0u;
+  // A packed batch's combine finds each row's sequence (work list or not: band splits have none) and
+  // leaves the rows past max_seqlen_q, which no kernel computed, unwritten.
+  cpush.packed_batches = varlen ? u32(int64_t(batches)) : 0u;
+  cpush.max_rows = varlen ? u32(varlen->max_seq_q) : 0xffffffffu;
+  if (split && varlen) combine.bind(COMBINE_CU_SEQLENS_Q_BINDING, block_table, offsetof(CombinePush, cu_q_off));
 
   // One range of query tiles at a time (LaunchPlan::tiles_per_range): its split dispatches write the
   // workspace, its combine reads it back, and the next range reuses it.

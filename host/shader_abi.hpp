@@ -33,8 +33,8 @@ struct WorkListPush {
 
 // Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
-static_assert(sizeof(CombinePush) == 16 * 4);
-static_assert(sizeof(WorkListPush) == 13 * 4);
+static_assert(sizeof(CombinePush) == 17 * 4);
+static_assert(sizeof(WorkListPush) == 14 * 4);
 static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
 static_assert(sizeof(KvAppendPush) == 22 * 4);

@@ -19,7 +19,8 @@
 // workspace: partial rows are range-local, [split][batch][head][row of the range] (partial_row in
 // attention_common.glsl), and row r here is query row row_base + r % range_rows of its (batch, head);
 // O and LSE are written at that global row. A paged call's work list (shader_abi.h, "Work lists")
-// replaces the splits by its sequence's items: [item][head][row of the range].
+// replaces the splits by its sequence's items: [item][head][row of the range]. A packed batch's rows
+// (packed_batches > 0) are each its sequence's, of which only the first max_rows were computed.
 
 #extension GL_EXT_control_flow_attributes : enable
 #include "storage_types.glsl"
@@ -96,17 +97,23 @@ void main() {
   // (With a work list, where its sequences' item offsets start.)
   const uint offsets = pc.work_list != 0u ? work_list[WORK_LIST_OFFSETS] : 0u;
   if (pc.packed_batches > 0u) {
-    // A packed row (i): its partials are splits 0 .. its sequence's item count - 1, the sequence the
-    // last whose first query row is at most i (none, after bad cu_seqlens: no partials).
+    // A packed row (i): its partials are splits 0 .. its sequence's item count - 1 (without a work
+    // list: every split), the sequence the last whose first query row is at most i. Its first row q0
+    // and end q1 clamped as the kernels' begin_sequence clamps them.
     uint lo = 0u, hi = pc.packed_batches;
     while (hi - lo > 1u) {
       const uint mid = (lo + hi) / 2u;
       if (cu_q[pc.cu_q_off + mid] <= int(i)) lo = mid;
       else hi = mid;
     }
-    const bool inside = cu_q[pc.cu_q_off + lo] <= int(i) && int(i) < cu_q[pc.cu_q_off + lo + 1u];
-    const uint items = work_list[offsets + lo + 1u] - work_list[offsets + lo];
-    count = inside ? min(items, pc.splits) : 0u;
+    const int q0 = clamp(cu_q[pc.cu_q_off + lo], 0, int(pc.seq_q));
+    const int q1 = clamp(cu_q[pc.cu_q_off + lo + 1u], q0, int(pc.seq_q));
+    // The kernels computed only the sequence's first max_seqlen_q rows (their grid's tiles): the
+    // partials of a row past them, or of a row outside every sequence (bad cu_seqlens), were never
+    // written, and the row is left as it was, as the unsplit kernels leave it. (One row per
+    // workgroup: the return is uniform, before any barrier.)
+    if (int(i) < q0 || int(i) >= q1 || i - uint(q0) >= pc.max_rows) return;
+    count = pc.work_list != 0u ? min(work_list[offsets + lo + 1u] - work_list[offsets + lo], pc.splits) : pc.splits;
   } else if (pc.work_list != 0u) {
     first = work_list[offsets + b];
     count = work_list[offsets + b + 1u] - first;

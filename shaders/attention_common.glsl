@@ -37,6 +37,14 @@ uint g_seq_q, g_seq_k;
 #define SEQ_K g_seq_k
 // A packed sequence's first rows in Q and O (g_row_q) and in K and V (g_row_k); 0 otherwise.
 uint g_row_q, g_row_k;
+// The rows of the sequence the kernel computes (ROWS_Q) and the keys it may see (KEYS_SEEN): SEQ_Q
+// and SEQ_K, except in a packed batch, whose grid and key splits are sized by max_seqlen_q and
+// max_seqlen_k: there a sequence longer than a bound keeps its own lengths for the alignments
+// (causal, window, ALiBi) but has only its first max_seqlen_q rows computed (the others are never
+// written) and only its first max_seqlen_k keys seen (the others are masked, as key padding would).
+uint g_rows_q, g_keys_seen;
+#define ROWS_Q g_rows_q
+#define KEYS_SEEN g_keys_seen
 
 #include "mask.glsl"
 #include "causal.glsl"
@@ -89,17 +97,23 @@ uint keys_per_split() { return work_listed() ? work_list[WORK_LIST_CHUNK] : pc.k
 // The index in the list of split s of sequence b: its sequence's first item's, plus s.
 uint work_item_index(uint b, uint s) { return work_list[work_list[WORK_LIST_OFFSETS] + b] + s; }
 
-// Sets the queries and keys of batch b's sequence (SEQ_Q, SEQ_K) and its first packed rows: seq_q
-// and seq_k; for a paged cache, the keys are cache_lens[b] plus the tokens appended before the call,
-// clamped to [0, seq_k] (the table's capacity); for a packed batch, rows cu_q[b] .. cu_q[b+1] of Q
-// and cu_k[b] .. cu_k[b+1] of K, clamped into the totals (pc.seq_q, pc.seq_k) and each end to at
-// least its start, so that no row outside the tensors is ever read or written.
+// Sets the queries and keys of batch b's sequence (SEQ_Q, SEQ_K, ROWS_Q, KEYS_SEEN) and its first
+// packed rows: seq_q and seq_k; for a paged cache, the keys are cache_lens[b] clamped to
+// [0, seq_k - seq_new] plus the seq_new tokens appended before the call (seq_k: the table's
+// capacity; clamped before the add, so that no length, INT32_MAX included, overflows); for a packed
+// batch, rows cu_q[b] .. cu_q[b+1] of Q and cu_k[b] .. cu_k[b+1] of K, clamped into the totals
+// (pc.seq_q, pc.seq_k) and each end to at least its start, so that no row outside the tensors is
+// ever read or written, and the bounds max_seqlen_q and max_seqlen_k (pc.m_sb and pc.m_sh: a packed
+// batch has no mask) cut the rows computed and the keys seen.
 void begin_sequence(uint b) {
   g_seq_q = pc.seq_q;
   g_seq_k = pc.seq_k;
   g_row_q = 0u;
   g_row_k = 0u;
-  if (PAGED) g_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b] + int(pc.m_ss), 0, int(pc.seq_k)));
+  // (seq_new <= capacity, both within int32: the host's checks.)
+  if (PAGED) g_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k - pc.m_ss))) + pc.m_ss;
+  g_rows_q = g_seq_q;
+  g_keys_seen = g_seq_k;
   if (VARLEN) {
     const int q0 = clamp(block_table[pc.m_off + b], 0, int(pc.seq_q));
     const int q1 = clamp(block_table[pc.m_off + b + 1u], q0, int(pc.seq_q));
@@ -109,6 +123,10 @@ void begin_sequence(uint b) {
     g_seq_q = uint(q1 - q0);
     g_row_k = uint(k0);
     g_seq_k = uint(k1 - k0);
+    // The grid covers max_seqlen_q rows of each sequence and the splits max_seqlen_k keys: past them,
+    // rows would map onto tiles and partials that no workgroup (or another row) owns.
+    g_rows_q = min(g_seq_q, pc.m_sb);
+    g_keys_seen = min(g_seq_k, pc.m_sh);
   }
 }
 
@@ -155,7 +173,7 @@ uint partial_row(uint split, uint b, uint h, uint i) {
 }
 
 // Keys [begin, end) a workgroup visits (after begin_sequence): its split of the key range, cut by the
-// sequence's keys, by key padding, by the causal limit and the window's right side of its last query
+// sequence's keys (KEYS_SEEN), by key padding, by the causal limit and the window's right side of its last query
 // row, and by the window's left side of its first (key tiles outside every row's band are never
 // visited). With MOD_BAND_SPLITS (a window with a left
 // side; the host sizes the splits by the band, not seq_k) the splits count from the band's first key,
@@ -165,7 +183,7 @@ uvec2 workgroup_key_range(uint split, uint b, uint first_row, uint last_row) {
   const uint base = (MODIFIERS & MOD_BAND_SPLITS) != 0u ? band_begin : 0u;
   const uint chunk = keys_per_split();
   const uint begin = max(base + split * chunk, band_begin);
-  uint end = min(SEQ_K, base + (split + 1u) * chunk);
+  uint end = min(KEYS_SEEN, base + (split + 1u) * chunk);
   if ((pc.flags & FLAG_KV_LENGTHS) != 0u) end = min(end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   end = min(end, causal_key_end(pc.flags & CAUSAL_MASK, last_row));
   if (HAS_WINDOW) end = min(end, window_key_end(last_row));

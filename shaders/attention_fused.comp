@@ -214,7 +214,8 @@ void main() {
   const uint kv_head = HEADS > 1u ? kvh : kvh / pc.group;
   const uint i0 = tile_first_row();
   // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
-  if (VARLEN && i0 >= SEQ_Q) return;
+  // (ROWS_Q: the rows computed, SEQ_Q cut to max_seqlen_q in a packed batch; SEQ_Q aligns.)
+  if (VARLEN && i0 >= ROWS_Q) return;
   const uint causal = pc.flags & CAUSAL_MASK;
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const bool vec_q = (pc.flags & FLAG_VEC_Q) != 0u && (pc.q_off & 3u) == 0u;
@@ -222,7 +223,7 @@ void main() {
   const bool vec_v = (pc.flags & FLAG_VEC_V) != 0u && (pc.v_off & 3u) == 0u;
   const float q_scale = pc.scale * HALF_LOG2E;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0, SEQ_Q - 1u), min(i0 + BR, SEQ_Q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, ROWS_Q - 1u), min(i0 + BR, ROWS_Q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
 
   // This invocation's rows: Q slices in registers (pre-scaled), visible key range, mask row.
@@ -236,7 +237,7 @@ void main() {
     const uint row = group * RPT + r;
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
-    const bool valid = i < SEQ_Q;
+    const bool valid = i < ROWS_Q;
     q_row[r] = pc.q_off + b * pc.q_sb + h * pc.q_sh + query_row(i) * pc.q_ss;
     const uvec2 row_keys = row_key_range(keys, i);  // causal and the window
     row_begin[r] = row_keys.x;
@@ -285,7 +286,7 @@ void main() {
         const uint i = i0 + row / HEADS;
         const uint j = tile + c;
         const uvec2 row_keys = row_key_range(keys, i);
-        const uint end = i < SEQ_Q ? row_keys.y : 0u;
+        const uint end = i < ROWS_Q ? row_keys.y : 0u;
         // Without a window every row begins at key_begin, which no j here is before.
         const bool in_range = (!HAS_WINDOW || j >= row_keys.x) && j < end;
         const float bias = in_range ? mask_bias(mask_kind, pc.m_off + b * pc.m_sb + (h0 + row % HEADS) * pc.m_sh + i * pc.m_ss + j)
@@ -399,7 +400,7 @@ void main() {
     const uint row = group * RPT + r;
     const uint i = i0 + row / HEADS;
     const uint h = h0 + row % HEADS;
-    if (i >= SEQ_Q) continue;
+    if (i >= ROWS_Q) continue;
     // The row's max in natural units (the LSE's).
     float m_natural = half_log2_to_natural(m[r]);
     // Unsplit, the sink joins the row's denominator here (split, the host gives it to the combine):

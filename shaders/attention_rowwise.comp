@@ -43,13 +43,13 @@ void main() {
   const uint kvh = h / pc.group;
   const uint i0 = tile_first_row();
   // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
-  if (VARLEN && i0 >= SEQ_Q) return;
+  if (VARLEN && i0 >= ROWS_Q) return;  // (ROWS_Q: the rows computed; SEQ_Q aligns)
   // Component r of every vec4 below belongs to query row i[r].
   const uvec4 i = uvec4(i0 + tid) + uvec4(0u, LANES, 2u * LANES, 3u * LANES);
-  const bvec4 row_valid = lessThan(i, uvec4(SEQ_Q));
+  const bvec4 row_valid = lessThan(i, uvec4(ROWS_Q));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
 
-  const uvec2 keys = workgroup_key_range(split, b, min(i0, SEQ_Q - 1u), min(i0 + BR, SEQ_Q) - 1u);
+  const uvec2 keys = workgroup_key_range(split, b, min(i0, ROWS_Q - 1u), min(i0 + BR, ROWS_Q) - 1u);
   const uint key_begin = keys.x, key_end = keys.y;
   // Each row's keys [row_key_begin, row_key_end): causal and the window cut the workgroup's range
   // (which may start at any key: tiles run from key_begin, not from a multiple of BC).
@@ -62,7 +62,7 @@ void main() {
   const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
 
   // Rows past seq_q read row seq_q - 1 (any valid row) and are never written.
-  const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + (g_row_q + min(i, uvec4(SEQ_Q - 1u))) * pc.q_ss;
+  const uvec4 q_row = pc.q_off + b * pc.q_sb + h * pc.q_sh + (g_row_q + min(i, uvec4(ROWS_Q - 1u))) * pc.q_ss;
   vec4 qT[DQK4 * 4u];
   for (uint d4 = 0u; d4 < DQK4; ++d4) {
     const mat4 rows = mat4(load_row_vec4(TENSOR_Q, q_row[0], d4, DQK), load_row_vec4(TENSOR_Q, q_row[1], d4, DQK),

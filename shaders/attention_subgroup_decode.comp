@@ -301,7 +301,10 @@ void main() {
   const uint split = workgroup_split();
   const uint kvh = PACKED ? gl_WorkGroupID.y : gl_WorkGroupID.y / pc.group;
   const uint i0 = tile_first_row();  // the first (packed) row of the tile
-  const uint tile_rows = PACKED ? pc.group * SEQ_Q : SEQ_Q;
+  // Packed, row r is query row r % ROWS_Q of the group's head r / ROWS_Q: ROWS_Q (the rows computed:
+  // in a packed batch its sequence's queries cut to max_seqlen_q, the rows per head the grid covers),
+  // not the sequence's length, or a longer sequence's later heads would fall past the grid's tiles.
+  const uint tile_rows = PACKED ? pc.group * ROWS_Q : ROWS_Q;
   // A packed sequence shorter than the grid's tiles (sized by the longest): this tile has no row.
   if (VARLEN && i0 >= tile_rows) return;
 
@@ -309,9 +312,9 @@ void main() {
   // row and the window's left side of its smallest: with packed heads, the last and first rows unless
   // the tile spans more than one head (then seq_q - 1 and 0).
   const uint last = min(i0 + BR, tile_rows) - 1u;
-  const bool spans_heads = PACKED && i0 / SEQ_Q != last / SEQ_Q;
-  const uint last_row = !PACKED ? last : spans_heads ? SEQ_Q - 1u : last % SEQ_Q;
-  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % SEQ_Q;
+  const bool spans_heads = PACKED && i0 / ROWS_Q != last / ROWS_Q;
+  const uint last_row = !PACKED ? last : spans_heads ? ROWS_Q - 1u : last % ROWS_Q;
+  const uint first_row = !PACKED ? i0 : spans_heads ? 0u : i0 % ROWS_Q;
   const uvec2 keys = workgroup_key_range(split, b, first_row, last_row);
   const uint key_begin = keys.x, key_end = keys.y;
 
@@ -326,8 +329,8 @@ void main() {
     const uint packed = i0 + r;
     row_valid[r] = packed < tile_rows;
     const uint pr = min(packed, tile_rows - 1u);
-    head[r] = PACKED ? kvh * pc.group + pr / SEQ_Q : gl_WorkGroupID.y;
-    row[r] = PACKED ? pr % SEQ_Q : pr;
+    head[r] = PACKED ? kvh * pc.group + pr / ROWS_Q : gl_WorkGroupID.y;
+    row[r] = PACKED ? pr % ROWS_Q : pr;
     const uvec2 rk = row_key_range(keys, row[r]);
     row_key_begin[r] = rk.x;
     row_key_end[r] = row_valid[r] ? rk.y : 0u;

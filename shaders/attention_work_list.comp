@@ -29,15 +29,18 @@ shared uint block_keys[W];
 shared uint block_longest[W];
 shared uint block_items[W];
 
-// Sequence b's keys, as the kernels' begin_sequence counts them: its cache length plus the appended
-// tokens (or its key length), clamped into the table; a packed sequence's cu_seqlens_k[b + 1] -
-// cu_seqlens_k[b], each clamped into the packed keys and the end to at least the start.
+// Sequence b's keys, as the kernels' begin_sequence and workgroup_key_range count them: its cache
+// length clamped to [0, capacity - seq_new] plus the appended tokens (clamped before the add: a
+// length near INT32_MAX must not wrap to negative and lose every key), or its key length clamped to
+// [0, capacity]; a packed sequence's cu_seqlens_k[b + 1] - cu_seqlens_k[b], each clamped into the
+// packed keys and the end to at least the start, then cut to max_seqlen_k (the keys it may see).
 uint sequence_keys(uint b) {
   if (pc.max_splits > 0u) {
     const int k0 = clamp(cache_lens[pc.lens_off + b], 0, int(pc.capacity));
-    return uint(clamp(cache_lens[pc.lens_off + b + 1u], k0, int(pc.capacity)) - k0);
+    return min(uint(clamp(cache_lens[pc.lens_off + b + 1u], k0, int(pc.capacity)) - k0), pc.max_keys_seen);
   }
-  return uint(clamp(cache_lens[pc.lens_off + b] + int(pc.seq_new), 0, int(pc.capacity)));
+  // (seq_new <= capacity, both within int32: the host's checks.)
+  return uint(clamp(cache_lens[pc.lens_off + b], 0, int(pc.capacity - pc.seq_new))) + pc.seq_new;
 }
 // Where item i runs: its rank among the count items ordered by bit-reversed index (shader_abi.h).
 // The items j before i in that order agree with i on the bits below some bit k, where j has 0 and i

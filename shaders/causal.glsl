@@ -12,12 +12,17 @@
 #define SEQ_Q pc.seq_q
 #endif
 
-// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k].
+// One past the last key visible to query row i under the causal rule, clamped to [0, seq_k]:
+// bottom-right, i + 1 + seq_k - seq_q. Counted in uint without passing through a sum that can wrap:
+// in int32, i + 1 + seq_k overflowed for a paged sequence of near 2^31 keys (its length comes from
+// the device's cache_lens, up to the table's capacity) and hid every key of the row.
 uint causal_key_end(uint causal, uint i) {
-  int end = int(SEQ_K);
-  if (causal == CAUSAL_TOP_LEFT) end = int(i) + 1;
-  if (causal == CAUSAL_BOTTOM_RIGHT) end = int(i) + 1 + int(SEQ_K) - int(SEQ_Q);
-  return uint(clamp(end, 0, int(SEQ_K)));
+  if (causal == CAUSAL_TOP_LEFT) return min(i + 1u, SEQ_K);  // (a row index is below 2^32 - 1)
+  if (causal == CAUSAL_BOTTOM_RIGHT) {
+    const uint later = SEQ_Q - min(i + 1u, SEQ_Q);  // the sequence's rows after row i (0 past its last)
+    return SEQ_K - min(later, SEQ_K);
+  }
+  return SEQ_K;
 }
 
 #endif

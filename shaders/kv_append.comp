@@ -12,9 +12,11 @@
 //     end (34 is not a multiple of 4): that half-word is written with atomicAnd/atomicOr on its own
 //     bits, the words wholly inside the block with plain stores. The caches' push offsets are then in
 //     16-bit units of their bindings.
-// No loop (lavapipe's loop limit does not apply). A token whose position falls past the table's
-// capacity or whose page entry lies outside [0, num_pages) is not written: bad values (the host checks
-// them when it has them) never write out of bounds.
+// No loop (lavapipe's loop limit does not apply). Bad values (the host checks them when it has them)
+// follow the rule the attention kernels read by (vkattn/kv_cache.hpp): cache_lens[b] is clamped into
+// [0, capacity - seq_new] and a table entry into [0, num_pages), so the append lands on the tokens
+// and pages the attention then reads, never out of bounds. The length is clamped before anything is
+// added to it: INT32_MAX + t must not wrap.
 
 #extension GL_EXT_control_flow_attributes : enable
 #include "storage_types.glsl"
@@ -77,12 +79,12 @@ void main() {
   const uint b = gl_GlobalInvocationID.z / pc.kv_heads, g = gl_GlobalInvocationID.z % pc.kv_heads;
   const uint d = Q8_0 ? x * 32u : x;  // the first element this invocation writes
   if (t >= pc.seq_new || b >= pc.batch || (d >= pc.dim_qk && d >= pc.dim_v)) return;
-  const int len = cache_lens[pc.lens_off + b];
-  const int token = len + int(t);
-  if (len < 0 || token >= int(pc.max_pages * pc.page_size)) return;
-  const int page = block_table[pc.bt_off + b * pc.max_pages + uint(token) / pc.page_size];
-  if (page < 0 || page >= int(pc.num_pages)) return;
-  const uint row = uint(page) * pc.page_size * pc.kv_heads + (uint(token) % pc.page_size) * pc.slot_rows + g * pc.head_rows;
+  // (capacity = max_pages * page_size >= seq_new, within int32: the host's checks; t < seq_new, so
+  // the token is below the capacity.)
+  const uint capacity = pc.max_pages * pc.page_size;
+  const uint token = uint(clamp(cache_lens[pc.lens_off + b], 0, int(capacity - pc.seq_new))) + t;
+  const uint page = uint(clamp(block_table[pc.bt_off + b * pc.max_pages + token / pc.page_size], 0, int(pc.num_pages) - 1));
+  const uint row = page * pc.page_size * pc.kv_heads + (token % pc.page_size) * pc.slot_rows + g * pc.head_rows;
   const uint k_src = pc.kn_off + b * pc.kn_sb + g * pc.kn_sh + t * pc.kn_ss + d;
   const uint v_src = pc.vn_off + b * pc.vn_sb + g * pc.vn_sh + t * pc.vn_ss + d;
   const uint k_dst = row * pc.dim_qk + d, v_dst = row * pc.dim_v + d;

@@ -105,9 +105,10 @@
  * units of the seq stride, plus the head's stride. The push block's k_sb and v_sb are 0 (no
  * batch) and the mask's members, unused (a paged call has no explicit mask), carry the block table:
  * m_off its element offset in BLOCK_TABLE_BINDING, m_sb its row stride (max_pages), m_sh num_pages
- * (entries are clamped to it), m_ss the tokens appended before the call (seq_new). The key lengths'
- * binding holds cache_lens: sequence b has cache_lens[b] + seq_new keys, clamped to [0, seq_k], seq_k
- * being the capacity max_pages * page_size. */
+ * (entries are clamped into [0, num_pages)), m_ss the tokens appended before the call (seq_new).
+ * The key lengths' binding holds cache_lens: sequence b has clamp(cache_lens[b], 0, seq_k - seq_new)
+ * + seq_new keys, seq_k being the capacity max_pages * page_size (clamped before the add: no length,
+ * INT32_MIN or INT32_MAX included, overflows). */
 #define BLOCK_TABLE_BINDING ATTENTION_BLOCK_TABLE_BINDING
 
 /* ---- The careful pass (attention_subgroup.comp, SPEC_ATTENTION_CAREFUL_PASS) ----
@@ -160,9 +161,13 @@
  * are the totals (rows of Q and O, of K and V) and its batch strides are 0. The grid's z covers
  * (split, sequence) as it covers (split, batch). cu_seqlens_q is bound at BLOCK_TABLE_BINDING (its
  * element offset in m_off: a varlen call has no block table and no mask), cu_seqlens_k at the key
- * lengths' binding (its offset in kv_len_off's low half: a varlen call has no key lengths). Sequence
+ * lengths' binding (its offset in kv_len_off's low half: a varlen call has no key lengths); the mask's m_sb and m_sh
+ * carry max_seqlen_q and max_seqlen_k. Sequence
  * b is queries cu_q[b] .. cu_q[b+1] - 1 and keys cu_k[b] .. cu_k[b+1] - 1, each value clamped into
- * [0, total] and each end to at least its start (bad offsets read wrong rows, never out of bounds).
+ * [0, total] and each end to at least its start (bad offsets read wrong rows, never out of bounds);
+ * of a sequence longer than the bounds only the first max_seqlen_q rows are computed (the others are
+ * never written: not by the kernels, not by the combine) and the first max_seqlen_k keys seen (the
+ * others masked), its own lengths still aligning causal, the window and ALiBi.
  * Row and key indices inside a sequence are its own (the causal rule, the window and ALiBi align to
  * its lengths); the LSE (heads, total_q) and the split-KV partials [split][head][packed row] are
  * indexed by packed row, so that the combine runs as a batch-1 call over total_q rows. */
@@ -291,15 +296,17 @@
   uint half_log2_units; /* 1: the partial maxima are in units of log2(e)/2 (tiled kernel) */ \
   uint work_list; /* 1: a work list at binding 5; row (b, h, r)'s partials are those of its items \
                      offsets[b] .. offsets[b+1] - 1 (the offsets from its WORK_LIST_OFFSETS word) */ \
-  uint packed_batches, cu_q_off; /* a packed batch's work list: its sequences, and cu_seqlens_q at  \
-                                   binding 6 (element offset cu_q_off); else 0 */
+  uint packed_batches, cu_q_off; /* a packed batch's: its sequences, and cu_seqlens_q at binding 6 \
+                                   (element offset cu_q_off); else 0 */                      \
+  uint max_rows; /* a packed batch's max_seqlen_q: rows of a sequence past it are not written */
 
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,
  * slot s: cache row p * page_size * kv_heads + s * slot_rows + g * head_rows (rows of dim elements;
  * nhd pages: slot_rows kv_heads, head_rows 1; hnd: 1 and page_size). The caches'
- * offsets are their bindings' element offsets; a token whose page is out of the table or the pool is
- * not written. q8_0 caches (SPEC_KV_APPEND_FORMAT): kc_off and vc_off in 16-bit units. */
+ * offsets are their bindings' element offsets; cache_lens[b] is clamped into [0, capacity - seq_new]
+ * and a table entry into [0, num_pages) (the attention kernels' rule), so a bad value writes wrong
+ * rows of the caches, never out of bounds. q8_0 caches (SPEC_KV_APPEND_FORMAT): kc_off and vc_off in 16-bit units. */
 #define KV_APPEND_PUSH_MEMBERS                                                               \
   uint batch, kv_heads, seq_new, dim_qk, dim_v;                                              \
   uint page_size, max_pages, num_pages, slot_rows, head_rows;                                \
@@ -307,18 +314,21 @@
   uint vn_sb, vn_sh, vn_ss, vn_off;                                                          \
   uint kc_off, vc_off, bt_off, lens_off;
 
-/* Building a paged call's work list (attention_work_list.comp): sequence b has clamp(cache_lens[b]
- * + seq_new, 0, capacity) keys (cache_lens at element lens_off of its binding); keys per item: the
+/* Building a paged call's work list (attention_work_list.comp): sequence b has clamp(cache_lens[b],
+ * 0, capacity - seq_new) + seq_new keys (cache_lens at element lens_off of its binding); keys per item: the
  * total over target_items, rounded up to a multiple of granule and clamped to [min_keys, max_keys]
  * (the host's cap: lavapipe's loop limit), so that the items never exceed max_items (= batches x the
  * planned splits). tiles_full, tiles_last and groups_y: the split dispatch's x and y. A packed batch
- * (max_splits > 0, the planned splits): the lengths' binding holds cu_seqlens_k, and no sequence has
- * more than max_splits items (its partials are indexed by split: the chunk grows to fit the longest). */
+ * (max_splits > 0, the planned splits): the lengths' binding holds cu_seqlens_k, a sequence's keys are
+ * cut to max_keys_seen (max_seqlen_k, as the kernels cut them), and no sequence has more than
+ * max_splits items (its partials are indexed by split: the chunk grows to fit the longest). A paged
+ * sequence's keys: its length clamped to [0, capacity - seq_new], plus seq_new (no overflow). */
 #define WORK_LIST_PUSH_MEMBERS                                                               \
   uint batches, capacity, seq_new, lens_off;                                                 \
   uint max_items, target_items, min_keys, max_keys, granule;                                 \
   uint tiles_full, tiles_last, groups_y;                                                     \
-  uint max_splits;
+  uint max_splits;                                                                           \
+  uint max_keys_seen; /* a packed batch's max_seqlen_k: a sequence's keys past it are not seen */
 
 /* The row softmax of the three-stage path (attention_softmax.comp): a chunk of rows of the scores P,
  * batches b0.., heads h0.., query rows i0.., stored densely in that order; masks and LSE are

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -38,6 +39,96 @@ uint32_t reversed_bits(uint32_t v) {
   uint32_t r = 0;
   for (int k = 0; k < 32; ++k, v >>= 1) r = (r << 1) | (v & 1u);
   return r;
+}
+
+
+// The device's rule for bad values (vkattn/kv_cache.hpp, "Values outside the contract"), applied on
+// the host: each cache length clamped into [0, capacity - seq_new], each table entry into
+// [0, num_pages).
+void clamp_paged_values(int64_t num_pages, int64_t capacity, int64_t seq_new, std::vector<int32_t>& table,
+                        std::vector<int32_t>& lens) {
+  for (int32_t& e : table) e = int32_t(std::clamp<int64_t>(e, 0, num_pages - 1));
+  for (int32_t& n : lens) n = int32_t(std::clamp<int64_t>(n, 0, capacity - seq_new));
+}
+
+bool same_double(double want, double got) {
+  if (std::isinf(want) || std::isinf(got)) return want == got;
+  return std::abs(want - got) <= 1e-4 * (1.0 + std::abs(want));
+}
+
+// One paged call over bad cache lengths and table entries (issue 37), against the reference given the
+// values clamped by the rule: O, LSE and, with an append, every element of both caches.
+void check_bad_paged_values(const std::vector<int32_t>& table_in, const std::vector<int32_t>& lens_in, int64_t seq_new,
+                            int num_splits) {
+  constexpr int64_t kH = 2, kG = 1, kD = 32, kSeqQ = 2, kPage = 4, kPages = 16, kMaxPages = 3;
+  const int64_t batch = int64_t(lens_in.size()), capacity = kPage * kMaxPages;
+  PagedAttentionLayouts l;
+  l.q = TensorLayout::bhsd(DType::f32, batch, kH, kSeqQ, kD);
+  l.k_cache = l.v_cache = PagedKvLayout::dense(DType::f32, kPages, kPage, kG, kD);
+  l.max_pages = kMaxPages;
+  if (seq_new > 0) l.k_new = l.v_new = TensorLayout::bhsd(DType::f32, batch, kG, seq_new, kD);
+  l.out = l.q;
+  l.has_lse = true;
+  l.options.causal = Causal::bottom_right;
+  l.options.num_splits = num_splits;
+  const PreparedPagedAttention prepared(context(), l);
+  INFO("plan: " << std::string(prepared.plan().kernel) << " splits " << prepared.plan().splits);
+
+  const auto values = [](int64_t n, double a, double c) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(a * double(i) + c));
+    return x;
+  };
+  const std::vector<float> q = values(l.q.required_elements(), 0.37, 0.1);
+  const std::vector<float> kc = values(l.k_cache.element_count(), 0.61, 0.3), vc = values(l.v_cache.element_count(), 0.23, 0.7);
+  const std::vector<float> kn = values(batch * kG * std::max<int64_t>(seq_new, 1) * kD, 0.91, 0.5);
+  const std::vector<float> vn = values(batch * kG * std::max<int64_t>(seq_new, 1) * kD, 0.53, 0.2);
+  const auto upload = [](const void* data, uint64_t bytes) {
+    Buffer b = Buffer::allocate(context(), bytes);
+    b.upload(data, bytes);
+    return b;
+  };
+  Buffer qb = upload(q.data(), q.size() * 4), kcb = upload(kc.data(), kc.size() * 4), vcb = upload(vc.data(), vc.size() * 4);
+  Buffer knb = upload(kn.data(), kn.size() * 4), vnb = upload(vn.data(), vn.size() * 4);
+  Buffer tb = upload(table_in.data(), table_in.size() * 4), lb = upload(lens_in.data(), lens_in.size() * 4);
+  std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
+  Buffer ob = upload(poison.data(), poison.size() * 4), lseb = upload(poison.data(), uint64_t(batch * kH * kSeqQ) * 4);
+  PagedAttentionBuffers b;
+  b.q = &qb, b.k_cache = &kcb, b.v_cache = &vcb, b.out = &ob, b.lse = {&lseb, 0};
+  b.block_table = {&tb, 0}, b.cache_lens = {&lb, 0};
+  if (seq_new > 0) b.k_new = &knb, b.v_new = &vnb;
+  prepared.run(b);
+  expect_no_validation_messages();
+  std::vector<float> o(q.size()), lse(std::size_t(batch * kH * kSeqQ)), k_after(kc.size()), v_after(vc.size());
+  ob.download(o.data(), o.size() * 4);
+  lseb.download(lse.data(), lse.size() * 4);
+  kcb.download(k_after.data(), k_after.size() * 4);
+  vcb.download(v_after.data(), v_after.size() * 4);
+
+  std::vector<int32_t> table = table_in, lens = lens_in;
+  clamp_paged_values(kPages, capacity, seq_new, table, lens);
+  reference::PagedInputs in;
+  in.q_layout = l.q, in.q = q;
+  in.k_cache_layout = l.k_cache, in.v_cache_layout = l.v_cache;
+  in.k_cache.values = kc, in.v_cache.values = vc;
+  in.max_pages = kMaxPages;
+  in.block_table = table, in.cache_lens = lens;
+  if (seq_new > 0) in.k_new_layout = l.k_new, in.v_new_layout = l.v_new, in.k_new = kn, in.v_new = vn;
+  in.options = l.options;
+  const reference::PagedOutputs r = reference::paged_attention(in);
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t h = 0; h < kH; ++h)
+      for (int64_t i = 0; i < kSeqQ; ++i) {
+        INFO("sequence " << s << " (cache_lens " << lens_in[std::size_t(s)] << ") head " << h << " row " << i);
+        const std::size_t row = std::size_t((s * kH + h) * kSeqQ + i);
+        CHECK_MESSAGE(same_double(r.lse[row], double(lse[row])), "lse " << lse[row] << ", want " << r.lse[row]);
+        for (int64_t d = 0; d < kD; ++d)
+          CHECK_MESSAGE(same_double(r.at(s, h, i, d), double(o[row * kD + std::size_t(d)])),
+                        "o[" << d << "] " << o[row * kD + std::size_t(d)] << ", want " << r.at(s, h, i, d));
+      }
+  // The caches: exactly the reference's (the appended rows where the rule puts them, nothing else).
+  CHECK(std::equal(k_after.begin(), k_after.end(), r.k_cache.begin()));
+  CHECK(std::equal(v_after.begin(), v_after.end(), r.v_cache.begin()));
 }
 
 }  // namespace
@@ -130,7 +221,7 @@ TEST_SUITE("paged") {
   TEST_CASE("paged KV cache: the splits follow each sequence's own keys (the work list built on the device)") {
     // The work list the call builds from cache_lens, read back from its workspace: the keys per item
     // by the documented rule (shader_abi.h, "Work lists"), each sequence's items just covering its
-    // keys (appended tokens included, clamped to the table), none for an empty one, and the split
+    // keys (the length clamped to the table, then the appended tokens), none for an empty one, and the split
     // dispatch's grid the item count.
     if (attention_path() == AttentionPath::unfused) return;
     Context& ctx = context();
@@ -178,7 +269,8 @@ TEST_SUITE("paged") {
 
     std::vector<uint64_t> keys;
     uint64_t total = 0;
-    for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n + kNew, 0, kCapacity)));
+    // (A length is clamped into [0, capacity - seq_new] before the appended tokens are added: -3 has 3 keys.)
+    for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n, 0, kCapacity - kNew) + kNew));
     const uint64_t granule = call.plan.config.keys_per_tile, most = call.plan.keys_per_split;
     uint64_t chunk = std::min<uint64_t>((total + w.target_items - 1) / w.target_items, most);
     chunk = std::clamp<uint64_t>((chunk + granule - 1) / granule * granule, w.min_keys, most);
@@ -214,6 +306,30 @@ TEST_SUITE("paged") {
     CHECK(chunks[1] == w.min_keys);
     CHECK(chunks[2] == call.plan.keys_per_split);
     expect_no_validation_messages();
+  }
+
+  TEST_CASE("paged KV cache: bad cache lengths and table entries follow the clamping rule, extremes included") {
+    // Issue 37: INT32_MAX + seq_new overflowed in the clamp (no keys where 100 gave the capacity), and
+    // an append to a page outside the pool was skipped where attention clamped it. The rule
+    // (kv_cache.hpp): lengths into [0, capacity - seq_new], entries into [0, num_pages), for reading
+    // and appending alike. Capacity 12 (3 pages of 4), 16 pages: -1, INT32_MIN -> page 0; INT32_MAX,
+    // 16 -> page 15.
+    if (attention_path() == AttentionPath::unfused) return;
+    constexpr int32_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
+    // Without an append: every bad entry read (pages shared, read only).
+    const std::vector<int32_t> read_table = {1, 2, 3, /**/ 1, 2, 3, /**/ -1, kMin, 4, /**/ kMax, 16, 5,
+                                             /**/ 6, 7, -1, /**/ 8, 16, -1};
+    const std::vector<int32_t> read_lens = {-5, kMin, kMax, 13, 100, 6};
+    // With an append of 2 (lengths into [0, 10]): appended rows through bad entries, each row its
+    // token's alone (page 0 slots 0-1 for sequence 0, page 15 slots 2-3 for sequence 2).
+    const std::vector<int32_t> append_table = {-1, -1, -1, /**/ 1, kMin, kMin, /**/ 2, 3, kMax, /**/ 4, 5, 6,
+                                               /**/ 7, 8, 9, /**/ 10, 11, -1};
+    const std::vector<int32_t> append_lens = {-5, kMin, kMax, 11, 100, 3};
+    for (const int splits : {0, 1, 2, 3}) {
+      INFO("num_splits " << splits);
+      check_bad_paged_values(read_table, read_lens, 0, splits);
+      check_bad_paged_values(append_table, append_lens, 2, splits);
+    }
   }
 
   TEST_CASE("paged KV cache: buffers that do not fit are refused, naming them") {

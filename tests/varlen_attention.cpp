@@ -4,6 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "conform/catalog.hpp"
@@ -36,6 +41,94 @@ VarlenAttentionLayouts small_layouts() {
   l.out = l.q;
   l.batch = 2;
   return l;
+}
+
+
+// A poison bit pattern (a quiet NaN with a payload): an output element that still holds it after a
+// run was not written.
+constexpr uint32_t kPoison = 0x7fc0dead;
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+// Sequences longer than the bounds the plan was made for (issue 37): two sequences of
+// (q, k) = (2, 2) and (4, 4), MHA over one KV head (H 2, G 1, D 32), f32. On the fused path the
+// rows of a sequence past its first max_seqlen_q are never written (O and LSE keep their poison)
+// and its keys past its first max_seqlen_k are masked for every row, the causal rule and the other
+// alignments staying those of its own lengths; on the three-stage path, which does not use the
+// bounds, every row is its sequence's with all its keys. Checked against the dense reference of each
+// sequence with key lengths min(seq_k, max_seqlen_k) (fused) or seq_k (three-stage).
+void check_past_bounds(int64_t max_q, int64_t max_k, Causal causal, int num_splits, AttentionPath path) {
+  constexpr int64_t kH = 2, kG = 1, kD = 32, kTotal = 6;
+  const std::vector<int32_t> cu = {0, 2, 6};
+  VarlenAttentionLayouts l;
+  l.q = packed_layout(DType::f32, kTotal, kH, kD);
+  l.k = l.v = packed_layout(DType::f32, kTotal, kG, kD);
+  l.out = l.q;
+  l.batch = 2;
+  l.max_seqlen_q = max_q;
+  l.max_seqlen_k = max_k;
+  l.has_lse = true;
+  l.path = path;
+  l.options.causal = causal;
+  l.options.num_splits = num_splits;
+  const PreparedVarlenAttention prepared(context(), l);
+  INFO("plan: " << std::string(prepared.plan().path) << " " << std::string(prepared.plan().kernel) << " splits " << prepared.plan().splits);
+
+  std::vector<float> q(std::size_t(kTotal * kH * kD)), kv(std::size_t(kTotal * kG * kD));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = float(std::sin(0.37 * double(i) + 0.1));
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = float(std::cos(0.61 * double(i) + 0.3));
+  Buffer qb = Buffer::allocate(context(), q.size() * 4), kvb = Buffer::allocate(context(), kv.size() * 4);
+  qb.upload(q.data(), q.size() * 4);
+  kvb.upload(kv.data(), kv.size() * 4);
+  std::vector<uint32_t> poison_o(q.size(), kPoison), poison_lse(std::size_t(kH * kTotal), kPoison);
+  Buffer ob = Buffer::allocate(context(), poison_o.size() * 4), lseb = Buffer::allocate(context(), poison_lse.size() * 4);
+  ob.upload(poison_o.data(), poison_o.size() * 4);
+  lseb.upload(poison_lse.data(), poison_lse.size() * 4);
+  Buffer cub = Buffer::allocate(context(), cu.size() * 4);
+  cub.upload(cu.data(), cu.size() * 4);
+  VarlenAttentionBuffers b;
+  b.q = &qb, b.k = &kvb, b.v = &kvb, b.out = &ob, b.lse = {&lseb, 0};
+  b.cu_seqlens_q = {&cub, 0}, b.cu_seqlens_k = {&cub, 0};
+  prepared.run(b);
+  expect_no_validation_messages();
+  std::vector<float> o(q.size()), lse(poison_lse.size());
+  ob.download(o.data(), o.size() * 4);
+  lseb.download(lse.data(), lse.size() * 4);
+
+  const bool fused = std::string(prepared.plan().path) == "fused";
+  const int64_t bound_q = fused && max_q > 0 ? max_q : kTotal, bound_k = fused && max_k > 0 ? max_k : kTotal;
+  for (int64_t s = 0; s < 2; ++s) {
+    const int64_t q0 = cu[std::size_t(s)], sq = cu[std::size_t(s + 1)] - q0, sk = sq;
+    // The sequence's dense problem (batch 1), its keys cut by key padding at the bound.
+    reference::Inputs in;
+    in.q_layout = TensorLayout::bshd(DType::f32, 1, sq, kH, kD);
+    in.q_layout.offset = q0 * kH * kD;
+    in.k_layout = in.v_layout = TensorLayout::bshd(DType::f32, 1, sk, kG, kD);
+    in.k_layout.offset = in.v_layout.offset = q0 * kG * kD;
+    in.q = q, in.k = kv, in.v = kv;
+    const std::vector<int32_t> lengths = {int32_t(std::min(sk, bound_k))};
+    in.kv_lengths = lengths;
+    in.options.causal = causal;
+    const reference::Outputs r = reference::attention(in);
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t h = 0; h < kH; ++h) {
+        INFO("sequence " << s << " row " << i << " head " << h);
+        const float got_lse = lse[std::size_t(h * kTotal + q0 + i)];
+        if (i >= bound_q) {
+          CHECK(bits_of(got_lse) == kPoison);
+          for (int64_t d = 0; d < kD; ++d) CHECK(bits_of(o[std::size_t(((q0 + i) * kH + h) * kD + d)]) == kPoison);
+          continue;
+        }
+        const double want_lse = r.lse[std::size_t(h * sq + i)];
+        CHECK(double(got_lse) == doctest::Approx(want_lse).epsilon(1e-4));
+        for (int64_t d = 0; d < kD; ++d)
+          CHECK(double(o[std::size_t(((q0 + i) * kH + h) * kD + d)]) == doctest::Approx(r.at(0, h, i, d)).epsilon(1e-4));
+      }
+  }
 }
 
 }  // namespace
@@ -135,6 +228,19 @@ TEST_SUITE("varlen") {
       CHECK(std::all_of(tail.begin(), tail.end(), [](uint8_t x) { return x == 0xA5; }));
       expect_no_validation_messages();
     }
+  }
+
+  TEST_CASE("varlen: a sequence longer than max_seqlen_q or max_seqlen_k: rows inside the bounds right, rows past them untouched") {
+    // Issue 37: max_seqlen_q 2 beside a sequence of 4 queries gave NaN in the rows inside the bound
+    // and the split path's uninitialised partials in the LSE. Every split choice (0: the planner's),
+    // causal or not, the bound on queries, on keys and on both; the three-stage path ignores them.
+    const AttentionPath path = attention_path() == AttentionPath::unfused ? AttentionPath::unfused : AttentionPath::fused;
+    for (const auto& [max_q, max_k] : {std::pair<int64_t, int64_t>{2, 0}, {0, 2}, {2, 2}, {3, 3}})
+      for (const Causal causal : {Causal::none, Causal::bottom_right})
+        for (const int splits : {0, 1, 2, 4}) {
+          INFO("max_seqlen_q " << max_q << " max_seqlen_k " << max_k << " causal " << int(causal) << " num_splits " << splits);
+          check_past_bounds(max_q, max_k, causal, splits, path);
+        }
   }
 
   TEST_CASE("varlen: the weights buffer is checked like the others, and path fused cannot give it") {

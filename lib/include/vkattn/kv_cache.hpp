@@ -17,6 +17,15 @@
 //     sequence (bottom-right: off = len_b - seq_q), and so are the window, ALiBi, softcap and sinks
 //     (AttentionOptions, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
 //     (the sink's logit with sinks). No explicit mask or kv_lengths: cache_lens are the key lengths.
+//   - Values outside the contract (check_paged_values refuses them where the host has them; the
+//     device reads them unchecked) follow one rule on the device, for the attention and the append
+//     alike and for every int32 value (INT32_MIN and INT32_MAX included: no sum overflows): each
+//     cache length is clamped into [0, capacity - seq_new] (so len_b = clamp(cache_lens[b], 0,
+//     capacity - seq_new) + seq_new; -5 appends at token 0, 100 or INT32_MAX past a capacity of 64
+//     at capacity - seq_new), and each table entry a token uses into [0, num_pages) (-1 reads and
+//     appends page 0, num_pages or INT32_MAX page num_pages - 1). The result is wrong keys, and an
+//     append through a bad value may overwrite rows of other sequences (two writers of one row leave
+//     one's value), but nothing outside the caches is read or written.
 #pragma once
 
 #include <array>

@@ -41,8 +41,9 @@ struct PagedAttentionBuffers {
 // sequence, of at most plan().keys_per_split keys, sized so that all parts together about fill the
 // device), and the attention dispatch's grid is that count (vkCmdDispatchIndirect): a short sequence
 // beside a long one takes few workgroups, an empty one none. The block table and cache_lens values are not read on the host: entries
-// outside [0, num_pages) are clamped into it and lengths into [0, capacity - seq_new] on the device
-// (wrong keys, never a read or write out of bounds); check_paged_values checks them where the host
+// outside [0, num_pages) are clamped into it and lengths into [0, capacity - seq_new] on the device,
+// for the append as for the attention, every int32 value included (kv_cache.hpp: wrong keys, never
+// a read or write out of bounds); check_paged_values checks them where the host
 // has them. Thread-safety and lifetime as PreparedAttention.
 class PreparedPagedAttention {
  public:

@@ -17,11 +17,18 @@
 //   - K and V may be q8_0 (KvQuant, types.hpp): their element indices cut into blocks of 32, so dim,
 //     the strides and the offset must be multiples of 32.
 //   - max_seqlen_q and max_seqlen_k (FlashAttention's max_seqlen_*): bounds the host knows on every
-//     sequence's queries and keys, 0 = the totals (which always hold). The device kernels size their
-//     grid and key splits by them, so they must bound every sequence: a longer sequence is clamped on
-//     the device (rows past max_seqlen_q are not written, keys past what the splits cover are not
-//     seen), never read or written out of bounds; check_varlen_values checks them where the host
-//     has the offsets.
+//     sequence's queries and keys, 0 = the totals (which always hold). The fused kernels size their
+//     grid and key splits by them, so they must bound every sequence; check_varlen_values checks
+//     them where the host has the offsets (the device reads the offsets unchecked). A sequence longer
+//     than a bound gets, on the fused path, split or not:
+//       - its first max_seqlen_q rows computed as its own rows, with causal, the window and ALiBi
+//         still aligned to its own lengths (bottom-right: off = seq_k_b - seq_q_b);
+//       - its keys past its first max_seqlen_k masked for every row, as key padding at max_seqlen_k
+//         would (so a row is exact when it sees none of them);
+//       - its rows past the first max_seqlen_q never written: O and LSE keep what they held there.
+//     Never a read or write out of bounds, never uninitialised memory in O or LSE. The three-stage
+//     path, whose work does not depend on the bounds, does not use them: every row of every sequence
+//     is computed with all its keys.
 // A packed tensor is a TensorLayout of batch 1 and seq = its rows: packed_layout() for dense rows.
 #pragma once
 

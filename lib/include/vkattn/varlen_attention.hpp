@@ -38,8 +38,9 @@ struct VarlenAttentionBuffers {
 // fused path splits the keys, a first dispatch cuts each sequence's own keys into at most
 // plan().splits parts, and the attention dispatch's grid is their count). Offsets that
 // break the contract are clamped there (each into [0, total], each sequence's end to at least its
-// start; a sequence longer than the bounds loses its rows past max_seqlen_q and the keys past what
-// the splits cover): wrong results, never a read or write out of bounds. check_varlen_values checks
+// start): wrong results, never a read or write out of bounds. A sequence longer than the bounds:
+// varlen.hpp says exactly what happens (its first max_seqlen_q rows right over its first
+// max_seqlen_k keys, its rows past max_seqlen_q left unwritten). check_varlen_values checks
 // them where the host has them. Thread-safety and lifetime as PreparedAttention.
 class PreparedVarlenAttention {
  public:
