@@ -68,10 +68,11 @@ std::vector<conform::LayerCase> catalog_layer_cases() { return conform::catalog_
 
 namespace {
 
-// The cases of `all` that --quick keeps (the section's quick indices), or all of them.
+// The cases of `all` that --quick keeps (the section's quick indices), or all of them. A section
+// holds cases of one kind: its indices are those of its one non-empty list.
 template <typename Case>
 std::vector<Case> quick_subset(const std::vector<Case>& all, const std::vector<std::size_t>& quick_indices) {
-  if (!quick()) return all;
+  if (!quick() || all.empty()) return all;
   std::vector<Case> cases;
   for (const std::size_t i : quick_indices) cases.push_back(all[i]);
   return cases;
