@@ -127,6 +127,11 @@ TEST_SUITE("unit") {
     l = valid_paged();
     l.max_pages = 0;
     CHECK(contains(paged_message(l), "max_pages (0) must be at least 1"));
+    l = valid_paged();  // a batch whose table entries pass 2^31 (once batch * max_pages overflowed int64)
+    l.q.batch = l.out.batch = int64_t{1} << 62;
+    l.q.stride_batch = l.out.stride_batch = 0;
+    l.max_pages = 7;
+    CHECK(contains(paged_message(l), "the block table's entries batch * max_pages (4611686018427387904 * 7) exceed 2^31 - 1"));
     l = valid_paged();
     l.max_pages = int64_t{1} << 28;
     CHECK(contains(paged_message(l), "the block table's capacity max_pages * page_size (268435456 * 16) exceeds 2^31 - 1"));

@@ -102,6 +102,13 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
          ") (GQA requires heads % kv_heads == 0)");
 
   if (l.max_pages < 1) fail("max_pages (" + str(l.max_pages) + ") must be at least 1");
+  // The device indexes the table with 32 bits (b * max_pages + page), and check_paged_values sizes it
+  // as batch * max_pages: both must be exact.
+  int64_t table_entries = 0;
+  if (l.q.batch >= 1 && (__builtin_mul_overflow(l.q.batch, l.max_pages, &table_entries) ||
+                         table_entries > std::numeric_limits<int32_t>::max()))
+    fail("the block table's entries batch * max_pages (" + str(l.q.batch) + " * " + str(l.max_pages) +
+         ") exceed 2^31 - 1");
   // Token positions and cache_lens are int32 on the device.
   int64_t capacity = 0;
   if (__builtin_mul_overflow(l.max_pages, l.k_cache.page_size, &capacity) ||

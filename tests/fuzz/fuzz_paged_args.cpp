@@ -166,11 +166,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   try {
     const vkattn::PagedProblem p = vkattn::check_paged_attention(l);
     check_accepted(l, p);
-    const int64_t entries = p.attention.batch * p.max_pages;  // both checked >= 1; bounded below
-    // check_paged_values visits every token of an append (cache_lens[b] + seq_new of each sequence):
-    // linear in what the call covers, so the sizes it is fuzzed at are bounded, appends included (an
-    // append of 2^20 tokens to 64 sequences ran past the 10 s limit under ASan).
-    if (p.attention.batch > 64 || entries > 4096 || p.seq_new > 4096) return 0;
+    // check_paged_values visits every table entry and every token of an append (cache_lens[b] +
+    // seq_new of each sequence): linear in what the call covers, so the sizes it is fuzzed at are
+    // bounded, appends included (an append of 2^20 tokens to 64 sequences ran past the 10 s limit
+    // under ASan). Each bound before the product, which could overflow.
+    if (p.attention.batch > 64 || p.max_pages > 4096 || p.seq_new > 4096) return 0;
+    const int64_t entries = p.attention.batch * p.max_pages;  // both checked >= 1
+    if (entries > 4096) return 0;
     // Mostly the right lengths; a table of pages in range (sometimes any int32), lengths mostly
     // within the capacity (bounded with an append: check_paged_values visits every token then).
     std::vector<int32_t> table(f.ConsumeIntegralInRange<int>(0, 7) ? std::size_t(entries) : f.ConsumeIntegralInRange<std::size_t>(0, 64));
