@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fuzz_modifiers.hpp"
+#include "fuzz_values.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/problem.hpp"
 
@@ -27,43 +28,8 @@ namespace {
 
 using vkattn::TensorLayout;
 
-// Sizes, strides and offsets: mostly small (where the rules are decided), sometimes the edges of int64.
-int64_t interesting(FuzzedDataProvider& f) {
-  static constexpr int64_t kEdges[] = {0,
-                                       -1,
-                                       1,
-                                       2,
-                                       3,
-                                       255,
-                                       256,
-                                       257,
-                                       65535,
-                                       65536,
-                                       int64_t{1} << 31,
-                                       (int64_t{1} << 32) + 1,
-                                       int64_t{1} << 62,
-                                       (int64_t{1} << 62) + 1,
-                                       std::numeric_limits<int64_t>::max(),
-                                       std::numeric_limits<int64_t>::min(),
-                                       std::numeric_limits<int64_t>::max() / 2 + 1};
-  switch (f.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0:
-      return f.ConsumeIntegralInRange<int64_t>(0, 8);
-    case 1:
-      return f.ConsumeIntegralInRange<int64_t>(-2, 300);
-    case 2:
-      return f.PickValueInArray(kEdges);
-    default:
-      return f.ConsumeIntegral<int64_t>();
-  }
-}
-
-// An enum value: usually a valid one, sometimes anything (C++ callers can static_cast any int).
-template <typename E>
-E any_enum(FuzzedDataProvider& f, int valid_count) {
-  if (f.ConsumeIntegralInRange<int>(0, 7) != 0) return static_cast<E>(f.ConsumeIntegralInRange<int>(0, valid_count - 1));
-  return static_cast<E>(f.ConsumeIntegral<int8_t>());
-}
+using vkattn::fuzz::any_enum;
+using vkattn::fuzz::interesting;
 
 // A layout: dense BHSD or BSHD (shapes that mostly agree, so the fuzzer gets past the first checks),
 // or every field fuzzed.

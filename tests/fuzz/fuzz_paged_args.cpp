@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fuzz_modifiers.hpp"
+#include "fuzz_values.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/q8_0.hpp"
@@ -26,27 +27,8 @@ namespace {
 using vkattn::PagedKvLayout;
 using vkattn::TensorLayout;
 
-int64_t interesting(FuzzedDataProvider& f) {
-  static constexpr int64_t kEdges[] = {0, -1, 1, 2, 3, 16, 32, 64, 255, 256, 257, int64_t{1} << 31,
-                                       (int64_t{1} << 31) - 1, int64_t{1} << 32, int64_t{1} << 62,
-                                       std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
-  switch (f.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0:
-      return f.ConsumeIntegralInRange<int64_t>(0, 8);
-    case 1:
-      return f.ConsumeIntegralInRange<int64_t>(-2, 300);
-    case 2:
-      return f.PickValueInArray(kEdges);
-    default:
-      return f.ConsumeIntegral<int64_t>();
-  }
-}
-
-template <typename E>
-E any_enum(FuzzedDataProvider& f, int valid_count) {
-  if (f.ConsumeIntegralInRange<int>(0, 7) != 0) return static_cast<E>(f.ConsumeIntegralInRange<int>(0, valid_count - 1));
-  return static_cast<E>(f.ConsumeIntegral<int8_t>());
-}
+using vkattn::fuzz::any_enum;
+using vkattn::fuzz::interesting;
 
 int64_t same_or_any(FuzzedDataProvider& f, int64_t same) {
   return f.ConsumeIntegralInRange<int>(0, 3) != 0 ? same : interesting(f);
