@@ -36,6 +36,16 @@ bool report(const conform::CaseResult& result, const std::string& description) {
   return result.outcome == conform::Outcome::passed;
 }
 
+// The cases of `all` that --quick keeps (the section's quick indices), or all of them. A section
+// holds cases of one kind: its indices are those of its one non-empty list.
+template <typename Case>
+std::vector<Case> quick_subset(const std::vector<Case>& all, const std::vector<std::size_t>& quick_indices) {
+  if (!quick() || all.empty()) return all;
+  std::vector<Case> cases;
+  for (const std::size_t i : quick_indices) cases.push_back(all[i]);
+  return cases;
+}
+
 }  // namespace
 
 bool run_case(Context& ctx, const AttentionCase& c) {
@@ -49,14 +59,6 @@ void run_cases(Context& ctx, const std::vector<AttentionCase>& cases) {
   }
 }
 
-std::vector<AttentionCase> catalog_cases(const std::string& section) {
-  const conform::CaseSection s = conform::catalog_section(section, base_seed());
-  if (!quick()) return s.cases;
-  std::vector<AttentionCase> cases;
-  for (const std::size_t i : s.quick) cases.push_back(s.cases[i]);
-  return cases;
-}
-
 void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases) {
   for (const conform::LayerCase& c : cases) {
     INFO("case: " << describe_with_path(c));
@@ -64,21 +66,12 @@ void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases)
   }
 }
 
-std::vector<conform::LayerCase> catalog_layer_cases() { return conform::catalog_section("layer", base_seed()).layer_cases; }
-
-namespace {
-
-// The cases of `all` that --quick keeps (the section's quick indices), or all of them. A section
-// holds cases of one kind: its indices are those of its one non-empty list.
-template <typename Case>
-std::vector<Case> quick_subset(const std::vector<Case>& all, const std::vector<std::size_t>& quick_indices) {
-  if (!quick() || all.empty()) return all;
-  std::vector<Case> cases;
-  for (const std::size_t i : quick_indices) cases.push_back(all[i]);
-  return cases;
+std::vector<AttentionCase> catalog_cases(const std::string& section) {
+  const conform::CaseSection s = conform::catalog_section(section, base_seed());
+  return quick_subset(s.cases, s.quick);
 }
 
-}  // namespace
+std::vector<conform::LayerCase> catalog_layer_cases() { return conform::catalog_section("layer", base_seed()).layer_cases; }
 
 void run_section(Context& ctx, const std::string& name) {
   const conform::CaseSection s = conform::catalog_section(name, base_seed());
