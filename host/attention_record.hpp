@@ -40,8 +40,8 @@ struct PlannedAttention {
 
 // How a planned call runs, as plan_attention and PreparedAttention::plan report it.
 AttentionPlan report_of(const PlannedAttention& planned);
-// What a planned call's buffers must hold (checked on every record).
-CallNeeds needs_of(const PlannedAttention& planned, const AttentionSpec& spec);
+// What a planned dense call's buffers must hold (checked on every record).
+CallNeeds needs_of(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights);
 
 // Checks `path` is one of the enum's values; throws Error naming it.
 void check_path(AttentionPath path);

@@ -84,9 +84,8 @@ CallNeeds::Need kv_need(const TensorLayout& t, KvQuant quant) {
 
 }  // namespace
 
-CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
+CallNeeds call_needs(const AttentionProblem& p, const AttentionLayouts& l, bool weights, uint64_t workspace_bytes,
                      const char* workspace_use) {
-  const AttentionLayouts& l = spec.layouts;
   const uint64_t esize = dtype_size(p.dtype), rows = uint64_t(p.batch) * p.heads * p.seq_q;
   CallNeeds n;
   n.need[CallNeeds::q] = tensor_need(l.q, esize, false);
@@ -98,7 +97,7 @@ CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint6
   if (l.sinks) n.need[CallNeeds::sinks] = tensor_need(*l.sinks, 4, false);
   n.need[CallNeeds::lse] = {l.has_lse, true, 4, rows, 0};
   n.need[CallNeeds::kv_lengths] = {l.has_kv_lengths, false, 4, uint64_t(p.batch), 0};
-  n.need[CallNeeds::weights] = {spec.weights, true, 4, rows * uint64_t(p.seq_k), 0};
+  n.need[CallNeeds::weights] = {weights, true, 4, rows * uint64_t(p.seq_k), 0};
   n.need[CallNeeds::workspace] = {workspace_bytes > 0, true, 1, workspace_bytes, 0};
   n.batch = p.batch, n.heads = p.heads, n.seq_q = p.seq_q, n.seq_k = p.seq_k;
   n.workspace_use = workspace_use;

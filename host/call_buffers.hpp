@@ -58,8 +58,9 @@ struct CallNeeds {
   uint32_t pair_count = 0;
   std::array<std::array<uint8_t, 2>, count * (count - 1) / 2> pairs{};
 };
-// `workspace_bytes`, needed for `workspace_use` (named in the error), 0 for none.
-CallNeeds call_needs(const AttentionProblem& p, const AttentionSpec& spec, uint64_t workspace_bytes,
+// What a dense call of `layouts` (with the weights P when `weights`) needs: `workspace_bytes`, needed
+// for `workspace_use` (named in the error), 0 for none.
+CallNeeds call_needs(const AttentionProblem& p, const AttentionLayouts& layouts, bool weights, uint64_t workspace_bytes,
                      const char* workspace_use);
 
 // Throws Error naming the argument: missing or unexpected, too small, misaligned, of another

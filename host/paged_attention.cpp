@@ -13,7 +13,7 @@
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
-#include "prepared_call.hpp"
+#include "planned_call.hpp"
 #include "int_math.hpp"
 #include "kv_storage.hpp"
 #include "shader_abi.hpp"
@@ -80,109 +80,89 @@ void emit_paged_attention(ContextImpl& c, CommandList& list, const LaunchPlan& p
   emit_fused_attention(c, list, plan, layouts, slots);
 }
 
+void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, const AttentionBuffers& b,
+                         const BufferSlice* workspace) {
+  const PagedAttentionLayouts& layouts = *call.paged_layouts;
+  const LaunchPlan& plan = *call.planned.fused;
+  const AttentionProblem& p = plan.problem;
+  const uint64_t esize = dtype_size(p.dtype);
+  const bool append = call.paged.has_append();
+  std::array<BufferExtent, 12> extents{};
+  std::size_t n = 0;
+  const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
+                       uint64_t first_element, uint64_t elements, bool output) {
+    check_binding(name, buffer, byte_offset, element_size, elements);
+    const uint64_t base = buffer->offset() + byte_offset;
+    extents[n++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
+  };
+  const auto tensor = [&](const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
+    add(name, buffer, 0, esize, uint64_t(t.offset), uint64_t(t.required_elements()), output);
+  };
+  const auto optional = [&](const char* name, bool given, bool expected) {
+    if (given && !expected) throw Error(std::string(name) + ": given, but the call was prepared without it");
+    if (!given && expected) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
+    return expected;
+  };
+  tensor("q", b.q, layouts.q, false);
+  // (As bound: a q8_0 cache in 16-bit units.)
+  for (const auto& [name, buffer, cache] : {std::tuple{"k_cache", b.k, &layouts.k_cache},
+                                            std::tuple{"v_cache", b.v, &layouts.v_cache}}) {
+    const Binding bound = kv_binding(0, p.dtype, p.kv_quant, 0, cache->element_count());
+    add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
+  }
+  tensor("out", b.out, layouts.out, true);
+  add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.paged.max_pages), false);
+  add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
+  if (optional("k_new", b.k_new != nullptr, append)) tensor("k_new", b.k_new, *layouts.k_new, false);
+  if (optional("v_new", b.v_new != nullptr, append)) tensor("v_new", b.v_new, *layouts.v_new, false);
+  if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
+    add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
+  const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
+    if (optional(name, buffer != nullptr, l.has_value()))
+      add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
+  };
+  head_values("alibi", b.alibi, layouts.alibi);
+  head_values("sinks", b.sinks, layouts.sinks);
+  if (workspace && plan.workspace_bytes > 0) {
+    if (!workspace->buffer)
+      throw Error("workspace: the call needs " + std::to_string(plan.workspace_bytes) +
+                  " bytes for its split-KV partials (workspace_bytes()), but none was given");
+    add("workspace", workspace->buffer, workspace->offset, 1, 0, plan.workspace_bytes, true);
+  }
+  check_extents(context, std::span(extents.data(), n));
+}
+
 }  // namespace detail
+
+// A thin wrapper: the paged family's layouts and buffers as one AttentionSpec (a PagedKv source) and
+// its AttentionBuffers.
+struct PreparedPagedAttention::Impl {
+  PagedAttentionLayouts layouts;
+  PreparedAttention call;
+};
 
 namespace {
 
-std::string str(uint64_t v) { return std::to_string(v); }
+AttentionBuffers buffers_of(const PagedAttentionBuffers& b) {
+  AttentionBuffers a;
+  a.q = b.q;
+  a.k = b.k_cache;
+  a.v = b.v_cache;
+  a.out = b.out;
+  a.block_table = b.block_table;
+  a.cache_lens = b.cache_lens;
+  a.k_new = b.k_new;
+  a.v_new = b.v_new;
+  a.lse = b.lse;
+  a.alibi = b.alibi;
+  a.sinks = b.sinks;
+  return a;
+}
 
 }  // namespace
 
-struct PreparedPagedAttention::Impl {
-  std::shared_ptr<detail::ContextImpl> context;
-  PagedAttentionLayouts layouts;
-  detail::PagedCall call;
-  AttentionPlan report;
-  detail::CommandList list;
-
-  uint64_t workspace_bytes() const { return call.plan.workspace_bytes; }
-
-  // Throws Error naming the argument unless every buffer is given as the layouts say, valid, of this
-  // Context and large enough, and no output (O, LSE, and the caches when appending) shares a byte
-  // with another argument. `workspace` null: the Context's scratch.
-  void check(const PagedAttentionBuffers& b, const BufferSlice* workspace) const {
-    const AttentionProblem& p = call.plan.problem;
-    const uint64_t esize = dtype_size(p.dtype);
-    const bool append = call.problem.has_append();
-    std::array<detail::BufferExtent, 12> extents{};
-    std::size_t n = 0;
-    const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
-                         uint64_t first_element, uint64_t elements, bool output) {
-      detail::check_binding(name, buffer, byte_offset, element_size, elements);
-      const uint64_t base = buffer->offset() + byte_offset;
-      extents[n++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
-    };
-    const auto tensor = [&](const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
-      add(name, buffer, 0, esize, uint64_t(t.offset), uint64_t(t.required_elements()), output);
-    };
-    const auto optional = [&](const char* name, bool given, bool expected) {
-      if (given && !expected) throw Error(std::string(name) + ": given, but the call was prepared without it");
-      if (!given && expected) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
-      return expected;
-    };
-    tensor("q", b.q, layouts.q, false);
-    // (As bound: a q8_0 cache in 16-bit units.)
-    for (const auto& [name, buffer, cache] : {std::tuple{"k_cache", b.k_cache, &layouts.k_cache},
-                                              std::tuple{"v_cache", b.v_cache, &layouts.v_cache}}) {
-      const detail::Binding bound = detail::kv_binding(0, p.dtype, p.kv_quant, 0, cache->element_count());
-      add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
-    }
-    tensor("out", b.out, layouts.out, true);
-    add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.problem.max_pages),
-        false);
-    add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
-    if (optional("k_new", b.k_new != nullptr, append)) tensor("k_new", b.k_new, *layouts.k_new, false);
-    if (optional("v_new", b.v_new != nullptr, append)) tensor("v_new", b.v_new, *layouts.v_new, false);
-    if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
-      add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
-    const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
-      if (optional(name, buffer != nullptr, l.has_value()))
-        add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
-    };
-    head_values("alibi", b.alibi, layouts.alibi);
-    head_values("sinks", b.sinks, layouts.sinks);
-    if (workspace && call.plan.workspace_bytes > 0) {
-      if (!workspace->buffer)
-        throw Error("workspace: the call needs " + str(call.plan.workspace_bytes) +
-                    " bytes for its split-KV partials (workspace_bytes()), but none was given");
-      add("workspace", workspace->buffer, workspace->offset, 1, 0, call.plan.workspace_bytes, true);
-    }
-    detail::check_extents(*context, std::span(extents.data(), n));
-  }
-
-  void replay(VkCommandBuffer cmd, const PagedAttentionBuffers& b, VkBuffer workspace, uint64_t workspace_offset) const {
-    const auto tensor = [](const Buffer* buffer) {
-      return buffer ? detail::SlotBase{buffer->handle(), buffer->offset()} : detail::SlotBase{};
-    };
-    const auto slice = [](const BufferSlice& x) {
-      return x.buffer ? detail::SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : detail::SlotBase{};
-    };
-    constexpr detail::AttentionSlots s;
-    static_assert(detail::kPagedSlotCount == 15 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
-                  s.kv_lengths == 7 && s.workspace == 9 && s.alibi == 10 && s.sinks == 11 && s.block_table == 12 &&
-                  s.k_new == 13 && s.v_new == 14);
-    const std::array<detail::SlotBase, detail::kPagedSlotCount> slots = {
-        detail::SlotBase{}, tensor(b.q),     tensor(b.k_cache),  tensor(b.v_cache),
-        tensor(b.out),      slice(b.lse),    detail::SlotBase{}, slice(b.cache_lens),
-        detail::SlotBase{}, detail::SlotBase{workspace, detail::align_up(workspace_offset, call.plan.alignment)},
-        tensor(b.alibi),    tensor(b.sinks), slice(b.block_table), tensor(b.k_new),
-        tensor(b.v_new)};
-    list.replay(*context, cmd, slots);
-  }
-};
-
 PreparedPagedAttention::PreparedPagedAttention(Context& context, const PagedAttentionLayouts& layouts)
-    : impl_(std::make_unique<Impl>()) {
-  detail::ContextImpl& c = detail::impl_of(context);
-  c.check_usable();
-  Impl& p = *impl_;
-  p.context = detail::shared_impl_of(context);
-  p.layouts = layouts;
-  p.call = detail::plan_paged(c.info, c.kernel, layouts);
-  p.report = detail::report_of(detail::PlannedAttention{p.call.plan, std::nullopt});
-  p.list = detail::CommandList(p.call.plan.alignment);
-  detail::emit_paged_attention(c, p.list, p.call.plan, p.call.dense, layouts.k_new, layouts.v_new);
-}
+    : impl_(std::make_unique<Impl>(Impl{layouts, PreparedAttention(context, AttentionSpec::paged(layouts))})) {}
 
 PreparedPagedAttention::PreparedPagedAttention(PreparedPagedAttention&&) noexcept = default;
 PreparedPagedAttention& PreparedPagedAttention::operator=(PreparedPagedAttention&&) noexcept = default;
@@ -195,17 +175,17 @@ const PreparedPagedAttention::Impl& PreparedPagedAttention::impl() const {
 }
 
 const PagedAttentionLayouts& PreparedPagedAttention::layouts() const { return impl().layouts; }
-const AttentionPlan& PreparedPagedAttention::plan() const { return impl().report; }
-uint64_t PreparedPagedAttention::workspace_bytes() const { return impl().call.plan.workspace_bytes; }
+const AttentionPlan& PreparedPagedAttention::plan() const { return impl().call.plan(); }
+uint64_t PreparedPagedAttention::workspace_bytes() const { return impl().call.workspace_bytes(); }
 
 void PreparedPagedAttention::record(VkCommandBuffer command_buffer, const PagedAttentionBuffers& buffers, BufferSlice workspace) const {
-  detail::record_prepared(impl(), command_buffer, buffers, workspace);
+  impl().call.record(command_buffer, buffers_of(buffers), workspace);
 }
 
-void PreparedPagedAttention::run(const PagedAttentionBuffers& buffers) const { detail::run_prepared(impl(), buffers); }
+void PreparedPagedAttention::run(const PagedAttentionBuffers& buffers) const { impl().call.run(buffers_of(buffers)); }
 
 void paged_attention(Context& context, const PagedAttentionLayouts& layouts, const PagedAttentionBuffers& buffers) {
-  PreparedPagedAttention(context, layouts).run(buffers);
+  attention(context, AttentionSpec::paged(layouts), buffers_of(buffers));
 }
 
 }  // namespace vkattn

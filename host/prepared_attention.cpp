@@ -13,6 +13,7 @@
 #include "command_list.hpp"
 #include "context_impl.hpp"
 #include "plan_fit.hpp"
+#include "planned_call.hpp"
 #include "vkattn/testing.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/error.hpp"
@@ -44,36 +45,10 @@ AttentionPlan report_of(const PlannedAttention& planned) {
   return plan;
 }
 
-CallNeeds needs_of(const PlannedAttention& planned, const AttentionSpec& spec) {
-  return call_needs(planned.problem(), spec, planned.workspace_bytes(),
+CallNeeds needs_of(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights) {
+  return call_needs(planned.problem(), layouts, weights, planned.workspace_bytes(),
                     planned.unfused ? "the unfused path's scores" : "split-KV partials");
 }
-
-namespace {
-
-// Where each slot of the call's command list is: the arguments' buffers, and the workspace aligned
-// up to the list's alignment (the plan's workspace_bytes has room for that).
-std::array<SlotBase, kAttentionSlotCount> slots_of(const AttentionBuffers& b, VkBuffer workspace,
-                                                   uint64_t workspace_offset, uint64_t alignment) {
-  const auto tensor = [](const Buffer* buffer) {
-    return buffer ? SlotBase{buffer->handle(), buffer->offset()} : SlotBase{};
-  };
-  const auto slice = [](const BufferSlice& x) {
-    return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
-  };
-  // Every element written once, in slot order (no zeroing of the whole array first: it runs on
-  // every record).
-  constexpr AttentionSlots s;
-  static_assert(kAttentionSlotCount == 12 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
-                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9 && s.alibi == 10 &&
-                s.sinks == 11);
-  return {SlotBase{},         tensor(b.q),          tensor(b.k),     tensor(b.v),
-          tensor(b.out),      slice(b.lse),         tensor(b.mask),  slice(b.kv_lengths),
-          slice(b.weights),   SlotBase{workspace, align_up(workspace_offset, alignment)},
-          tensor(b.alibi),    tensor(b.sinks)};
-}
-
-}  // namespace
 
 void check_path(AttentionPath path) {
   if (path != AttentionPath::automatic && path != AttentionPath::fused && path != AttentionPath::unfused)
@@ -131,21 +106,19 @@ void barrier_after_attention(VkCommandBuffer cmd) {
 }  // namespace detail
 
 AttentionSpec AttentionSpec::of(const AttentionArgs& args) {
-  AttentionSpec spec;
-  spec.layouts.q = args.q.layout;
-  spec.layouts.k = args.k.layout;
-  spec.layouts.v = args.v.layout;
-  spec.layouts.out = args.out.layout;
-  if (args.mask.buffer) spec.layouts.mask = args.mask.layout;
-  if (args.alibi.buffer) spec.layouts.alibi = args.alibi.layout;
-  if (args.sinks.buffer) spec.layouts.sinks = args.sinks.layout;
-  spec.layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
-  spec.layouts.has_lse = args.lse.buffer != nullptr;
-  spec.layouts.options = args.options;
-  spec.layouts.kv_quant = args.kv_quant;
-  spec.weights = args.weights.buffer != nullptr;
-  spec.path = args.path;
-  return spec;
+  AttentionLayouts layouts;
+  layouts.q = args.q.layout;
+  layouts.k = args.k.layout;
+  layouts.v = args.v.layout;
+  layouts.out = args.out.layout;
+  if (args.mask.buffer) layouts.mask = args.mask.layout;
+  if (args.alibi.buffer) layouts.alibi = args.alibi.layout;
+  if (args.sinks.buffer) layouts.sinks = args.sinks.layout;
+  layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
+  layouts.has_lse = args.lse.buffer != nullptr;
+  layouts.options = args.options;
+  layouts.kv_quant = args.kv_quant;
+  return AttentionSpec::dense(layouts, args.weights.buffer != nullptr, args.path);
 }
 
 AttentionBuffers AttentionBuffers::of(const AttentionArgs& args) {
@@ -166,26 +139,26 @@ AttentionBuffers AttentionBuffers::of(const AttentionArgs& args) {
 struct PreparedAttention::Impl {
   std::shared_ptr<detail::ContextImpl> context;
   AttentionSpec spec;
-  detail::PlannedAttention planned;
+  detail::PlannedCall call;
   AttentionPlan report;
-  detail::CallNeeds needs;
   detail::CommandList list;
 
-  // The buffer checks of every run (call_buffers.hpp); `workspace` null for vkattn's scratch.
+  uint64_t workspace_bytes() const { return call.planned.workspace_bytes(); }
+  // The buffer checks of every run (planned_call.hpp); `workspace` null for vkattn's scratch.
   void check(const AttentionBuffers& buffers, const BufferSlice* workspace) const {
-    detail::check_call_buffers(*context, needs, buffers, workspace);
+    detail::check_call(*context, call, buffers, workspace);
   }
   void replay(VkCommandBuffer cmd, const AttentionBuffers& buffers, VkBuffer workspace, uint64_t workspace_offset) const {
-    list.replay(*context, cmd, detail::slots_of(buffers, workspace, workspace_offset, planned.alignment()));
+    list.replay(*context, cmd, detail::slots_of(call, buffers, workspace, workspace_offset));
   }
   void record(VkCommandBuffer cmd, const AttentionBuffers& buffers, const BufferSlice& workspace) const {
-    if (planned.workspace_bytes() == 0)
+    if (workspace_bytes() == 0)
       replay(cmd, buffers, VK_NULL_HANDLE, 0);
     else
       replay(cmd, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
   }
   void run(const AttentionBuffers& buffers) const {
-    context->submit_with_scratch(planned.workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer scratch) {
+    context->submit_with_scratch(workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer scratch) {
       detail::barrier_before_attention(cmd);
       replay(cmd, buffers, scratch, 0);
       detail::barrier_after_attention(cmd);
@@ -200,14 +173,13 @@ struct PreparedAttention::Impl {
     auto impl = std::make_unique<Impl>();
     impl->context = detail::shared_impl_of(context);
     impl->spec = spec;
-    impl->planned = detail::plan_path(plan_for ? *plan_for : c.info, c.kernel, spec.layouts, spec.weights, spec.path);
-    impl->report = detail::report_of(impl->planned);
-    impl->needs = detail::needs_of(impl->planned, spec);
-    impl->list = detail::CommandList(impl->planned.alignment());
+    impl->call = detail::plan_call(plan_for ? *plan_for : c.info, c.kernel, spec);
+    impl->report = detail::report_of(impl->call.planned);
+    impl->list = detail::CommandList(impl->call.planned.alignment());
     return impl;
   }
   // Builds the pipelines (if this Context has not yet) and the command list.
-  void emit() { detail::emit_attention(*context, list, planned, spec.layouts); }
+  void emit() { detail::emit_call(*context, list, call); }
 };
 
 PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec) : impl_(Impl::plan(context, spec)) {
@@ -231,7 +203,7 @@ PreparedAttention testing::prepare_for_profile(Context& context, const Attention
       throw PlanDoesNotFit("the plan for " + profile.name + " does not fit " + context.device_info().name + ": " + e.what());
     }
   };
-  fits([&] { detail::check_plan_fits(impl->planned, spec.layouts, spec.weights, context.device_info()); });
+  fits([&] { detail::check_plan_fits(impl->call.planned, impl->call.dense, spec.weights, context.device_info()); });
   impl->emit();  // only once the pipelines are known to be valid here
   fits([&] { impl->list.check_fits(context.device_info()); });
   return PreparedAttention(std::move(impl));
@@ -249,7 +221,7 @@ const PreparedAttention::Impl& PreparedAttention::impl() const {
 
 const AttentionSpec& PreparedAttention::spec() const { return impl().spec; }
 const AttentionPlan& PreparedAttention::plan() const { return impl().report; }
-uint64_t PreparedAttention::workspace_bytes() const { return impl().planned.workspace_bytes(); }
+uint64_t PreparedAttention::workspace_bytes() const { return impl().workspace_bytes(); }
 
 void PreparedAttention::record(VkCommandBuffer command_buffer, const AttentionBuffers& buffers, BufferSlice workspace) const {
   const Impl& p = impl();
@@ -274,10 +246,9 @@ void detail::record_with_scratch(const PreparedAttention& prepared, VkCommandBuf
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {
   const detail::ContextImpl& c = detail::impl_of(context);
-  const AttentionSpec spec = AttentionSpec::of(args);
-  const detail::PlannedAttention planned = detail::plan_path(c.info, c.kernel, spec.layouts, spec.weights, spec.path);
-  detail::check_call_buffers(c, detail::needs_of(planned, spec), AttentionBuffers::of(args), nullptr);
-  return detail::report_of(planned);
+  const detail::PlannedCall call = detail::plan_call(c.info, c.kernel, AttentionSpec::of(args));
+  detail::check_call(c, call, AttentionBuffers::of(args), nullptr);
+  return detail::report_of(call.planned);
 }
 
 void record_attention(Context& context, VkCommandBuffer command_buffer, const AttentionArgs& args, BufferSlice workspace) {
@@ -290,12 +261,15 @@ void record_attention(Context& context, VkCommandBuffer command_buffer, const At
   call->record(command_buffer, buffers, workspace);
 }
 
-void attention(Context& context, const AttentionArgs& args) {
-  const std::unique_ptr<PreparedAttention::Impl> call = PreparedAttention::Impl::plan(context, AttentionSpec::of(args));
-  const AttentionBuffers buffers = AttentionBuffers::of(args);
+void attention(Context& context, const AttentionSpec& spec, const AttentionBuffers& buffers) {
+  const std::unique_ptr<PreparedAttention::Impl> call = PreparedAttention::Impl::plan(context, spec);
   call->check(buffers, nullptr);
   call->emit();
   call->run(buffers);
+}
+
+void attention(Context& context, const AttentionArgs& args) {
+  attention(context, AttentionSpec::of(args), AttentionBuffers::of(args));
 }
 
 }  // namespace vkattn

@@ -21,10 +21,9 @@ TEST_SUITE("conformance-profiles") {
     // Few query rows and few workgroups (a GQA group of 4 heads x 8 rows: past the decode form's 16,
     // the tiled kernel on a GPU): GPUs split the keys to fill 256 workgroups, CPU devices 16.
     AttentionSpec spec;
-    spec.layouts.q = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
-    spec.layouts.k = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
-    spec.layouts.v = TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64);
-    spec.layouts.out = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
+    spec.q = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
+    spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64), TensorLayout::bhsd(DType::f32, 1, 1, 4096, 64)};
+    spec.out = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
     const AttentionPlan here = PreparedAttention(ctx, spec).plan();
     const AttentionPlan h100 =
         testing::prepare_for_profile(ctx, spec, conform::find_device_profile("h100").info).plan();
@@ -37,7 +36,7 @@ TEST_SUITE("conformance-profiles") {
     // subgroup of 32 lanes: on a device of other subgroups it cannot run, and the case is skipped.
     if (ctx.device_info().subgroup_size != 32) {
       AttentionSpec decode = spec;
-      decode.layouts.q.seq = decode.layouts.out.seq = 1;
+      decode.q.seq = decode.out.seq = 1;
       const std::string skipped = error_message(
           [&] { (void)testing::prepare_for_profile(ctx, decode, conform::find_device_profile("h100").info); });
       CHECK(contains(skipped, "does not fit"));
@@ -45,7 +44,8 @@ TEST_SUITE("conformance-profiles") {
     }
 
     // A profile's device that refuses the call makes it a skip, not a failure.
-    spec.layouts.q.dtype = spec.layouts.k.dtype = spec.layouts.v.dtype = spec.layouts.out.dtype = DType::f16;
+    DenseKv& kv = std::get<DenseKv>(spec.kv);
+    spec.q.dtype = kv.k.dtype = kv.v.dtype = spec.out.dtype = DType::f16;
     const std::string refused = error_message(
         [&] { (void)testing::prepare_for_profile(ctx, spec, conform::find_device_profile("vulkan12-min").info); });
     CHECK(contains(refused, "would refuse this call"));

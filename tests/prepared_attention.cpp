@@ -34,7 +34,7 @@ struct Arguments {
   std::optional<Buffer> q, k, v, out, mask, lse, kv_lengths, weights;
 
   Arguments(Context& ctx, const AttentionSpec& spec, std::mt19937_64& rng) {
-    const AttentionLayouts& l = spec.layouts;
+    const AttentionLayouts l = spec.dense_layouts();
     const auto random = [&](const TensorLayout& t) {
       std::normal_distribution<float> normal;
       std::vector<float> values(static_cast<std::size_t>(t.required_elements()));
@@ -84,10 +84,11 @@ struct Arguments {
   AttentionArgs args(const AttentionSpec& spec) const {
     AttentionArgs a;
     const AttentionBuffers b = buffers();
-    a.q = {b.q, spec.layouts.q}, a.k = {b.k, spec.layouts.k}, a.v = {b.v, spec.layouts.v}, a.out = {b.out, spec.layouts.out};
-    if (spec.layouts.mask) a.mask = {b.mask, *spec.layouts.mask};
+    const AttentionLayouts l = spec.dense_layouts();
+    a.q = {b.q, l.q}, a.k = {b.k, l.k}, a.v = {b.v, l.v}, a.out = {b.out, l.out};
+    if (l.mask) a.mask = {b.mask, *l.mask};
     a.lse = b.lse, a.kv_lengths = b.kv_lengths, a.weights = b.weights;
-    a.options = spec.layouts.options;
+    a.options = l.options;
     a.path = spec.path;
     return a;
   }
@@ -106,8 +107,7 @@ struct Arguments {
 };
 
 AttentionSpec spec_of(const Shape& s) {
-  AttentionSpec spec;
-  AttentionLayouts& l = spec.layouts;
+  AttentionLayouts l;
   l.q = TensorLayout::bhsd(s.dtype, s.batch, s.heads, s.seq_q, s.dim);
   l.k = TensorLayout::bhsd(s.dtype, s.batch, s.kv_heads, s.seq_k, s.dim);
   l.v = TensorLayout::bhsd(s.dtype, s.batch, s.kv_heads, s.seq_k, s.dim);
@@ -116,8 +116,7 @@ AttentionSpec spec_of(const Shape& s) {
   l.has_lse = s.lse;
   l.has_kv_lengths = s.kv_lengths;
   l.options.causal = s.causal;
-  spec.weights = s.weights;
-  return spec;
+  return AttentionSpec::dense(l, s.weights);
 }
 
 const Shape kShapes[] = {
@@ -160,7 +159,7 @@ TEST_SUITE("prepared") {
         attention(ctx, b.args(spec));
         const std::vector<uint8_t> got = a.outputs(), want = b.outputs();
         CHECK_MESSAGE(got == want, "the prepared call's outputs differ from attention()'s");
-        std::vector<float> out(static_cast<std::size_t>(spec.layouts.out.element_count()));
+        std::vector<float> out(static_cast<std::size_t>(spec.out.element_count()));
         std::vector<std::byte> raw(out.size() * dtype_size(shape.dtype));
         a.out->download(raw.data(), raw.size());
         decode(shape.dtype, raw.data(), out.data(), out.size());

@@ -10,6 +10,7 @@
 
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/attention_spec.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -98,31 +99,29 @@ struct AttentionPlan {
   uint32_t chunks = 1;
 };
 
-// What a prepared call is made for: the tensors' layouts and the options (AttentionLayouts, whose
-// has_lse and has_kv_lengths say which optional tensors the runs give), whether the weights P are
-// returned, and the path. No buffers.
-struct AttentionSpec {
-  AttentionLayouts layouts;
-  bool weights = false;  // the runs give a weights buffer (the three-stage path computes P)
-  AttentionPath path = AttentionPath::automatic;
-
-  // The spec of a call's arguments: their layouts, the optional tensors given, options and path.
-  static AttentionSpec of(const AttentionArgs& args);
-};
-
-// The buffers of one run of a prepared call. Each tensor is at its spec's layout (offset and strides
-// in elements from buffer->offset()); the optional ones are given exactly when the spec has them.
+// The buffers of one run of a prepared call (AttentionSpec, vkattn/attention_spec.hpp). Each tensor
+// is at its spec's layout (offset and strides in elements from buffer->offset()); the optional ones
+// are given exactly when the spec has them, and a source's own ones exactly for that source.
 struct AttentionBuffers {
   const Buffer* q = nullptr;
-  const Buffer* k = nullptr;
-  const Buffer* v = nullptr;
+  const Buffer* k = nullptr;  // paged: the K cache (named k_cache in messages)
+  const Buffer* v = nullptr;  // paged: the V cache (v_cache)
   const Buffer* out = nullptr;
-  const Buffer* mask = nullptr;  // with layouts.mask
-  const Buffer* alibi = nullptr;  // with layouts.alibi
-  const Buffer* sinks = nullptr;  // with layouts.sinks
-  BufferSlice lse;               // with layouts.has_lse
-  BufferSlice kv_lengths;        // with layouts.has_kv_lengths
-  BufferSlice weights;           // with AttentionSpec::weights
+  const Buffer* mask = nullptr;   // with spec.mask
+  const Buffer* alibi = nullptr;  // with spec.alibi
+  const Buffer* sinks = nullptr;  // with spec.sinks
+  BufferSlice lse;                // with spec.lse
+  BufferSlice kv_lengths;         // with spec.kv_lengths
+  BufferSlice weights;            // with spec.weights
+  // Paged: int32 block_table (batch, max_pages) and cache_lens (batch), and the tokens to append
+  // (with PagedKv::k_new and v_new).
+  BufferSlice block_table;
+  BufferSlice cache_lens;
+  const Buffer* k_new = nullptr;
+  const Buffer* v_new = nullptr;
+  // Packed: int32 (batch + 1) offsets of each sequence's queries and keys.
+  BufferSlice cu_seqlens_q;
+  BufferSlice cu_seqlens_k;
 
   static AttentionBuffers of(const AttentionArgs& args);
 };
@@ -138,7 +137,8 @@ void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer comm
 }  // namespace detail
 
 // An attention call planned once and run many times: an inference runtime's decode step in every
-// layer, thousands of times a second, with the same shapes. Construction checks the spec against
+// layer, thousands of times a second, with the same shapes. One class for every KvSource: dense,
+// paged (a decode step with its append is one record()) and packed. Construction checks the spec against
 // the device (throws Error as attention() would), chooses the path and the tiles, builds the
 // pipelines and precomputes every dispatch: pipeline, bindings, push constants, grid. record() and
 // run() then only check the buffers against the plan (given as the spec says, of this Context, large
@@ -175,7 +175,7 @@ class PreparedAttention {
  private:
   friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer);
   friend PreparedAttention testing::prepare_for_profile(Context&, const AttentionSpec&, const DeviceInfo&);
-  friend void attention(Context&, const AttentionArgs&);
+  friend void attention(Context&, const AttentionSpec&, const AttentionBuffers&);
   friend void record_attention(Context&, VkCommandBuffer, const AttentionArgs&, BufferSlice);
   struct Impl;
   explicit PreparedAttention(std::unique_ptr<Impl> impl);
@@ -186,8 +186,12 @@ class PreparedAttention {
 // Checks the arguments and the device limits; throws Error. Dispatches nothing.
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args);
 
-// Runs attention and waits for it. Allocates (and frees) the scratch itself. The same as
-// PreparedAttention(context, AttentionSpec::of(args)).run(AttentionBuffers::of(args)).
+// Runs a call of any KvSource and waits for it: PreparedAttention(context, spec).run(buffers), with
+// the buffers checked before any pipeline is built.
+void attention(Context& context, const AttentionSpec& spec, const AttentionBuffers& buffers);
+
+// Runs a dense call given as its arguments and waits for it. Allocates (and frees) the scratch
+// itself. The same as attention(context, AttentionSpec::of(args), AttentionBuffers::of(args)).
 void attention(Context& context, const AttentionArgs& args);
 
 // Records attention into the caller's command buffer (in the recording state), with no submit.
