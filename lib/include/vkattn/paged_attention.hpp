@@ -1,6 +1,10 @@
 // Attention over a paged KV cache on the GPU (vkattn/kv_cache.hpp has the layouts and the semantics),
 // with new tokens optionally appended to the cache first, in the same recorded work: one decode step
 // of an inference runtime is one record().
+//
+// The paged family's own types: a thin wrapper over the one call model (vkattn/attention_spec.hpp),
+// PreparedPagedAttention(context, layouts) being PreparedAttention(context, AttentionSpec::paged(layouts))
+// with its buffers mapped onto AttentionBuffers (k_cache -> k, v_cache -> v). Same plan, same bytes.
 #pragma once
 
 #include <vulkan/vulkan.h>

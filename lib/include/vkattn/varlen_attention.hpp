@@ -2,6 +2,10 @@
 // FlashAttention's varlen call, the sequences of a batch laid end to end in Q, K, V and O and told
 // apart by cu_seqlens_q and cu_seqlens_k, on the fused kernels, or on the three-stage path when the
 // weights are asked for (or the path is).
+//
+// The varlen family's own types: a thin wrapper over the one call model (vkattn/attention_spec.hpp),
+// PreparedVarlenAttention(context, layouts) being PreparedAttention(context, AttentionSpec::packed(layouts))
+// with its buffers mapped onto AttentionBuffers. Same plan, same bytes.
 #pragma once
 
 #include <vulkan/vulkan.h>

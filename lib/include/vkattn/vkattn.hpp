@@ -2,6 +2,7 @@
 #pragma once
 
 #include "vkattn/attention.hpp"
+#include "vkattn/attention_spec.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/dispatch_profile.hpp"
