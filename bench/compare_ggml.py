@@ -47,7 +47,7 @@ keeps Q and O in f32 (vkattn stores Q, K, V and O in one dtype), adds an f16 mas
 long (kv_view=1), and accumulates in f32 (prec=f32, as vkattn always does). Cases vkattn cannot
 compute (softcap, ALiBi, sinks, quantized or mixed K/V types) are listed but not run by vkattn.
 
-FLOPs: 2·(Dqk+Dv) per (query, key) pair on both sides, vkattn's convention (tools/bench_metrics.hpp),
+FLOPs: 2·(Dqk+Dv) per (query, key) pair on both sides, vkattn's convention (tools/drivers/bench_metrics.hpp),
 which is also ggml's op_flops for FLASH_ATTN_EXT; the script checks each GFLOP/s it derives from
 ggml's us/run against the rate ggml prints. Timing: ggml times, on the host clock, graphs holding the op
 n_runs times (about 100 GFLOP per graph) until a second has passed, after one warm-up graph, and prints

@@ -9,7 +9,7 @@ weights with torch's, computed in float64.
 
     /usr/bin/python3 bench/compare_mha_torch.py --vkattn build/release/tools/vkattn
 
-Differences by design (see lib/include/vkattn/mha_reference.hpp): rows whose keys are all masked are
+Differences by design (see include/vkattn/mha_reference.hpp): rows whose keys are all masked are
 0 in vkattn and NaN in torch, so cases here never mask a whole row.
 """
 import argparse

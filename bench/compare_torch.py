@@ -12,7 +12,7 @@ TFLOP/s per shape, writes both sides merged per shape to bench/results/<device>-
 TFLOP/s against sequence length to bench/results/<device>-<date>.png.
 
 The shapes come from vkattn's JSON, so both sides run exactly the same grid. FLOPs follow vkattn's
-convention (tools/bench_metrics.hpp): 2·(Dqk+Dv) per visible (query, key) pair, the pairs counted
+convention (tools/drivers/bench_metrics.hpp): 2·(Dqk+Dv) per visible (query, key) pair, the pairs counted
 exactly for the causal mask in either alignment (FlashAttention's 4·B·H·Sq·Sk·D without a mask). torch is timed with CUDA events around each call, median of the timed runs after
 warm-up; before each run a 256 MiB buffer is zeroed, which evicts the L2 cache (as vkattn's input
 rotation does) and keeps the GPU busy while the call is enqueued, so host launch overhead is not
@@ -46,7 +46,7 @@ SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v",
 DTYPES = ("f32", "f16", "bf16")
 CAUSAL = ("none", "top-left", "bottom-right")
 FLOP_CONVENTION = ("2*(Dqk+Dv) per visible (query, key) pair, causal pairs counted exactly in either alignment "
-                   "(= 4*B*H*Sq*Sk*D without a mask; vkattn's tools/bench_metrics.hpp)")
+                   "(= 4*B*H*Sq*Sk*D without a mask; vkattn's tools/drivers/bench_metrics.hpp)")
 RATIO_CONVENTION = "vkattn TFLOP/s / backend TFLOP/s (= backend ms / vkattn ms); > 1: vkattn faster"
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(SCRIPT_DIR, "results")
@@ -85,7 +85,7 @@ def visible_pairs(seq_q, seq_k, causal):
 
 
 def attention_flops(shape):
-    """FLOPs of one attention call by vkattn's convention (tools/bench_metrics.hpp)."""
+    """FLOPs of one attention call by vkattn's convention (tools/drivers/bench_metrics.hpp)."""
     pairs = visible_pairs(shape["seq_q"], shape["seq_k"], shape["causal"])
     return 2.0 * shape["batch"] * shape["heads"] * pairs * (shape["dim_qk"] + shape["dim_v"])
 

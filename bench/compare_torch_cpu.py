@@ -22,7 +22,7 @@ the timed runs after the warm-ups, on random float32 inputs of the shape.
 Shapes: by default the comparison shapes of issue 12 (prefill B1 H8 S1024 d64 and d128 in f32 and f16;
 decode 32 query heads / 8 KV heads d128 seq_q 1 against 8k and 32k keys in f16). --preset prefill|decode
 takes the shapes of `vkattn bench --sweep <preset>` (reduced on CPU devices) instead, --shape adds
-explicit ones. FLOPs follow vkattn's convention (tools/bench_metrics.hpp), the same as compare_torch.py.
+explicit ones. FLOPs follow vkattn's convention (tools/drivers/bench_metrics.hpp), the same as compare_torch.py.
 
 Modes that need no torch and no vkattn:
     --from-json FILE   re-print the table of a recorded results file

@@ -1,6 +1,6 @@
-// The GEMM of the three-stage path and of the multi-head layer (host/gemm.hpp, shaders/gemm*.comp)
+// The GEMM of the three-stage path and of the multi-head layer (runtime/gemm.hpp, shaders/gemm*.comp)
 // timed alone, without the softmax or the attention around it: `vkattn bench --path unfused` times
-// the whole three-stage path. It links the runtime's internals (host/) to record one GEMM dispatch;
+// the whole three-stage path. It links the runtime's internals (runtime/) to record one GEMM dispatch;
 // it measures, it is not an example.
 //
 //   vkattn_gemm_bench [--device NAME] [--op scores|pv|linear] [--m M] [--n N] [--k K] [--dtype f32|f16|bf16]

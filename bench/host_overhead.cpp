@@ -4,7 +4,7 @@
 // program times the same recordings twice, alternating: with the driver, and with the driver's
 // command-recording entry points replaced by empty functions (vkCmdBindPipeline, vkCmdPushConstants,
 // vkCmdDispatch, vkCmdPipelineBarrier and the push-descriptor entry point), so that what remains is
-// vkattn's checks, planning and bookkeeping. It links the runtime's internals (host/) for that one
+// vkattn's checks, planning and bookkeeping. It links the runtime's internals (runtime/) for that one
 // swap: it measures, it is not an example.
 //
 //   vkattn_host_overhead [--device NAME]

@@ -7,7 +7,7 @@ install(TARGETS vkattn EXPORT vkattnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # testing.hpp (fault injection, device-profile plans) is for vkattn's own tests and tools: not installed.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/include/vkattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/vkattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         PATTERN "testing.hpp" EXCLUDE)
 install(FILES ${VKATTN_GENERATED_INCLUDE_DIR}/vkattn/version.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn)
 install(EXPORT vkattnTargets NAMESPACE vkattn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)

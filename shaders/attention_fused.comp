@@ -44,7 +44,7 @@
 // (max, sum), the max in units of log2(e)/2, go to the workspace for attention_combine.comp.
 //
 // lavapipe ends every invocation's loops after 65535 iterations in total (docs/devices.md): the host
-// bounds keys_per_split with the count in host/attention_plan.cpp (fused_loop_iterations). Keep that
+// bounds keys_per_split with the count in runtime/attention_plan.cpp (fused_loop_iterations). Keep that
 // count in step with the loops here. Only the loops over dims, rows and lanes are unrolled.
 //
 // TPR = 1 is compiled without subgroup operations (TILED_SHUFFLE undefined): for devices without

@@ -8,7 +8,7 @@
 //
 // Semantics, bindings, push constants and the split-KV partial output are those of
 // attention_fused.comp. Masked keys are removed with selects, not branches, so control flow stays
-// uniform. host/attention_plan.cpp counts the loops below against lavapipe's 65535-iteration limit.
+// uniform. runtime/attention_plan.cpp counts the loops below against lavapipe's 65535-iteration limit.
 
 #extension GL_EXT_control_flow_attributes : enable
 #define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
@@ -165,7 +165,7 @@ void main() {
   // The sink joins each row's denominator once: here when the call is not split (the host clears
   // MOD_SINKS for split calls; the combine adds it). A row with no visible key (m = M_INIT, l = 0)
   // ends with l = 1 and m = the sink: O = 0, LSE = the sink. The accumulators' factor goes into 1 / l
-  // (no extra loop over them: lavapipe's loop limit, host/attention_plan.cpp).
+  // (no extra loop over them: lavapipe's loop limit, runtime/attention_plan.cpp).
   vec4 acc_factor = vec4(1.0);
   if (HAS_SINKS && !partial) {
     const float sink = sink_logit(h);

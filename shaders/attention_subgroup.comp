@@ -25,7 +25,7 @@
 //     partial_row's range is the whole seq_q.
 //
 // Semantics, bindings, push constants and the split-KV partial output are those of
-// attention_fused.comp and attention_rowwise.comp. host/attention_plan.cpp counts the loops below
+// attention_fused.comp and attention_rowwise.comp. runtime/attention_plan.cpp counts the loops below
 // against lavapipe's 65535-iteration limit (fused_loop_iterations): keep the two in step.
 
 #extension GL_EXT_control_flow_attributes : enable

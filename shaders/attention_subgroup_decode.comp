@@ -21,7 +21,7 @@
 //     shuffle of K or V, no shared memory, no barrier.
 //   - VEC (a specialization constant) = the dims and strides of Q, K, V and (unsplit) O are
 //     multiples of E (the planner) and each tensor starts on a chunk of its binding (replay,
-//     host/command_list.cpp, binds the VEC = 0 pipeline where one does not): chunks are read (and O
+//     runtime/command_list.cpp, binds the VEC = 0 pipeline where one does not): chunks are read (and O
 //     and the split partials written) as one vec4 / uvec4, an alias of the same binding; with
 //     VEC = 0 element by element.
 //     Two pipelines, not a run-time branch: llvmpipe runs both sides of every `if`, so the key loop
@@ -38,7 +38,7 @@
 //     NaN or Inf in V, a masked key's included, shows there: one test per element and workgroup
 //     instead of one per element and key); such a workgroup redoes its whole key range in a second
 //     loop, one key per iteration, by the score rule (score.glsl) and with V selected away for
-//     masked keys. Both loops are counted against lavapipe's loop limit by host/attention_plan.cpp
+//     masked keys. Both loops are counted against lavapipe's loop limit by runtime/attention_plan.cpp
 //     (fused_loop_iterations): keep the two in step.
 //
 // Semantics, bindings, push constants, the packed rows (PACK_GROUP) and the split-KV partial output

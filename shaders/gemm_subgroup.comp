@@ -32,7 +32,7 @@
 //   - Loops are do-while loops: llvmpipe runs a loop's body once more, masked, after its last lane
 //     leaves a loop whose test comes first (a `for`): a whole step of k in every block.
 //
-// host/gemm.cpp counts the loops below against lavapipe's 65535-iteration limit
+// runtime/gemm.cpp counts the loops below against lavapipe's 65535-iteration limit
 // (gemm_loop_iterations): keep the two in step.
 
 #extension GL_EXT_control_flow_attributes : enable

@@ -1,5 +1,5 @@
 // Quantizing 32 values to one q8_0 block on the device, bit for bit as the library's quantize_q8_0
-// (lib/src/q8_0.cpp) does on the host, whatever the device's rounding of division and of
+// (core/q8_0.cpp) does on the host, whatever the device's rounding of division and of
 // packHalf2x16: d = f16(f32(max|x| / 127)), both roundings to nearest even; q = x / d rounded half
 // away from zero, clamped to [-127, 127]; d = 0 gives q = 0. Only exact f32 operations decide: the
 // division's result is corrected by its exact residual, and each q by exact comparisons.

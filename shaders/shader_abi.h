@@ -1,15 +1,15 @@
 /* The contract between the shaders and the host runtime, written once: the flag bits, the
  * specialization-constant ids and the push-constant blocks of every kernel. This file compiles as
- * GLSL (included by the shaders through glslc) and as C++ (host/shader_abi.hpp), so neither side
+ * GLSL (included by the shaders through glslc) and as C++ (runtime/shader_abi.hpp), so neither side
  * keeps a copy of the other's layout. Push-constant members are all 32-bit, so std430 adds no
- * padding and the C++ structs match byte for byte (host/shader_abi.hpp checks the sizes).
+ * padding and the C++ structs match byte for byte (runtime/shader_abi.hpp checks the sizes).
  * Comments inside the macros are block comments: a line comment would swallow the continuation. */
 #ifndef VKATTN_SHADER_ABI_H
 #define VKATTN_SHADER_ABI_H
 
 /* ---- Descriptor bindings (set 0, all storage buffers) of every kernel, by the name the shaders
  * declare them with and the host binds them by; X_BINDINGS is the kernel's count. What each kernel
- * reads and writes through them is its layout's (host/pipelines.cpp), as the shaders declare them. ---- */
+ * reads and writes through them is its layout's (runtime/pipelines.cpp), as the shaders declare them. ---- */
 /* The fused attention kernels (attention_common.glsl and every attention_*.comp that includes it) */
 #define ATTENTION_Q_BINDING 0
 #define ATTENTION_K_BINDING 1

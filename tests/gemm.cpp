@@ -1,4 +1,4 @@
-// The GEMM of the three-stage path and of the layer (host/gemm.hpp) run alone, on both its kernels —
+// The GEMM of the three-stage path and of the layer (runtime/gemm.hpp) run alone, on both its kernels —
 // gemm.comp (GPUs) and gemm_subgroup.comp (CPU devices, what lavapipe runs) — against a
 // double-precision reference of the same rounded inputs, read through the same operand description
 // (offsets, batch/head/row/column strides, column blocks, the GQA head of B). Covered: odd sizes (m,

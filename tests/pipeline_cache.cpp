@@ -106,7 +106,7 @@ std::vector<float> run_small(Context& ctx) {
   return out;
 }
 
-// The envelope's FNV-1a 64 (host/pipeline_cache.hpp documents the file format).
+// The envelope's FNV-1a 64 (runtime/pipeline_cache.hpp documents the file format).
 uint64_t fnv1a(const uint8_t* p, std::size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;

@@ -1,4 +1,4 @@
-// The FLOP count of `vkattn bench` (tools/bench_metrics.hpp): the visible (query, key) pairs of a
+// The FLOP count of `vkattn bench` (tools/drivers/bench_metrics.hpp): the visible (query, key) pairs of a
 // causal mask in either alignment, checked against counting them one by one.
 #include <doctest/doctest.h>
 

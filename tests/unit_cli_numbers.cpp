@@ -1,4 +1,4 @@
-// The strict syntax every numeric option of `vkattn` goes through (tools/cli_numbers.hpp): what
+// The strict syntax every numeric option of `vkattn` goes through (tools/support/cli_numbers.hpp): what
 // CLI11 alone would have read as a number ("0x10", "010", "-1" for an unsigned, "nan") is refused.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The processor named in benchmark records of CPU devices (tools/host_cpu.hpp): read from
+// The processor named in benchmark records of CPU devices (tools/support/host_cpu.hpp): read from
 // /proc/cpuinfo's text, x86 and ARM kernels' spellings.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// How `vkattn` writes its outputs (tools/output_files.hpp): symlinks followed, devices and FIFOs
+// How `vkattn` writes its outputs (tools/support/output_files.hpp): symlinks followed, devices and FIFOs
 // written through, read-only files and inputs refused, and all outputs committed or none.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The SignedZeroInfNanPreserve patch (host/spirv_float_controls.hpp) on the embedded modules: one
+// The SignedZeroInfNanPreserve patch (runtime/spirv_float_controls.hpp) on the embedded modules: one
 // capability, one execution mode per entry point, everything else in order, idempotent. The patched
 // modules themselves run in every other test on a device that reports the property (lavapipe does),
 // where the validation layer checks each module when it is created.

@@ -1,4 +1,4 @@
-// --window "L:R" on the command line (tools/window_option.hpp): each side an integer >= 0 or -1
+// --window "L:R" on the command line (tools/support/window_option.hpp): each side an integer >= 0 or -1
 // (unbounded); anything else is an Error naming the option and the side.
 #include <doctest/doctest.h>
 

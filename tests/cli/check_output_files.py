@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that `vkattn run` harms nothing the caller owns at its output paths (tools/output_files.hpp):
+"""Checks that `vkattn run` harms nothing the caller owns at its output paths (tools/support/output_files.hpp):
 a character device and a FIFO are written through (a FIFO without a reader is refused), a symlink is
 followed and stays a link, a read-only file and an input (also through a hard link) are refused and
 unchanged, and a two-output command whose second output cannot be committed leaves the first

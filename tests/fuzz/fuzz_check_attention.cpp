@@ -1,4 +1,4 @@
-// libFuzzer target for vkattn::check_attention (lib/src/problem.cpp): any layouts, masks and options —
+// libFuzzer target for vkattn::check_attention (core/problem.cpp): any layouts, masks and options —
 // sizes and strides anywhere in int64 (0, negative, 2^31, 2^62, INT64_MAX), offsets, dtype, mask type
 // and causal values outside their enums, a NaN or infinite scale — must give an AttentionProblem or a
 // vkattn::Error with a one-line message; never a crash, undefined behaviour (signed overflow in the

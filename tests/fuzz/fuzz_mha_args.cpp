@@ -1,4 +1,4 @@
-// libFuzzer target for the multi-head layer's argument checks (lib/src/mha_types.cpp):
+// libFuzzer target for the multi-head layer's argument checks (core/mha_types.cpp):
 // MhaWeights::from_packed, check_mha_weights and check_mha_inputs with sizes anywhere in int64 (0,
 // negative, 2^31, 2^32, 2^62, INT64_MAX), arrays of bounded lengths and enum values outside their
 // range. Each must return or throw vkattn::Error; never crash, overflow (UBSan) or accept sizes that

@@ -1,4 +1,4 @@
-// libFuzzer target for the paged KV cache's checks (lib/src/kv_cache.cpp): check_paged_attention on
+// libFuzzer target for the paged KV cache's checks (core/kv_cache.cpp): check_paged_attention on
 // PagedAttentionLayouts (caches of any pages, page size, heads, dim, quant and order, enum values
 // outside their range, max_pages, an append, sizes anywhere in int64, the score modifiers at their
 // edges: fuzz_modifiers.hpp), then check_paged_values on block tables and cache lengths of bounded

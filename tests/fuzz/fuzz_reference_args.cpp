@@ -1,5 +1,5 @@
 // libFuzzer target for the fp64 CPU reference's argument checking (vkattn::reference::attention,
-// lib/src/reference.cpp): layouts with fuzzed strides and offsets, value spans shorter or longer than
+// core/reference.cpp): layouts with fuzzed strides and offsets, value spans shorter or longer than
 // the layouts need, kv_lengths of any count and value, masks of every type and broadcast, restricted
 // rows (out of range, repeated), a NaN or infinite scale, and NaN/Inf in the data. Every input must
 // give outputs or a vkattn::Error; never a read outside a span (ASan), undefined behaviour (UBSan) or

@@ -1,4 +1,4 @@
-// libFuzzer target for the packed variable-length checks (lib/src/varlen.cpp): check_varlen_attention
+// libFuzzer target for the packed variable-length checks (core/varlen.cpp): check_varlen_attention
 // on VarlenAttentionLayouts (packed tensors or any fields, sizes and strides anywhere in int64, batch,
 // max_seqlen_q/k, q8_0, path and weights, the score modifiers at their edges: fuzz_modifiers.hpp),
 // then check_varlen_values and check_cu_seqlens on offset arrays of bounded length (mostly valid

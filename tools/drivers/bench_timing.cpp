@@ -29,7 +29,7 @@ struct TimingObjects {
   }
 };
 
-// What vkattn's synchronous calls put before and after recorded attention (host/prepared_attention.cpp):
+// What vkattn's synchronous calls put before and after recorded attention (runtime/prepared_attention.cpp):
 // earlier host, transfer and shader accesses before the kernels read and write; their writes before
 // host or transfer accesses.
 void barrier_before(VkCommandBuffer cmd) {

@@ -17,7 +17,7 @@ struct CopyTiming {
   int iters = 0;
   // vkCmdCopyBuffer: the driver's own copy (a memcpy on lavapipe).
   double transfer_ms_median = 0, transfer_ms_min = 0;
-  // A compute shader (tools/bench_copy.comp): 16 bytes per invocation and iteration, what a kernel
+  // A compute shader (tools/drivers/bench_copy.comp): 16 bytes per invocation and iteration, what a kernel
   // that reads and writes through storage buffers can reach.
   double shader_ms_median = 0, shader_ms_min = 0;
 };

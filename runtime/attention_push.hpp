@@ -1,4 +1,4 @@
-// The attention kernels' push constants (host/shader_abi.hpp) and how a call's options become their
+// The attention kernels' push constants (runtime/shader_abi.hpp) and how a call's options become their
 // flag bits and mask strides.
 #pragma once
 

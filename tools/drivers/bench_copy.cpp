@@ -11,7 +11,7 @@
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
-// tools/bench_copy.comp, compiled and embedded by tools/CMakeLists.txt.
+// tools/drivers/bench_copy.comp, compiled and embedded by tools/CMakeLists.txt.
 extern const uint32_t spirv_bench_copy[];
 extern const std::size_t spirv_bench_copy_words;
 }  // namespace vkattn::detail

@@ -28,7 +28,7 @@ bool check_head_weights(const char* name, const std::vector<float>& values, int6
   return true;
 }
 
-// The modifier options, checked as attention() checks them (lib/src/problem.cpp, same wording);
+// The modifier options, checked as attention() checks them (core/problem.cpp, same wording);
 // returns the call's alignment.
 Align check_modifier_options(const MhaInputs& in) {
   if (in.align && *in.align != Align::top_left && *in.align != Align::bottom_right)

@@ -1,4 +1,4 @@
-// The per-tensor rules of check_attention (lib/src/problem.cpp), for the checks of other layouts
+// The per-tensor rules of check_attention (core/problem.cpp), for the checks of other layouts
 // (paged caches, appended keys, packed batches) that hold tensors of their own: the same rules, the
 // same messages, each naming the tensor it is given.
 #pragma once

@@ -17,7 +17,7 @@ namespace vkattn {
 class Context;
 namespace detail {
 class ContextImpl;
-// The state behind a Context, for the runtime (host/); not an API. Throw Error on a moved-from Context.
+// The state behind a Context, for the runtime (runtime/); not an API. Throw Error on a moved-from Context.
 ContextImpl& impl_of(const Context& context);
 const std::shared_ptr<ContextImpl>& shared_impl_of(const Context& context);
 }  // namespace detail

@@ -1,5 +1,5 @@
 #version 450
-// `vkattn bench --copy`'s copy shader (tools/bench_copy.cpp): the plain copy a compute shader does,
+// `vkattn bench --copy`'s copy shader (tools/drivers/bench_copy.cpp): the plain copy a compute shader does,
 // 16 bytes (a uvec4) per invocation and iteration, a grid-stride loop over one piece of the buffers.
 layout(local_size_x = 64) in;
 layout(binding = 0) readonly buffer Src { uvec4 src[]; };
