@@ -10,6 +10,7 @@
 
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 #include "vkattn/testing.hpp"
@@ -206,158 +207,192 @@ std::vector<float> extract_slice(const char* what, const std::vector<uint8_t>& b
   return values;
 }
 
-void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options, CaseResult& result) {
-  std::mt19937_64 rng(c.seed);
-  HostTensor q(make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_qk, c.offset), rng, c.qk_range);
-  HostTensor k(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_qk, c.offset), rng, c.qk_range);
-  HostTensor v(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_v, c.offset), rng, 1.0f);
-  const TensorLayout out_layout = make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_v, c.offset);
+// Everything a case draws from its seed, in the order it draws it.
+struct CaseInputs {
+  HostTensor q, k, v;
+  TensorLayout out_layout;
   std::optional<HostMask> mask;
-  if (c.mask != MaskKind::none) mask = make_mask(c, rng);
-  if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
-  for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
-  // ALiBi slopes in [0, 1) (a model's are 2^-8k/H for k = 1..H) and sink logits log(seq_k) + [-2, 4):
-  // about as heavy as all the keys together, so that a sink left out or counted twice shows in every
-  // dtype's tolerance however long the keys are. An offset of one element before them (junk).
-  const float sink_base = static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(c.seq_k, 1))));
-  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
-  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
-  std::vector<float> alibi, sinks;
-  if (c.alibi_batch) {
-    alibi_layout = HeadValuesLayout{c.alibi_batch, c.heads, c.offset ? 1 : 0};
-    alibi.assign(static_cast<std::size_t>(alibi_layout->required_elements()), kNaN);
-    for (int64_t e = alibi_layout->offset; e < alibi_layout->required_elements(); ++e)
-      alibi[static_cast<std::size_t>(e)] = slope_dist(rng) * c.alibi_scale;
-  }
-  if (c.sinks) {
-    sinks_layout = HeadValuesLayout{1, c.heads, c.offset ? 3 : 0};
-    sinks.assign(static_cast<std::size_t>(sinks_layout->required_elements()), kNaN);
-    for (int64_t e = sinks_layout->offset; e < sinks_layout->required_elements(); ++e)
-      sinks[static_cast<std::size_t>(e)] = c.sink_value.value_or(sink_dist(rng));
-  }
+  HeadValues head;
   // q8_0 K and V: the blocks of the drawn values (gaps: 0, blocks whose scale is NaN where a whole
   // block is gap), and what they stand for is what the reference sees.
   std::vector<uint8_t> k_q8_0, v_q8_0;
-  if (c.kv_quant == KvQuant::q8_0) {
-    k_q8_0 = q8_0_blocks(k);
-    v_q8_0 = q8_0_blocks(v);
-  }
-  const double v_scale = max_abs_finite(v);
-  const bool want_weights = options.path == AttentionPath::unfused;
+  double v_scale = 0.0;
 
-  // GPU buffers. Inputs carry their gaps (NaN) too; outputs are poisoned and guarded.
-  const std::vector<uint8_t> qb = q.encoded(), kb = k_q8_0.empty() ? k.encoded() : k_q8_0,
-                             vb = v_q8_0.empty() ? v.encoded() : v_q8_0;
-  Buffer q_buf = upload_bytes(ctx, qb.data(), qb.size());
-  Buffer k_buf = upload_bytes(ctx, kb.data(), kb.size());
-  Buffer v_buf = upload_bytes(ctx, vb.data(), vb.size());
-  GuardedBuffer out_buf(ctx, static_cast<uint64_t>(out_layout.required_elements()) * dtype_size(c.dtype));
-  const uint64_t lse_offset = 4 * static_cast<uint64_t>(c.offset);
-  const uint64_t lse_count = static_cast<uint64_t>(c.batch * c.heads * c.seq_q);
-  std::optional<GuardedBuffer> lse_buf;
-  if (c.lse) lse_buf.emplace(ctx, lse_offset + 4 * lse_count);
-  std::optional<Buffer> mask_buf, kv_buf;
-  const uint64_t weights_offset = 4 * static_cast<uint64_t>(c.offset);
-  const uint64_t weights_count = static_cast<uint64_t>(c.batch * c.heads * c.seq_q * c.seq_k);
-  std::optional<GuardedBuffer> weights_buf;
-  if (want_weights && c.unfused_refusal.empty()) weights_buf.emplace(ctx, weights_offset + 4 * weights_count);
-  if (mask) mask_buf.emplace(upload_bytes(ctx, mask->bytes.data(), mask->bytes.size()));
-  std::optional<Buffer> alibi_buf, sinks_buf;
-  if (alibi_layout) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
-  if (sinks_layout) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
-  const uint64_t kv_offset = c.offset ? 8 : 0;
-  if (!c.kv_lengths.empty()) {
-    std::vector<int32_t> words(kv_offset / 4, std::numeric_limits<int32_t>::min());  // junk before
-    const std::vector<int32_t>& lengths = c.gpu_kv_lengths.empty() ? c.kv_lengths : c.gpu_kv_lengths;
-    words.insert(words.end(), lengths.begin(), lengths.end());
-    kv_buf.emplace(upload_bytes(ctx, words.data(), words.size() * 4));
+  CaseInputs(const AttentionCase& c, std::mt19937_64& rng)
+      : q(make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_qk, c.offset), rng, c.qk_range),
+        k(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_qk, c.offset), rng, c.qk_range),
+        v(make_layout(c.layout, c.dtype, c.batch, c.kv_heads, c.seq_k, c.dim_v, c.offset), rng, 1.0f),
+        out_layout(make_layout(c.layout, c.dtype, c.batch, c.heads, c.seq_q, c.dim_v, c.offset)) {
+    if (c.mask != MaskKind::none) mask = make_mask(c, rng);
+    if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
+    for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
+    // An offset of one element before the slopes and three before the sinks (junk).
+    head = draw_head_values(c, rng, c.seq_k, HeadValuesOffsets{c.offset ? 1 : 0, c.offset ? 3 : 0});
+    if (c.kv_quant == KvQuant::q8_0) {
+      k_q8_0 = q8_0_blocks(k);
+      v_q8_0 = q8_0_blocks(v);
+    }
+    v_scale = max_abs_finite(v);
   }
+};
 
+// The case's buffers on the device and the call's arguments over them. Inputs carry their gaps (NaN)
+// too; outputs are poisoned and guarded. Built in place: args points into it.
+struct CaseDevice {
+  Buffer q, k, v;
+  GuardedBuffer out;
+  uint64_t lse_offset, lse_count;
+  std::optional<GuardedBuffer> lse;
+  uint64_t weights_offset, weights_count;
+  std::optional<GuardedBuffer> weights;
+  std::optional<Buffer> mask, kv_lengths;
+  HeadValueBuffers head;
+  uint64_t kv_offset;
   AttentionArgs args;
-  args.q = {&q_buf, q.layout};
-  args.k = {&k_buf, k.layout};
-  args.v = {&v_buf, v.layout};
-  args.kv_quant = c.kv_quant;
-  args.out = {&out_buf.buffer(), out_layout};
-  if (lse_buf) args.lse = {&lse_buf->buffer(), lse_offset};
-  if (mask) args.mask = {&*mask_buf, mask->layout};
-  if (kv_buf) args.kv_lengths = {&*kv_buf, kv_offset};
-  args.options.scale = c.scale;
-  args.options.causal = c.causal;
-  args.options.window = c.window;
-  args.options.align = c.align;
-  args.options.softcap = c.softcap;
-  if (alibi_layout) args.alibi = {&*alibi_buf, *alibi_layout};
-  if (sinks_layout) args.sinks = {&*sinks_buf, *sinks_layout};
-  args.path = options.path;
-  if (weights_buf) args.weights = {&weights_buf->buffer(), weights_offset};
 
-  if (want_weights && !c.unfused_refusal.empty()) {
-    if (options.profile) {
-      result.skip_reason = "a refusal of the local device's own plan, which --profile replaces";
-      return;
+  CaseDevice(Context& ctx, const AttentionCase& c, const CaseInputs& in, const RunOptions& options)
+      : q(upload(ctx, in.q.encoded())),
+        k(upload(ctx, in.k_q8_0.empty() ? in.k.encoded() : in.k_q8_0)),
+        v(upload(ctx, in.v_q8_0.empty() ? in.v.encoded() : in.v_q8_0)),
+        out(ctx, static_cast<uint64_t>(in.out_layout.required_elements()) * dtype_size(c.dtype)),
+        lse_offset(4 * static_cast<uint64_t>(c.offset)),
+        lse_count(static_cast<uint64_t>(c.batch * c.heads * c.seq_q)),
+        weights_offset(4 * static_cast<uint64_t>(c.offset)),
+        weights_count(static_cast<uint64_t>(c.batch * c.heads * c.seq_q * c.seq_k)),
+        kv_offset(c.offset ? 8 : 0) {
+    const bool want_weights = options.path == AttentionPath::unfused;
+    if (c.lse) lse.emplace(ctx, lse_offset + 4 * lse_count);
+    if (want_weights && c.unfused_refusal.empty()) weights.emplace(ctx, weights_offset + 4 * weights_count);
+    if (in.mask) mask.emplace(upload(ctx, in.mask->bytes));
+    head = conform::upload(ctx, in.head);
+    if (!c.kv_lengths.empty()) {
+      std::vector<int32_t> words(kv_offset / 4, std::numeric_limits<int32_t>::min());  // junk before
+      const std::vector<int32_t>& lengths = c.gpu_kv_lengths.empty() ? c.kv_lengths : c.gpu_kv_lengths;
+      words.insert(words.end(), lengths.begin(), lengths.end());
+      kv_lengths.emplace(upload_bytes(ctx, words.data(), words.size() * 4));
     }
-    // The three-stage path binds each KV head whole: it must refuse, naming the path that works.
-    std::string message = "<no vkattn::Error thrown>";
-    try {
-      attention(ctx, args);
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    if (message.find(c.unfused_refusal) == std::string::npos)
-      result.problems.push_back("the unfused path must refuse this case with \"" + c.unfused_refusal + "\"; it said: " + message);
+    bind_args(c, in, options);
+  }
+
+ private:
+  static Buffer upload(Context& ctx, const std::vector<uint8_t>& bytes) {
+    return upload_bytes(ctx, bytes.data(), bytes.size());
+  }
+
+  void bind_args(const AttentionCase& c, const CaseInputs& in, const RunOptions& options) {
+    args.q = {&q, in.q.layout};
+    args.k = {&k, in.k.layout};
+    args.v = {&v, in.v.layout};
+    args.kv_quant = c.kv_quant;
+    args.out = {&out.buffer(), in.out_layout};
+    if (lse) args.lse = {&lse->buffer(), lse_offset};
+    if (in.mask) args.mask = {&*mask, in.mask->layout};
+    if (kv_lengths) args.kv_lengths = {&*kv_lengths, kv_offset};
+    args.options.scale = c.scale;
+    args.options.causal = c.causal;
+    args.options.window = c.window;
+    args.options.align = c.align;
+    args.options.softcap = c.softcap;
+    if (in.head.alibi_layout) args.alibi = {&*head.alibi, *in.head.alibi_layout};
+    if (in.head.sinks_layout) args.sinks = {&*head.sinks, *in.head.sinks_layout};
+    args.path = options.path;
+    if (weights) args.weights = {&weights->buffer(), weights_offset};
+  }
+};
+
+// A case the three-stage path binds each KV head of whole: it must refuse, naming the path that works.
+void check_unfused_refusal(Context& ctx, const AttentionCase& c, const RunOptions& options, const AttentionArgs& args,
+                           CaseResult& result) {
+  if (options.profile) {
+    result.skip_reason = "a refusal of the local device's own plan, which --profile replaces";
     return;
   }
-
-  reference::Inputs in;
-  in.q_layout = q.layout;
-  in.k_layout = k.layout;
-  in.v_layout = v.layout;
-  in.q = q.values;
-  in.k = k.values;
-  in.v = v.values;
-  if (mask) {
-    in.mask_layout = mask->layout;
-    in.mask = mask->values;
-  }
-  in.kv_lengths = c.kv_lengths;
-  in.options = args.options;
-  in.alibi_layout = alibi_layout;
-  in.alibi = alibi;
-  in.sinks_layout = sinks_layout;
-  in.sinks = sinks;
-  in.weights = want_weights;
-  // Reference first: it also rejects a case that is itself malformed.
-  const reference::Outputs ref = reference::attention(in, c.reference_rows);
-
-  if (options.profile) {
-    try {
-      testing::prepare_for_profile(ctx, AttentionSpec::of(args), *options.profile).run(AttentionBuffers::of(args));
-    } catch (const testing::PlanDoesNotFit& e) {
-      result.skip_reason = e.what();
-      return;
-    }
-  } else {
+  std::string message = "<no vkattn::Error thrown>";
+  try {
     attention(ctx, args);
+  } catch (const Error& e) {
+    message = e.what();
   }
+  if (message.find(c.unfused_refusal) == std::string::npos)
+    result.problems.push_back("the unfused path must refuse this case with \"" + c.unfused_refusal + "\"; it said: " + message);
+}
 
+reference::Outputs case_reference(const AttentionCase& c, const CaseInputs& in, const AttentionArgs& args,
+                                  bool want_weights) {
+  reference::Inputs r;
+  r.q_layout = in.q.layout;
+  r.k_layout = in.k.layout;
+  r.v_layout = in.v.layout;
+  r.q = in.q.values;
+  r.k = in.k.values;
+  r.v = in.v.values;
+  if (in.mask) {
+    r.mask_layout = in.mask->layout;
+    r.mask = in.mask->values;
+  }
+  r.kv_lengths = c.kv_lengths;
+  r.options = args.options;
+  r.alibi_layout = in.head.alibi_layout;
+  r.alibi = in.head.alibi;
+  r.sinks_layout = in.head.sinks_layout;
+  r.sinks = in.head.sinks;
+  r.weights = want_weights;
+  return reference::attention(r, c.reference_rows);
+}
+
+// The call on the device, or the plan the profile makes of it; false when that plan does not fit
+// (the skip reason set).
+bool run_on_device(Context& ctx, const RunOptions& options, const AttentionArgs& args, CaseResult& result) {
+  if (!options.profile) {
+    attention(ctx, args);
+    return true;
+  }
+  try {
+    testing::prepare_for_profile(ctx, AttentionSpec::of(args), *options.profile).run(AttentionBuffers::of(args));
+  } catch (const testing::PlanDoesNotFit& e) {
+    result.skip_reason = e.what();
+    return false;
+  }
+  return true;
+}
+
+// The device's O, LSE and weights against the reference's, and the guards.
+void compare_with_reference(const AttentionCase& c, const CaseInputs& in, const CaseDevice& dev,
+                            const reference::Outputs& ref, CaseResult& result) {
   std::string guard;
   const std::vector<float> gpu_out =
-      extract_out(out_layout, out_buf.download("out", guard), out_buf.poison(), result.problems);
+      extract_out(in.out_layout, dev.out.download("out", guard), dev.out.poison(), result.problems);
   std::vector<float> gpu_lse;
-  if (lse_buf)
-    gpu_lse = extract_slice("lse", lse_buf->download("lse", guard), lse_offset, lse_count, lse_buf->poison(), result.problems);
-  const Comparison out_cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype, c.reference_rows);
+  if (dev.lse)
+    gpu_lse = extract_slice("lse", dev.lse->download("lse", guard), dev.lse_offset, dev.lse_count, dev.lse->poison(),
+                            result.problems);
+  const Comparison out_cmp = compare_outputs(ref, gpu_out, gpu_lse, in.v_scale, c.dtype, c.reference_rows);
   result.worst = std::max(result.worst, out_cmp.worst);
   if (!out_cmp.ok()) result.problems.push_back(out_cmp.text);
-  if (weights_buf) {
-    const std::vector<float> gpu_weights = extract_slice("weights", weights_buf->download("weights", guard), weights_offset,
-                                                         weights_count, weights_buf->poison(), result.problems);
+  if (dev.weights) {
+    const std::vector<float> gpu_weights = extract_slice("weights", dev.weights->download("weights", guard),
+                                                         dev.weights_offset, dev.weights_count,
+                                                         dev.weights->poison(), result.problems);
     const Comparison p_cmp = compare_weights(ref, gpu_weights, c.dtype, c.reference_rows);
     result.worst = std::max(result.worst, p_cmp.worst);
     if (!p_cmp.ok()) result.problems.push_back(p_cmp.text);
   }
   if (!guard.empty()) result.problems.push_back(guard);
+}
+
+void run_checked(Context& ctx, const AttentionCase& c, const RunOptions& options, CaseResult& result) {
+  std::mt19937_64 rng(c.seed);
+  const CaseInputs in(c, rng);
+  const bool want_weights = options.path == AttentionPath::unfused;
+  const CaseDevice dev(ctx, c, in, options);
+  if (want_weights && !c.unfused_refusal.empty()) {
+    check_unfused_refusal(ctx, c, options, dev.args, result);
+    return;
+  }
+  // Reference first: it also rejects a case that is itself malformed.
+  const reference::Outputs ref = case_reference(c, in, dev.args, want_weights);
+  if (!run_on_device(ctx, options, dev.args, result)) return;
+  compare_with_reference(c, in, dev, ref, result);
 }
 
 }  // namespace

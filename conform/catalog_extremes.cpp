@@ -27,85 +27,102 @@ CaseSection section(const char* name, const char* suite, const char* title) {
   return s;
 }
 
-CaseSection dense(uint64_t base_seed) {
-  CaseSection s = section("extremes", "conformance-extremes",
-                          "extreme modifier values: windows past 2^31, huge and tiny softcaps, FLT_MAX ALiBi slopes and sinks");
-  uint64_t number = 12000;
-  const auto base = [&](DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim) {
+// The dense cases' starting points, numbered from 12000 in the order they are made (each case's seed
+// is its number, so the order is the cases' identity).
+class DenseCases {
+ public:
+  explicit DenseCases(uint64_t base_seed) : base_seed_(base_seed) {}
+  AttentionCase operator()(DType dtype, int64_t seq_q, int64_t seq_k, int64_t dim) {
     AttentionCase c;
     c.dtype = dtype;
     c.seq_q = seq_q;
     c.seq_k = seq_k;
     c.dim_qk = c.dim_v = dim;
-    c.seed = case_seed(base_seed, number++);
+    c.seed = case_seed(base_seed_, number_++);
     return c;
-  };
+  }
+
+ private:
+  uint64_t base_seed_;
+  uint64_t number_ = 12000;
+};
+
+// Windows past 2^31 and up to 2^63 - 1, and sides just inside the call's reach (cases 0-5).
+void add_window_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // Windows: both sides 2^63 - 1 (no key hidden), GQA.
   AttentionCase c = base(DType::f32, 37, 53, 40);
   c.heads = 4;
   c.kv_heads = 2;
   c.window = Window{kInt64Max, kInt64Max};
-  s.cases.push_back(c);
+  cases.push_back(c);
   // 0 : 2^31 - 1 (its right side once wrapped to negative in 32 bits: every row masked).
   c = base(DType::f16, 29, 45, 32);
   c.window = Window{0, kInt32Max};
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
   // 2^32 : 0 (once cut to 32 bits as 0 : 0), key lengths.
   c = base(DType::bf16, 21, 40, 24);
   c.batch = 2;
   c.window = Window{int64_t(1) << 32, 0};
   c.kv_lengths = {40, 13};
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
   // Sides just inside the call's reach (seq_q + seq_k - 1: bounded, yet wider than every key), top-left
   // with seq_q > seq_k (rows whose diagonal lies past every key) and causal bottom-right.
   c = base(DType::f32, 53, 37, 40);
   c.window = Window{89, 89};
   c.align = Align::top_left;
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::f32, 37, 53, 40);
   c.window = Window{89, -1};
   c.causal = Causal::bottom_right;
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
   // Decode against a long cache with split keys, a side of 2^31 - 1 on each side.
   c = base(DType::f16, 2, 3000, 64);
   c.heads = 8;
   c.kv_heads = 2;
   c.window = Window{kInt32Max, kInt32Max};
   c.align = Align::top_left;
-  s.cases.push_back(c);
+  cases.push_back(c);
+}
+
+// Softcaps from the smallest normal f32 to FLT_MAX (cases 6-9).
+void add_softcap_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // Softcaps: 1e4 and 1e8 (once off by 2.4e-5 and 8e-2: 1 - e^-2|x| cancelled), FLT_MAX (scores of
   // f32 range through it), and the smallest normal cap (every score +-FLT_MIN: uniform rows).
-  c = base(DType::f32, 29, 41, 64);
+  AttentionCase c = base(DType::f32, 29, 41, 64);
   c.softcap = 1e4f;
   c.qk_range = 3.0f;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::f32, 17, 23, 64);
   c.softcap = 1e8f;
   c.qk_range = 30.0f;
   c.causal = Causal::bottom_right;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::bf16, 17, 23, 64);
   c.softcap = kFloatMax;
   c.qk_range = 1e20f;  // scores beyond the f32 range: saturated, then capped
   c.mask = MaskKind::boolean;
   c.mask_blank_rows = {3};
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::f16, 21, 30, 40);
   c.softcap = kFloatMin;
   c.sinks = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
+}
+
+// ALiBi slopes of -2e38, FLT_MAX-sized and subnormal (cases 10-12).
+void add_alibi_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // ALiBi: slopes of -2e38 (once -slope * |d| overflowed to +inf, and the row's softmax to NaN),
   // FLT_MAX-sized (bias -FLT_MAX: saturated scores), subnormal (bias about 0).
-  c = base(DType::f32, 19, 45, 48);
+  AttentionCase c = base(DType::f32, 19, 45, 48);
   c.heads = 6;
   c.kv_heads = 2;
   c.alibi_batch = 1;
   c.alibi_scale = -2e38f;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::f16, 33, 33, 64);
   c.batch = 2;
   c.heads = 3;
@@ -114,28 +131,32 @@ CaseSection dense(uint64_t base_seed) {
   c.alibi_scale = kFloatMax;
   c.causal = Causal::top_left;
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::bf16, 30, 17, 32);
   c.heads = 2;
   c.alibi_batch = 1;
   c.alibi_scale = 1e-39f;
   c.align = Align::top_left;
   c.mask = MaskKind::f32;
-  s.cases.push_back(c);
+  cases.push_back(c);
+}
+
+// Sinks of +-FLT_MAX (cases 13-14), then every extreme at once (case 15).
+void add_sink_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // Sinks of +FLT_MAX (the sink takes every row: O about 0, LSE = FLT_MAX) and -FLT_MAX (no share;
   // fully masked rows give LSE = -FLT_MAX), the latter in decode's combine.
-  c = base(DType::f32, 9, 4, 64);
+  AttentionCase c = base(DType::f32, 9, 4, 64);
   c.causal = Causal::bottom_right;
   c.heads = 2;
   c.sinks = true;
   c.sink_value = kFloatMax;
-  s.cases.push_back(c);
+  cases.push_back(c);
   c = base(DType::f16, 1, 3000, 64);
   c.heads = 8;
   c.kv_heads = 2;
   c.sinks = true;
   c.sink_value = -kFloatMax;
-  s.cases.push_back(c);
+  cases.push_back(c);
   // Everything at once.
   c = base(DType::f32, 31, 57, 64);
   c.batch = 2;
@@ -150,7 +171,17 @@ CaseSection dense(uint64_t base_seed) {
   c.mask = MaskKind::f16;
   c.kv_lengths = {57, 20};
   c.poison_hidden_kv = true;
-  s.cases.push_back(c);
+  cases.push_back(c);
+}
+
+CaseSection dense(uint64_t base_seed) {
+  CaseSection s = section("extremes", "conformance-extremes",
+                          "extreme modifier values: windows past 2^31, huge and tiny softcaps, FLT_MAX ALiBi slopes and sinks");
+  DenseCases base(base_seed);
+  add_window_extremes(base, s.cases);
+  add_softcap_extremes(base, s.cases);
+  add_alibi_extremes(base, s.cases);
+  add_sink_extremes(base, s.cases);
   s.quick = {1, 7, 10, 15};  // 0 : 2^31 - 1; softcap 1e8; ALiBi -2e38; all at once
   return s;
 }

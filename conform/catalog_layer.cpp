@@ -8,17 +8,25 @@
 
 namespace vkattn::conform::detail {
 
-void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
-  CaseSection s;
-  s.name = "layer";
-  s.suite = "conformance-mha";
-  s.title = "the multi-head attention layer: projections, head split and merge, output projection";
-  const auto add = [&](LayerCase c, uint64_t case_number, bool quick = true) {
-    c.seed = case_seed(base_seed, case_number);
-    if (quick) s.quick.push_back(s.layer_cases.size());
-    s.layer_cases.push_back(c);
-  };
+namespace {
 
+// Adds layer cases to a section: each seeded by its case number, and in --quick unless said otherwise.
+class LayerCases {
+ public:
+  LayerCases(CaseSection& section, uint64_t base_seed) : s_(section), base_seed_(base_seed) {}
+  void operator()(LayerCase c, uint64_t case_number, bool quick = true) {
+    c.seed = case_seed(base_seed_, case_number);
+    if (quick) s_.quick.push_back(s_.layer_cases.size());
+    s_.layer_cases.push_back(c);
+  }
+
+ private:
+  CaseSection& s_;
+  uint64_t base_seed_;
+};
+
+// Cases 7000-7020: every dtype, cross-attention with odd sizes, GQA.
+void add_shape_cases(LayerCases& add) {
   uint64_t n = 7000;
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     LayerCase c;
@@ -40,7 +48,11 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.seq_q = 9, c.seq_k = 33;
     add(c, 7020);
   }
-  n = 7030;
+}
+
+// Cases 7030-7051: both causal alignments, key padding, the attn_mask, bias off, the weights.
+void add_mask_cases(LayerCases& add) {
+  uint64_t n = 7030;
   for (const Causal causal : {Causal::top_left, Causal::bottom_right}) {
     LayerCase c;  // seq_q != seq_k, where the alignments differ
     c.causal = causal;
@@ -70,6 +82,10 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.seq_q = 5, c.seq_k = 19;
     add(c, n++);
   }
+}
+
+// Cases 7060-7090: a wider layer, a batch beyond one grid dimension, decode, an odd head dim.
+void add_size_cases(LayerCases& add) {
   {
     LayerCase c;  // a wider layer: 4 heads of 64
     c.embed = 256;
@@ -109,8 +125,11 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.batch = 1;
     add(c, 7090);
   }
-  // The score modifiers (README, "Score modifiers"): the window, align and softcap as options of the
+}
+
+// The score modifiers (README, "Score modifiers"): the window, align and softcap as options of the
   // call, sinks and ALiBi slopes as weights of the layer; cases 7100-7109 (--quick: 7102, every one at once).
+void add_modifier_cases(LayerCases& add) {
   {
     LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
     c.causal = Causal::top_left;
@@ -144,7 +163,7 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.attn_mask = true;
     add(c, 7102);
   }
-  n = 7103;
+  uint64_t n = 7103;
   for (const bool average : {false, true}) {
     LayerCase c;  // the weights exclude the sink; the window's and causal's hidden keys weigh 0
     c.need_weights = true;
@@ -169,6 +188,20 @@ void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
     c.seq_q = 1, c.seq_k = 300;
     add(c, 7105, false);
   }
+}
+
+}  // namespace
+
+void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed) {
+  CaseSection s;
+  s.name = "layer";
+  s.suite = "conformance-mha";
+  s.title = "the multi-head attention layer: projections, head split and merge, output projection";
+  LayerCases add(s, base_seed);
+  add_shape_cases(add);
+  add_mask_cases(add);
+  add_size_cases(add);
+  add_modifier_cases(add);
   out.push_back(std::move(s));
 }
 

@@ -1,5 +1,7 @@
 #include "conform/guarded_buffer.hpp"
 
+#include <cstring>
+
 namespace vkattn::conform {
 
 GuardedBuffer::GuardedBuffer(Context& context, uint64_t payload_bytes, uint8_t poison)
@@ -27,6 +29,14 @@ std::vector<uint8_t> GuardedBuffer::download(const std::string& what, std::strin
                     "-byte payload were overwritten (first at guard byte " + std::to_string(first) + ")";
   bytes.resize(payload_bytes_);
   return bytes;
+}
+
+std::vector<float> GuardedBuffer::download_f32(const std::string& what, uint64_t count,
+                                              std::string& guard_problem) const {
+  const std::vector<uint8_t> bytes = download(what, guard_problem);
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bytes.data(), count * 4);
+  return values;
 }
 
 }  // namespace vkattn::conform

@@ -23,6 +23,8 @@ class GuardedBuffer {
   // Downloads payload and guard; returns the payload. A sentence naming `what` is appended to
   // `guard_problem` when a guard byte changed; it is left alone otherwise.
   std::vector<uint8_t> download(const std::string& what, std::string& guard_problem) const;
+  // The same, as the payload's first `count` f32 values (LSE, attention weights).
+  std::vector<float> download_f32(const std::string& what, uint64_t count, std::string& guard_problem) const;
 
   const Buffer& buffer() const { return buffer_; }
   Buffer& buffer() { return buffer_; }

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -14,6 +14,7 @@
 #include "conform/attention_case.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
@@ -47,14 +48,18 @@ std::string describe(const PagedCase& c) {
   return s.str();
 }
 
-PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
-  std::mt19937_64 rng(c.seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const auto rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
-  const int64_t batch = static_cast<int64_t>(c.cache_lens.size()), ps = c.page_size, g = c.kv_heads;
+namespace {
 
-  // The block table: each sequence's pages (its tokens after the append), handed out from a shuffled
-  // pool; sequence 1 reuses sequence 0's first shared_pages pages.
+// The block table and the pool it hands pages out of.
+struct BlockTable {
+  std::vector<int32_t> table;  // (batch, max_pages), -1 past each sequence's pages
+  int64_t num_pages = 0, max_pages = 0;
+};
+
+// Each sequence's pages (its tokens after the append), handed out from a shuffled pool; sequence 1
+// reuses sequence 0's first shared_pages pages.
+BlockTable draw_block_table(const PagedCase& c, std::mt19937_64& rng) {
+  const int64_t batch = static_cast<int64_t>(c.cache_lens.size()), ps = c.page_size;
   std::vector<int64_t> need(static_cast<std::size_t>(batch));
   int64_t distinct = c.spare_pages, max_need = 1;
   for (int64_t b = 0; b < batch; ++b) {
@@ -62,189 +67,241 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
     distinct += need[std::size_t(b)] - (b == 1 ? c.shared_pages : 0);
     max_need = std::max(max_need, need[std::size_t(b)]);
   }
-  const int64_t num_pages = std::max<int64_t>(distinct, 1), max_pages = max_need + c.spare_columns;
-  std::vector<int32_t> order(static_cast<std::size_t>(num_pages));
+  BlockTable t;
+  t.num_pages = std::max<int64_t>(distinct, 1);
+  t.max_pages = max_need + c.spare_columns;
+  std::vector<int32_t> order(static_cast<std::size_t>(t.num_pages));
   std::iota(order.begin(), order.end(), 0);
   if (c.shuffle_pages) std::shuffle(order.begin(), order.end(), rng);
-  std::vector<int32_t> table(static_cast<std::size_t>(batch * max_pages), -1);
+  t.table.assign(static_cast<std::size_t>(batch * t.max_pages), -1);
   std::size_t next = 0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < need[std::size_t(b)]; ++i)
-      table[std::size_t(b * max_pages + i)] =
-          b == 1 && i < c.shared_pages ? table[std::size_t(i)] : order[next++];
+      t.table[std::size_t(b * t.max_pages + i)] =
+          b == 1 && i < c.shared_pages ? t.table[std::size_t(i)] : order[next++];
+  return t;
+}
 
-  // The caches: every token a sequence holds gets values; every other row (spare pages, the rows an
-  // append writes, past a sequence's end) NaN, which the kernels must never read (q8_0: blocks whose
-  // scale is NaN, below).
-  const PagedKvLayout kl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_qk, c.quant, c.order);
-  const PagedKvLayout vl = PagedKvLayout::dense(c.dtype, num_pages, ps, g, c.dim_v, c.quant, c.order);
-  std::vector<float> k_cache(std::size_t(kl.element_count()), kNaN), v_cache(std::size_t(vl.element_count()), kNaN);
-  double v_scale = 1e-30;
+// Everything a case draws from its seed, in the order it draws it, and the bytes the device reads.
+struct PagedData {
+  BlockTable pages;
+  PagedAttentionLayouts layouts;
+  std::vector<float> k_cache, v_cache, q, k_new, v_new;
+  HeadValues head;
+  double v_scale = 1e-30;  // the largest |V|: the outputs' error scale
+  std::vector<uint8_t> k_bytes, v_bytes;  // the caches as the device holds them
+};
+
+// The caches: every token a sequence holds gets values; every other row (spare pages, the rows an
+// append writes, past a sequence's end) NaN, which the kernels must never read (q8_0: blocks whose
+// scale is NaN, in encode_caches).
+void draw_caches(const PagedCase& c, const std::function<float()>& rounded, PagedData& d) {
+  const int64_t batch = static_cast<int64_t>(c.cache_lens.size()), ps = c.page_size, g = c.kv_heads;
+  const PagedKvLayout& kl = d.layouts.k_cache;
+  const PagedKvLayout& vl = d.layouts.v_cache;
+  d.k_cache.assign(std::size_t(kl.element_count()), kNaN);
+  d.v_cache.assign(std::size_t(vl.element_count()), kNaN);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < c.cache_lens[std::size_t(b)]; ++t) {
-      const int64_t page = table[std::size_t(b * max_pages + t / ps)], slot = t % ps;
+      const int64_t page = d.pages.table[std::size_t(b * d.pages.max_pages + t / ps)], slot = t % ps;
       for (int64_t h = 0; h < g; ++h) {
-        for (int64_t d = 0; d < c.dim_qk; ++d) k_cache[std::size_t(kl.index(page, slot, h, d))] = rounded();
-        for (int64_t d = 0; d < c.dim_v; ++d) {
-          float& x = v_cache[std::size_t(vl.index(page, slot, h, d))];
+        for (int64_t e = 0; e < c.dim_qk; ++e) d.k_cache[std::size_t(kl.index(page, slot, h, e))] = rounded();
+        for (int64_t e = 0; e < c.dim_v; ++e) {
+          float& x = d.v_cache[std::size_t(vl.index(page, slot, h, e))];
           x = rounded();
-          v_scale = std::max(v_scale, double(std::fabs(x)));
+          d.v_scale = std::max(d.v_scale, double(std::fabs(x)));
         }
       }
     }
+}
 
-  PagedAttentionLayouts layouts;
+// Q, and the rows an append writes.
+void draw_queries_and_appends(const PagedCase& c, const std::function<float()>& rounded, PagedData& d) {
+  const int64_t batch = static_cast<int64_t>(c.cache_lens.size()), g = c.kv_heads;
+  PagedAttentionLayouts& layouts = d.layouts;
+  d.q.resize(std::size_t(layouts.q.element_count()));
+  for (float& x : d.q) x = rounded();
+  if (!c.seq_new) return;
+  layouts.k_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_qk);
+  layouts.v_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_v);
+  d.k_new.resize(std::size_t(layouts.k_new->element_count()));
+  d.v_new.resize(std::size_t(layouts.v_new->element_count()));
+  for (float& x : d.k_new) x = rounded();
+  for (float& x : d.v_new) {
+    x = rounded();
+    d.v_scale = std::max(d.v_scale, double(std::fabs(x)));
+  }
+}
+
+PagedData draw_paged_data(const PagedCase& c) {
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
+  const int64_t batch = static_cast<int64_t>(c.cache_lens.size());
+  PagedData d;
+  d.pages = draw_block_table(c, rng);
+  PagedAttentionLayouts& layouts = d.layouts;
   layouts.q = TensorLayout::bhsd(c.dtype, batch, c.heads, c.seq_q, c.dim_qk);
-  layouts.k_cache = kl;
-  layouts.v_cache = vl;
-  layouts.max_pages = max_pages;
+  layouts.k_cache = PagedKvLayout::dense(c.dtype, d.pages.num_pages, c.page_size, c.kv_heads, c.dim_qk, c.quant, c.order);
+  layouts.v_cache = PagedKvLayout::dense(c.dtype, d.pages.num_pages, c.page_size, c.kv_heads, c.dim_v, c.quant, c.order);
+  layouts.max_pages = d.pages.max_pages;
   layouts.out = TensorLayout::bhsd(c.dtype, batch, c.heads, c.seq_q, c.dim_v);
   layouts.has_lse = c.lse;
   layouts.options.causal = c.causal;
   layouts.options.window = c.window;
   layouts.options.align = c.align;
   layouts.options.softcap = c.softcap;
-  std::vector<float> q(std::size_t(layouts.q.element_count())), k_new, v_new;
-  for (float& x : q) x = rounded();
-  if (c.seq_new) {
-    layouts.k_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_qk);
-    layouts.v_new = TensorLayout::bhsd(c.dtype, batch, g, c.seq_new, c.dim_v);
-    k_new.resize(std::size_t(layouts.k_new->element_count()));
-    v_new.resize(std::size_t(layouts.v_new->element_count()));
-    for (float& x : k_new) x = rounded();
-    for (float& x : v_new) {
-      x = rounded();
-      v_scale = std::max(v_scale, double(std::fabs(x)));
-    }
-  }
-  // ALiBi slopes in [0, 1) and sink logits around log(longest sequence): heavy enough that a sink left
-  // out or counted twice shows in every dtype.
+  draw_caches(c, rounded, d);
+  draw_queries_and_appends(c, rounded, d);
   int64_t longest = 1;
   for (int32_t len : c.cache_lens) longest = std::max<int64_t>(longest, len + c.seq_new);
-  const float sink_base = static_cast<float>(std::log(double(longest)));
-  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
-  std::vector<float> alibi, sinks;
-  if (c.alibi_batch) {
-    layouts.alibi = HeadValuesLayout{c.alibi_batch, c.heads, 0};
-    alibi.resize(std::size_t(layouts.alibi->required_elements()));
-    for (float& x : alibi) x = slope_dist(rng) * c.alibi_scale;
-  }
-  if (c.sinks) {
-    layouts.sinks = HeadValuesLayout{1, c.heads, 0};
-    sinks.resize(std::size_t(c.heads));
-    for (float& x : sinks) x = c.sink_value.value_or(sink_dist(rng));
-  }
+  d.head = draw_head_values(c, rng, longest);
+  layouts.alibi = d.head.alibi_layout;
+  layouts.sinks = d.head.sinks_layout;
+  return d;
+}
 
-  reference::PagedInputs in;
-  in.q_layout = layouts.q;
-  in.q = q;
-  in.k_cache_layout = kl;
-  in.v_cache_layout = vl;
-  in.k_cache.values = k_cache;
-  in.v_cache.values = v_cache;
-  in.max_pages = max_pages;
-  in.block_table = table;
-  in.cache_lens = c.cache_lens;
-  in.k_new_layout = layouts.k_new;
-  in.v_new_layout = layouts.v_new;
-  in.k_new = k_new;
-  in.v_new = v_new;
-  in.options = layouts.options;
-  in.alibi_layout = layouts.alibi;
-  in.sinks_layout = layouts.sinks;
-  in.alibi = alibi;
-  in.sinks = sinks;
-  std::vector<uint8_t> k_bytes, v_bytes;
+// The caches' bytes for the device: the dtype's encoding, or q8_0 blocks (rows no sequence holds are
+// NaN: blocks of NaN scale, as unreadable as before).
+void encode_caches(const PagedCase& c, PagedData& d) {
   if (c.quant == KvQuant::q8_0) {
-    // (Rows no sequence holds are NaN: blocks of NaN scale, as unreadable as before.)
-    std::vector<float> k_values(k_cache), v_values(v_cache);
-    k_bytes = to_q8_0_blocks(k_values);
-    v_bytes = to_q8_0_blocks(v_values);
-    in.k_cache = {{}, k_bytes};
-    in.v_cache = {{}, v_bytes};
+    std::vector<float> k_values(d.k_cache), v_values(d.v_cache);
+    d.k_bytes = to_q8_0_blocks(k_values);
+    d.v_bytes = to_q8_0_blocks(v_values);
   } else {
-    k_bytes = encoded(c.dtype, k_cache);
-    v_bytes = encoded(c.dtype, v_cache);
+    d.k_bytes = encoded(c.dtype, d.k_cache);
+    d.v_bytes = encoded(c.dtype, d.v_cache);
   }
-  const reference::PagedOutputs ref = reference::paged_attention(in);
+}
 
-  Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));
-  Buffer k_buf = upload_bytes(ctx, k_bytes.data(), k_bytes.size());
-  Buffer v_buf = upload_bytes(ctx, v_bytes.data(), v_bytes.size());
-  Buffer table_buf = upload_bytes(ctx, table.data(), table.size() * 4);
-  Buffer lens_buf = upload_bytes(ctx, c.cache_lens.data(), c.cache_lens.size() * 4);
-  std::optional<Buffer> k_new_buf, v_new_buf, alibi_buf, sinks_buf;
-  if (c.seq_new) {
-    k_new_buf.emplace(upload_bytes(ctx, encoded(c.dtype, k_new).data(), k_new.size() * dtype_size(c.dtype)));
-    v_new_buf.emplace(upload_bytes(ctx, encoded(c.dtype, v_new).data(), v_new.size() * dtype_size(c.dtype)));
+// The reference's inputs: the same values (a q8_0 cache as its blocks).
+reference::PagedOutputs paged_reference(const PagedCase& c, const PagedData& d) {
+  reference::PagedInputs in;
+  in.q_layout = d.layouts.q;
+  in.q = d.q;
+  in.k_cache_layout = d.layouts.k_cache;
+  in.v_cache_layout = d.layouts.v_cache;
+  in.k_cache.values = d.k_cache;
+  in.v_cache.values = d.v_cache;
+  in.max_pages = d.pages.max_pages;
+  in.block_table = d.pages.table;
+  in.cache_lens = c.cache_lens;
+  in.k_new_layout = d.layouts.k_new;
+  in.v_new_layout = d.layouts.v_new;
+  in.k_new = d.k_new;
+  in.v_new = d.v_new;
+  in.options = d.layouts.options;
+  in.alibi_layout = d.head.alibi_layout;
+  in.sinks_layout = d.head.sinks_layout;
+  in.alibi = d.head.alibi;
+  in.sinks = d.head.sinks;
+  if (c.quant == KvQuant::q8_0) {
+    in.k_cache = {{}, d.k_bytes};
+    in.v_cache = {{}, d.v_bytes};
   }
-  if (c.alibi_batch) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
-  if (c.sinks) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
-  const uint64_t rows = uint64_t(batch * c.heads * c.seq_q);
-  GuardedBuffer out(ctx, rows * uint64_t(c.dim_v) * dtype_size(c.dtype));
-  GuardedBuffer lse(ctx, std::max<uint64_t>(rows, 1) * 4);
+  return reference::paged_attention(in);
+}
 
+// The case's buffers on the device, and the call's view of them. Built in place: bufs points into it.
+struct PagedDevice {
+  Buffer q, k_cache, v_cache, table, lens;
+  std::optional<Buffer> k_new, v_new;
+  HeadValueBuffers head;
+  uint64_t rows;  // of O and LSE
+  GuardedBuffer out, lse;
   PagedAttentionBuffers bufs;
-  bufs.q = &q_buf;
-  bufs.k_cache = &k_buf;
-  bufs.v_cache = &v_buf;
-  bufs.out = &out.buffer();
-  bufs.block_table = {&table_buf, 0};
-  bufs.cache_lens = {&lens_buf, 0};
-  if (c.seq_new) bufs.k_new = &*k_new_buf, bufs.v_new = &*v_new_buf;
-  if (c.lse) bufs.lse = {&lse.buffer(), 0};
-  if (c.alibi_batch) bufs.alibi = &*alibi_buf;
-  if (c.sinks) bufs.sinks = &*sinks_buf;
 
-  const PreparedPagedAttention prepared(ctx, layouts);
+  PagedDevice(Context& ctx, const PagedCase& c, const PagedData& d)
+      : q(upload_bytes(ctx, encoded(c.dtype, d.q).data(), d.q.size() * dtype_size(c.dtype))),
+        k_cache(upload_bytes(ctx, d.k_bytes.data(), d.k_bytes.size())),
+        v_cache(upload_bytes(ctx, d.v_bytes.data(), d.v_bytes.size())),
+        table(upload_bytes(ctx, d.pages.table.data(), d.pages.table.size() * 4)),
+        lens(upload_bytes(ctx, c.cache_lens.data(), c.cache_lens.size() * 4)),
+        rows(uint64_t(int64_t(c.cache_lens.size()) * c.heads * c.seq_q)),
+        out(ctx, rows * uint64_t(c.dim_v) * dtype_size(c.dtype)),
+        lse(ctx, std::max<uint64_t>(rows, 1) * 4) {
+    if (c.seq_new) {
+      k_new.emplace(upload_bytes(ctx, encoded(c.dtype, d.k_new).data(), d.k_new.size() * dtype_size(c.dtype)));
+      v_new.emplace(upload_bytes(ctx, encoded(c.dtype, d.v_new).data(), d.v_new.size() * dtype_size(c.dtype)));
+    }
+    head = upload(ctx, d.head);
+    bufs.q = &q;
+    bufs.k_cache = &k_cache;
+    bufs.v_cache = &v_cache;
+    bufs.out = &out.buffer();
+    bufs.block_table = {&table, 0};
+    bufs.cache_lens = {&lens, 0};
+    if (c.seq_new) bufs.k_new = &*k_new, bufs.v_new = &*v_new;
+    if (c.lse) bufs.lse = {&lse.buffer(), 0};
+    bind(head, bufs);
+  }
+};
+
+// After an append both caches hold exactly the reference's values (bit for bit: a copy, or the
+// blocks quantize_q8_0 makes, compared as the values they stand for), the untouched rows (NaN
+// included) unchanged. Returns a line per cache that differs.
+std::string appended_cache_mismatches(const PagedCase& c, const PagedDevice& dev, const reference::PagedOutputs& ref) {
+  std::string text;
+  for (const auto& [name, buf, values] :
+       {std::tuple{"k_cache", &dev.k_cache, &ref.k_cache}, std::tuple{"v_cache", &dev.v_cache, &ref.v_cache}}) {
+    if (c.quant == KvQuant::q8_0) {
+      std::vector<uint8_t> got(std::size_t(q8_0_bytes(int64_t(values->size()))));
+      buf->download(got.data(), got.size());
+      const std::vector<float> got_values = dequantize_q8_0(got);
+      for (std::size_t e = 0; e < got_values.size(); ++e) {
+        const float a = got_values[e], b = (*values)[e];
+        if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
+          text += std::string(name) + " after the append differs from the reference at element " +
+                  std::to_string(e) + ": " + std::to_string(a) + " vs " + std::to_string(b) + "\n";
+          break;
+        }
+      }
+      continue;
+    }
+    std::vector<uint8_t> got(values->size() * dtype_size(c.dtype));
+    buf->download(got.data(), got.size());
+    const std::vector<uint8_t> want = encoded(c.dtype, *values);
+    const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+    if (diff.first != got.end())
+      text += std::string(name) + " after the append differs from the reference at byte " +
+              std::to_string(diff.first - got.begin()) + "\n";
+  }
+  return text;
+}
+
+// One step of the plan, from the original caches, on fresh poison: what differs from the reference.
+std::string run_step(const PagedCase& c, const PagedData& d, const reference::PagedOutputs& ref,
+                     const PreparedPagedAttention& prepared, PagedDevice& dev, double& worst) {
+  dev.k_cache.upload(d.k_bytes.data(), d.k_bytes.size());
+  dev.v_cache.upload(d.v_bytes.data(), d.v_bytes.size());
+  dev.out.reset();
+  dev.lse.reset();
+  prepared.run(dev.bufs);
+  std::string guard;
+  const std::vector<float> gpu_out = decoded(c.dtype, dev.out.download("out", guard));
+  std::vector<float> gpu_lse;
+  if (c.lse) gpu_lse = dev.lse.download_f32("lse", dev.rows, guard);
+  const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, d.v_scale, c.dtype);
+  worst = std::max(worst, cmp.worst);
+  std::string text = guard + cmp.text;
+  if (c.seq_new) text += appended_cache_mismatches(c, dev, ref);
+  return text;
+}
+
+}  // namespace
+
+PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
+  PagedData d = draw_paged_data(c);
+  encode_caches(c, d);
+  const reference::PagedOutputs ref = paged_reference(c, d);
+  PagedDevice dev(ctx, c, d);
+
+  const PreparedPagedAttention prepared(ctx, d.layouts);
   PagedResult result;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
   // Two steps of one plan, each from the original caches, on fresh poison.
   for (int step = 0; step < 2; ++step) {
-    k_buf.upload(k_bytes.data(), k_bytes.size());
-    v_buf.upload(v_bytes.data(), v_bytes.size());
-    out.reset();
-    lse.reset();
-    prepared.run(bufs);
-    std::string guard;
-    const std::vector<float> gpu_out = decoded(c.dtype, out.download("out", guard));
-    std::vector<float> gpu_lse;
-    if (c.lse) {
-      const std::vector<uint8_t> bytes = lse.download("lse", guard);
-      gpu_lse.resize(rows);
-      std::memcpy(gpu_lse.data(), bytes.data(), rows * 4);
-    }
-    const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
-    result.worst = std::max(result.worst, cmp.worst);
-    std::string text = guard + cmp.text;
-    // After an append both caches hold exactly the reference's values (bit for bit: a copy, or the
-    // blocks quantize_q8_0 makes, compared as the values they stand for), the untouched rows (NaN
-    // included) unchanged.
-    if (c.seq_new) {
-      for (const auto& [name, buf, values] : {std::tuple{"k_cache", &k_buf, &ref.k_cache}, std::tuple{"v_cache", &v_buf, &ref.v_cache}}) {
-        if (c.quant == KvQuant::q8_0) {
-          std::vector<uint8_t> got(std::size_t(q8_0_bytes(int64_t(values->size()))));
-          buf->download(got.data(), got.size());
-          const std::vector<float> got_values = dequantize_q8_0(got);
-          for (std::size_t e = 0; e < got_values.size(); ++e) {
-            const float a = got_values[e], b = (*values)[e];
-            if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
-              text += std::string(name) + " after the append differs from the reference at element " +
-                      std::to_string(e) + ": " + std::to_string(a) + " vs " + std::to_string(b) + "\n";
-              break;
-            }
-          }
-          continue;
-        }
-        std::vector<uint8_t> got(values->size() * dtype_size(c.dtype));
-        buf->download(got.data(), got.size());
-        const std::vector<uint8_t> want = encoded(c.dtype, *values);
-        const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
-        if (diff.first != got.end())
-          text += std::string(name) + " after the append differs from the reference at byte " +
-                  std::to_string(diff.first - got.begin()) + "\n";
-      }
-    }
+    const std::string text = run_step(c, d, ref, prepared, dev, result.worst);
     if (!text.empty()) {
       result.text = "step " + std::to_string(step + 1) + ": " + text;
       return result;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <span>
 #include <limits>
 #include <random>
 #include <functional>
@@ -13,6 +13,7 @@
 #include "conform/attention_case.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
+#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
@@ -88,23 +89,29 @@ std::string describe(const VarlenCase& c) {
   return s.str();
 }
 
-VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath path) {
-  std::mt19937_64 rng(c.seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
-  const int64_t batch = static_cast<int64_t>(c.seq_q.size());
-  int64_t total_q = 0, total_k = 0, longest_q = 0, longest_k = 0;
-  for (std::size_t b = 0; b < c.seq_q.size(); ++b) {
-    total_q += c.seq_q[b], total_k += c.seq_k[b];
-    longest_q = std::max<int64_t>(longest_q, c.seq_q[b]), longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
-  }
+namespace {
 
+// Everything a case draws from its seed, in the order it draws it, and the bytes the device reads.
+struct VarlenData {
+  int64_t batch = 0, total_q = 0, total_k = 0;
   VarlenAttentionLayouts layouts;
-  layouts.q = padded_layout(c.dtype, total_q, c.heads, c.dim_qk, c.row_pad);
-  layouts.k = padded_layout(c.dtype, total_k, c.kv_heads, c.dim_qk, c.row_pad);
-  layouts.v = padded_layout(c.dtype, total_k, c.kv_heads, c.dim_v, c.row_pad);
-  layouts.out = padded_layout(c.dtype, total_q, c.heads, c.dim_v, c.row_pad);
-  layouts.batch = batch;
+  std::vector<float> q, k, v;
+  HeadValues head;
+  double v_scale = 1e-30;  // the largest |V|: the outputs' error scale
+  std::vector<uint8_t> k_bytes, v_bytes;  // K and V as the device holds them
+};
+
+// The layouts: packed rows `row_pad` apart, the longest sequences as the bounds (or none).
+VarlenAttentionLayouts varlen_layouts(const VarlenCase& c, AttentionPath path, const VarlenData& d) {
+  int64_t longest_q = 0, longest_k = 0;
+  for (std::size_t b = 0; b < c.seq_q.size(); ++b)
+    longest_q = std::max<int64_t>(longest_q, c.seq_q[b]), longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
+  VarlenAttentionLayouts layouts;
+  layouts.q = padded_layout(c.dtype, d.total_q, c.heads, c.dim_qk, c.row_pad);
+  layouts.k = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_qk, c.row_pad);
+  layouts.v = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_v, c.row_pad);
+  layouts.out = padded_layout(c.dtype, d.total_q, c.heads, c.dim_v, c.row_pad);
+  layouts.batch = d.batch;
   layouts.kv_quant = c.quant;
   layouts.max_seqlen_q = c.loose_max ? 0 : longest_q;
   layouts.max_seqlen_k = c.loose_max ? 0 : longest_k;
@@ -115,84 +122,175 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath pa
   layouts.options.window = c.window;
   layouts.options.align = c.align;
   layouts.options.softcap = c.softcap;
-  double v_scale = 1e-30;
-  const std::vector<float> q = fill(layouts.q, rounded);
-  std::vector<float> k = fill(layouts.k, rounded), v = fill(layouts.v, rounded, &v_scale);
-  // q8_0: the blocks of K and V (the gaps between rows, NaN: blocks of NaN scale), and the values they
-  // hold for the reference.
-  std::vector<uint8_t> k_bytes, v_bytes;
+  return layouts;
+}
+
+// q8_0: the blocks of K and V (the gaps between rows, NaN: blocks of NaN scale), and the values they
+// hold for the reference; else the dtype's encoding.
+void encode_kv(const VarlenCase& c, VarlenData& d) {
   if (c.quant == KvQuant::q8_0) {
-    k.resize((k.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
-    v.resize((v.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
-    k_bytes = to_q8_0_blocks(k);
-    v_bytes = to_q8_0_blocks(v);
+    d.k.resize((d.k.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
+    d.v.resize((d.v.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
+    d.k_bytes = to_q8_0_blocks(d.k);
+    d.v_bytes = to_q8_0_blocks(d.v);
   } else {
-    k_bytes = encoded(c.dtype, k);
-    v_bytes = encoded(c.dtype, v);
+    d.k_bytes = encoded(c.dtype, d.k);
+    d.v_bytes = encoded(c.dtype, d.v);
   }
-  // ALiBi slopes in [0, 1) and sink logits around log(longest sequence): heavy enough that a sink left
-  // out or counted twice shows in every dtype.
-  const float sink_base = static_cast<float>(std::log(double(std::max<int64_t>(longest_k, 1))));
-  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
-  std::vector<float> alibi, sinks;
-  if (c.alibi_batch) {
-    layouts.alibi = HeadValuesLayout{c.alibi_batch, c.heads, 0};
-    alibi.resize(std::size_t(layouts.alibi->required_elements()));
-    for (float& x : alibi) x = slope_dist(rng) * c.alibi_scale;
-  }
-  if (c.sinks) {
-    layouts.sinks = HeadValuesLayout{1, c.heads, 0};
-    sinks.resize(std::size_t(c.heads));
-    for (float& x : sinks) x = c.sink_value.value_or(sink_dist(rng));
-  }
+}
 
-  Buffer q_buf = upload_bytes(ctx, encoded(c.dtype, q).data(), q.size() * dtype_size(c.dtype));
-  Buffer k_buf = upload_bytes(ctx, k_bytes.data(), k_bytes.size());
-  Buffer v_buf = upload_bytes(ctx, v_bytes.data(), v_bytes.size());
-  std::optional<Buffer> alibi_buf, sinks_buf;
-  if (c.alibi_batch) alibi_buf.emplace(upload_bytes(ctx, alibi.data(), alibi.size() * 4));
-  if (c.sinks) sinks_buf.emplace(upload_bytes(ctx, sinks.data(), sinks.size() * 4));
-  const uint64_t out_elements = uint64_t(layouts.out.required_elements());
-  const uint64_t rows = uint64_t(c.heads * total_q);
-  GuardedBuffer out(ctx, out_elements * dtype_size(c.dtype));
-  GuardedBuffer lse(ctx, rows * 4);
+VarlenData draw_varlen_data(const VarlenCase& c, AttentionPath path) {
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
+  VarlenData d;
+  d.batch = static_cast<int64_t>(c.seq_q.size());
+  int64_t longest_k = 0;
+  for (std::size_t b = 0; b < c.seq_q.size(); ++b) {
+    d.total_q += c.seq_q[b], d.total_k += c.seq_k[b];
+    longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
+  }
+  d.layouts = varlen_layouts(c, path, d);
+  d.q = fill(d.layouts.q, rounded);
+  d.k = fill(d.layouts.k, rounded);
+  d.v = fill(d.layouts.v, rounded, &d.v_scale);
+  encode_kv(c, d);
+  d.head = draw_head_values(c, rng, longest_k);
+  d.layouts.alibi = d.head.alibi_layout;
+  d.layouts.sinks = d.head.sinks_layout;
+  return d;
+}
+
+// The case's buffers on the device, and the call's view of them. Built in place: bufs points into it.
+struct VarlenDevice {
+  Buffer q, k, v;
+  HeadValueBuffers head;
+  uint64_t rows;  // of LSE
+  GuardedBuffer out, lse;
   // The offsets sit past 8 bytes of other data in their buffers (BufferSlice offsets).
-  Buffer cu_q_buf = Buffer::allocate(ctx, 8 + uint64_t(batch + 1) * 4);
-  Buffer cu_k_buf = Buffer::allocate(ctx, 8 + uint64_t(batch + 1) * 4);
-
-  VarlenAttentionBuffers bufs;
-  bufs.q = &q_buf;
-  bufs.k = &k_buf;
-  bufs.v = &v_buf;
-  bufs.out = &out.buffer();
-  bufs.cu_seqlens_q = {&cu_q_buf, 8};
-  bufs.cu_seqlens_k = {&cu_k_buf, 8};
-  if (c.lse) bufs.lse = {&lse.buffer(), 0};
-  if (c.alibi_batch) bufs.alibi = &*alibi_buf;
-  if (c.sinks) bufs.sinks = &*sinks_buf;
-
-  VarlenResult result;
-  if (layouts.weights && c.quant != KvQuant::none) {
-    // The three-stage path reads no q8_0: it must refuse before anything is built, naming the path that works.
-    try {
-      (void)PreparedVarlenAttention(ctx, layouts);
-      result.text = "the three-stage path accepted q8_0 K and V, which it cannot read\n";
-    } catch (const Error& e) {
-      result.ok = e.code() == ErrorCode::unsupported && std::string(e.what()).find("fused path only") != std::string::npos;
-      result.plan = "refused";
-      if (!result.ok) result.text = std::string("the refusal of q8_0 on the three-stage path: ") + e.what() + "\n";
-    }
-    return result;
-  }
-  const uint64_t weight_count = layouts.weights ? uint64_t(c.heads * total_q) * uint64_t(total_k) : 0;
+  Buffer cu_q, cu_k;
+  uint64_t weight_count;  // the three-stage path's P, (heads, total_q, total_k)
   std::optional<GuardedBuffer> weights;
-  if (layouts.weights) {
+  VarlenAttentionBuffers bufs;
+
+  VarlenDevice(Context& ctx, const VarlenCase& c, const VarlenData& d)
+      : q(upload_bytes(ctx, encoded(c.dtype, d.q).data(), d.q.size() * dtype_size(c.dtype))),
+        k(upload_bytes(ctx, d.k_bytes.data(), d.k_bytes.size())),
+        v(upload_bytes(ctx, d.v_bytes.data(), d.v_bytes.size())),
+        head(upload(ctx, d.head)),
+        rows(uint64_t(c.heads * d.total_q)),
+        out(ctx, uint64_t(d.layouts.out.required_elements()) * dtype_size(c.dtype)),
+        lse(ctx, rows * 4),
+        cu_q(Buffer::allocate(ctx, 8 + uint64_t(d.batch + 1) * 4)),
+        cu_k(Buffer::allocate(ctx, 8 + uint64_t(d.batch + 1) * 4)),
+        weight_count(d.layouts.weights ? uint64_t(c.heads * d.total_q) * uint64_t(d.total_k) : 0) {
+    bufs.q = &q;
+    bufs.k = &k;
+    bufs.v = &v;
+    bufs.out = &out.buffer();
+    bufs.cu_seqlens_q = {&cu_q, 8};
+    bufs.cu_seqlens_k = {&cu_k, 8};
+    if (c.lse) bufs.lse = {&lse.buffer(), 0};
+    bind(head, bufs);
+  }
+
+  // The weights' buffer, for the three-stage path (only once its plan is known to be built).
+  void add_weights(Context& ctx) {
     weights.emplace(ctx, std::max<uint64_t>(weight_count, 1) * 4);
     bufs.weights = {&weights->buffer(), 0};
   }
-  const PreparedVarlenAttention prepared(ctx, layouts);
+};
+
+// The three-stage path reads no q8_0: it must refuse before anything is built, naming the path that works.
+VarlenResult expect_q8_0_refusal(Context& ctx, const VarlenAttentionLayouts& layouts) {
+  VarlenResult result;
+  try {
+    (void)PreparedVarlenAttention(ctx, layouts);
+    result.text = "the three-stage path accepted q8_0 K and V, which it cannot read\n";
+  } catch (const Error& e) {
+    result.ok = e.code() == ErrorCode::unsupported && std::string(e.what()).find("fused path only") != std::string::npos;
+    result.plan = "refused";
+    if (!result.ok) result.text = std::string("the refusal of q8_0 on the three-stage path: ") + e.what() + "\n";
+  }
+  return result;
+}
+
+reference::VarlenOutputs varlen_reference(const VarlenData& d, std::span<const int32_t> cu_q,
+                                          std::span<const int32_t> cu_k) {
+  reference::VarlenInputs in;
+  in.q_layout = d.layouts.q;
+  in.k_layout = d.layouts.k;
+  in.v_layout = d.layouts.v;
+  in.q = d.q;
+  in.k.values = d.k;
+  in.v.values = d.v;
+  in.cu_seqlens_q = cu_q;
+  in.cu_seqlens_k = cu_k;
+  in.options = d.layouts.options;
+  in.alibi_layout = d.head.alibi_layout;
+  in.sinks_layout = d.head.sinks_layout;
+  in.alibi = d.head.alibi;
+  in.sinks = d.head.sinks;
+  in.weights = d.layouts.weights;
+  return reference::varlen_attention(in);
+}
+
+// O's rows (packed, padded) as (1, heads, total_q, dim_v).
+std::vector<float> unpacked_out(const VarlenCase& c, const VarlenData& d, const std::vector<float>& all_out) {
+  std::vector<float> gpu_out(std::size_t(d.total_q * c.heads * c.dim_v));
+  const TensorLayout& ol = d.layouts.out;
+  for (int64_t i = 0; i < d.total_q; ++i)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t e = 0; e < c.dim_v; ++e)
+        gpu_out[std::size_t((h * d.total_q + i) * c.dim_v + e)] =
+            all_out[std::size_t(ol.offset + i * ol.stride_seq + h * ol.stride_head + e)];
+  return gpu_out;
+}
+
+// One batch of the plan with the sequences of lengths len_q/len_k, on fresh poison: what differs
+// from the reference.
+std::string run_step(const VarlenCase& c, const VarlenData& d, const PreparedVarlenAttention& prepared,
+                     VarlenDevice& dev, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k,
+                     double& worst) {
+  const std::vector<int32_t> cu_q = offsets(len_q), cu_k = offsets(len_k);
+  check_varlen_values(d.layouts, cu_q, cu_k);
+  dev.cu_q.upload(cu_q.data(), cu_q.size() * 4, 8);
+  dev.cu_k.upload(cu_k.data(), cu_k.size() * 4, 8);
+  const reference::VarlenOutputs packed = varlen_reference(d, cu_q, cu_k);
+  const reference::Outputs ref = as_batch_one(packed);
+
+  dev.out.reset();
+  dev.lse.reset();
+  if (dev.weights) dev.weights->reset();
+  prepared.run(dev.bufs);
+  std::string guard;
+  const std::vector<float> gpu_out = unpacked_out(c, d, decoded(c.dtype, dev.out.download("out", guard)));
+  std::vector<float> gpu_lse;
+  if (c.lse) gpu_lse = dev.lse.download_f32("lse", dev.rows, guard);
+  const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, d.v_scale, c.dtype);
+  worst = std::max(worst, cmp.worst);
+  std::string text = guard + cmp.text;
+  if (dev.weights) {
+    const std::vector<float> gpu_weights = dev.weights->download_f32("weights", dev.weight_count, guard);
+    const Comparison w =
+        compare_weights(packed.weights, WeightsShape{1, c.heads, d.total_q, d.total_k}, gpu_weights, c.dtype);
+    worst = std::max(worst, w.worst);
+    text = guard + cmp.text + w.text;
+  }
+  return text;
+}
+
+}  // namespace
+
+VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath path) {
+  const VarlenData d = draw_varlen_data(c, path);
+  VarlenDevice dev(ctx, c, d);
+  if (d.layouts.weights && c.quant != KvQuant::none) return expect_q8_0_refusal(ctx, d.layouts);
+  if (d.layouts.weights) dev.add_weights(ctx);
+  const PreparedVarlenAttention prepared(ctx, d.layouts);
+  VarlenResult result;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
-  if (!layouts.weights && prepared.plan().splits < c.min_splits) {  // (the fused path's split-KV)
+  if (!d.layouts.weights && prepared.plan().splits < c.min_splits) {  // (the fused path's split-KV)
     result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(c.min_splits) +
                   " ways: the case no longer tests split-KV\n";
     return result;
@@ -202,60 +300,7 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath pa
   for (int step = 0; step < 2; ++step) {
     std::vector<int32_t> len_q = c.seq_q, len_k = c.seq_k;
     if (step == 1) std::reverse(len_q.begin(), len_q.end()), std::reverse(len_k.begin(), len_k.end());
-    const std::vector<int32_t> cu_q = offsets(len_q), cu_k = offsets(len_k);
-    check_varlen_values(layouts, cu_q, cu_k);
-    cu_q_buf.upload(cu_q.data(), cu_q.size() * 4, 8);
-    cu_k_buf.upload(cu_k.data(), cu_k.size() * 4, 8);
-
-    reference::VarlenInputs in;
-    in.q_layout = layouts.q;
-    in.k_layout = layouts.k;
-    in.v_layout = layouts.v;
-    in.q = q;
-    in.k.values = k;
-    in.v.values = v;
-    in.cu_seqlens_q = cu_q;
-    in.cu_seqlens_k = cu_k;
-    in.options = layouts.options;
-    in.alibi_layout = layouts.alibi;
-    in.sinks_layout = layouts.sinks;
-    in.alibi = alibi;
-    in.sinks = sinks;
-    in.weights = layouts.weights;
-    const reference::VarlenOutputs packed = reference::varlen_attention(in);
-    const reference::Outputs ref = as_batch_one(packed);
-
-    out.reset();
-    lse.reset();
-    if (weights) weights->reset();
-    prepared.run(bufs);
-    std::string guard;
-    const std::vector<float> all_out = decoded(c.dtype, out.download("out", guard));
-    // O's rows (packed, padded) as (1, heads, total_q, dim_v).
-    std::vector<float> gpu_out(ref.out.size());
-    const TensorLayout& ol = layouts.out;
-    for (int64_t i = 0; i < total_q; ++i)
-      for (int64_t h = 0; h < c.heads; ++h)
-        for (int64_t d = 0; d < c.dim_v; ++d)
-          gpu_out[std::size_t((h * total_q + i) * c.dim_v + d)] =
-              all_out[std::size_t(ol.offset + i * ol.stride_seq + h * ol.stride_head + d)];
-    std::vector<float> gpu_lse;
-    if (c.lse) {
-      const std::vector<uint8_t> bytes = lse.download("lse", guard);
-      gpu_lse.resize(rows);
-      std::memcpy(gpu_lse.data(), bytes.data(), rows * 4);
-    }
-    const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, v_scale, c.dtype);
-    result.worst = std::max(result.worst, cmp.worst);
-    std::string text = guard + cmp.text;
-    if (weights) {
-      const std::vector<uint8_t> bytes = weights->download("weights", guard);
-      std::vector<float> gpu_weights(weight_count);
-      std::memcpy(gpu_weights.data(), bytes.data(), weight_count * 4);
-      const Comparison w = compare_weights(packed.weights, WeightsShape{1, c.heads, total_q, total_k}, gpu_weights, c.dtype);
-      result.worst = std::max(result.worst, w.worst);
-      text = guard + cmp.text + w.text;
-    }
+    const std::string text = run_step(c, d, prepared, dev, len_q, len_k, result.worst);
     if (!text.empty()) {
       result.text = "step " + std::to_string(step + 1) + (step ? " (sequences reversed)" : "") +
                     " (batch 0, head, packed row, dim): " + text;

@@ -6,10 +6,13 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <optional>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "size_check.hpp"
-#include "score_rule.hpp"
+#include "score_chain.hpp"
 #include "window_rule.hpp"
 #include "vkattn/error.hpp"
 
@@ -33,6 +36,91 @@ std::vector<double> linear(std::span<const float> x, int64_t rows, int64_t in, c
   return y;
 }
 
+// The projected Q (B,Sq,E), K and V (B,Sk,KVD), in double.
+struct Projected {
+  const std::vector<double>& q;
+  const std::vector<double>& k;
+  const std::vector<double>& v;
+};
+
+// Causal (in its own alignment) and the window (i + off - left <= j <= i + off + right): the keys
+// [begin, end) row i may see.
+std::pair<int64_t, int64_t> visible_keys(const MhaInputs& in, const MhaCall& call, int64_t i) {
+  const int64_t Sq = call.seq_q, Sk = call.seq_k, off = call.diagonal_offset();
+  const Window window = in.window.value_or(Window{});
+  int64_t begin = 0, end = Sk;
+  if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
+  if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
+  if (window.left >= 0) begin = vkattn::detail::window_key_begin(i + off, window.left, Sk);
+  if (window.right >= 0) end = std::min(end, vkattn::detail::window_key_end(i + off, window.right, Sk));
+  return {begin, end};
+}
+
+// Attention per (batch, head, query row) through the score chain, the heads merged into (B,Sq,E);
+// P into `weights` when the call needs them (already sized and zeroed).
+std::vector<double> attend_heads(const MhaWeights& w, const MhaInputs& in, const MhaDims& dims, const MhaCall& call,
+                                 const Projected& x, std::vector<double>& weights) {
+  const int64_t E = dims.embed_dim, H = dims.num_heads, D = dims.head_dim(), KVD = dims.kv_dim();
+  const int64_t group = H / dims.kv_heads;  // query heads per KV head
+  const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k;
+  std::vector<double> attn(static_cast<std::size_t>(B * Sq * E), 0.0);
+  detail::ScoreModifiers m;
+  m.scale = 1.0 / std::sqrt(static_cast<double>(D));
+  m.softcap = in.softcap ? static_cast<double>(*in.softcap) : 0.0;
+  m.alibi = dims.has_alibi;
+  m.sink = dims.has_sinks;
+  detail::ScoreRow row(m);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / group;
+      detail::HeadModifiers head;
+      if (dims.has_alibi) head.alibi_slope = static_cast<double>(w.alibi_slopes[static_cast<std::size_t>(h)]);
+      if (dims.has_sinks) head.sink = static_cast<double>(w.sinks[static_cast<std::size_t>(h)]);
+      for (int64_t i = 0; i < Sq; ++i) {
+        const auto [begin, end] = visible_keys(in, call, i);
+        row.start(head, i + call.diagonal_offset());
+        // Key padding (nonzero = ignore) and attn_mask entries of -inf hide a key.
+        row.score_keys(
+            begin, end,
+            [&](int64_t j) -> std::optional<double> {
+              if (!in.key_padding_mask.empty() && in.key_padding_mask[static_cast<std::size_t>(b * Sk + j)] != 0) {
+                return std::nullopt;
+              }
+              const double bias =
+                  in.attn_mask.empty() ? 0.0 : static_cast<double>(in.attn_mask[static_cast<std::size_t>(i * Sk + j)]);
+              if (bias == -std::numeric_limits<double>::infinity()) return std::nullopt;
+              return bias;
+            },
+            [&](int64_t j) {
+              double dot = 0.0;
+              for (int64_t d = 0; d < D; ++d) {
+                dot += x.q[static_cast<std::size_t>((b * Sq + i) * E + h * D + d)] *
+                       x.k[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
+              }
+              return dot;
+            });
+        if (row.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
+        row.softmax();
+        row.output(
+            D, detail::ValueSum::probabilities,
+            [&](int64_t j, int64_t d) { return x.v[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)]; },
+            attn.data() + (b * Sq + i) * E + h * D);
+        if (!in.need_weights) continue;
+        const std::span<const int64_t> keys = row.keys();
+        for (std::size_t n = 0; n < keys.size(); ++n) {
+          const int64_t j = keys[n];
+          if (in.average_weights) {
+            weights[static_cast<std::size_t>((b * Sq + i) * Sk + j)] += row.probability(n) / static_cast<double>(H);
+          } else {
+            weights[static_cast<std::size_t>(((b * H + h) * Sq + i) * Sk + j)] = row.probability(n);
+          }
+        }
+      }
+    }
+  }
+  return attn;
+}
+
 }  // namespace
 
 MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
@@ -40,9 +128,7 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
   const MhaDims dims = check_mha_weights(w);
   const MhaCall call = check_mha_inputs(dims, in);
   const int64_t E = dims.embed_dim, H = dims.num_heads, kdim = dims.kdim, vdim = dims.vdim;
-  const int64_t D = dims.head_dim();    // head dim
-  const int64_t KVD = dims.kv_dim();    // projected key/value width
-  const int64_t group = H / dims.kv_heads;  // query heads per KV head
+  const int64_t KVD = dims.kv_dim();  // projected key/value width
   const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k;
   const std::span<const float> key = call.self_attention ? in.query : in.key;
   const std::span<const float> value = call.self_attention ? in.query : in.value;
@@ -57,77 +143,10 @@ MhaOutputs multi_head_attention(const MhaWeights& w, const MhaInputs& in) {
 
   // ---- attention per (batch, head, query row), heads merged into attn (B,Sq,E) --------------------
   MhaOutputs o;
-  std::vector<double> attn(static_cast<std::size_t>(B * Sq * E), 0.0);
   if (in.need_weights) {
     o.weights.assign(static_cast<std::size_t>(in.average_weights ? B * Sq * Sk : B * H * Sq * Sk), 0.0);
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  // The score modifiers, in attention's order (reference.cpp): scale·q·k -> softcap -> + ALiBi ->
-  // + attn_mask -> the boolean masks (causal, window, key padding) -> softmax with the sink.
-  const double softcap = in.softcap ? static_cast<double>(*in.softcap) : 0.0;
-  const int64_t off = call.diagonal_offset();
-  const Window window = in.window.value_or(Window{});
-  std::vector<int64_t> keys;
-  std::vector<double> p;
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t g = h / group;
-      const double slope = dims.has_alibi ? static_cast<double>(w.alibi_slopes[static_cast<std::size_t>(h)]) : 0.0;
-      for (int64_t i = 0; i < Sq; ++i) {
-        // Visible keys: causal rule, the window (i + off - left <= j <= i + off + right), key padding
-        // (nonzero = ignore), and attn_mask entries of -inf. Masked keys are skipped, not weighted by
-        // 0, so NaN/Inf in them cannot leak into the row.
-        int64_t begin = 0, end = Sk;
-        if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
-        if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
-        if (window.left >= 0) begin = detail::window_key_begin(i + off, window.left, Sk);
-        if (window.right >= 0) end = std::min(end, detail::window_key_end(i + off, window.right, Sk));
-        keys.clear();
-        p.clear();
-        for (int64_t j = begin; j < end; ++j) {
-          if (!in.key_padding_mask.empty() && in.key_padding_mask[static_cast<std::size_t>(b * Sk + j)] != 0) {
-            continue;
-          }
-          const double bias =
-              in.attn_mask.empty() ? 0.0 : static_cast<double>(in.attn_mask[static_cast<std::size_t>(i * Sk + j)]);
-          if (bias == -std::numeric_limits<double>::infinity()) continue;
-          double dot = 0.0;
-          for (int64_t d = 0; d < D; ++d) {
-            dot += q[static_cast<std::size_t>((b * Sq + i) * E + h * D + d)] *
-                   k[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
-          }
-          double score = detail::score(scale, dot, 0.0);
-          if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
-          if (dims.has_alibi) score = detail::add_bias(score, detail::alibi_bias(slope, i + off - j));
-          keys.push_back(j);
-          p.push_back(detail::add_bias(score, bias));
-        }
-        if (keys.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
-        // The sink joins the max and the denominator, with no value: it only scales the row down.
-        const double sink = dims.has_sinks ? static_cast<double>(w.sinks[static_cast<std::size_t>(h)]) : 0.0;
-        double max = dims.has_sinks ? sink : p[0];
-        for (const double s : p) max = std::max(max, s);
-        double sum = dims.has_sinks ? std::exp(sink - max) : 0.0;
-        for (double& s : p) {
-          s = std::exp(s - max);
-          sum += s;
-        }
-        double* out_row = attn.data() + (b * Sq + i) * E + h * D;
-        for (std::size_t n = 0; n < keys.size(); ++n) {
-          const double pn = p[n] / sum;
-          const int64_t j = keys[n];
-          for (int64_t d = 0; d < D; ++d) out_row[d] += pn * v[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)];
-          if (in.need_weights) {
-            if (in.average_weights) {
-              o.weights[static_cast<std::size_t>((b * Sq + i) * Sk + j)] += pn / static_cast<double>(H);
-            } else {
-              o.weights[static_cast<std::size_t>(((b * H + h) * Sq + i) * Sk + j)] = pn;
-            }
-          }
-        }
-      }
-    }
-  }
+  const std::vector<double> attn = attend_heads(w, in, dims, call, Projected{q, k, v}, o.weights);
 
   // ---- output projection --------------------------------------------------------------------------
   o.out.assign(static_cast<std::size_t>(B * Sq * E), 0.0);

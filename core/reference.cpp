@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
-#include "score_rule.hpp"
+#include "score_chain.hpp"
+#include "sequence_reference.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/problem.hpp"
@@ -16,17 +20,11 @@ namespace vkattn::reference {
 
 namespace {
 
-void check_span(const char* name, std::size_t given, int64_t needed) {
-  if (static_cast<int64_t>(given) < needed) {
-    throw Error(std::string(name) + ": " + std::to_string(given) + " values given, layout needs " +
-                std::to_string(needed));
-  }
-}
+using detail::check_span;
 
-}  // namespace
-
-Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
-  // Validate exactly like the GPU path: the output is the dense BHSD tensor this function returns.
+// Validates exactly like the GPU path (the output is the dense BHSD tensor attention returns), then
+// the spans' sizes, the key lengths and the requested rows.
+AttentionProblem check_inputs(const Inputs& in, std::span<const int64_t> rows) {
   AttentionLayouts layouts;
   layouts.q = in.q_layout;
   layouts.k = in.k_layout;
@@ -66,9 +64,12 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
                   std::to_string(p.seq_q) + ")");
     }
   }
+  return p;
+}
 
+// The outputs' shapes, every value NaN until its row is computed (rows not asked for stay NaN).
+Outputs nan_outputs(const AttentionProblem& p, bool weights) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
   Outputs o;
   o.batch = p.batch;
   o.heads = p.heads;
@@ -77,7 +78,81 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
   o.out.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * p.dim_v), nan);
   o.lse.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q), nan);
   o.seq_k = p.seq_k;
-  if (in.weights) o.weights.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * p.seq_k), nan);
+  if (weights) o.weights.assign(static_cast<std::size_t>(p.batch * p.heads * p.seq_q * p.seq_k), nan);
+  return o;
+}
+
+// The call's modifiers for the score chain.
+detail::ScoreModifiers score_modifiers(const Inputs& in, const AttentionProblem& p) {
+  detail::ScoreModifiers m;
+  m.scale = static_cast<double>(p.scale);
+  m.softcap = static_cast<double>(p.softcap);
+  m.alibi = in.alibi_layout.has_value();
+  m.sink = in.sinks_layout.has_value();
+  return m;
+}
+
+detail::HeadModifiers head_modifiers(const Inputs& in, int64_t b, int64_t h) {
+  detail::HeadModifiers head;
+  if (in.alibi_layout) head.alibi_slope = static_cast<double>(in.alibi[static_cast<std::size_t>(in.alibi_layout->index(b, h))]);
+  if (in.sinks_layout) head.sink = static_cast<double>(in.sinks[static_cast<std::size_t>(in.sinks_layout->index(0, h))]);
+  return head;
+}
+
+// The mask tensor's say on key j of row i: std::nullopt when it hides the key (a boolean 0, a float
+// -inf), else its float bias (0 for a boolean mask or none).
+std::optional<double> mask_bias(const Inputs& in, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!in.mask_layout) return 0.0;
+  const MaskLayout& mask = *in.mask_layout;
+  const float m = in.mask[static_cast<std::size_t>(mask.index(b, h, i, j))];
+  if (mask.type == MaskType::boolean) {
+    if (m == 0.0f) return std::nullopt;
+    return 0.0;
+  }
+  // The GPU reads f16 masks in f16: see the same value even if the caller did not round.
+  const float mv = mask.type == MaskType::f16 ? round_to(DType::f16, m) : m;
+  if (mv == -std::numeric_limits<float>::infinity()) return std::nullopt;
+  return static_cast<double>(mv);
+}
+
+// Row i of head h in batch element b, through the score chain into o (its O, LSE and, when asked, P).
+void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t h, int64_t i, int64_t kv_len,
+                detail::ScoreRow& row, Outputs& o) {
+  const int64_t g = h / p.group_size();
+  row.start(head_modifiers(in, b, h), i + p.diagonal_offset());
+  // Causal, the window and the key lengths: the visible key range.
+  const int64_t end = std::min({p.seq_k, kv_len, p.visible_key_end(i)});
+  row.score_keys(
+      p.visible_key_begin(i), end, [&](int64_t j) { return mask_bias(in, b, h, i, j); },
+      [&](int64_t j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < p.dim_qk; ++d) {
+          dot += static_cast<double>(in.q[static_cast<std::size_t>(in.q_layout.index(b, h, i, d))]) *
+                 static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
+        }
+        return dot;
+      });
+  row.softmax();
+
+  const std::size_t r = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);
+  row.output(
+      p.dim_v, detail::ValueSum::weights_then_divide,
+      [&](int64_t j, int64_t d) { return static_cast<double>(in.v[static_cast<std::size_t>(in.v_layout.index(b, g, j, d))]); },
+      o.out.data() + r * static_cast<std::size_t>(p.dim_v));
+  o.lse[r] = row.lse();
+  if (in.weights) {
+    double* weight_row = o.weights.data() + r * static_cast<std::size_t>(p.seq_k);
+    std::fill(weight_row, weight_row + p.seq_k, 0.0);
+    const std::span<const int64_t> keys = row.keys();
+    for (std::size_t n = 0; n < keys.size(); ++n) weight_row[keys[n]] = row.probability(n);
+  }
+}
+
+}  // namespace
+
+Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
+  const AttentionProblem p = check_inputs(in, rows);
+  Outputs o = nan_outputs(p, in.weights);
 
   std::vector<int64_t> all_rows;
   if (rows.empty()) {
@@ -86,85 +161,11 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
     rows = all_rows;
   }
 
-  const double scale = static_cast<double>(p.scale);
-  const double softcap = static_cast<double>(p.softcap);
-  const int64_t off = p.diagonal_offset();
-  const MaskLayout* mask = in.mask_layout ? &*in.mask_layout : nullptr;
-  std::vector<int64_t> keys;   // visible key indices of the current row
-  std::vector<double> scores;  // their scaled, biased scores
-  std::vector<double> acc(static_cast<std::size_t>(p.dim_v));
-
+  detail::ScoreRow row(score_modifiers(in, p));
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t kv_len = in.kv_lengths.empty() ? p.seq_k : in.kv_lengths[static_cast<std::size_t>(b)];
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t g = h / p.group_size();
-      const double slope =
-          in.alibi_layout ? static_cast<double>(in.alibi[static_cast<std::size_t>(in.alibi_layout->index(b, h))]) : 0.0;
-      const double sink = in.sinks_layout ? static_cast<double>(in.sinks[static_cast<std::size_t>(in.sinks_layout->index(0, h))])
-                                          : -inf;
-      for (const int64_t i : rows) {
-        // Causal, the window and the key lengths: the visible key range.
-        const int64_t end = std::min({p.seq_k, kv_len, p.visible_key_end(i)});
-        keys.clear();
-        scores.clear();
-        for (int64_t j = p.visible_key_begin(i); j < end; ++j) {
-          double bias = 0.0;
-          if (mask) {
-            const float m = in.mask[static_cast<std::size_t>(mask->index(b, h, i, j))];
-            if (mask->type == MaskType::boolean) {
-              if (m == 0.0f) continue;
-            } else {
-              // The GPU reads f16 masks in f16: see the same value even if the caller did not round.
-              const float mv = mask->type == MaskType::f16 ? round_to(DType::f16, m) : m;
-              if (mv == -std::numeric_limits<float>::infinity()) continue;
-              bias = static_cast<double>(mv);
-            }
-          }
-          // Only now that the key is known visible is K read: masked keys never reach the sums.
-          double dot = 0.0;
-          for (int64_t d = 0; d < p.dim_qk; ++d) {
-            dot += static_cast<double>(in.q[static_cast<std::size_t>(in.q_layout.index(b, h, i, d))]) *
-                   static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
-          }
-          // scale * q.k -> softcap (finite scores only: NaN/Inf inputs propagate) -> + ALiBi -> + float mask
-          double score = detail::score(scale, dot, 0.0);
-          if (softcap > 0.0 && std::isfinite(score)) score = softcap * std::tanh(score / softcap);
-          if (in.alibi_layout) score = detail::add_bias(score, detail::alibi_bias(slope, i + off - j));
-          keys.push_back(j);
-          scores.push_back(detail::add_bias(score, bias));
-        }
-
-        const std::size_t row = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);
-        double* out_row = o.out.data() + row * static_cast<std::size_t>(p.dim_v);
-        double* weight_row = in.weights ? o.weights.data() + row * static_cast<std::size_t>(p.seq_k) : nullptr;
-        if (weight_row) std::fill(weight_row, weight_row + p.seq_k, 0.0);
-        if (keys.empty()) {
-          // No visible key: O = 0 and LSE = -inf, or the sink's logit (its term alone in the sum).
-          std::fill(out_row, out_row + p.dim_v, 0.0);
-          o.lse[row] = sink;
-          continue;
-        }
-        // Max over the visible scores (and the sink); NaN scores propagate through the sums below.
-        double max = in.sinks_layout ? sink : scores[0];
-        for (const double s : scores) max = std::max(max, s);
-        if (std::isnan(sink)) max = sink;
-        // The sink joins the denominator with no value.
-        double sum = in.sinks_layout ? std::exp(sink - max) : 0.0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (std::size_t n = 0; n < keys.size(); ++n) {
-          const double w = std::exp(scores[n] - max);
-          sum += w;
-          for (int64_t d = 0; d < p.dim_v; ++d) {
-            acc[static_cast<std::size_t>(d)] +=
-                w * static_cast<double>(in.v[static_cast<std::size_t>(in.v_layout.index(b, g, keys[n], d))]);
-          }
-        }
-        for (int64_t d = 0; d < p.dim_v; ++d) out_row[d] = acc[static_cast<std::size_t>(d)] / sum;
-        if (weight_row)
-          for (std::size_t n = 0; n < keys.size(); ++n) weight_row[keys[n]] = std::exp(scores[n] - max) / sum;
-        o.lse[row] = max + std::log(sum);
-      }
-    }
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (const int64_t i : rows) attend_row(in, p, b, h, i, kv_len, row, o);
   }
   return o;
 }

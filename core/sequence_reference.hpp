@@ -15,7 +15,8 @@ namespace vkattn::reference::detail {
 // q8_0 bytes dequantized. Throws Error naming `name` when the data is of the other kind or short.
 std::vector<float> kv_values(const char* name, const KvData& data, KvQuant quant, int64_t elements);
 
-// Throws "<name>: <given> values given, layout needs <needed>" when short (reference.cpp's wording).
+// Throws "<name>: <given> values given, layout needs <needed>" when short: one wording for the dense
+// reference (reference.cpp) and the serving ones.
 void check_span(const char* name, std::size_t given, int64_t needed);
 
 // One sequence: Q (1, heads, seq_q, dim_qk), K and V (1, kv_heads, seq_k, dim) with their spans,

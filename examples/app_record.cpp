@@ -114,8 +114,13 @@ bool has_device_extension(VkPhysicalDevice device, const char* name) {
                      [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
-int run(bool validate) {
-  // ---- The application's instance: validation layer + synchronization validation when asked. ----
+// The application's instance, with the validation layer and synchronization validation when asked.
+struct AppInstance {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;  // --validate only
+};
+
+AppInstance create_instance(bool validate) {
   const char* layer = "VK_LAYER_KHRONOS_validation";
   if (validate && !has_layer(layer)) throw std::runtime_error("--validate: VK_LAYER_KHRONOS_validation is not installed");
   VkApplicationInfo app_info{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -141,21 +146,39 @@ int run(bool validate) {
     instance_info.enabledExtensionCount = 1;
     instance_info.ppEnabledExtensionNames = &debug_utils;
   }
-  VkInstance instance;
-  CHECK_VK(vkCreateInstance(&instance_info, nullptr, &instance));
-  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  AppInstance app;
+  CHECK_VK(vkCreateInstance(&instance_info, nullptr, &app.instance));
   if (validate) {
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
-    CHECK_VK(create(instance, &messenger_info, nullptr, &messenger));
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(app.instance, "vkCreateDebugUtilsMessengerEXT"));
+    CHECK_VK(create(app.instance, &messenger_info, nullptr, &app.messenger));
   }
+  return app;
+}
 
-  // ---- Physical device: the first with what vkattn needs (its extensions) and a compute queue. ----
+void destroy_instance(AppInstance& app) {
+  if (app.messenger) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(app.instance, "vkDestroyDebugUtilsMessengerEXT"));
+    destroy(app.instance, app.messenger, nullptr);
+  }
+  vkDestroyInstance(app.instance, nullptr);
+}
+
+// The application's device: what it found, what it enabled, and its queue.
+struct AppDevice {
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  uint32_t family = 0;  // a queue family with compute
+  VkPhysicalDeviceMemoryProperties memory{};
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  bool storage_16bit = false;  // 16-bit storage enabled (vkattn's f16/bf16)
+};
+
+// The first physical device with what vkattn needs (its extensions) and a compute queue.
+void pick_physical_device(VkInstance instance, AppDevice& d) {
   uint32_t count = 0;
   vkEnumeratePhysicalDevices(instance, &count, nullptr);
   std::vector<VkPhysicalDevice> physical_devices(count);
   vkEnumeratePhysicalDevices(instance, &count, physical_devices.data());
-  VkPhysicalDevice physical = VK_NULL_HANDLE;
-  uint32_t family = 0;
   for (VkPhysicalDevice candidate : physical_devices) {
     const auto needed = vkattn::Context::required_device_extensions();
     if (!std::all_of(needed.begin(), needed.end(), [&](const char* e) { return has_device_extension(candidate, e); }))
@@ -163,29 +186,32 @@ int run(bool validate) {
     vkGetPhysicalDeviceQueueFamilyProperties(candidate, &count, nullptr);
     std::vector<VkQueueFamilyProperties> families(count);
     vkGetPhysicalDeviceQueueFamilyProperties(candidate, &count, families.data());
-    for (uint32_t i = 0; i < count && !physical; ++i)
-      if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) physical = candidate, family = i;
-    if (physical) break;
+    for (uint32_t i = 0; i < count && !d.physical; ++i)
+      if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) d.physical = candidate, d.family = i;
+    if (d.physical) break;
   }
-  if (!physical) throw std::runtime_error("no Vulkan device with VK_KHR_push_descriptor and a compute queue");
+  if (!d.physical) throw std::runtime_error("no Vulkan device with VK_KHR_push_descriptor and a compute queue");
   VkPhysicalDeviceProperties properties;
-  vkGetPhysicalDeviceProperties(physical, &properties);
-  VkPhysicalDeviceMemoryProperties memory;
-  vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  vkGetPhysicalDeviceProperties(d.physical, &properties);
+  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
   std::printf("device: %s\n", properties.deviceName);
+}
 
-  // ---- The device: vkattn's extensions, and 16-bit storage when supported (vkattn's f16/bf16). ----
+// The device: vkattn's extensions, and 16-bit storage when supported (vkattn's f16/bf16).
+AppDevice create_device(VkInstance instance) {
+  AppDevice d;
+  pick_physical_device(instance, d);
   VkPhysicalDeviceVulkan11Features supported11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceFeatures2 supported{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   supported.pNext = &supported11;
-  vkGetPhysicalDeviceFeatures2(physical, &supported);
+  vkGetPhysicalDeviceFeatures2(d.physical, &supported);
   VkPhysicalDeviceVulkan11Features enable11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   enable11.storageBuffer16BitAccess = supported11.storageBuffer16BitAccess;
   VkPhysicalDeviceFeatures2 enable{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   enable.pNext = &enable11;
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  queue_info.queueFamilyIndex = family;
+  queue_info.queueFamilyIndex = d.family;
   queue_info.queueCount = 1;
   queue_info.pQueuePriorities = &priority;
   const std::vector<const char*> extensions = vkattn::Context::required_device_extensions();
@@ -195,49 +221,75 @@ int run(bool validate) {
   device_info.pQueueCreateInfos = &queue_info;
   device_info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   device_info.ppEnabledExtensionNames = extensions.data();
-  VkDevice device;
-  CHECK_VK(vkCreateDevice(physical, &device_info, nullptr, &device));
-  VkQueue queue;
-  vkGetDeviceQueue(device, family, 0, &queue);
+  CHECK_VK(vkCreateDevice(d.physical, &device_info, nullptr, &d.device));
+  vkGetDeviceQueue(d.device, d.family, 0, &d.queue);
+  d.storage_16bit = enable11.storageBuffer16BitAccess == VK_TRUE;
+  return d;
+}
 
-  // ---- The application's own compute pipeline (scale.comp), with an ordinary descriptor set. ----
+// The application's own compute pipeline (scale.comp: x *= factor over `count` floats), with an
+// ordinary descriptor set.
+struct ScalePush {
+  uint32_t count;
+  float factor;
+};
+
+struct ScalePipeline {
+  VkShaderModule module;
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout layout;
+  VkPipeline pipeline;
+};
+
+ScalePipeline create_scale_pipeline(VkDevice device) {
+  ScalePipeline p;
   VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   module_info.codeSize = sizeof kScaleSpirv;
   module_info.pCode = kScaleSpirv;
-  VkShaderModule module;
-  CHECK_VK(vkCreateShaderModule(device, &module_info, nullptr, &module));
+  CHECK_VK(vkCreateShaderModule(device, &module_info, nullptr, &p.module));
   const VkDescriptorSetLayoutBinding binding{0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo set_layout_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   set_layout_info.bindingCount = 1;
   set_layout_info.pBindings = &binding;
-  VkDescriptorSetLayout set_layout;
-  CHECK_VK(vkCreateDescriptorSetLayout(device, &set_layout_info, nullptr, &set_layout));
-  struct ScalePush {
-    uint32_t count;
-    float factor;
-  };
+  CHECK_VK(vkCreateDescriptorSetLayout(device, &set_layout_info, nullptr, &p.set_layout));
   const VkPushConstantRange push_range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(ScalePush)};
   VkPipelineLayoutCreateInfo pipeline_layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pipeline_layout_info.setLayoutCount = 1;
-  pipeline_layout_info.pSetLayouts = &set_layout;
+  pipeline_layout_info.pSetLayouts = &p.set_layout;
   pipeline_layout_info.pushConstantRangeCount = 1;
   pipeline_layout_info.pPushConstantRanges = &push_range;
-  VkPipelineLayout pipeline_layout;
-  CHECK_VK(vkCreatePipelineLayout(device, &pipeline_layout_info, nullptr, &pipeline_layout));
+  CHECK_VK(vkCreatePipelineLayout(device, &pipeline_layout_info, nullptr, &p.layout));
   VkComputePipelineCreateInfo pipeline_info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   pipeline_info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  pipeline_info.stage.module = module;
+  pipeline_info.stage.module = p.module;
   pipeline_info.stage.pName = "main";
-  pipeline_info.layout = pipeline_layout;
-  VkPipeline scale_pipeline;
-  CHECK_VK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &scale_pipeline));
+  pipeline_info.layout = p.layout;
+  CHECK_VK(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &p.pipeline));
+  return p;
+}
 
-  // ---- The problem: 4 new tokens of 8 query heads (GQA over 2 KV heads) against 1000 cached keys. ----
+void destroy_scale_pipeline(VkDevice device, ScalePipeline& p) {
+  vkDestroyPipeline(device, p.pipeline, nullptr);
+  vkDestroyPipelineLayout(device, p.layout, nullptr);
+  vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+  vkDestroyShaderModule(device, p.module, nullptr);
+}
+
+// The problem: 4 new tokens of 8 query heads (GQA over 2 KV heads) against 1000 cached keys.
+struct Problem {
+  vkattn::TensorLayout q_layout, kv_layout;
+  std::vector<float> q, k, v;
+  VkDeviceSize q_bytes, kv_bytes;
+};
+
+constexpr float kQFactor = 0.5f;  // what the application's shader does to Q before attention
+
+Problem make_problem() {
   const int64_t heads = 8, kv_heads = 2, seq_q = 4, seq_k = 1000, dim = 64;
-  const float q_factor = 0.5f;  // what the application's shader does to Q before attention
-  const auto q_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, heads, seq_q, dim);
-  const auto kv_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, kv_heads, seq_k, dim);
+  Problem p;
+  p.q_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, heads, seq_q, dim);
+  p.kv_layout = vkattn::TensorLayout::bhsd(vkattn::DType::f32, 1, kv_heads, seq_k, dim);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   auto random = [&](const vkattn::TensorLayout& layout) {
@@ -245,173 +297,240 @@ int run(bool validate) {
     for (float& e : x) e = normal(rng);
     return x;
   };
-  const std::vector<float> q = random(q_layout), k = random(kv_layout), v = random(kv_layout);
-  const VkDeviceSize q_bytes = q.size() * 4, kv_bytes = k.size() * 4;
+  p.q = random(p.q_layout);
+  p.k = random(p.kv_layout);
+  p.v = random(p.kv_layout);
+  p.q_bytes = p.q.size() * 4;
+  p.kv_bytes = p.k.size() * 4;
+  return p;
+}
 
-  // Device buffers for the tensors; host-visible ones to upload from and read back into.
-  AppBuffer q_buf = create_buffer(device, memory, q_bytes, false);
-  AppBuffer k_buf = create_buffer(device, memory, kv_bytes, false);
-  AppBuffer v_buf = create_buffer(device, memory, kv_bytes, false);
-  AppBuffer o_buf = create_buffer(device, memory, q_bytes, false);
-  AppBuffer upload = create_buffer(device, memory, q_bytes + 2 * kv_bytes, true);
-  AppBuffer readback = create_buffer(device, memory, q_bytes, true);
-  std::memcpy(static_cast<char*>(upload.mapped), q.data(), q_bytes);
-  std::memcpy(static_cast<char*>(upload.mapped) + q_bytes, k.data(), kv_bytes);
-  std::memcpy(static_cast<char*>(upload.mapped) + q_bytes + kv_bytes, v.data(), kv_bytes);
+// Device buffers for the tensors; host-visible ones to upload from and read back into.
+struct TensorBuffers {
+  AppBuffer q, k, v, o, upload, readback;
+};
 
+TensorBuffers create_tensor_buffers(const AppDevice& d, const Problem& p) {
+  TensorBuffers b;
+  b.q = create_buffer(d.device, d.memory, p.q_bytes, false);
+  b.k = create_buffer(d.device, d.memory, p.kv_bytes, false);
+  b.v = create_buffer(d.device, d.memory, p.kv_bytes, false);
+  b.o = create_buffer(d.device, d.memory, p.q_bytes, false);
+  b.upload = create_buffer(d.device, d.memory, p.q_bytes + 2 * p.kv_bytes, true);
+  b.readback = create_buffer(d.device, d.memory, p.q_bytes, true);
+  std::memcpy(static_cast<char*>(b.upload.mapped), p.q.data(), p.q_bytes);
+  std::memcpy(static_cast<char*>(b.upload.mapped) + p.q_bytes, p.k.data(), p.kv_bytes);
+  std::memcpy(static_cast<char*>(b.upload.mapped) + p.q_bytes + p.kv_bytes, p.v.data(), p.kv_bytes);
+  return b;
+}
+
+// The scale shader's descriptor set, binding Q.
+struct ScaleDescriptors {
+  VkDescriptorPool pool;
+  VkDescriptorSet q_set;
+};
+
+ScaleDescriptors create_scale_descriptors(VkDevice device, const ScalePipeline& scale, const AppBuffer& q) {
+  ScaleDescriptors s;
   VkDescriptorPoolSize pool_size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
   VkDescriptorPoolCreateInfo descriptor_pool_info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   descriptor_pool_info.maxSets = 1;
   descriptor_pool_info.poolSizeCount = 1;
   descriptor_pool_info.pPoolSizes = &pool_size;
-  VkDescriptorPool descriptor_pool;
-  CHECK_VK(vkCreateDescriptorPool(device, &descriptor_pool_info, nullptr, &descriptor_pool));
+  CHECK_VK(vkCreateDescriptorPool(device, &descriptor_pool_info, nullptr, &s.pool));
   VkDescriptorSetAllocateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  set_info.descriptorPool = descriptor_pool;
+  set_info.descriptorPool = s.pool;
   set_info.descriptorSetCount = 1;
-  set_info.pSetLayouts = &set_layout;
-  VkDescriptorSet q_set;
-  CHECK_VK(vkAllocateDescriptorSets(device, &set_info, &q_set));
-  const VkDescriptorBufferInfo q_desc{q_buf.buffer, 0, q_bytes};
+  set_info.pSetLayouts = &scale.set_layout;
+  CHECK_VK(vkAllocateDescriptorSets(device, &set_info, &s.q_set));
+  const VkDescriptorBufferInfo q_desc{q.buffer, 0, q.size};
   VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-  write.dstSet = q_set;
+  write.dstSet = s.q_set;
   write.descriptorCount = 1;
   write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
   write.pBufferInfo = &q_desc;
   vkUpdateDescriptorSets(device, 1, &write, 0, nullptr);
+  return s;
+}
 
-  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pool_info.queueFamilyIndex = family;
+// The command buffer everything is recorded into, and the fence its one submission signals.
+struct Commands {
   VkCommandPool pool;
-  CHECK_VK(vkCreateCommandPool(device, &pool_info, nullptr, &pool));
+  VkCommandBuffer cmd;
+  VkFence fence;
+};
+
+Commands create_commands(const AppDevice& d) {
+  Commands c;
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.queueFamilyIndex = d.family;
+  CHECK_VK(vkCreateCommandPool(d.device, &pool_info, nullptr, &c.pool));
   VkCommandBufferAllocateInfo cmd_info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cmd_info.commandPool = pool;
+  cmd_info.commandPool = c.pool;
   cmd_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cmd_info.commandBufferCount = 1;
-  VkCommandBuffer cmd;
-  CHECK_VK(vkAllocateCommandBuffers(device, &cmd_info, &cmd));
+  CHECK_VK(vkAllocateCommandBuffers(d.device, &cmd_info, &c.cmd));
   VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  VkFence fence;
-  CHECK_VK(vkCreateFence(device, &fence_info, nullptr, &fence));
+  CHECK_VK(vkCreateFence(d.device, &fence_info, nullptr, &c.fence));
+  return c;
+}
 
-  std::vector<float> out(q.size());
-  AppBuffer workspace_buf;  // sized by plan_attention below
-  {
-    // ---- vkattn borrows the device and the buffers; it owns none of them. Its objects must go
-    // before the handles they borrow, hence this scope. ----
-    vkattn::AdoptedDevice lent;
-    lent.instance = instance;
-    lent.physical_device = physical;
-    lent.device = device;
-    lent.queue = queue;
-    lent.queue_family_index = family;
-    lent.storage_16bit_enabled = enable11.storageBuffer16BitAccess == VK_TRUE;
-    vkattn::Context context = vkattn::Context::adopt(lent);
-    vkattn::Buffer q_view = vkattn::Buffer::wrap(context, q_buf.buffer, 0, q_bytes);
-    vkattn::Buffer k_view = vkattn::Buffer::wrap(context, k_buf.buffer, 0, kv_bytes);
-    vkattn::Buffer v_view = vkattn::Buffer::wrap(context, v_buf.buffer, 0, kv_bytes);
-    vkattn::Buffer o_view = vkattn::Buffer::wrap(context, o_buf.buffer, 0, q_bytes);
-    vkattn::AttentionArgs args;
-    args.q = {&q_view, q_layout};
-    args.k = {&k_view, kv_layout};
-    args.v = {&v_view, kv_layout};
-    args.out = {&o_view, q_layout};
-    args.options.causal = vkattn::Causal::bottom_right;  // the new tokens see the cache and each other causally
+// The upload of Q, K and V from the host-visible buffer, and the barrier that orders it before any
+// shader reads or writes them (the scale shader and attention).
+void record_upload(VkCommandBuffer cmd, const Problem& p, const TensorBuffers& b) {
+  const VkBufferCopy to_q{0, 0, p.q_bytes}, to_k{p.q_bytes, 0, p.kv_bytes}, to_v{p.q_bytes + p.kv_bytes, 0, p.kv_bytes};
+  vkCmdCopyBuffer(cmd, b.upload.buffer, b.q.buffer, 1, &to_q);
+  vkCmdCopyBuffer(cmd, b.upload.buffer, b.k.buffer, 1, &to_k);
+  vkCmdCopyBuffer(cmd, b.upload.buffer, b.v.buffer, 1, &to_v);
+  barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+}
 
-    // plan_attention checks everything (throws vkattn::Error) and says how much workspace the
-    // recorded work needs (split-KV partials); the application provides it, like every buffer.
-    const vkattn::AttentionPlan plan = vkattn::plan_attention(context, args);
-    std::printf("plan: %s path, %s kernel, %u key splits, workspace %llu bytes\n", plan.path, plan.kernel, plan.splits,
-                static_cast<unsigned long long>(plan.workspace_bytes));
-    vkattn::Buffer workspace_view;
-    vkattn::BufferSlice workspace;
-    if (plan.workspace_bytes > 0) {
-      workspace_buf = create_buffer(device, memory, plan.workspace_bytes, false);
-      workspace_view = vkattn::Buffer::wrap(context, workspace_buf.buffer, 0, plan.workspace_bytes);
-      workspace = {&workspace_view, 0};
-    }
+// The application's own work: Q *= 0.5, in place.
+void record_scale(VkCommandBuffer cmd, const ScalePipeline& scale, const ScaleDescriptors& sets, const Problem& p) {
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, scale.pipeline);
+  vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, scale.layout, 0, 1, &sets.q_set, 0, nullptr);
+  const ScalePush push{static_cast<uint32_t>(p.q.size()), kQFactor};
+  vkCmdPushConstants(cmd, scale.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+  vkCmdDispatch(cmd, static_cast<uint32_t>((p.q.size() + 63) / 64), 1, 1);
+}
 
-    // ---- One command buffer: upload, the application's dispatch, attention, readback. ----
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    CHECK_VK(vkBeginCommandBuffer(cmd, &begin));
-    const VkBufferCopy to_q{0, 0, q_bytes}, to_k{q_bytes, 0, kv_bytes}, to_v{q_bytes + kv_bytes, 0, kv_bytes};
-    vkCmdCopyBuffer(cmd, upload.buffer, q_buf.buffer, 1, &to_q);
-    vkCmdCopyBuffer(cmd, upload.buffer, k_buf.buffer, 1, &to_k);
-    vkCmdCopyBuffer(cmd, upload.buffer, v_buf.buffer, 1, &to_v);
-    // The copies' writes before any shader reads or writes Q, K, V (the scale shader and attention).
-    barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+// O copied into the host-visible buffer: attention's shader writes of O before the transfer that
+// reads it (the other side of record_attention's contract), and that transfer's write before the
+// host reads the mapped memory.
+void record_readback(VkCommandBuffer cmd, const Problem& p, const TensorBuffers& b) {
+  barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_TRANSFER_READ_BIT);
+  const VkBufferCopy from_o{0, 0, p.q_bytes};
+  vkCmdCopyBuffer(cmd, b.o.buffer, b.readback.buffer, 1, &from_o);
+  barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+          VK_ACCESS_HOST_READ_BIT);
+}
 
-    // The application's own work: Q *= 0.5, in place.
-    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, scale_pipeline);
-    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout, 0, 1, &q_set, 0, nullptr);
-    const ScalePush push{static_cast<uint32_t>(q.size()), q_factor};
-    vkCmdPushConstants(cmd, pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
-    vkCmdDispatch(cmd, static_cast<uint32_t>((q.size() + 63) / 64), 1, 1);
-    // The caller's side of record_attention's contract: its inputs' writes (here the scale shader's
-    // write of Q) are made visible to compute-shader reads before it.
-    barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-            VK_ACCESS_SHADER_READ_BIT);
+// Everything the one command buffer needs from the application.
+struct App {
+  const AppInstance& instance;
+  const AppDevice& device;
+  const ScalePipeline& scale;
+  const ScaleDescriptors& scale_sets;
+  const TensorBuffers& buffers;
+  const Commands& commands;
+};
 
-    // vkattn records its dispatches (and the barriers between them) here; nothing is submitted. It
-    // binds its own pipelines, push descriptors and push constants: rebind yours after it.
-    vkattn::record_attention(context, cmd, args, workspace);
+// vkattn borrows the device and the buffers; it owns none of them. Its objects (the Context, the
+// Buffer views) are gone when this returns, before the handles they borrow; the workspace it asks
+// for is the application's, in `workspace_buf`. Records upload, the application's dispatch,
+// attention and readback into one command buffer, submits it once, and returns O.
+std::vector<float> attend_in_one_command_buffer(const App& app, const Problem& p, AppBuffer& workspace_buf) {
+  const AppDevice& d = app.device;
+  const TensorBuffers& b = app.buffers;
+  vkattn::AdoptedDevice lent;
+  lent.instance = app.instance.instance;
+  lent.physical_device = d.physical;
+  lent.device = d.device;
+  lent.queue = d.queue;
+  lent.queue_family_index = d.family;
+  lent.storage_16bit_enabled = d.storage_16bit;
+  vkattn::Context context = vkattn::Context::adopt(lent);
+  vkattn::Buffer q_view = vkattn::Buffer::wrap(context, b.q.buffer, 0, p.q_bytes);
+  vkattn::Buffer k_view = vkattn::Buffer::wrap(context, b.k.buffer, 0, p.kv_bytes);
+  vkattn::Buffer v_view = vkattn::Buffer::wrap(context, b.v.buffer, 0, p.kv_bytes);
+  vkattn::Buffer o_view = vkattn::Buffer::wrap(context, b.o.buffer, 0, p.q_bytes);
+  vkattn::AttentionArgs args;
+  args.q = {&q_view, p.q_layout};
+  args.k = {&k_view, p.kv_layout};
+  args.v = {&v_view, p.kv_layout};
+  args.out = {&o_view, p.q_layout};
+  args.options.causal = vkattn::Causal::bottom_right;  // the new tokens see the cache and each other causally
 
-    // The other side of the contract: attention's shader writes of O before the transfer that reads
-    // it, and that transfer's write before the host reads the mapped memory.
-    barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-            VK_ACCESS_TRANSFER_READ_BIT);
-    const VkBufferCopy from_o{0, 0, q_bytes};
-    vkCmdCopyBuffer(cmd, o_buf.buffer, readback.buffer, 1, &from_o);
-    barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-            VK_ACCESS_HOST_READ_BIT);
-    CHECK_VK(vkEndCommandBuffer(cmd));
+  // plan_attention checks everything (throws vkattn::Error) and says how much workspace the
+  // recorded work needs (split-KV partials); the application provides it, like every buffer.
+  const vkattn::AttentionPlan plan = vkattn::plan_attention(context, args);
+  std::printf("plan: %s path, %s kernel, %u key splits, workspace %llu bytes\n", plan.path, plan.kernel, plan.splits,
+              static_cast<unsigned long long>(plan.workspace_bytes));
+  vkattn::Buffer workspace_view;
+  vkattn::BufferSlice workspace;
+  if (plan.workspace_bytes > 0) {
+    workspace_buf = create_buffer(d.device, d.memory, plan.workspace_bytes, false);
+    workspace_view = vkattn::Buffer::wrap(context, workspace_buf.buffer, 0, plan.workspace_bytes);
+    workspace = {&workspace_view, 0};
+  }
 
-    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &cmd;
-    CHECK_VK(vkQueueSubmit(queue, 1, &submit, fence));
-    CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-    std::memcpy(out.data(), readback.mapped, q_bytes);
-  }  // the Context and the Buffer views are gone; the device and buffers are still the application's
+  // ---- One command buffer: upload, the application's dispatch, attention, readback. ----
+  const VkCommandBuffer cmd = app.commands.cmd;
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  CHECK_VK(vkBeginCommandBuffer(cmd, &begin));
+  record_upload(cmd, p, b);
+  record_scale(cmd, app.scale, app.scale_sets, p);
+  // The caller's side of record_attention's contract: its inputs' writes (here the scale shader's
+  // write of Q) are made visible to compute-shader reads before it.
+  barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT);
+  // vkattn records its dispatches (and the barriers between them) here; nothing is submitted. It
+  // binds its own pipelines, push descriptors and push constants: rebind yours after it.
+  vkattn::record_attention(context, cmd, args, workspace);
+  record_readback(cmd, p, b);
+  CHECK_VK(vkEndCommandBuffer(cmd));
 
-  // ---- Check against the fp64 reference, fed Q as the application's shader left it. ----
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  CHECK_VK(vkQueueSubmit(d.queue, 1, &submit, app.commands.fence));
+  CHECK_VK(vkWaitForFences(d.device, 1, &app.commands.fence, VK_TRUE, UINT64_MAX));
+  std::vector<float> out(p.q.size());
+  std::memcpy(out.data(), b.readback.mapped, p.q_bytes);
+  return out;
+}
+
+// The largest error of O against the fp64 reference (fed Q as the application's shader left it),
+// normalised by max|V|; infinite when O holds NaN.
+double max_error_against_reference(const Problem& p, const std::vector<float>& out) {
   vkattn::reference::Inputs in;
-  in.q_layout = q_layout;
-  in.k_layout = kv_layout;
-  in.v_layout = kv_layout;
-  std::vector<float> scaled_q = q;
-  for (float& x : scaled_q) x *= q_factor;  // exact: a power of two
+  in.q_layout = p.q_layout;
+  in.k_layout = p.kv_layout;
+  in.v_layout = p.kv_layout;
+  std::vector<float> scaled_q = p.q;
+  for (float& x : scaled_q) x *= kQFactor;  // exact: a power of two
   in.q = scaled_q;
-  in.k = k;
-  in.v = v;
+  in.k = p.k;
+  in.v = p.v;
   in.options.causal = vkattn::Causal::bottom_right;
   const vkattn::reference::Outputs expected = vkattn::reference::attention(in);
   double max_v = 0.0, max_err = 0.0;
-  for (const float x : v) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
+  for (const float x : p.v) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
   for (std::size_t i = 0; i < out.size(); ++i) {
     const double err = std::fabs(out[i] - expected.out[i]) / max_v;
     max_err = std::isnan(err) ? INFINITY : std::max(max_err, err);
   }
+  return max_err;
+}
+
+int run(bool validate) {
+  AppInstance instance = create_instance(validate);
+  const AppDevice d = create_device(instance.instance);
+  ScalePipeline scale = create_scale_pipeline(d.device);
+  const Problem p = make_problem();
+  TensorBuffers b = create_tensor_buffers(d, p);
+  const ScaleDescriptors scale_sets = create_scale_descriptors(d.device, scale, b.q);
+  const Commands commands = create_commands(d);
+
+  AppBuffer workspace_buf;  // sized by plan_attention
+  const std::vector<float> out =
+      attend_in_one_command_buffer(App{instance, d, scale, scale_sets, b, commands}, p, workspace_buf);
+  // The Context and the Buffer views are gone; the device and buffers are still the application's.
+  const double max_err = max_error_against_reference(p, out);
   std::printf("max error (normalised by max|V|): %.3g\n", max_err);
 
   // ---- Tear down in reverse order of creation. ----
-  vkDestroyFence(device, fence, nullptr);
-  vkDestroyCommandPool(device, pool, nullptr);
-  vkDestroyDescriptorPool(device, descriptor_pool, nullptr);
-  for (AppBuffer* b : {&q_buf, &k_buf, &v_buf, &o_buf, &upload, &readback}) destroy_buffer(device, *b);
-  if (workspace_buf.buffer) destroy_buffer(device, workspace_buf);
-  vkDestroyPipeline(device, scale_pipeline, nullptr);
-  vkDestroyPipelineLayout(device, pipeline_layout, nullptr);
-  vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
-  vkDestroyShaderModule(device, module, nullptr);
-  vkDestroyDevice(device, nullptr);
-  if (messenger) {
-    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
-    destroy(instance, messenger, nullptr);
-  }
-  vkDestroyInstance(instance, nullptr);
+  vkDestroyFence(d.device, commands.fence, nullptr);
+  vkDestroyCommandPool(d.device, commands.pool, nullptr);
+  vkDestroyDescriptorPool(d.device, scale_sets.pool, nullptr);
+  for (AppBuffer* buffer : {&b.q, &b.k, &b.v, &b.o, &b.upload, &b.readback}) destroy_buffer(d.device, *buffer);
+  if (workspace_buf.buffer) destroy_buffer(d.device, workspace_buf);
+  destroy_scale_pipeline(d.device, scale);
+  vkDestroyDevice(d.device, nullptr);
+  destroy_instance(instance);
 
   if (validate) std::printf("validation messages: %d (synchronization validation on)\n", g_validation_messages);
   if (!(max_err <= 1e-5) || g_validation_messages > 0) {

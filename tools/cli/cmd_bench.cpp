@@ -16,6 +16,7 @@
 #include "bench_common.hpp"
 #include "conform/q8_0_blocks.hpp"
 #include "bench_metrics.hpp"
+#include "bench_options.hpp"
 #include "bench_output.hpp"
 #include "host_cpu.hpp"
 #include "bench_paged.hpp"
@@ -105,7 +106,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
   return shapes;
 }
 
-BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {
+AttentionLayouts bench_layouts(const BenchShape& shape, DType dtype) {
   AttentionLayouts layouts;
   layouts.q = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_qk);
   if (shape.kv_bshd) {
@@ -125,20 +126,34 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   layouts.has_kv_lengths = !shape.kv_lengths.empty();
   layouts.kv_quant = shape.kv_quant;
-  BenchResult result;
-  result.shape = shape;
-  result.dtype = dtype;
-  const AttentionProblem problem = check_attention(layouts);  // before generating gigabytes of random numbers
-  result.weights = shape.path == AttentionPath::unfused;
-  const uint64_t p_bytes = result.weights ? weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k) : 0;
-  const auto bytes_of = [&](const TensorLayout& l) {
+  return layouts;
+}
+
+// The bytes of a call's tensors: K and V as q8_0 blocks under --kv-dtype q8_0.
+struct TensorBytes {
+  uint64_t q = 0, k = 0, v = 0, out = 0, p = 0;
+};
+
+TensorBytes tensor_bytes(const AttentionLayouts& layouts, const AttentionProblem& problem, KvQuant kv_quant,
+                         bool weights) {
+  const auto bytes_of = [&](const TensorLayout& l, bool kv) {
     const uint64_t elements = static_cast<uint64_t>(l.element_count());
-    const bool kv = &l == &layouts.k || &l == &layouts.v;
-    if (kv && shape.kv_quant == KvQuant::q8_0) return elements / kQ8_0BlockElements * kQ8_0BlockBytes;
+    if (kv && kv_quant == KvQuant::q8_0) return elements / kQ8_0BlockElements * kQ8_0BlockBytes;
     return elements * dtype_size(l.dtype);
   };
-  const uint64_t out_bytes = bytes_of(layouts.out);
-  if (result.weights) {
+  TensorBytes b;
+  b.q = bytes_of(layouts.q, false);
+  b.k = bytes_of(layouts.k, true);
+  b.v = bytes_of(layouts.v, true);
+  b.out = bytes_of(layouts.out, false);
+  b.p = weights ? weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k) : 0;
+  return b;
+}
+
+// Throws ShapeSkipped when the shape's P or its tensors do not fit the device (or --budget).
+void check_fits(Context& context, const BenchOptions& o, const AttentionProblem& problem, bool weights,
+                const TensorBytes& b) {
+  if (weights) {
     try {
       // The message ends "drop <flags> to use the fused path": name what the user can drop.
       check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(),
@@ -147,48 +162,57 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
       throw ShapeSkipped(e.what());
     }
   }
-  check_shape_fits(o, context.device_info(), {bytes_of(layouts.q), bytes_of(layouts.k), bytes_of(layouts.v), out_bytes, p_bytes});
+  check_shape_fits(o, context.device_info(), {b.q, b.k, b.v, b.out, b.p});
+}
 
-  std::mt19937_64 rng(o.seed);
-  const std::vector<int32_t> kv_lengths(shape.kv_lengths.begin(), shape.kv_lengths.end());
-  const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
-  std::vector<float> k = random_key_values(layouts.k, kv_lengths, dtype, rng);
-  std::vector<float> v = random_key_values(layouts.v, kv_lengths, dtype, rng);
+// The shape's random inputs, drawn from --seed.
+struct HostInputs {
+  std::vector<int32_t> kv_lengths;
+  std::vector<float> q, k, v;
   // --kv-dtype q8_0: K and V uploaded as blocks (a NaN row no sequence holds: blocks of NaN scale);
   // k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
-  if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
+};
 
-  // The peak is measured from here: no scratch left over from an earlier shape (a larger one would
-  // be reused, hiding this shape's workspace), and the peak starts at what is allocated now.
-  context.release_scratch();
-  context.reset_peak_memory();
-  const uint64_t baseline = context.memory_stats().current_bytes;
+HostInputs draw_inputs(const AttentionLayouts& layouts, const BenchShape& shape, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  HostInputs in;
+  in.kv_lengths.assign(shape.kv_lengths.begin(), shape.kv_lengths.end());
+  in.q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
+  in.k = random_key_values(layouts.k, in.kv_lengths, dtype, rng);
+  in.v = random_key_values(layouts.v, in.kv_lengths, dtype, rng);
+  if (shape.kv_quant == KvQuant::q8_0)
+    in.k_blocks = conform::to_q8_0_blocks(in.k), in.v_blocks = conform::to_q8_0_blocks(in.v);
+  return in;
+}
 
+// What every rotated set shares: P, the modifiers' per-head values and the key lengths.
+struct SharedBuffers {
   // One P for every rotated set: it is written, never read, and usually far larger than the cache
   // the rotation defeats, so copies would only multiply the memory the unfused path needs.
   std::optional<Buffer> weights;
-  if (result.weights) weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
   // The modifiers' per-head values, one copy for every rotated set (a few bytes).
-  const std::vector<float> slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
-  const std::vector<float> sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
+  std::vector<float> slopes, sinks;
   std::optional<Buffer> slopes_buffer, sinks_buffer;
-  if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
-  if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
   // --lengths: kv_lengths (B) int32, one buffer for every rotated set (a few bytes).
   std::optional<Buffer> lengths_buffer;
-  if (!kv_lengths.empty()) lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
+};
 
-  // Rotated input sets (make_rotated_sets), counted from the bytes a call touches: Q, O and the K/V
-  // it reads (with --lengths, each sequence's keys only).
-  result.kv_bytes = kv_read_bytes(shape, dtype);
-  const double touched_bytes = static_cast<double>(bytes_of(layouts.q) + out_bytes + result.kv_bytes);
-  const int wanted = rotation_count(touched_bytes);
-  std::vector<TensorSet> sets;
-  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
-    return TensorSet{upload(context, dtype, q), upload_kv(context, dtype, k, k_blocks), upload_kv(context, dtype, v, v_blocks),
-                     Buffer::allocate(context, std::max<uint64_t>(out_bytes, 16))};
-  });
+SharedBuffers upload_shared(Context& context, const BenchShape& shape, bool weights, uint64_t p_bytes,
+                            const std::vector<int32_t>& kv_lengths) {
+  SharedBuffers sb;
+  if (weights) sb.weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
+  sb.slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
+  sb.sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
+  if (shape.alibi) sb.slopes_buffer.emplace(upload(context, DType::f32, sb.slopes));
+  if (shape.sinks) sb.sinks_buffer.emplace(upload(context, DType::f32, sb.sinks));
+  if (!kv_lengths.empty()) sb.lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
+  return sb;
+}
+
+// One call's arguments per rotated set.
+std::vector<AttentionArgs> rotated_args(const AttentionLayouts& layouts, const BenchShape& shape,
+                                        std::vector<TensorSet>& sets, SharedBuffers& shared) {
   std::vector<AttentionArgs> args(sets.size());
   for (std::size_t r = 0; r < sets.size(); ++r) {
     args[r].q = {&sets[r].q, layouts.q};
@@ -198,21 +222,83 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
     args[r].out = {&sets[r].out, layouts.out};
     args[r].options = layouts.options;
     args[r].path = shape.path;
-    if (weights) args[r].weights = {&*weights, 0};
-    if (slopes_buffer) args[r].alibi = {&*slopes_buffer, *layouts.alibi};
-    if (sinks_buffer) args[r].sinks = {&*sinks_buffer, *layouts.sinks};
-    if (lengths_buffer) args[r].kv_lengths = {&*lengths_buffer, 0};
+    if (shared.weights) args[r].weights = {&*shared.weights, 0};
+    if (shared.slopes_buffer) args[r].alibi = {&*shared.slopes_buffer, *layouts.alibi};
+    if (shared.sinks_buffer) args[r].sinks = {&*shared.sinks_buffer, *layouts.sinks};
+    if (shared.lengths_buffer) args[r].kv_lengths = {&*shared.lengths_buffer, 0};
   }
+  return args;
+}
+
+// --host-time: the host time of recording the call, by record_attention and by PreparedAttention.
+// After the timed runs: every pipeline exists, so this is the recording alone.
+void time_host_recording(Context& context, const AttentionArgs& args, BenchResult& result) {
+  std::optional<Buffer> workspace;
+  if (result.plan.workspace_bytes > 0) workspace.emplace(Buffer::allocate(context, result.plan.workspace_bytes));
+  const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
+  // Alternated, so that both see the same machine.
+  const PreparedAttention prepared(context, AttentionSpec::of(args));
+  const AttentionBuffers buffers = AttentionBuffers::of(args);
+  std::vector<HostTime> record, replay;
+  for (int round = 0; round < kHostTimeRounds; ++round) {
+    record.push_back(time_recording(
+        context, [&](VkCommandBuffer cmd) { record_attention(context, cmd, args, slice); }, 1, kHostTimeCalls));
+    replay.push_back(time_recording(
+        context, [&](VkCommandBuffer cmd) { prepared.record(cmd, buffers, slice); }, 1, kHostTimeCalls));
+  }
+  result.host_record = merge_rounds(record);
+  result.host_prepared = merge_rounds(replay);
+}
+
+// --check: set 0's output (from the timed runs) against the fp64 reference.
+CheckResult check_output(const AttentionLayouts& layouts, const AttentionProblem& problem, DType dtype,
+                         const HostInputs& in, const TensorSet& set0, uint64_t out_bytes, const SharedBuffers& shared) {
+  std::vector<std::byte> raw(out_bytes);
+  if (out_bytes) set0.out.download(raw.data(), out_bytes);
+  std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
+  decode(dtype, raw.data(), out.data(), out.size());
+  return check_against_reference(layouts, problem, in.q, in.k, in.v, out, shared.weights ? &*shared.weights : nullptr,
+                                 shared.slopes, shared.sinks, in.kv_lengths);
+}
+
+BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {
+  const AttentionLayouts layouts = bench_layouts(shape, dtype);
+  BenchResult result;
+  result.shape = shape;
+  result.dtype = dtype;
+  const AttentionProblem problem = check_attention(layouts);  // before generating gigabytes of random numbers
+  result.weights = shape.path == AttentionPath::unfused;
+  const TensorBytes bytes = tensor_bytes(layouts, problem, shape.kv_quant, result.weights);
+  check_fits(context, o, problem, result.weights, bytes);
+  const HostInputs in = draw_inputs(layouts, shape, dtype, o.seed);
+
+  // The peak is measured from here: no scratch left over from an earlier shape (a larger one would
+  // be reused, hiding this shape's workspace), and the peak starts at what is allocated now.
+  context.release_scratch();
+  context.reset_peak_memory();
+  const uint64_t baseline = context.memory_stats().current_bytes;
+  SharedBuffers shared = upload_shared(context, shape, result.weights, bytes.p, in.kv_lengths);
+
+  // Rotated input sets (make_rotated_sets), counted from the bytes a call touches: Q, O and the K/V
+  // it reads (with --lengths, each sequence's keys only).
+  result.kv_bytes = kv_read_bytes(shape, dtype);
+  const double touched_bytes = static_cast<double>(bytes.q + bytes.out + result.kv_bytes);
+  const int wanted = rotation_count(touched_bytes);
+  std::vector<TensorSet> sets;
+  result.rotated_input_bytes = make_rotated_sets(context, wanted, sets, [&] {
+    return TensorSet{upload(context, dtype, in.q), upload_kv(context, dtype, in.k, in.k_blocks),
+                     upload_kv(context, dtype, in.v, in.v_blocks), Buffer::allocate(context, std::max<uint64_t>(bytes.out, 16))};
+  });
+  const std::vector<AttentionArgs> args = rotated_args(layouts, shape, sets, shared);
   result.rotations = static_cast<int>(sets.size());
   result.plan = plan_attention(context, args[0]);
-  result.device_bytes = bytes_of(layouts.q) + bytes_of(layouts.k) + bytes_of(layouts.v) + out_bytes + p_bytes +
-                        result.plan.workspace_bytes;
+  result.device_bytes = bytes.q + bytes.k + bytes.v + bytes.out + bytes.p + result.plan.workspace_bytes;
 
   // Poison every output before the first run: the check reads set 0's output from the timed runs
   // (set 0 runs first), so a kernel that skips rows leaves NaN there rather than stale results.
   if (o.check) {
     for (TensorSet& set : sets) set.out.fill(0xFF);  // all-ones bytes: NaN in f32, f16 and bf16
-    if (weights) weights->fill(0xFF);
+    if (shared.weights) shared.weights->fill(0xFF);
   }
 
   time_runs(context, o, [&](int warmup, int iters) { return time_attention(context, args, warmup, iters); }, result);
@@ -222,34 +308,8 @@ BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape&
   result.tflops = seconds > 0 ? credited_flops(problem, shape.kv_lengths, false) / seconds * 1e-12 : 0.0;
   result.gbps = seconds > 0 ? touched_bytes / seconds * 1e-9 : 0.0;
   if (o.copy) result.copy = time_copies(context, result.kv_bytes, std::max(o.warmup, 1), result.iters);
-
-  if (o.host_time) {
-    // After the timed runs: every pipeline exists, so this is the recording alone.
-    std::optional<Buffer> workspace;
-    if (result.plan.workspace_bytes > 0) workspace.emplace(Buffer::allocate(context, result.plan.workspace_bytes));
-    const BufferSlice slice{workspace ? &*workspace : nullptr, 0};
-    // Alternated, so that both see the same machine.
-    const PreparedAttention prepared(context, AttentionSpec::of(args[0]));
-    const AttentionBuffers buffers = AttentionBuffers::of(args[0]);
-    std::vector<HostTime> record, replay;
-    for (int round = 0; round < kHostTimeRounds; ++round) {
-      record.push_back(time_recording(
-          context, [&](VkCommandBuffer cmd) { record_attention(context, cmd, args[0], slice); }, 1, kHostTimeCalls));
-      replay.push_back(time_recording(
-          context, [&](VkCommandBuffer cmd) { prepared.record(cmd, buffers, slice); }, 1, kHostTimeCalls));
-    }
-    result.host_record = merge_rounds(record);
-    result.host_prepared = merge_rounds(replay);
-  }
-
-  if (o.check) {
-    std::vector<std::byte> raw(out_bytes);
-    if (out_bytes) sets[0].out.download(raw.data(), out_bytes);
-    std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
-    decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check_against_reference(layouts, problem, q, k, v, out, weights ? &*weights : nullptr, slopes, sinks,
-                                           kv_lengths);
-  }
+  if (o.host_time) time_host_recording(context, args[0], result);
+  if (o.check) result.check = check_output(layouts, problem, dtype, in, sets[0], bytes.out, shared);
   return result;
 }
 
@@ -389,128 +449,12 @@ int run(const BenchOptions& o) {
 }  // namespace
 
 Command add_bench_command(CLI::App& parent) {
-  // CLI::PositiveNumber would print DBL_MAX in full in its message.
-  const CLI::Range kPositive(1, std::numeric_limits<int32_t>::max());
   auto o = std::make_shared<BenchOptions>();
   CLI::App* app = parent.add_subcommand("bench", "Time attention on random inputs (GPU timestamps)");
-  std::vector<CLI::Option*> shape_options;
-  shape_options.push_back(app->add_option("--batch", o->batch, "Batch size")->capture_default_str()->check(kPositive));
-  shape_options.push_back(app->add_option("--heads", o->heads, "Query heads")->capture_default_str()->check(kPositive));
-  shape_options.push_back(
-      app->add_option("--kv-heads", o->kv_heads, "Key/value heads (GQA/MQA; default: heads)")->check(kPositive));
-  shape_options.push_back(app->add_option("--seq-q", o->seq_q, "Query sequence length(s), e.g. 512,1024,2048")
-                              ->delimiter(',')
-                              ->capture_default_str()
-                              ->check(kPositive));
-  shape_options.push_back(app->add_option("--seq-k", o->seq_k, "Key sequence length(s) (default: seq-q)")
-                              ->delimiter(',')
-                              ->check(kPositive));
-  shape_options.push_back(
-      app->add_option("--lengths", o->lengths,
-                      "Keys of each sequence, one per batch entry (sets the batch without --batch), e.g. "
-                      "32768,512,512: dense with kv_lengths and seq_k their maximum, with --paged the "
-                      "sequences' cache lengths, with --varlen their key counts. FLOPs count each sequence's "
-                      "visible pairs, kv GB/s its keys")
-          ->delimiter(',')
-          ->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<int32_t>::max()})));
-  shape_options.push_back(
-      app->add_option("--paged", o->page_size,
-                      "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
-                      "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
-          ->check(kPositive));
-  shape_options.push_back(
-      app->add_option("--page-order", o->page_order,
-                      "With --paged: nhd, pages of (page_size, kv_heads, dim) (the default: FlashAttention's and "
-                      "vLLM's), or hnd, (kv_heads, page_size, dim) (FlashInfer's HND)")
-          ->check(CLI::IsMember({"nhd", "hnd"})));
-  shape_options.push_back(
-      app->add_option("--kv-layout", o->kv_layout,
-                      "Dense K and V: bhsd, (batch, kv_heads, seq, dim) (the default), or bshd, (batch, seq, "
-                      "kv_heads, dim) (PyTorch's before a transpose: a head's rows kv_heads * dim elements apart)")
-          ->check(CLI::IsMember({"bhsd", "bshd"})));
-  shape_options.push_back(app->add_flag(
-      "--varlen", o->varlen,
-      "The batch as one packed variable-length call (cu_seqlens), timed through PreparedVarlenAttention: "
-      "each sequence's keys from --lengths, else drawn uniformly from [1, seq-k] for each of --batch "
-      "sequences (seeded by --seed); its queries 1 when seq-q is 1, else drawn from [1, seq-q]. seq_q and "
-      "seq_k report the longest"));
-  shape_options.push_back(
-      app->add_option("--kv-dtype", o->kv_dtype,
-                      "K and V (dense, --paged or --varlen) stored as ggml q8_0 blocks (34 bytes per 32 values, quantized "
-                      "from the random values; dims multiples of 32); kv GB/s counts the blocks' bytes")
-          ->check(CLI::IsMember({"q8_0"})));
-  shape_options.push_back(
-      app->add_option("--dim", o->dim, "Head dim of Q and K (1..256)")->capture_default_str()->check(kPositive));
-  shape_options.push_back(app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive));
-  CLI::Option* dtype = app->add_option("--dtype", o->dtype, "Storage dtype (f32; f16 with --sweep)")
-                           ->capture_default_str()
-                           ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  shape_options.push_back(app->add_option("--causal", o->causal,
-                                          "Causal mask alignment. TFLOP/s count 2*(dim+dim_v) FLOPs per visible "
-                                          "(query, key) pair, exactly for either alignment (seq_q != seq_k too); "
-                                          "without a mask that is FlashAttention's 4*B*H*Sq*Sk*D")
-                              ->capture_default_str()
-                              ->check(CLI::IsMember({"none", "top-left", "bottom-right"})));
-  CLI::Option* warmup =
-      app->add_option("--warmup", o->warmup, "Untimed runs first")->capture_default_str()->check(CLI::Range(0, 1000000));
-  CLI::Option* iters = app->add_option("--iters", o->iters, "Timed runs (median and minimum reported)")
-                           ->capture_default_str()
-                           ->check(kPositive);
-  CLI::Option* budget =
-      app->add_option("--budget", o->budget_s,
-                      "Seconds of GPU time the timed runs of each shape may take (fewer runs beyond it). Applies "
-                      "without --warmup/--iters; given with them, it makes their counts caps rather than exact")
-          ->capture_default_str()
-      ->check(CLI::Range(0.001, 1e6));
-  app->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
-  app->add_option("--window", o->modifiers.window, "Sliding window L:R (-1 = unbounded side), e.g. 512:0 with --causal")
-      ->type_name("L:R")
-      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option("--align", o->modifiers.align, "Diagonal of the window and ALiBi without --causal")
-      ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")
-      ->type_name("FLOAT")
-      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
-  app->add_option("--splits", o->num_splits,
-                  "Split-KV: cut each query tile's keys into this many parts, one workgroup each (the fused "
-                  "path's num_splits; default: chosen from the device and the shape). Capped at the key tiles, "
-                  "raised where the device needs more; the splits column shows what ran")
-      ->check(CLI::Range(1u, 65535u));
-  app->add_flag("--alibi", o->alibi, "ALiBi with slopes 2^(-8(h+1)/H)");
-  app->add_flag("--sinks", o->sinks, "An attention-sink logit per head");
-  app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
-  app->add_flag("--host-time", o->host_time,
-                "Also measure the host microseconds per call of recording it into a command buffer");
-  app->add_flag("--copy", o->copy,
-                "Also time copying as many bytes as the call's K and V (vkCmdCopyBuffer, and a compute shader that "
-                "copies 16 bytes per invocation) right after its runs, and report the GB/s at which the call reads "
-                "K and V against both: on a decoding step, how close it streams the KV cache to the device's copy "
-                "bandwidth");
-  app->add_flag("--json", o->json, "Print JSON instead of a table");
-  app->add_flag("--csv", o->csv, "Print CSV (a header, one row per shape) instead of a table");
-  app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
-  app->add_option("--kernel", o->kernel, "Fused-kernel variant (auto: subgroup on CPU devices; tiled on GPUs, except decode on GPUs of one subgroup size: the subgroup kernel's decode form)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "tiled", "rowwise", "subgroup"}));
-  shape_options.push_back(
-      app->add_option("--path", o->path,
-                      "auto/fused: the fused kernels; unfused: the three-stage path, writing the weights P (B,H,Sq,Sk)")
-          ->capture_default_str()
-          ->check(CLI::IsMember({"auto", "fused", "unfused"})));
-  app->add_option("--sweep", o->sweep,
-                  "A preset grid of shapes: prefill (FlashAttention's: 16k tokens, hidden 2048, dim 64/128/256, seq "
-                  "512..16k, causal and not), decode (seq_q 1, seq_k 1k..128k, 32 heads, 8 KV heads, dim 128) or "
-                  "scaling (seq 256..8k, fused and unfused, fitted growth of time and memory); reduced on CPU devices")
-      ->check(CLI::IsMember({"prefill", "decode", "scaling"}));
-  app->add_option("--max-seq", o->max_seq,
-                  "With --sweep: only the preset's shapes whose sequence length (decode: seq_k) is at most this")
-      ->check(kPositive);
-  app->add_option("--max-memory", o->max_memory_mib,
-                  "MiB of device buffers a shape may need (inputs, output, P); a sweep skips larger shapes, a "
-                  "single run refuses them (default: the device's memory)")
-      ->check(kPositive);
-  const CLI::Option* batch = shape_options.front();
-  return {app, [o, warmup, iters, budget, dtype, batch, shape_options]() {
+  const GivenOptions f = add_bench_options(app, o.get());
+  const CLI::Option* batch = f.shape_options.front();
+  return {app, [o, warmup = f.warmup, iters = f.iters, budget = f.budget, dtype = f.dtype, batch,
+               shape_options = f.shape_options]() {
             // Counts on the command line are honoured exactly, unless --budget is given as well: then
             // they are the caps of the budget rule (how bench/compare_torch.py gets the same counts
             // and the same budget on both sides).

@@ -181,7 +181,10 @@ void print_csv(const BenchReport& report) {
   }
 }
 
-void print_table(const BenchReport& report) {
+namespace {
+
+// The run's device, host, seed and the score modifiers (the run's, the same for every shape).
+void print_run_header(const BenchReport& report) {
   const DeviceInfo& device = report.device;
   std::printf("device %s | driver %s | vkattn %s\n", device.name.c_str(), driver_string(device).c_str(), version());
   if (!report.host_cpu.empty()) std::printf("host CPU %s\n", report.host_cpu.c_str());
@@ -200,15 +203,30 @@ void print_table(const BenchReport& report) {
     if (s.sinks) text += " sinks";
     if (!text.empty()) std::printf("score modifiers:%s\n", text.c_str());
   }
-  // O's error is normalised by max|V| (O is a convex combination of V's rows); P's is absolute (it is
-  // a probability). The P column appears only when some shape's weights were checked.
+}
+
+// Whether some shape's weights were checked: only then is there a P column.
+bool any_weights_checked(const BenchReport& report) {
   bool any_weights = false;
   for (const BenchResult& r : report.results) any_weights = any_weights || (r.check && r.check->weights_checked);
+  return any_weights;
+}
+
+// The first shape's check, whose tolerance the footnote gives; none when no shape was checked.
+const CheckResult* first_check_of(const BenchReport& report) {
+  for (const BenchResult& r : report.results)
+    if (!r.skipped && r.check) return &*r.check;
+  return nullptr;
+}
+
+// The table: one row per shape.
+void print_shape_rows(const BenchReport& report, bool any_weights) {
+  // O's error is normalised by max|V| (O is a convex combination of V's rows); P's is absolute (it is
+  // a probability). The P column appears only when some shape's weights were checked.
   std::printf("%5s %5s %5s %7s %7s %4s %4s %5s %13s %-9s %-20s %9s %9s %4s %5s %10s %10s %9s %9s %9s %13s %13s%s\n",
               "batch", "heads", "kvh", "seq_q", "seq_k", "dqk", "dv", "dtype", "causal", "layout", "path", "dev_MiB",
               "peak_MiB", "rot", "iters", "ms_median", "ms_min", "TFLOP/s", "GB/s", "kv_GB/s", "first_ms(pl)", "O_err/max|V|",
               any_weights ? "     P_abs_err" : "");
-  const CheckResult* first_check = nullptr;
   for (const BenchResult& r : report.results) {
     const BenchShape& s = r.shape;
     std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-9s ", static_cast<long long>(s.batch),
@@ -225,7 +243,6 @@ void print_table(const BenchReport& report) {
                              (r.plan.chunks > 1 ? " c" + std::to_string(r.plan.chunks) : "");
     char err[48] = "-", weight_err[48] = "-";
     if (r.check) {
-      if (!first_check) first_check = &*r.check;
       const bool o_failed = !(r.check->max_err_over_max_v <= r.check->tolerance);
       std::snprintf(err, sizeof err, "%.3g%s", r.check->max_err_over_max_v, o_failed ? " FAIL" : "");
       if (r.check->weights_checked) {
@@ -241,11 +258,14 @@ void print_table(const BenchReport& report) {
     if (any_weights) std::printf(" %13s", weight_err);
     std::printf("\n");
   }
-  bool any_paged = false, any_varlen_check = false, any_varlen = false;
+}
+
+// What the check compared, and its tolerance (when some shape was checked).
+void print_check_note(const BenchReport& report, bool any_weights) {
+  bool any_paged = false, any_varlen_check = false;
   for (const BenchResult& r : report.results) {
     any_paged = any_paged || (r.check && r.shape.page_size > 0);
     any_varlen_check = any_varlen_check || (r.check && r.shape.varlen);
-    any_varlen = any_varlen || r.shape.varlen;
   }
   const char* serving_check = any_paged && any_varlen_check
                                   ? " (paged and varlen: reference::paged_attention and reference::varlen_attention on "
@@ -255,12 +275,18 @@ void print_table(const BenchReport& report) {
                               : any_varlen_check ? " (varlen: reference::varlen_attention on every row of every sequence, "
                                                    "or of the first and last where all would take too long)"
                                                  : "";
-  if (first_check)
+  if (const CheckResult* first_check = first_check_of(report))
     std::printf("check: fp64 reference on up to 64 sampled rows%s; O_err/max|V|: max |O - O_ref| / max|V|%s; "
                 "tolerance %g\n",
                 serving_check,
                 any_weights ? "; P_abs_err: max |P - P_ref| where the reference can afford P" : "",
                 first_check->tolerance);
+}
+
+// What the columns measured, and the sequence lengths.
+void print_column_notes(const BenchReport& report) {
+  bool any_varlen = false;
+  for (const BenchResult& r : report.results) any_varlen = any_varlen || r.shape.varlen;
   std::printf("dev_MiB: device buffers of one call, computed (Q, K, V, O, P when written, planned workspace); "
               "peak_MiB: measured peak of the device memory allocated for the shape, rotated input copies excluded\n");
   std::printf("kv_GB/s: bytes of K and V read (each sequence's keys x kv heads x (dqk+dv) x element size) over the "
@@ -288,6 +314,10 @@ void print_table(const BenchReport& report) {
                   list_text(r.shape.kv_lengths).c_str(), list_text(r.shape.q_lengths).c_str());
   std::printf("first_ms(pl): host time of the shape's first run, which built pl pipelines; on lavapipe they "
               "JIT-compile at that first dispatch unless Mesa's shader cache holds them already\n");
+}
+
+// Each shape's pipelines: build time and first dispatch.
+void print_pipeline_times(const BenchReport& report) {
   for (const BenchResult& r : report.results) {
     if (r.first_dispatches.empty()) continue;
     std::string text;
@@ -301,6 +331,10 @@ void print_table(const BenchReport& report) {
                 "the same dispatch in the next run; on lavapipe the total is its translation and JIT compile): %s\n",
                 static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), text.c_str());
   }
+}
+
+// Each shape's host time per call, where measured.
+void print_host_times(const BenchReport& report) {
   for (const BenchResult& r : report.results)
     if (r.host_record && r.host_prepared)
       std::printf("host time per call (seq_q %lld seq_k %lld): record_attention %.3f us median, %.3f us min; "
@@ -309,6 +343,10 @@ void print_table(const BenchReport& report) {
                   static_cast<long long>(r.shape.seq_q), static_cast<long long>(r.shape.seq_k), r.host_record->us_median,
                   r.host_record->us_min, r.host_prepared->us_median, r.host_prepared->us_min, r.host_record->rounds,
                   r.host_record->calls_per_round);
+}
+
+// Each shape's K/V read rate against plain copies, where measured.
+void print_copy_comparisons(const BenchReport& report) {
   for (const BenchResult& r : report.results) {
     if (!r.copy) continue;
     const CopyTiming& c = *r.copy;
@@ -322,6 +360,10 @@ void print_table(const BenchReport& report) {
                 transfer > 0 ? kv / transfer : 0.0, shader, gb_per_s(c.bytes, c.shader_ms_min),
                 shader > 0 ? kv / shader : 0.0, c.iters);
   }
+}
+
+// The scaling sweep's fits of time and memory against the sequence length.
+void print_fits(const BenchReport& report) {
   for (const std::string path : {"fused", "unfused"}) {
     const Fit* time = find_fit(report.fits, path, "ms_median");
     const Fit* memory = find_fit(report.fits, path, "peak_device_bytes");
@@ -335,6 +377,20 @@ void print_table(const BenchReport& report) {
     if (memory) std::printf("%s memory ~ seq^%.2f", time ? "," : "", memory->exponent);
     std::printf(" (least squares on log-log, %d points)\n", time ? time->points : memory->points);
   }
+}
+
+}  // namespace
+
+void print_table(const BenchReport& report) {
+  print_run_header(report);
+  const bool any_weights = any_weights_checked(report);
+  print_shape_rows(report, any_weights);
+  print_check_note(report, any_weights);
+  print_column_notes(report);
+  print_pipeline_times(report);
+  print_host_times(report);
+  print_copy_comparisons(report);
+  print_fits(report);
 }
 
 }  // namespace vkattn::cli

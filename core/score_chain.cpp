@@ -1,0 +1,46 @@
+// The score chain's arithmetic (score_chain.hpp). The order of the floating-point operations is the
+// contract's and is kept as it is: the references' exact checks (tests/unit_*reference*.cpp) pin it.
+#include "score_chain.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "score_rule.hpp"
+
+namespace vkattn::reference::detail {
+
+double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias) {
+  // Softcap bends finite scores only: NaN/Inf inputs propagate.
+  double score = vkattn::detail::score(m.scale, dot, 0.0);
+  if (m.softcap > 0.0 && std::isfinite(score)) score = m.softcap * std::tanh(score / m.softcap);
+  if (m.alibi) score = vkattn::detail::add_bias(score, vkattn::detail::alibi_bias(alibi_slope, distance));
+  return vkattn::detail::add_bias(score, mask_bias);
+}
+
+void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
+  head_ = head;
+  diagonal_ = diagonal;
+  keys_.clear();
+  scores_.clear();
+  weights_.clear();
+}
+
+void ScoreRow::softmax() {
+  if (keys_.empty()) return;
+  // Max over the visible scores (and the sink); NaN scores propagate through the sums below.
+  double max = m_.sink ? head_.sink : scores_[0];
+  for (const double s : scores_) max = std::max(max, s);
+  if (std::isnan(head_.sink)) max = head_.sink;
+  // The sink joins the denominator with no value: it only scales the row down. Its term is added
+  // first, then each key's in order, into the running sum (not the sum into each term): the
+  // references' order ever since, which keeps their results bit for bit, NaN's sign included.
+  for (const double s : scores_) weights_.push_back(std::exp(s - max));
+  double sum = m_.sink ? std::exp(head_.sink - max) : 0.0;
+  for (const double w : weights_) sum += w;
+  sum_ = sum;
+  lse_ = max + std::log(sum);
+}
+
+double ScoreRow::lse() const { return keys_.empty() ? head_.sink : lse_; }
+
+}  // namespace vkattn::reference::detail

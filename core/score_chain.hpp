@@ -1,0 +1,100 @@
+// The contract's score chain for one query row (README.md, "Semantics"), the one implementation every
+// fp64 reference runs: SDPA (reference.cpp, and through it the paged and packed references, which
+// attend each sequence as a dense call) and the multi-head layer (mha_reference.cpp). A new score
+// modifier is added here, once. For query i and key j, in this order:
+//   s = scale·q·k -> softcap c·tanh(s/c) -> + ALiBi -slope·|i + off - j| -> + float mask
+//   -> the boolean masks (causal, window, key lengths, bool mask) -> softmax with the sink logit σ:
+//   O = Σ e^s V / (e^σ + Σ e^s), LSE = log(e^σ + Σ e^s); a fully masked row: O = 0, LSE = σ (-inf
+//   without a sink).
+// Where the masks come from differs by API (a mask tensor, key padding, key lengths), so the caller
+// says which keys are visible and with what float-mask bias; the chain does everything else.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace vkattn::reference::detail {
+
+// The call's score modifiers: the same for every row.
+struct ScoreModifiers {
+  double scale = 1.0;
+  double softcap = 0.0;  // > 0: finite scores pass through softcap·tanh(s / softcap)
+  bool alibi = false;    // ALiBi's bias joins the scores
+  bool sink = false;     // a sink logit joins each row's max and denominator
+};
+
+// One (batch, head) pair's per-head modifier values.
+struct HeadModifiers {
+  double alibi_slope = 0.0;
+  double sink = -std::numeric_limits<double>::infinity();  // σ_h; -inf when the call has none
+};
+
+// scale·dot -> softcap -> + ALiBi (`distance` = i + off - j) -> + the float mask's `mask_bias`.
+double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias);
+
+// How O divides by the softmax's denominator. The SDPA reference sums e^s·V and divides once (as
+// the kernels do); the layer reference forms P first and then P·V (as torch's layer does). Each is
+// kept so that both references' results stay bit for bit what they were.
+enum class ValueSum { weights_then_divide, probabilities };
+
+// One query row through the chain. Reused from row to row: its vectors keep their capacity.
+class ScoreRow {
+ public:
+  explicit ScoreRow(const ScoreModifiers& modifiers) : m_(modifiers) {}
+
+  // Starts the row whose diagonal is i + off (ALiBi measures distance from it) in head `head`.
+  void start(const HeadModifiers& head, int64_t diagonal);
+
+  // Scores keys [begin, end), the range causal, the window and key lengths leave. mask_bias(j)
+  // returns std::nullopt for a key a mask hides (a boolean mask, a -inf float mask) and otherwise the
+  // float mask's bias (0 without one); only then is dot(j) = q·k_j taken. Masked keys are skipped,
+  // not weighted by 0: K is never read for them, so NaN/Inf in them cannot leak into the row.
+  template <class MaskBias, class Dot>
+  void score_keys(int64_t begin, int64_t end, MaskBias&& mask_bias, Dot&& dot) {
+    for (int64_t j = begin; j < end; ++j) {
+      const std::optional<double> bias = mask_bias(j);
+      if (!bias) continue;
+      keys_.push_back(j);
+      scores_.push_back(modified_score(m_, head_.alibi_slope, dot(j), diagonal_ - j, *bias));
+    }
+  }
+
+  // The softmax with the sink: the max, each visible key's e^(s - max) and the denominator. Nothing
+  // to do for a row with no visible key.
+  void softmax();
+
+  bool empty() const { return keys_.empty(); }
+  std::span<const int64_t> keys() const { return keys_; }
+  // P of the n-th visible key, e^(s - max) / (e^(σ - max) + Σ e^(s - max)); the sink takes no share.
+  double probability(std::size_t n) const { return weights_[n] / sum_; }
+  // log(e^σ + Σ e^s); with no visible key, the sink's logit alone (its term is the whole sum), or -inf.
+  double lse() const;
+
+  // The row's O, dim values written to out (0 for a fully masked row); value(j, d) reads V. Each key's
+  // weighted row is added in key order, as both references always have.
+  template <class Value>
+  void output(int64_t dim, ValueSum how, Value&& value, double* out) const {
+    std::fill(out, out + dim, 0.0);
+    for (std::size_t n = 0; n < keys_.size(); ++n) {
+      const double w = how == ValueSum::probabilities ? probability(n) : weights_[n];
+      for (int64_t d = 0; d < dim; ++d) out[d] += w * value(keys_[n], d);
+    }
+    if (how == ValueSum::weights_then_divide && !keys_.empty())
+      for (int64_t d = 0; d < dim; ++d) out[d] /= sum_;
+  }
+
+ private:
+  ScoreModifiers m_;
+  HeadModifiers head_;
+  int64_t diagonal_ = 0;
+  std::vector<int64_t> keys_;     // the visible keys, in order
+  std::vector<double> scores_;    // their modified scores
+  std::vector<double> weights_;   // their e^(s - max), after softmax()
+  double sum_ = 0.0, lse_ = 0.0;  // after softmax(): the denominator e^(σ - max) + Σ e^(s - max), the LSE
+};
+
+}  // namespace vkattn::reference::detail
