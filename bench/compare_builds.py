@@ -10,7 +10,8 @@ VK_DRIVER_FILES: two Mesa versions of lavapipe are two devices. Each round runs 
 driver with `before` then `after` (their order swapped every other round), so both see the same
 machine; a shared machine's load shows as spread between the rounds, which the table keeps (min and
 median). The default shapes are issue 12's: fused prefill B1 H8 S1024 (d64 f32 and f16, d128 f16)
-and decode with GQA 32/8, d128, f16 at 8k and 32k keys.
+and decode with GQA 32/8, d128, f16 at 8k and 32k keys; and issue 38's serving batch (one 32k- and
+seven 512-key sequences) decoded from a paged cache and packed.
 """
 import argparse
 import json
@@ -27,6 +28,13 @@ SHAPES = {
                                 "--dim", "128", "--dtype", "f16"],
     "decode 32/8 d128 32k f16": ["--heads", "32", "--kv-heads", "8", "--seq-q", "1", "--seq-k", "32768",
                                  "--dim", "128", "--dtype", "f16"],
+    # A serving batch (one 32k and seven 512-key sequences) from a paged cache and packed (issue 38).
+    "paged decode 32/8 d128 32k+7x512 f16 hnd16": ["--heads", "32", "--kv-heads", "8", "--seq-q", "1",
+                                                   "--lengths", "32768,512,512,512,512,512,512,512", "--dim",
+                                                   "128", "--dtype", "f16", "--paged", "16", "--page-order", "hnd"],
+    "packed decode 32/8 d128 32k+7x512 f16": ["--heads", "32", "--kv-heads", "8", "--seq-q", "1", "--lengths",
+                                              "32768,512,512,512,512,512,512,512", "--dim", "128", "--dtype",
+                                              "f16", "--varlen"],
 }
 
 

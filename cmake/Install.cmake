@@ -6,7 +6,7 @@ install(TARGETS vkattn EXPORT vkattnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# testing.hpp (fault injection, device-profile plans) is for vkattn's own tests and tools: not installed.
+# testing.hpp (fault injection, barrier checks) is for vkattn's own tests and tools: not installed.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/vkattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         PATTERN "testing.hpp" EXCLUDE)
 install(FILES ${VKATTN_GENERATED_INCLUDE_DIR}/vkattn/version.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn)

@@ -13,7 +13,6 @@
 #include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
-#include "vkattn/testing.hpp"
 
 namespace vkattn::conform {
 namespace {
@@ -348,8 +347,8 @@ bool run_on_device(Context& ctx, const RunOptions& options, const AttentionArgs&
     return true;
   }
   try {
-    testing::prepare_for_profile(ctx, AttentionSpec::of(args), *options.profile).run(AttentionBuffers::of(args));
-  } catch (const testing::PlanDoesNotFit& e) {
+    PreparedAttention(ctx, AttentionSpec::of(args), *options.profile).run(AttentionBuffers::of(args));
+  } catch (const PlanDoesNotFit& e) {
     result.skip_reason = e.what();
     return false;
   }

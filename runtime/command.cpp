@@ -63,7 +63,6 @@ void ContextImpl::submit_with_scratch(uint64_t scratch_bytes,
 namespace vkattn::testing {
 
 void set_fault_hook(Context& context, FaultHook hook) { detail::impl_of(context).fault_hook = std::move(hook); }
-void set_barrier_check(Context& context, bool enabled) { detail::impl_of(context).check_barriers = enabled; }
 void set_device_memory_unmapped(Context& context, bool unmapped) {
   detail::impl_of(context).device_memory_unmapped = unmapped;
 }

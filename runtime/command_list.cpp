@@ -242,7 +242,7 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
   const SlotBase placeholder{c.dummy().buffer, 0};
   constexpr uint64_t kPlaceholderBytes = kPlaceholder.elements * kPlaceholder.element_size;
   VkPipeline bound = VK_NULL_HANDLE;
-  if (c.check_barriers) {  // tests only (testing::set_barrier_check)
+  if (c.check_barriers) {  // ContextOptions::check_barriers (conformance runs, tests)
     const std::vector<std::string> found = hazards();
     if (!found.empty())
       throw Error("internal: a missing barrier in a recorded call (" + std::to_string(found.size()) + " hazards), first: " + found.front());

@@ -124,7 +124,7 @@ class CommandList {
   // write after a read any barrier. One line per hazard, naming the steps, bindings, slot and bytes;
   // empty when there is none. Also between two replays back to back, for the own slots (own_slot).
   // The kernels' reads and writes per binding are their layouts'
-  // (KernelLayout::reads, writes). For tests (testing::set_barrier_check): synchronization validation
+  // (KernelLayout::reads, writes). For conformance runs and tests (ContextOptions::check_barriers): synchronization validation
   // sees bindings, this sees the list's own byte ranges, and runs on every call the tests record.
   std::vector<std::string> hazards() const;
   // Throws Error when a dispatch's grid or a binding's range (with the worst alignment slack)

@@ -93,6 +93,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   detail::ContextImpl& c = *impl_;
   c.validation_callback = options.on_validation_message;
   c.kernel = options.kernel;
+  c.check_barriers = options.check_barriers;
   c.pipeline_cache_file = options.pipeline_cache_file;
   c.instance = detail::create_instance(options.validation, options.synchronization_validation,
                                        (options.validation || options.synchronization_validation) ? &c.validation_callback : nullptr);
@@ -159,6 +160,7 @@ Context Context::adopt(const AdoptedDevice& device, const ContextOptions& option
   impl->queue_family = device.queue_family_index;
   impl->owns_device = false;
   impl->kernel = options.kernel;
+  impl->check_barriers = options.check_barriers;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
   impl->subgroup_size_control_enabled = device.subgroup_size_control_enabled;
   impl->pipeline_cache_file = options.pipeline_cache_file;

@@ -56,7 +56,7 @@ class ContextImpl {
 
   testing::FaultHook fault_hook;
   bool device_memory_unmapped = false;  // testing::set_device_memory_unmapped
-  bool check_barriers = false;          // testing::set_barrier_check
+  bool check_barriers = false;          // ContextOptions::check_barriers
   std::atomic<bool> device_lost{false};
   ValidationCallback validation_callback;  // referenced by the messenger: declared before it
   InstanceHandles instance;

@@ -14,7 +14,6 @@
 #include "context_impl.hpp"
 #include "plan_fit.hpp"
 #include "planned_call.hpp"
-#include "vkattn/testing.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/error.hpp"
 
@@ -186,12 +185,10 @@ PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec
   impl_->emit();
 }
 
-PreparedAttention::PreparedAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-PreparedAttention testing::prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile) {
-  std::unique_ptr<PreparedAttention::Impl> impl;
+PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec, const DeviceInfo& profile) {
+  std::unique_ptr<Impl> impl;
   try {
-    impl = PreparedAttention::Impl::plan(context, spec, &profile);
+    impl = Impl::plan(context, spec, &profile);
   } catch (const Error& e) {
     // The device the profile describes refuses the call (f16 without 16-bit storage, a limit).
     throw PlanDoesNotFit(profile.name + " would refuse this call: " + e.what());
@@ -206,7 +203,7 @@ PreparedAttention testing::prepare_for_profile(Context& context, const Attention
   fits([&] { detail::check_plan_fits(impl->call.planned, impl->call.dense, spec.weights, context.device_info()); });
   impl->emit();  // only once the pipelines are known to be valid here
   fits([&] { impl->list.check_fits(context.device_info()); });
-  return PreparedAttention(std::move(impl));
+  impl_ = std::move(impl);
 }
 
 PreparedAttention::PreparedAttention(PreparedAttention&&) noexcept = default;

@@ -26,7 +26,7 @@ TEST_SUITE("conformance-profiles") {
     spec.out = TensorLayout::bhsd(DType::f32, 1, 4, 8, 64);
     const AttentionPlan here = PreparedAttention(ctx, spec).plan();
     const AttentionPlan h100 =
-        testing::prepare_for_profile(ctx, spec, conform::find_device_profile("h100").info).plan();
+        PreparedAttention(ctx, spec, conform::find_device_profile("h100").info).plan();
     INFO("splits here " << here.splits << ", as for an H100 " << h100.splits);
     CHECK(h100.kernel == std::string("tiled"));
     if (ctx.device_info().is_llvmpipe) CHECK(h100.splits > here.splits);
@@ -38,7 +38,7 @@ TEST_SUITE("conformance-profiles") {
       AttentionSpec decode = spec;
       decode.q.seq = decode.out.seq = 1;
       const std::string skipped = error_message(
-          [&] { (void)testing::prepare_for_profile(ctx, decode, conform::find_device_profile("h100").info); });
+          [&] { (void)PreparedAttention(ctx, decode, conform::find_device_profile("h100").info); });
       CHECK(contains(skipped, "does not fit"));
       CHECK(contains(skipped, "one subgroup of 32 lanes"));
     }
@@ -47,7 +47,7 @@ TEST_SUITE("conformance-profiles") {
     DenseKv& kv = std::get<DenseKv>(spec.kv);
     spec.q.dtype = kv.k.dtype = kv.v.dtype = spec.out.dtype = DType::f16;
     const std::string refused = error_message(
-        [&] { (void)testing::prepare_for_profile(ctx, spec, conform::find_device_profile("vulkan12-min").info); });
+        [&] { (void)PreparedAttention(ctx, spec, conform::find_device_profile("vulkan12-min").info); });
     CHECK(contains(refused, "would refuse this call"));
     CHECK(contains(refused, "storageBuffer16BitAccess"));
     CHECK(contains(error_message([] { (void)conform::find_device_profile("h200"); }), "profiles: h100, rdna3"));

@@ -70,10 +70,10 @@ Context& context() {
       std::lock_guard<std::mutex> lock(s.mutex);
       s.messages.push_back(message);
     };
-    s.context = std::make_unique<Context>(options);
     // Every call the tests record checks its own barriers too (CommandList::hazards): the validation
     // layer misses some (docs/devices.md, "Tools around it").
-    testing::set_barrier_check(*s.context, true);
+    options.check_barriers = true;
+    s.context = std::make_unique<Context>(options);
     const std::string validation = !options.validation                  ? "off"
                                    : options.synchronization_validation ? "on, with synchronization"
                                                                         : "on";

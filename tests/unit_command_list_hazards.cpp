@@ -1,5 +1,5 @@
-// CommandList::hazards, the barrier check every call the tests record runs (testing::
-// set_barrier_check): on hand-made lists, each kind of hazard is found where Vulkan needs a barrier
+// CommandList::hazards, the barrier check every call the tests record runs
+// (ContextOptions::check_barriers): on hand-made lists, each kind of hazard is found where Vulkan needs a barrier
 // and the list has none or the wrong one, and nothing is found where the barrier is right, the bytes
 // do not overlap, or only the placeholder is shared.
 #include <doctest/doctest.h>

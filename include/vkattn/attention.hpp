@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/error.hpp"
 #include "vkattn/attention_spec.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
@@ -127,14 +129,18 @@ struct AttentionBuffers {
 };
 
 class PreparedAttention;
-namespace testing {
-PreparedAttention prepare_for_profile(Context& context, const AttentionSpec& spec, const DeviceInfo& profile);
-}  // namespace testing
 namespace detail {
 // Records a prepared call with vkattn's scratch buffer as its workspace (time_attention, the layer).
 void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer command_buffer,
                          const AttentionBuffers& buffers, VkBuffer scratch);
 }  // namespace detail
+
+// Thrown by PreparedAttention(context, spec, plan_for) when the plan made for another device does not
+// run here, or that device would refuse the call: ErrorCode::unsupported, with what does not fit.
+class PlanDoesNotFit : public Error {
+ public:
+  explicit PlanDoesNotFit(const std::string& message) : Error(ErrorCode::unsupported, message) {}
+};
 
 // An attention call planned once and run many times: an inference runtime's decode step in every
 // layer, thousands of times a second, with the same shapes. One class for every KvSource: dense,
@@ -148,6 +154,14 @@ void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer comm
 class PreparedAttention {
  public:
   PreparedAttention(Context& context, const AttentionSpec& spec);
+  // Prepares `spec` with the plan vkattn would make on the device `plan_for` describes (its kind,
+  // limits, features and subgroup sizes: a device class that is not here, e.g. a GPU's tiles), to run
+  // on `context`'s device, so that another device's plan is proven on this one (what `vkattn conform
+  // --profile` does). Throws PlanDoesNotFit, saying what, when `plan_for`'s device would refuse the
+  // call (e.g. f16 without 16-bit storage) or when its plan needs more than this device has (16-bit
+  // storage, workgroup size, shared memory, grid, binding range, alignment, lavapipe's loop limit);
+  // Error as the constructor above otherwise.
+  PreparedAttention(Context& context, const AttentionSpec& spec, const DeviceInfo& plan_for);
   PreparedAttention(PreparedAttention&&) noexcept;
   PreparedAttention& operator=(PreparedAttention&&) noexcept;
   PreparedAttention(const PreparedAttention&) = delete;
@@ -174,11 +188,9 @@ class PreparedAttention {
 
  private:
   friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer);
-  friend PreparedAttention testing::prepare_for_profile(Context&, const AttentionSpec&, const DeviceInfo&);
   friend void attention(Context&, const AttentionSpec&, const AttentionBuffers&);
   friend void record_attention(Context&, VkCommandBuffer, const AttentionArgs&, BufferSlice);
   struct Impl;
-  explicit PreparedAttention(std::unique_ptr<Impl> impl);
   const Impl& impl() const;  // throws on a moved-from PreparedAttention
   std::unique_ptr<Impl> impl_;
 };

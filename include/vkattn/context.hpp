@@ -123,6 +123,14 @@ struct ContextOptions {
   // VkPipelineCacheHeaderVersionOne: vendorID, deviceID, pipelineCacheUUID) is ignored — never an
   // error, and never handed to the driver. Context::pipeline_cache_loaded() tells which happened.
   std::string pipeline_cache_file;
+  // Every call recorded through this Context first checks its own barriers: two of its dispatches
+  // that touch overlapping bytes of one buffer, one writing, with no barrier between them that
+  // orders the two as Vulkan requires, throw Error("internal: a missing barrier ...") and record
+  // nothing. Synchronization validation sees whole bindings, not the byte ranges vkattn's dispatches
+  // use, and devices such as lavapipe give right answers without a barrier, so conformance runs
+  // (`vkattn conform`) and vkattn's tests turn it on. Costs time on every record; off by default.
+  // Applies to an adopted device too.
+  bool check_barriers = false;
 };
 
 // Device memory vkattn allocated through one Context: Buffer::allocate, the scratch (workspace) of the

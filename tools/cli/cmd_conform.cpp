@@ -26,7 +26,6 @@
 #include "usage_error.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
-#include "vkattn/testing.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -223,10 +222,10 @@ int run(const ConformOptions& o) {
         std::lock_guard<std::mutex> lock(sink->mutex);
         sink->messages.push_back(m);
       };
-    Context context(options);
     // Each case's calls also check their own barriers (a missing one fails the case as an Error),
     // as the test suite's do: on devices that give right answers without a barrier, nothing else would.
-    testing::set_barrier_check(context, true);
+    options.check_barriers = true;
+    Context context(options);
     device = context.device_info();
     // The subgroup kernel needs the device's (or the profile's plans') subgroups to be the workgroup.
     std::string no_subgroup;
