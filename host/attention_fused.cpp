@@ -145,7 +145,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
     push.m_sh = u32(paged->num_pages);
     push.m_ss = u32(paged->seq_new);
   }
-  const bool tiled = !cfg.subgroup && !cfg.rowwise;
+  const bool tiled = cfg.is(FusedKernel::tiled);
   if (tiled && vec4_rows(ql)) push.flags |= FLAG_VEC_Q;
   // (q8_0 K and V are read block by block: kv_values.glsl.)
   const bool kv_as_q = p.kv_quant == KvQuant::none;
@@ -157,7 +157,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
       // (The tiled kernel's BR counts one head's query rows.)
       tiled ? cfg.rows / cfg.heads : cfg.rows, cfg.threads_per_row, cfg.keys_per_tile, u32(p.dim_qk), u32(p.dim_v),
       cfg.workgroup_size(),
-      cfg.subgroup ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
+      cfg.one_subgroup() ? (push.flags >> MASK_KIND_SHIFT) & 3u : 0u, cfg.pack_group ? 1u : 0u, cfg.rows_per_thread,
       cfg.heads, cfg.vec_loads ? 1u : 0u, paged ? paged->page_size : 0u, modifier_constants(p, l.options),
       p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q};
   if (plan.band_splits) constants.modifiers.bits |= MOD_BAND_SPLITS;
@@ -166,7 +166,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
   constants.prefetch_keys = cfg.prefetch_keys;
   // The subgroup kernels' workgroup is one subgroup of cfg.lanes: required where the device can
   // require it (on devices of several sizes the plan depends on it, plan_fit).
-  constants.required_lanes = cfg.subgroup && c.info.required_subgroup_size ? cfg.lanes : 0u;
+  constants.required_lanes = cfg.one_subgroup() && c.info.required_subgroup_size ? cfg.lanes : 0u;
   // Split, the combine adds the sinks; else the kernel.
   if (split) constants.modifiers.bits &= ~MOD_SINKS;
   constants.partial = split ? 1u : 0u;

@@ -92,8 +92,8 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   CHECK(wg >= 1);
   CHECK(wg <= d.max_workgroup_invocations);
   if (plan.splits > 1) CHECK(plan.combine_workgroup <= d.max_workgroup_invocations);
-  if (c.rowwise) CHECK(c.rows % 4 == 0);  // four rows per invocation (a vec4)
-  if (c.subgroup) {
+  if (c.is(detail::FusedKernel::rowwise)) CHECK(c.rows % 4 == 0);  // four rows per invocation (a vec4)
+  if (c.one_subgroup()) {
     // One workgroup is one subgroup: of the device's one size, or of a size its pipelines can
     // require (a power of two in [min, max]); whole rows per invocation.
     const bool one_size = d.min_subgroup_size == d.subgroup_size && d.max_subgroup_size == d.subgroup_size;
@@ -103,7 +103,7 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
              c.lanes <= d.max_subgroup_size));
     CHECK(wg == c.lanes);
     CHECK(d.subgroup_shuffle);
-    if (c.decode) {
+    if (c.decode()) {
       // The decode form: every lane holds all rows (1, 2 or 4), groups of TPR lanes split the head
       // dims (all lanes, or enough 16-byte chunks to cover them), each group its own keys of an
       // iteration.
@@ -128,7 +128,7 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
       CHECK(!c.vec_loads);
     }
   }
-  if (!c.rowwise && !c.subgroup) {
+  if (!c.is(detail::FusedKernel::rowwise) && !c.one_subgroup()) {
     // tiled: row groups of TPR lanes exchange partial dot products with subgroupShuffleXor, so TPR
     // divides every subgroup size the driver may pick (min_subgroup_size), and 8 (lavapipe's, where
     // every preset's plans are proven by conform --profile); 1 (no subgroup operations) otherwise.
@@ -159,16 +159,16 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   const uint64_t tile_rows = uint64_t(p.seq_q) * c.heads_per_workgroup(p.group_size());
   if (c.heads > 1) CHECK(plan.query_ranges == 1);
   if (c.pack_group) {
-    CHECK(c.subgroup);
+    CHECK(c.one_subgroup());
     CHECK(plan.query_ranges == 1);
     CHECK(c.heads_per_workgroup(p.group_size()) == uint32_t(p.group_size()));
     if (c.rows > c.lanes) CHECK(uint64_t(c.rows / 2) < tile_rows);
-    if (c.decode) CHECK(tile_rows <= 16);
-    if (c.decode) CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows));
+    if (c.decode()) CHECK(tile_rows <= 16);
+    if (c.decode()) CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows));
   }
   // 16-byte chunks only where every row of Q, K and V is whole chunks at chunk-aligned strides.
   if (c.vec_loads) {
-    CHECK(c.decode);
+    CHECK(c.decode());
     const int64_t chunk = 16 / int64_t(dtype_size(p.dtype));
     for (const TensorLayout* t : {&l.q, &l.k, &l.v})
       CHECK((t->dim % chunk == 0 && t->stride_batch % chunk == 0 && t->stride_head % chunk == 0 &&
@@ -227,7 +227,7 @@ void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const La
   if (plan.splits == 1 && !c.careful_pass()) CHECK(plan.workspace_bytes == 0);
   // The careful pass's ballots: 16 bytes per workgroup of the largest dispatch, aligned, after the
   // partials and the work list, inside the workspace.
-  CHECK(c.careful_pass() == (c.subgroup && !c.decode));
+  CHECK(c.careful_pass() == (c.one_subgroup() && !c.decode()));
   if (c.careful_pass()) {
     const uint64_t batches = plan.varlen ? uint64_t(plan.varlen->batch) : uint64_t(nb);
     CHECK(plan.redo_bytes == uint64_t(plan.tiles_per_range) * uint64_t(nh / c.heads_per_workgroup(p.group_size())) *
@@ -360,11 +360,11 @@ TEST_SUITE("unit") {
           const bool decode_form = v == KernelVariant::automatic && !cpu_prefill && preset.info.subgroup_shuffle &&
                                    lanes != 0 && s.seq_q * (s.heads / s.kv_heads) <= 16 &&
                                    std::max(s.dim_qk, s.dim_v) <= 256;
-          CHECK(plan.config.subgroup == (v == KernelVariant::subgroup || (cpu_auto && subgroup_runs) || decode_form));
-          if (decode_form) CHECK(plan.config.decode);
-          if (plan.config.subgroup) CHECK(plan.config.lanes == lanes);
-          CHECK(plan.config.rowwise == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_runs)));
-          if (plan.config.subgroup && s.seq_q < 16) CHECK(plan.config.pack_group);
+          CHECK(plan.config.one_subgroup() == (v == KernelVariant::subgroup || (cpu_auto && subgroup_runs) || decode_form));
+          if (decode_form) CHECK(plan.config.decode());
+          if (plan.config.one_subgroup()) CHECK(plan.config.lanes == lanes);
+          CHECK(plan.config.is(detail::FusedKernel::rowwise) == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_runs)));
+          if (plan.config.one_subgroup() && s.seq_q < 16) CHECK(plan.config.pack_group);
           if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
           check_plan(preset, l, plan);
         }
@@ -389,7 +389,7 @@ TEST_SUITE("unit") {
           INFO("plan: " << describe(plan));
           CHECK(std::string(plan.config.name()) == "subgroup-decode");
           CHECK(plan.config.pack_group);
-          CHECK(plan.config.decode);
+          CHECK(plan.config.decode());
           CHECK(plan.config.vec_loads);
           CHECK(plan.config.rows == 4);  // the 4 heads of the group, in every lane
           CHECK(plan.query_tiles == 1);
@@ -410,16 +410,16 @@ TEST_SUITE("unit") {
         INFO("seq_q " << seq_q << ": " << describe(plan));
         CHECK(plan.config.pack_group);
         CHECK(plan.query_tiles == ceil_div(uint64_t(seq_q) * 4, plan.config.rows));
-        CHECK(plan.config.decode == (seq_q <= 4));
+        CHECK(plan.config.decode() == (seq_q <= 4));
         if (seq_q <= 4) CHECK(plan.config.rows == 4);
         else CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
       }
       // MHA decode: a group of one head, the decode form with one row.
       const LaunchPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("mha decode", DType::f16, 1, 8, 8, 1, 8192, 128, 128)));
-      CHECK(mha.config.subgroup);
+      CHECK(mha.config.one_subgroup());
       CHECK(mha.config.pack_group);
-      CHECK(mha.config.decode);
+      CHECK(mha.config.decode());
       CHECK(mha.config.rows == 1);
       CHECK(mha.query_tiles == 1);
       // Chunked reads only where dims and strides are whole 16-byte chunks: f16 d72 (9 chunks of 8),
@@ -429,7 +429,7 @@ TEST_SUITE("unit") {
         const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("chunks", dtype, 1, 8, 2, 1, 4096, dim, dim)));
         INFO(to_string(dtype) << " d" << dim << ": " << describe(p));
-        CHECK(p.config.decode);
+        CHECK(p.config.decode());
         CHECK(p.config.vec_loads == want);
         check_plan(preset, layouts_of(shape("chunks", dtype, 1, 8, 2, 1, 4096, dim, dim)), p);
       }
@@ -437,7 +437,7 @@ TEST_SUITE("unit") {
       AttentionLayouts padded = layouts_of(shape("padded K rows", DType::f16, 1, 8, 2, 1, 4096, 64, 64));
       padded.k.stride_seq = 68, padded.k.stride_head = 68 * 4096, padded.k.stride_batch = 2 * 68 * 4096;
       const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
-      CHECK(p.config.decode);
+      CHECK(p.config.decode());
       CHECK_FALSE(p.config.vec_loads);
       // The same with O's rows padded: an unsplit call (one key: one split on every device) writes O
       // in chunks too, so it reads element by element; a split one writes the partials instead.
@@ -446,7 +446,7 @@ TEST_SUITE("unit") {
         padded_o.out.stride_seq = 68, padded_o.out.stride_head = 68, padded_o.out.stride_batch = 8 * 68;
         const LaunchPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
         INFO("seq_k " << seq_k << ": " << describe(po));
-        CHECK(po.config.decode);
+        CHECK(po.config.decode());
         if (seq_k == 1) CHECK(po.splits == 1);
         CHECK(po.config.vec_loads == (po.splits > 1));
       }
@@ -518,7 +518,7 @@ TEST_SUITE("unit") {
         const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
         INFO("device: " << preset.info.name << ", seq_k " << seq_k << ", plan: " << describe(plan));
         check_plan(preset, l, plan);
-        if (!plan.config.decode) continue;  // subgroups of several sizes: the tiled kernel
+        if (!plan.config.decode()) continue;  // subgroups of several sizes: the tiled kernel
         CHECK(plan.keys_per_split <= 256);
         CHECK(plan.keys_per_split >= 32);
         CHECK((uint64_t(plan.splits) * 8 >= 2048 || plan.keys_per_split <= 32 + plan.config.keys_per_tile));
@@ -638,9 +638,9 @@ TEST_SUITE("unit") {
       CHECK(w.max_items == 8 * call.plan.splits);
       CHECK(w.min_keys <= call.plan.keys_per_split);
       CHECK(w.min_keys % c.keys_per_tile == 0);
-      CHECK(w.min_keys >= std::min<uint64_t>(preset.info.is_cpu() ? 256 : c.decode ? 32 : c.keys_per_tile, call.plan.keys_per_split));
+      CHECK(w.min_keys >= std::min<uint64_t>(preset.info.is_cpu() ? 256 : c.decode() ? 32 : c.keys_per_tile, call.plan.keys_per_split));
       const uint64_t per_item = uint64_t(call.plan.tiles_per_range) * (8 * 4 / c.heads_per_workgroup(4));
-      const uint64_t wanted = preset.info.is_cpu() ? 16 : c.decode ? 2048 : 256;
+      const uint64_t wanted = preset.info.is_cpu() ? 16 : c.decode() ? 2048 : 256;
       CHECK(w.target_items == std::clamp<uint64_t>((wanted + per_item - 1) / per_item, 1, w.max_items - 8));
       CHECK(w.offset % call.plan.alignment == 0);
       CHECK(w.offset >= call.plan.partial_o_bytes + call.plan.partial_lse_bytes);
@@ -648,8 +648,8 @@ TEST_SUITE("unit") {
       CHECK(w.words == WORK_LIST_ITEMS + w.max_items + 8 + 1);
       // On a CPU device the decode form touches the rows 16 keys ahead (nhd pages' rows are far
       // apart); on a GPU, and for dense K/V (below), it does not.
-      CHECK(c.prefetch_keys == (preset.info.is_cpu() && c.decode ? 16u : 0u));
-      if (preset.info.is_cpu()) CHECK(c.decode);
+      CHECK(c.prefetch_keys == (preset.info.is_cpu() && c.decode() ? 16u : 0u));
+      if (preset.info.is_cpu()) CHECK(c.decode());
       // A dense call with key lengths has one too; without them, or with a mask (whose binding the
       // list takes), its splits stay by seq_k.
       AttentionLayouts dense = call.dense;
@@ -660,7 +660,7 @@ TEST_SUITE("unit") {
         AttentionLayouts bshd = dense;
         bshd.k = bshd.v = TensorLayout::bshd(DType::f16, 8, 2048 * 16, 8, 128);
         const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, bshd);
-        CHECK(plan.config.prefetch_keys == (preset.info.is_cpu() && plan.config.decode ? 16u : 0u));
+        CHECK(plan.config.prefetch_keys == (preset.info.is_cpu() && plan.config.decode() ? 16u : 0u));
       }
       dense.has_kv_lengths = false;
       CHECK_FALSE(detail::plan_fused(preset.info, KernelVariant::automatic, dense).work_list.has_value());
@@ -732,8 +732,8 @@ TEST_SUITE("unit") {
         CHECK(plan.query_tiles <= d.max_workgroup_count[0]);
         // A head's packed K/V rows are 8 heads apart: on a CPU device decode touches them 16 keys
         // ahead and splits the longest sequence into runs of at most 1024 keys.
-        CHECK(c.prefetch_keys == (d.is_cpu() && c.decode ? 16u : 0u));
-        if (d.is_cpu() && c.decode) CHECK(plan.keys_per_split <= 1024);
+        CHECK(c.prefetch_keys == (d.is_cpu() && c.decode() ? 16u : 0u));
+        if (d.is_cpu() && c.decode()) CHECK(plan.keys_per_split <= 1024);
         if (plan.splits > 1) {
           CHECK(plan.partial_o_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 128 * 4);
           CHECK(plan.partial_lse_bytes == uint64_t(plan.splits) * 32 * uint64_t(s.total_q) * 8);
@@ -771,7 +771,7 @@ TEST_SUITE("unit") {
     CHECK(detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused->config.vec_loads);
     l.kv_quant = KvQuant::q8_0;  // read block by block (kv_values.glsl), never as 16-byte vectors
     const detail::LaunchPlan q8 = *detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused;
-    CHECK(q8.config.decode);
+    CHECK(q8.config.decode());
     CHECK_FALSE(q8.config.vec_loads);
     CHECK(q8.problem.kv_quant == KvQuant::q8_0);
   }
