@@ -1,6 +1,7 @@
-// Choosing how an attention call runs: tile sizes (specialization constants), the key-range split
-// (split-KV), the workspace, and every check against the device's limits. Nothing here records
-// commands, so a plan can be made (and errors raised) before anything is dispatched.
+// Choosing how an attention call runs: the kernel and its tile sizes (specialization constants;
+// fused_kernels.hpp), the key-range split (split-KV), the workspace, and every check against the
+// device's limits. Nothing here records commands, so a plan can be made (and errors raised) before
+// anything is dispatched. plan_fused is a composition of named steps (plan_steps.hpp).
 #pragma once
 
 #include <cstdint>

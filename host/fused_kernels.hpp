@@ -151,4 +151,11 @@ inline uint32_t subgroup_kernel_lanes(const DeviceInfo& device) {
   return runs_subgroup_lanes(device, lanes) ? lanes : 0;
 }
 
+// Whether `device` has what `kernel`'s row asks of it (FusedKernelTraits' device needs).
+inline bool device_runs(const DeviceInfo& device, FusedKernel kernel) {
+  const FusedKernelTraits& t = kernel_traits(kernel);
+  if (t.needs_subgroup_shuffle && !device.subgroup_shuffle) return false;
+  return !t.one_subgroup_workgroup || subgroup_kernel_lanes(device) != 0;
+}
+
 }  // namespace vkattn::detail

@@ -217,11 +217,11 @@ FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool pack
   const DeviceInfo& device = in.device;
   const AttentionProblem& shape = in.shape;
   const bool cpu_prefill = device.is_cpu() && shape.seq_q >= 16;
-  const uint32_t lanes = subgroup_kernel_lanes(device);
-  const bool decode_form = lanes != 0 && packing_allowed && !cpu_prefill &&
+  const bool subgroup_runs = device_runs(device, FusedKernel::subgroup);
+  const bool decode_form = device_runs(device, FusedKernel::subgroup_decode) && packing_allowed && !cpu_prefill &&
                            uint64_t(shape.seq_q) * uint64_t(in.group()) <= kDecodeMaxTileRows &&
                            std::max(shape.dim_qk, shape.dim_v) <= 256;
-  if ((device.is_cpu() && lanes != 0) || decode_form) return FusedKernel::subgroup;
+  if ((device.is_cpu() && subgroup_runs) || decode_form) return FusedKernel::subgroup;
   return cpu_prefill ? FusedKernel::rowwise : FusedKernel::tiled;
 }
 

@@ -64,6 +64,16 @@ TEST_SUITE("unit") {
     CHECK_FALSE(detail::kernel_traits(FusedKernel::subgroup_decode).careful_pass);
     CHECK(detail::kernel_traits(FusedKernel::subgroup_decode).chunked_rows);
     CHECK_FALSE(detail::kernel_traits(FusedKernel::tiled).chunked_rows);
+    // What the rows ask of the device: the tiled and rowwise kernels run anywhere; the subgroup
+    // kernels need shuffles and one subgroup size (or size control for 32 lanes).
+    for (const char* id : {"h100", "rdna3", "arc", "mali", "llvmpipe"})
+      CHECK(detail::device_runs(preset(id), FusedKernel::subgroup_decode));
+    for (const char* id : {"apple", "adreno", "vulkan12-min"}) {
+      INFO(id);
+      CHECK_FALSE(detail::device_runs(preset(id), FusedKernel::subgroup));
+      CHECK(detail::device_runs(preset(id), FusedKernel::tiled));
+      CHECK(detail::device_runs(preset(id), FusedKernel::rowwise));
+    }
     // The GPU decode form wants more workgroups in flight, in shorter splits.
     CHECK(detail::kernel_traits(FusedKernel::subgroup_decode).gpu_target_workgroups >
           detail::kernel_traits(FusedKernel::tiled).gpu_target_workgroups);
