@@ -1,11 +1,13 @@
-// Choosing how an attention call runs: tile sizes (specialization constants), the key-range split
-// (split-KV), the workspace, and every check against the device's limits. Nothing here records
-// commands, so a plan can be made (and errors raised) before anything is dispatched.
+// Choosing how an attention call runs: the kernel and its tile sizes (specialization constants;
+// fused_kernels.hpp), the key-range split (split-KV), the workspace, and every check against the
+// device's limits. Nothing here records commands, so a plan can be made (and errors raised) before
+// anything is dispatched. plan_fused is a composition of named steps (plan_steps.hpp).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
+#include "fused_kernels.hpp"
 #include "pipelines.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/kv_cache.hpp"
@@ -13,59 +15,6 @@
 #include "vkattn/varlen.hpp"
 
 namespace vkattn::detail {
-
-// The subgroup kernel's decode form reads rows in chunks of this many bytes (4 f32, 8 f16/bf16).
-inline constexpr uint32_t kDecodeChunkBytes = 16;
-
-struct KernelConfig {
-  bool rowwise = false;           // attention_rowwise.comp instead of attention_fused.comp
-  bool subgroup = false;          // attention_subgroup.comp (then rowwise is false)
-  uint32_t rows = 16;             // BR: query rows per workgroup
-  uint32_t threads_per_row = 8;   // TPR
-  uint32_t keys_per_tile = 32;    // BC (subgroup: keys per iteration of its key loop)
-  uint32_t lanes = 0;             // subgroup: the device's subgroup size, one workgroup
-  // subgroup: a workgroup's rows are the query rows of all query heads of one GQA group (head-major),
-  // so each K/V row it loads serves the whole group (decode); the grid's y is then the KV head.
-  bool pack_group = false;
-  // subgroup: the decode form (attention_subgroup_decode.comp) for workgroups of at most
-  // kDecodeMaxRows rows: every lane holds all `rows` rows and groups of threads_per_row lanes split
-  // the head dims, each group taking its own keys (key_groups(); keys_per_tile counts all groups' keys
-  // of an iteration); `vec_loads`: Q, K and V rows are read and O rows written (unsplit) in 16-byte
-  // chunks (dims and strides allow it; a call whose tensors start unaligned replays the element-wise
-  // pipeline).
-  bool decode = false;
-  bool vec_loads = false;
-  // decode: the K and V rows of the key this many keys ahead are touched (loaded, the value unused)
-  // in each iteration, as a software prefetch; 0 = none. On for a paged cache, a packed batch or K/V
-  // whose rows of a head are apart (BSHD) on a CPU device.
-  uint32_t prefetch_keys = 0;
-  // tiled: query rows per row group of TPR lanes (RPT), query heads of a GQA group per workgroup
-  // (rows counts all of them: rows / heads query rows per head), bytes per vec4 slot of its shared
-  // K/V tiles (16 for f32, 8 for f16/bf16)
-  uint32_t rows_per_thread = 1;
-  uint32_t heads = 1;
-  uint32_t slot_bytes = 16;
-  // rowwise: four query rows per invocation (the components of a vec4); subgroup: rows / lanes;
-  // tiled: rows / RPT row groups of TPR lanes
-  uint32_t workgroup_size() const {
-    return subgroup ? lanes : rowwise ? rows / 4 : rows / rows_per_thread * threads_per_row;
-  }
-  // The subgroup kernel (not its decode form) runs as a fast pass and a careful pass, two pipelines
-  // of attention_subgroup.comp on one grid (SPEC_ATTENTION_CAREFUL_PASS).
-  bool careful_pass() const { return subgroup && !decode; }
-  Shader shader() const {
-    return subgroup ? (decode ? Shader::attention_subgroup_decode : Shader::attention_subgroup)
-           : rowwise ? Shader::attention_rowwise
-                     : Shader::attention_fused;
-  }
-  const char* name() const {
-    return subgroup ? (decode ? "subgroup-decode" : pack_group ? "subgroup-packed" : "subgroup") : rowwise ? "rowwise" : "tiled";
-  }
-  // The decode form's groups of lanes that each take their own keys.
-  uint32_t key_groups() const { return subgroup && decode ? lanes / threads_per_row : 1; }
-  // Query heads one workgroup covers (the grid's y counts heads / this).
-  uint32_t heads_per_workgroup(int64_t group) const { return pack_group ? static_cast<uint32_t>(group) : heads; }
-};
 
 // K and V as a paged KV cache (vkattn/kv_cache.hpp) instead of dense tensors: the kernels look each
 // key's row up in the block table (PAGE_SIZE specialization constant) and bind the caches whole.
@@ -139,32 +88,6 @@ struct LaunchPlan {
   std::optional<WorkListPlan> work_list;
 };
 
-// Whether every subgroup of `device` has its reported size (at most 128 lanes) and shuffles work.
-inline bool one_subgroup_size(const DeviceInfo& device) {
-  return device.subgroup_shuffle && device.subgroup_size >= 1 && device.subgroup_size <= 128 &&
-         device.min_subgroup_size == device.subgroup_size && device.max_subgroup_size == device.subgroup_size;
-}
-
-// Whether the subgroup kernels, whose workgroup is exactly one subgroup (they shuffle K, V and partial
-// sums across it), run on `device` with `lanes` lanes: its one subgroup size, or on a device of
-// several sizes one its pipelines can require (subgroup size control, full subgroups), a power of two.
-inline bool runs_subgroup_lanes(const DeviceInfo& device, uint32_t lanes) {
-  if (one_subgroup_size(device)) return device.subgroup_size == lanes;
-  return device.subgroup_shuffle && device.required_subgroup_size && lanes >= 1 && lanes <= 128 &&
-         (lanes & (lanes - 1)) == 0 && lanes >= device.min_subgroup_size && lanes <= device.max_subgroup_size &&
-         lanes <= device.max_workgroup_invocations;
-}
-
-// The lanes the subgroup kernels run with on `device`, 0 where they cannot run: its one size, else
-// 32 (NVIDIA's warp, AMD's wave32, Intel's SIMD32) brought into the sizes it can require.
-inline uint32_t subgroup_kernel_lanes(const DeviceInfo& device) {
-  if (one_subgroup_size(device)) return device.subgroup_size;
-  uint32_t lanes = 32;
-  while (lanes < device.min_subgroup_size && lanes < 128) lanes *= 2;
-  while (lanes > device.max_subgroup_size && lanes > 1) lanes /= 2;
-  return runs_subgroup_lanes(device, lanes) ? lanes : 0;
-}
-
 // Largest offset/index the kernels can address (32-bit indices in this version).
 inline constexpr uint64_t kMaxIndex = UINT32_MAX;
 // Longest sequence (queries or keys) the kernels take: they compute diagonals in 32-bit signed ints.
@@ -201,14 +124,8 @@ struct PagedCall {
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
 
 
-// The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads.
+// The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads
+// (plan_chunks.cpp).
 AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, int64_t b0, int64_t nb, int64_t h0,
                                int64_t nh);
-// Shared memory (bytes) of the fused kernel of `config` (mirrors its declarations).
-uint32_t fused_shared_bytes(const KernelConfig& config, int64_t dim_qk, int64_t dim_v);
-
-// Upper bound of loop iterations one invocation of the fused kernel of `config` runs for `tiles` key
-// tiles (mirrors its loops; used against lavapipe's per-invocation loop limit).
-uint64_t fused_loop_iterations(const KernelConfig& config, int64_t dim_qk, int64_t dim_v, uint64_t tiles);
-
 }  // namespace vkattn::detail

@@ -28,13 +28,13 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
                   str(device.max_workgroup_invocations) + ") of " + device.name);
     // The subgroup kernel's workgroup is one subgroup of `lanes`: a device whose subgroups may be
     // another size (and that cannot require this one) would run its shuffles across subgroups.
-    if (c.subgroup && !runs_subgroup_lanes(device, c.lanes))
+    if (c.one_subgroup() && !runs_subgroup_lanes(device, c.lanes))
       throw Error("the subgroup kernel's workgroups are one subgroup of " + str(c.lanes) + " lanes; " + device.name +
                   " runs subgroups of " + str(device.min_subgroup_size) + " to " + str(device.max_subgroup_size) + " lanes" +
                   (device.subgroup_shuffle ? "" : " without shuffles"));
     // The tiled kernel's row groups exchange values with subgroupShuffleXor among TPR lanes: TPR must
     // divide every subgroup size of this device.
-    if (!c.rowwise && !c.subgroup && c.threads_per_row > 1 &&
+    if (c.is(FusedKernel::tiled) && c.threads_per_row > 1 &&
         (!device.subgroup_shuffle || device.min_subgroup_size == 0 || device.min_subgroup_size % c.threads_per_row != 0))
       throw Error("row groups of " + str(c.threads_per_row) + " lanes need subgroup shuffles within subgroups of a multiple of " +
                   str(c.threads_per_row) + " lanes; " + device.name + " may run subgroups of " + str(device.min_subgroup_size));
