@@ -1,10 +1,11 @@
 // What an inference runtime does at every decode step, on a paged KV cache: three sequences of
 // different lengths share one pool of 16-token pages through a block table; each step appends every
 // sequence's new token (its K and V) to the cache and attends its query to everything cached, in one
-// call planned once (PreparedPagedAttention) and run per step. Between steps the host only moves
-// cache_lens on and, when a sequence starts a new page, hands it one from the pool. Every step is
-// checked against the fp64 reference (reference::paged_attention), whose cache after the append is
-// the host's copy of the cache for the next step; at the end the device's cache is compared with it.
+// call planned once (a PreparedAttention whose keys and values come from a PagedKv) and run per
+// step. Between steps the host only moves cache_lens on and, when a sequence starts a new page,
+// hands it one from the pool. Every step is checked against the fp64 reference
+// (reference::paged_attention), whose cache after the append is the host's copy of the cache for the
+// next step; at the end the device's cache is compared with it.
 #include <vkattn/vkattn.hpp>
 
 #include <algorithm>
@@ -21,19 +22,22 @@ constexpr int64_t kBatch = 3, kHeads = 8, kKvHeads = 2, kDim = 64, kPageSize = 1
 constexpr int kSteps = 20;
 constexpr vkattn::DType kDtype = vkattn::DType::f32;
 
-// The call every step makes: one new query per sequence, its new K and V appended first.
-vkattn::PagedAttentionLayouts decode_layouts() {
-  vkattn::PagedAttentionLayouts layouts;
-  layouts.q = vkattn::TensorLayout::bhsd(kDtype, kBatch, kHeads, 1, kDim);  // one new query per sequence
-  layouts.k_cache = vkattn::PagedKvLayout::dense(kDtype, kNumPages, kPageSize, kKvHeads, kDim);
-  layouts.v_cache = layouts.k_cache;
-  layouts.max_pages = kMaxPages;
-  layouts.k_new = vkattn::TensorLayout::bhsd(kDtype, kBatch, kKvHeads, 1, kDim);  // appended first
-  layouts.v_new = layouts.k_new;
-  layouts.out = layouts.q;
+// The call every step makes: one new query per sequence over its pages, its new K and V appended
+// first. The keys and values come from a paged cache: the spec's source is a PagedKv.
+vkattn::AttentionSpec decode_spec() {
+  vkattn::PagedKv cache;
+  cache.k_cache = vkattn::PagedKvLayout::dense(kDtype, kNumPages, kPageSize, kKvHeads, kDim);
+  cache.v_cache = cache.k_cache;
+  cache.max_pages = kMaxPages;
+  cache.k_new = vkattn::TensorLayout::bhsd(kDtype, kBatch, kKvHeads, 1, kDim);  // appended first
+  cache.v_new = cache.k_new;
+  vkattn::AttentionSpec spec;
+  spec.q = vkattn::TensorLayout::bhsd(kDtype, kBatch, kHeads, 1, kDim);  // one new query per sequence
+  spec.kv = cache;
+  spec.out = spec.q;
   // Bottom-right: the new query sits after every cached token (and its own), so it sees them all.
-  layouts.options.causal = vkattn::Causal::bottom_right;
-  return layouts;
+  spec.options.causal = vkattn::Causal::bottom_right;
+  return spec;
 }
 
 // The pool, handed out in order; sequence b's pages fill row b of the block table.
@@ -67,7 +71,7 @@ void upload(vkattn::Buffer& buffer, const Values& values) {
 // The device's buffers of the call, and the call's view of them. Built in place: `bufs` points into it.
 struct DecodeBuffers {
   vkattn::Buffer k_cache, v_cache, q, out, k_new, v_new, table, lens;
-  vkattn::PagedAttentionBuffers bufs;
+  vkattn::AttentionBuffers bufs;
 
   DecodeBuffers(vkattn::Context& context, const vkattn::PagedAttentionLayouts& layouts)
       : k_cache(allocate(context, layouts.k_cache.element_count())),
@@ -79,8 +83,8 @@ struct DecodeBuffers {
         table(allocate(context, kBatch * kMaxPages)),
         lens(allocate(context, kBatch)) {
     bufs.q = &q;
-    bufs.k_cache = &k_cache;
-    bufs.v_cache = &v_cache;
+    bufs.k = &k_cache;  // a paged source's k and v are its caches
+    bufs.v = &v_cache;
     bufs.k_new = &k_new;
     bufs.v_new = &v_new;
     bufs.out = &out;
@@ -135,10 +139,11 @@ void check_step(const vkattn::PagedAttentionLayouts& layouts, const StepInputs& 
 }  // namespace
 
 int main() try {
-  const vkattn::PagedAttentionLayouts layouts = decode_layouts();
+  const vkattn::AttentionSpec spec = decode_spec();
+  const vkattn::PagedAttentionLayouts layouts = spec.paged_layouts();  // the same call, as the reference takes it
   vkattn::Context context;  // the best device, or the one VKATTN_DEVICE names
   std::printf("device: %s\n", context.device_info().name.c_str());
-  const vkattn::PreparedPagedAttention call(context, layouts);  // planned once, for every step below
+  const vkattn::PreparedAttention call(context, spec);  // planned once, for every step below
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
