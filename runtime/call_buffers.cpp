@@ -55,6 +55,39 @@ void check_extents(const ContextImpl& context, std::span<const BufferExtent> ext
     }
 }
 
+void BufferChecks::add(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
+                       uint64_t first_element, uint64_t elements, bool output) {
+  check_binding(name, buffer, byte_offset, element_size, elements);
+  if (count_ == extents_.size()) throw Error(std::string("internal: more than ") + str(extents_.size()) + " arguments");
+  const uint64_t base = buffer->offset() + byte_offset;
+  extents_[count_++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
+}
+
+void BufferChecks::tensor(const char* name, const Buffer* buffer, const TensorLayout& layout, bool output) {
+  add(name, buffer, 0, element_size_, uint64_t(layout.offset), uint64_t(layout.required_elements()), output);
+}
+
+void BufferChecks::head_values(const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& layout) {
+  if (optional(name, buffer != nullptr, layout.has_value()))
+    add(name, buffer, 0, 4, uint64_t(layout->offset), uint64_t(layout->required_elements()), false);
+}
+
+void BufferChecks::workspace(const BufferSlice* workspace, uint64_t bytes, const char* use) {
+  if (!workspace || bytes == 0) return;
+  if (!workspace->buffer)
+    throw Error("workspace: the call needs " + str(bytes) + " bytes for its " + use +
+                " (workspace_bytes()), but none was given");
+  add("workspace", workspace->buffer, workspace->offset, 1, 0, bytes, true);
+}
+
+bool BufferChecks::optional(const char* name, bool given, bool planned) {
+  if (given && !planned) throw Error(std::string(name) + ": given, but the call was prepared without it");
+  if (!given && planned) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
+  return planned;
+}
+
+void BufferChecks::finish() const { check_extents(context_, std::span(extents_.data(), count_)); }
+
 namespace {
 
 // An optional argument is given exactly when the call was prepared with it.

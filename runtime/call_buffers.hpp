@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 
 #include "context_impl.hpp"
@@ -32,6 +33,38 @@ struct BufferExtent {
 // Throws Error naming the argument whose Buffer belongs to another Context than `context`, or the
 // output that shares a byte with another argument (inputs may share bytes), with both byte ranges.
 void check_extents(const ContextImpl& context, std::span<const BufferExtent> extents);
+
+// The buffer checks of a paged or packed call, one argument at a time (a dense call's are worked
+// out when it is planned: CallNeeds below). Each argument's binding is checked as it is added
+// (check_binding) and its bytes noted; finish() checks them together (check_extents). Throws Error
+// naming the argument. No allocation unless an Error is thrown: it runs on every record.
+class BufferChecks {
+ public:
+  // `element_size`: the call's dtype's, for its tensors.
+  BufferChecks(const ContextImpl& context, uint64_t element_size) : context_(context), element_size_(element_size) {}
+
+  // `elements` elements of `element_size` bytes from byte `byte_offset` of `buffer`, the argument
+  // touching them from element `first_element` on; an output may share no byte with another.
+  void add(const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size, uint64_t first_element,
+           uint64_t elements, bool output);
+  // A tensor in the call's dtype, at its layout.
+  void tensor(const char* name, const Buffer* buffer, const TensorLayout& layout, bool output);
+  // Per-head f32 values (ALiBi slopes, sinks), given exactly when `layout` is.
+  void head_values(const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& layout);
+  // The caller's workspace (null: vkattn's scratch, not checked), `bytes` of it for the call's `use`.
+  void workspace(const BufferSlice* workspace, uint64_t bytes, const char* use);
+  // Throws unless an optional argument is given exactly when the call was prepared with it; returns
+  // whether it was.
+  static bool optional(const char* name, bool given, bool planned);
+  // The arguments together: of this Context, no output sharing a byte with another argument.
+  void finish() const;
+
+ private:
+  const ContextImpl& context_;
+  uint64_t element_size_;
+  std::array<BufferExtent, 12> extents_{};
+  std::size_t count_ = 0;
+};
 
 // What the buffers of one planned call must hold, worked out once from its checked problem and
 // spec, so that checking a call's buffers is a few comparisons per argument.

@@ -1,6 +1,7 @@
-// Paged-KV-cache attention (vkattn/paged_attention.hpp): the append of new tokens (kv_append.comp),
-// then the fused kernels reading the caches through the block table (plan_paged). A prepared call
-// keeps its command list; record() checks the buffers and replays it.
+// Paged-KV-cache attention (vkattn/paged_attention.hpp): the recorded work of a paged source's call
+// (the append of new tokens, kv_append.comp, then the fused kernels reading the caches through the
+// block table, as plan_paged planned them), what a run of it must be given (check_paged_buffers),
+// and the paged family's wrapper over PreparedAttention.
 #include "vkattn/paged_attention.hpp"
 
 #include <algorithm>
@@ -85,51 +86,27 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
   const PagedAttentionLayouts& layouts = *call.paged_layouts;
   const LaunchPlan& plan = *call.planned.fused;
   const AttentionProblem& p = plan.problem;
-  const uint64_t esize = dtype_size(p.dtype);
   const bool append = call.paged.has_append();
-  std::array<BufferExtent, 12> extents{};
-  std::size_t n = 0;
-  const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
-                       uint64_t first_element, uint64_t elements, bool output) {
-    check_binding(name, buffer, byte_offset, element_size, elements);
-    const uint64_t base = buffer->offset() + byte_offset;
-    extents[n++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
-  };
-  const auto tensor = [&](const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
-    add(name, buffer, 0, esize, uint64_t(t.offset), uint64_t(t.required_elements()), output);
-  };
-  const auto optional = [&](const char* name, bool given, bool expected) {
-    if (given && !expected) throw Error(std::string(name) + ": given, but the call was prepared without it");
-    if (!given && expected) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
-    return expected;
-  };
-  tensor("q", b.q, layouts.q, false);
-  // (As bound: a q8_0 cache in 16-bit units.)
+  BufferChecks checks(context, dtype_size(p.dtype));
+  checks.tensor("q", b.q, layouts.q, false);
+  // (As bound: a q8_0 cache in 16-bit units.) Written by an append.
   for (const auto& [name, buffer, cache] : {std::tuple{"k_cache", b.k, &layouts.k_cache},
                                             std::tuple{"v_cache", b.v, &layouts.v_cache}}) {
     const Binding bound = kv_binding(0, p.dtype, p.kv_quant, 0, cache->element_count());
-    add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
+    checks.add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
   }
-  tensor("out", b.out, layouts.out, true);
-  add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.paged.max_pages), false);
-  add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
-  if (optional("k_new", b.k_new != nullptr, append)) tensor("k_new", b.k_new, *layouts.k_new, false);
-  if (optional("v_new", b.v_new != nullptr, append)) tensor("v_new", b.v_new, *layouts.v_new, false);
-  if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
-    add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
-  const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
-    if (optional(name, buffer != nullptr, l.has_value()))
-      add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
-  };
-  head_values("alibi", b.alibi, layouts.alibi);
-  head_values("sinks", b.sinks, layouts.sinks);
-  if (workspace && plan.workspace_bytes > 0) {
-    if (!workspace->buffer)
-      throw Error("workspace: the call needs " + std::to_string(plan.workspace_bytes) +
-                  " bytes for its split-KV partials (workspace_bytes()), but none was given");
-    add("workspace", workspace->buffer, workspace->offset, 1, 0, plan.workspace_bytes, true);
-  }
-  check_extents(context, std::span(extents.data(), n));
+  checks.tensor("out", b.out, layouts.out, true);
+  checks.add("block_table", b.block_table.buffer, b.block_table.offset, 4, 0, uint64_t(p.batch * call.paged.max_pages),
+             false);
+  checks.add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
+  if (BufferChecks::optional("k_new", b.k_new != nullptr, append)) checks.tensor("k_new", b.k_new, *layouts.k_new, false);
+  if (BufferChecks::optional("v_new", b.v_new != nullptr, append)) checks.tensor("v_new", b.v_new, *layouts.v_new, false);
+  if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
+    checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
+  checks.head_values("alibi", b.alibi, layouts.alibi);
+  checks.head_values("sinks", b.sinks, layouts.sinks);
+  checks.workspace(workspace, plan.workspace_bytes, "split-KV partials");
+  checks.finish();
 }
 
 }  // namespace detail

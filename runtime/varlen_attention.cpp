@@ -1,7 +1,8 @@
-// Packed variable-length attention (vkattn/varlen_attention.hpp): the fused kernels on the packed
+// Packed variable-length attention (vkattn/varlen_attention.hpp): what a run of a packed source's
+// call must be given (check_packed_buffers, for PreparedAttention's record and run), and the varlen
+// family's wrapper over PreparedAttention. Its plan (plan_varlen): the fused kernels on the packed
 // tensors, each workgroup confined to one sequence by cu_seqlens, or the three-stage path with each
-// row's softmax confined so (plan_varlen). A prepared call keeps its command list; record() checks
-// the buffers and replays it.
+// row's softmax confined so.
 #include "vkattn/varlen_attention.hpp"
 
 #include <array>
@@ -25,52 +26,27 @@ void check_packed_buffers(const ContextImpl& context, const PlannedCall& call, c
                           const BufferSlice* workspace) {
   const VarlenAttentionLayouts& layouts = *call.packed_layouts;
   const AttentionProblem& p = call.planned.problem();
-  const uint64_t esize = dtype_size(p.dtype);
-  const uint64_t workspace_bytes = call.planned.workspace_bytes();
-  std::array<BufferExtent, 11> extents{};
-  std::size_t n = 0;
-  const auto add = [&](const char* name, const Buffer* buffer, uint64_t byte_offset, uint64_t element_size,
-                       uint64_t first_element, uint64_t elements, bool output) {
-    check_binding(name, buffer, byte_offset, element_size, elements);
-    const uint64_t base = buffer->offset() + byte_offset;
-    extents[n++] = {name, buffer, base + first_element * element_size, base + elements * element_size, output};
-  };
-  const auto tensor = [&](const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
-    add(name, buffer, 0, esize, uint64_t(t.offset), uint64_t(t.required_elements()), output);
-  };
-  const auto optional = [&](const char* name, bool given, bool expected) {
-    if (given && !expected) throw Error(std::string(name) + ": given, but the call was prepared without it");
-    if (!given && expected) throw Error(std::string(name) + ": the call was prepared with it, but none was given");
-    return expected;
-  };
+  BufferChecks checks(context, dtype_size(p.dtype));
   const uint64_t offsets = uint64_t(call.packed.batch) + 1;
-  tensor("q", b.q, layouts.q, false);
+  checks.tensor("q", b.q, layouts.q, false);
   // (K and V as bound: q8_0 in 16-bit units.)
   for (const auto& [name, buffer, t] : {std::tuple{"k", b.k, &layouts.k}, std::tuple{"v", b.v, &layouts.v}}) {
     const Binding bound = kv_binding(0, p.dtype, p.kv_quant, 0, t->required_elements());
-    add(name, buffer, 0, bound.element_size, kv_bytes(p.dtype, p.kv_quant, t->offset) / bound.element_size,
-        bound.elements, false);
+    checks.add(name, buffer, 0, bound.element_size, kv_bytes(p.dtype, p.kv_quant, t->offset) / bound.element_size,
+               bound.elements, false);
   }
-  tensor("out", b.out, layouts.out, true);
-  add("cu_seqlens_q", b.cu_seqlens_q.buffer, b.cu_seqlens_q.offset, 4, 0, offsets, false);
-  add("cu_seqlens_k", b.cu_seqlens_k.buffer, b.cu_seqlens_k.offset, 4, 0, offsets, false);
-  if (optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
-    add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.heads * p.seq_q), true);
-  if (optional("weights", b.weights.buffer != nullptr, layouts.weights))
-    add("weights", b.weights.buffer, b.weights.offset, 4, 0, uint64_t(p.heads * p.seq_q) * uint64_t(p.seq_k), true);
-  const auto head_values = [&](const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& l) {
-    if (optional(name, buffer != nullptr, l.has_value()))
-      add(name, buffer, 0, 4, uint64_t(l->offset), uint64_t(l->required_elements()), false);
-  };
-  head_values("alibi", b.alibi, layouts.alibi);
-  head_values("sinks", b.sinks, layouts.sinks);
-  if (workspace && workspace_bytes > 0) {
-    if (!workspace->buffer)
-      throw Error("workspace: the call needs " + std::to_string(workspace_bytes) + " bytes for its " +
-                  (call.planned.fused ? "split-KV partials" : "scores") + " (workspace_bytes()), but none was given");
-    add("workspace", workspace->buffer, workspace->offset, 1, 0, workspace_bytes, true);
-  }
-  check_extents(context, std::span(extents.data(), n));
+  checks.tensor("out", b.out, layouts.out, true);
+  checks.add("cu_seqlens_q", b.cu_seqlens_q.buffer, b.cu_seqlens_q.offset, 4, 0, offsets, false);
+  checks.add("cu_seqlens_k", b.cu_seqlens_k.buffer, b.cu_seqlens_k.offset, 4, 0, offsets, false);
+  if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
+    checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.heads * p.seq_q), true);
+  if (BufferChecks::optional("weights", b.weights.buffer != nullptr, layouts.weights))
+    checks.add("weights", b.weights.buffer, b.weights.offset, 4, 0, uint64_t(p.heads * p.seq_q) * uint64_t(p.seq_k),
+               true);
+  checks.head_values("alibi", b.alibi, layouts.alibi);
+  checks.head_values("sinks", b.sinks, layouts.sinks);
+  checks.workspace(workspace, call.planned.workspace_bytes(), call.planned.fused ? "split-KV partials" : "scores");
+  checks.finish();
 }
 
 }  // namespace detail
