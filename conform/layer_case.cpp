@@ -76,7 +76,7 @@ void random_inputs(const LayerCase& c, const MhaWeights& w, std::mt19937_64& rng
     in.value = li.value;
   }
   const int64_t Sk = in.seq_k;
-  in.causal = c.causal;
+  in.options.causal = c.causal;
   if (c.padding) {
     in.key_padding_mask.assign(static_cast<std::size_t>(c.batch * Sk), 0);
     for (int64_t j = Sk / 2 + 1; j < Sk; ++j) in.key_padding_mask[static_cast<std::size_t>(j)] = 1;
@@ -87,9 +87,9 @@ void random_inputs(const LayerCase& c, const MhaWeights& w, std::mt19937_64& rng
     in.attn_mask.resize(static_cast<std::size_t>(c.seq_q * Sk));
     for (float& x : in.attn_mask) x = u(rng) < -0.6f ? -std::numeric_limits<float>::infinity() : u(rng);
   }
-  in.window = c.window;
-  in.align = c.align;
-  if (c.softcap > 0.0f) in.softcap = c.softcap;
+  in.options.window = c.window;
+  in.options.align = c.align;
+  if (c.softcap > 0.0f) in.options.softcap = c.softcap;
   in.need_weights = c.need_weights;
   in.average_weights = c.average;
 }

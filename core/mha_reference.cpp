@@ -47,10 +47,10 @@ struct Projected {
 // [begin, end) row i may see.
 std::pair<int64_t, int64_t> visible_keys(const MhaInputs& in, const MhaCall& call, int64_t i) {
   const int64_t Sq = call.seq_q, Sk = call.seq_k, off = call.diagonal_offset();
-  const Window window = in.window.value_or(Window{});
+  const Window window = in.options.window.value_or(Window{});
   int64_t begin = 0, end = Sk;
-  if (in.causal == Causal::top_left) end = std::min(Sk, i + 1);
-  if (in.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
+  if (in.options.causal == Causal::top_left) end = std::min(Sk, i + 1);
+  if (in.options.causal == Causal::bottom_right) end = std::min(Sk, i + 1 + Sk - Sq);
   if (window.left >= 0) begin = vkattn::detail::window_key_begin(i + off, window.left, Sk);
   if (window.right >= 0) end = std::min(end, vkattn::detail::window_key_end(i + off, window.right, Sk));
   return {begin, end};
@@ -65,8 +65,9 @@ std::vector<double> attend_heads(const MhaWeights& w, const MhaInputs& in, const
   const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k;
   std::vector<double> attn(static_cast<std::size_t>(B * Sq * E), 0.0);
   detail::ScoreModifiers m;
-  m.scale = 1.0 / std::sqrt(static_cast<double>(D));
-  m.softcap = in.softcap ? static_cast<double>(*in.softcap) : 0.0;
+  // torch's scale in double; a given scale as the f32 the device is given.
+  m.scale = in.options.scale ? static_cast<double>(*in.options.scale) : 1.0 / std::sqrt(static_cast<double>(D));
+  m.softcap = in.options.softcap ? static_cast<double>(*in.options.softcap) : 0.0;
   m.alibi = dims.has_alibi;
   m.sink = dims.has_sinks;
   detail::ScoreRow row(m);

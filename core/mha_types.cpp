@@ -2,10 +2,10 @@
 #include "vkattn/mha_types.hpp"
 
 #include <cmath>
-#include <limits>
 #include <sstream>
 #include <string>
 
+#include "options_check.hpp"
 #include "size_check.hpp"
 
 namespace vkattn {
@@ -26,30 +26,6 @@ bool check_head_weights(const char* name, const std::vector<float>& values, int6
       throw Error(std::string(name) + "[" + std::to_string(h) + "] is " + float_text(values[h]) +
                   ": the values must be finite");
   return true;
-}
-
-// The modifier options, checked as attention() checks them (core/problem.cpp, same wording);
-// returns the call's alignment.
-Align check_modifier_options(const MhaInputs& in) {
-  if (in.align && *in.align != Align::top_left && *in.align != Align::bottom_right)
-    throw Error("align: invalid value " + std::to_string(static_cast<int>(*in.align)));
-  Align align = in.align.value_or(Align::bottom_right);
-  if (in.causal != Causal::none) {
-    const Align causal_align = in.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
-    if (in.align && *in.align != causal_align)
-      throw Error(std::string("align (") + to_string(*in.align) + ") must agree with causal (" + to_string(in.causal) +
-                  ") or be absent: one alignment serves causal, the window and ALiBi");
-    align = causal_align;
-  }
-  if (in.window && (in.window->left < -1 || in.window->right < -1))
-    throw Error("window: (" + std::to_string(in.window->left) + ", " + std::to_string(in.window->right) +
-                ") sides must be >= 0, or -1 for unbounded");
-  if (in.softcap && !(std::isfinite(*in.softcap) && *in.softcap > 0.0f))
-    throw Error("softcap: must be finite and > 0, got " + float_text(*in.softcap));
-  if (in.softcap && *in.softcap < std::numeric_limits<float>::min())
-    throw Error("softcap: " + float_text(*in.softcap) +
-                " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
-  return align;
 }
 
 }  // namespace
@@ -136,9 +112,9 @@ MhaCall check_mha_inputs(const MhaDims& d, const MhaInputs& in) {
   detail::check_non_negative("batch", in.batch);
   detail::check_non_negative("seq_q", in.seq_q);
   detail::check_non_negative("seq_k", in.seq_k);
-  if (in.causal != Causal::none && in.causal != Causal::top_left && in.causal != Causal::bottom_right)
-    throw Error("causal: invalid value " + std::to_string(static_cast<int>(in.causal)));
-  const Align align = check_modifier_options(in);
+  detail::check_causal(in.options);
+  const Align align = detail::check_score_options(in.options).align;
+  detail::checked_scale(in.options, d.head_dim());
   const int64_t B = in.batch, Sq = in.seq_q, Sk = in.seq_k, E = d.embed_dim;
   // Every count the layer and its reference derive from these sizes, checked before any is used:
   // with them in range no product below (nor the layer's byte sizes) can wrap.

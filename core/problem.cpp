@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
-#include <limits>
-#include <sstream>
 #include <string>
 
 #include "layout_check.hpp"
+#include "options_check.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/q8_0.hpp"
 #include "window_rule.hpp"
@@ -41,14 +39,6 @@ int64_t AttentionProblem::visible_key_end(int64_t i) const {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-std::string float_str(float v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 // Exact extents of int64 layouts. Unsigned: every term is >= 0 once summed (sizes >= 1 and strides
 // >= 0 are checked first), and three products of int64s (each < 2^126) can exceed a signed 128 bits.
@@ -147,38 +137,19 @@ void check_head_values(const char* name, const HeadValuesLayout& l, const Attent
   detail::check_head_values_layout(name, l, p.batch, p.heads, per_batch_allowed);
 }
 
-// The score modifiers: the window's sides, the alignment against causal, the softcap, the per-head
-// tensors' shapes. Resolves the call's alignment and the visible band (causal folded in).
+// The score modifiers (options_check.hpp) and the per-head tensors' shapes. Resolves the call's
+// alignment and the visible band (causal folded in).
 void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
   const AttentionOptions& o = layouts.options;
-  if (o.align && *o.align != Align::top_left && *o.align != Align::bottom_right)
-    fail("align: invalid value " + str(static_cast<int>(*o.align)));
-  if (p.causal != Causal::none) {
-    const Align causal_align = p.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
-    if (o.align && *o.align != causal_align)
-      fail(std::string("align (") + to_string(*o.align) + ") must agree with causal (" + to_string(p.causal) +
-           ") or be absent: one alignment serves causal, the window and ALiBi");
-    p.align = causal_align;
-    p.window_right = 0;
-  } else {
-    p.align = o.align.value_or(Align::bottom_right);
-  }
-  if (o.window) {
-    const Window& w = *o.window;
-    if (w.left < -1 || w.right < -1)
-      fail("window: (" + str(w.left) + ", " + str(w.right) + ") sides must be >= 0, or -1 for unbounded");
+  const detail::CheckedOptions checked = detail::check_score_options(o);
+  p.align = checked.align;
+  if (p.causal != Causal::none) p.window_right = 0;
+  if (checked.window) {
+    const Window& w = *checked.window;
     p.window_left = w.left;
     if (w.right >= 0) p.window_right = p.window_right >= 0 ? std::min(p.window_right, w.right) : w.right;
   }
-  if (o.softcap) {
-    const float c = *o.softcap;
-    if (!std::isfinite(c) || !(c > 0.0f)) fail("softcap: must be finite and > 0, got " + float_str(c));
-    // (A cap flushed to 0 on the device would turn s / c into NaN for s = 0.)
-    if (c < std::numeric_limits<float>::min())
-      fail("softcap: " + float_str(c) +
-           " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
-    p.softcap = c;
-  }
+  p.softcap = checked.softcap;
   p.num_splits = o.num_splits;
   if (layouts.alibi) {
     check_head_values("alibi", *layouts.alibi, p, true);
@@ -282,21 +253,13 @@ AttentionProblem check_attention(const AttentionLayouts& layouts) {
   p.dim_v = v.dim;
   p.dtype = q.dtype;
   p.kv_quant = layouts.kv_quant;
+  detail::check_causal(layouts.options);
   p.causal = layouts.options.causal;
-  if (p.causal != Causal::none && p.causal != Causal::top_left && p.causal != Causal::bottom_right) {
-    fail("causal: invalid value " + str(static_cast<int>(p.causal)));
-  }
 
   if (layouts.mask) check_mask(*layouts.mask, p);
   check_modifiers(layouts, p);
 
-  if (layouts.options.scale) {
-    const float s = *layouts.options.scale;
-    if (!std::isfinite(s)) fail("scale: must be finite, got " + float_str(s));
-    p.scale = s;
-  } else {
-    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.dim_qk)));
-  }
+  p.scale = detail::checked_scale(layouts.options, p.dim_qk);
   p.has_mask = layouts.mask.has_value();
   p.has_kv_lengths = layouts.has_kv_lengths;
   p.has_lse = layouts.has_lse;

@@ -119,10 +119,7 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   }
   spec.batch = B, spec.seq_q = Sq, spec.seq_k = Sk;
   spec.self_attention = call.self_attention;
-  spec.causal = in.causal;
-  spec.window = in.window;
-  spec.align = in.align;
-  spec.softcap = in.softcap;
+  spec.options = in.options;
   spec.weights = in.need_weights;
   spec.path = path;
   // Every check and the plan before anything is uploaded.

@@ -224,10 +224,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   layouts.v = TensorLayout::bhsd(dt, B, G, Sk, D);
   layouts.out = TensorLayout::bhsd(dt, B, H, Sq, D);
   layouts.mask = spec.mask;
-  layouts.options.causal = spec.causal;
-  layouts.options.window = spec.window;
-  layouts.options.align = spec.align;
-  layouts.options.softcap = spec.softcap;
+  layouts.options = spec.options;
   // The layer's sinks and ALiBi slopes: (num_heads), shared by every batch.
   if (d.has_sinks) layouts.sinks = HeadValuesLayout{1, H, 0};
   if (d.has_alibi) layouts.alibi = HeadValuesLayout{1, H, 0};

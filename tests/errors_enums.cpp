@@ -52,7 +52,7 @@ TEST_SUITE("errors") {
     mi.batch = 1, mi.seq_q = 3, mi.seq_k = 3;
     mi.query = x;
     CHECK(contains(error_message([&] { layer.forward(mi, static_cast<AttentionPath>(9)); }), "path: invalid value 9"));
-    mi.causal = static_cast<Causal>(5);
+    mi.options.causal = static_cast<Causal>(5);
     CHECK(contains(error_message([&] { layer.forward(mi); }), "causal: invalid value 5"));
     expect_no_validation_messages();
   }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -83,13 +84,13 @@ TEST_SUITE("prepared") {
       const std::vector<float> k_in = download(upload(ctx, c.dtype, kx), c.dtype, kx.size());
       const std::vector<float> v_in = download(upload(ctx, c.dtype, vx), c.dtype, vx.size());
       MhaInputs in;
-      in.batch = c.B, in.seq_q = c.Sq, in.seq_k = c.Sk, in.query = q_in, in.causal = c.causal;
+      in.batch = c.B, in.seq_q = c.Sq, in.seq_k = c.Sk, in.query = q_in, in.options.causal = c.causal;
       if (!c.self) in.key = k_in, in.value = v_in;
       in.need_weights = c.weights, in.average_weights = false;
       const MhaResult want = layer.forward(in);
 
       MhaSpec spec;
-      spec.batch = c.B, spec.seq_q = c.Sq, spec.seq_k = c.Sk, spec.self_attention = c.self, spec.causal = c.causal;
+      spec.batch = c.B, spec.seq_q = c.Sq, spec.seq_k = c.Sk, spec.self_attention = c.self, spec.options.causal = c.causal;
       spec.weights = c.weights;
       const PreparedMha pass = layer.prepare(spec);
       const Buffer query = upload(ctx, c.dtype, q_in), key = upload(ctx, c.dtype, k_in), value = upload(ctx, c.dtype, v_in);
@@ -172,5 +173,30 @@ TEST_SUITE("prepared") {
     CHECK(contains(error_message([&] { pass.record(shot.cmd(), b, {&small, 0}); }), "workspace: needs"));
     shot.end();
     expect_no_validation_messages();
+  }
+  TEST_CASE("the layer's options reach attention: a given scale and num_splits, checked against the reference") {
+    Context& ctx = context();
+    std::mt19937_64 rng(case_seed(9310));
+    const MhaWeights w = random_layer(16, 2, 1, 16, 16, rng);
+    MultiHeadAttention layer(ctx, w, DType::f32);
+    const std::vector<float> x = random(2 * 7 * 16, rng), kv = random(2 * 40 * 16, rng);
+    MhaInputs in;
+    in.batch = 2, in.seq_q = 7, in.seq_k = 40, in.query = x, in.key = kv, in.value = kv;
+    in.options.causal = Causal::bottom_right;
+    const std::vector<float> torch_scale = layer.forward(in).out;
+    in.options.scale = 0.9f;  // 2.5x torch's 1/sqrt(8): a visibly sharper softmax
+    in.options.num_splits = 3;
+    const std::vector<float> got = layer.forward(in).out;
+    const std::vector<double> want = reference::multi_head_attention(w, in).out;
+    REQUIRE(got.size() == want.size());
+    double worst = 0.0, moved = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+      moved = std::max(moved, std::abs(double(got[i]) - double(torch_scale[i])));
+    }
+    CHECK(worst < 1e-4);
+    CHECK(moved > 1e-2);  // the scale was not ignored
+    in.options.scale = std::numeric_limits<float>::infinity();
+    CHECK(error_message([&] { layer.forward(in); }) == "scale: must be finite, got inf");
   }
 }

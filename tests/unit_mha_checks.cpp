@@ -53,7 +53,7 @@ TEST_SUITE("unit") {
     CHECK(contains(error_message([&] { check_mha_inputs(d, in); }), "key: 1 x 288230376151711744 x 8 exceeds"));
     in.seq_k = 2, in.key = {}, in.need_weights = true, in.seq_q = 2;
     CHECK_NOTHROW(check_mha_inputs(d, in));
-    in.causal = static_cast<Causal>(7);
+    in.options.causal = static_cast<Causal>(7);
     CHECK(contains(error_message([&] { check_mha_inputs(d, in); }), "causal: invalid value 7"));
   }
 }

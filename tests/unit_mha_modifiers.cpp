@@ -1,6 +1,6 @@
 // The multi-head layer's score modifiers (README, "Score modifiers") in its fp64 reference, on
 // problems small enough to compute by hand: sinks and ALiBi slopes as weights of the layer, the
-// window, align and softcap as inputs, their order (softcap -> ALiBi -> attn_mask), and the checks
+// options (window, align, softcap, scale) as inputs, their order (softcap -> ALiBi -> attn_mask), and the checks
 // that name a bad value.
 #include <doctest/doctest.h>
 
@@ -70,7 +70,7 @@ TEST_CASE("mha reference: ALiBi's bias -slope·|i + off - j| in both alignments"
   CHECK(o.weights[0] == doctest::Approx(a / (1 + a)).epsilon(1e-14));
   CHECK(o.weights[1] == doctest::Approx(1 / (1 + a)).epsilon(1e-14));
   // Top-left: query 0 sits at key 0.
-  in.align = Align::top_left;
+  in.options.align = Align::top_left;
   o = multi_head_attention(w, in);
   CHECK(o.weights[0] == doctest::Approx(1 / (1 + a)).epsilon(1e-14));
   CHECK(o.weights[1] == doctest::Approx(a / (1 + a)).epsilon(1e-14));
@@ -81,18 +81,18 @@ TEST_CASE("mha reference: the window around the diagonal of either alignment") {
   const MhaWeights w = identity_layer();
   const std::vector<float> q = {0, 0, 0, 0}, k = {1, 1, 2, 2, 3, 3}, v = {1, 0, 2, 0, 3, 0};
   MhaInputs in = make_inputs(2, 3, q, k, v);
-  in.window = Window{0, 0};  // the diagonal key alone
+  in.options.window = Window{0, 0};  // the diagonal key alone
   in.average_weights = false;
-  in.align = Align::top_left;
+  in.options.align = Align::top_left;
   auto o = multi_head_attention(w, in);
   CHECK(o.weights == std::vector<double>{1, 0, 0, /**/ 0, 1, 0});
   CHECK(o.out == std::vector<double>{1, 0, 2, 0});
-  in.align.reset();  // bottom-right: query i sits at key i + 1
+  in.options.align.reset();  // bottom-right: query i sits at key i + 1
   o = multi_head_attention(w, in);
   CHECK(o.weights == std::vector<double>{0, 1, 0, /**/ 0, 0, 1});
   // Left side 1 with causal top-left: row 0 sees key 0, row 1 keys 0 and 1.
-  in.window = Window{1, -1};
-  in.causal = Causal::top_left;
+  in.options.window = Window{1, -1};
+  in.options.causal = Causal::top_left;
   o = multi_head_attention(w, in);
   CHECK(o.weights == std::vector<double>{1, 0, 0, /**/ 0.5, 0.5, 0});
 }
@@ -101,7 +101,7 @@ TEST_CASE("mha reference: softcap, then ALiBi, then the attn_mask") {
   MhaWeights w = identity_layer();
   const std::vector<float> q = {4, 0}, k = {4, 0, 4, 0}, v = {1, 0, 0, 1};
   MhaInputs in = make_inputs(1, 2, q, k, v);
-  in.softcap = 1.0f;
+  in.options.softcap = 1.0f;
   const double raw = 16.0 / std::sqrt(2.0), capped = std::tanh(raw);
   // Softcap alone: both keys score tanh(raw) — equal weights.
   auto o = multi_head_attention(w, in);
@@ -109,11 +109,25 @@ TEST_CASE("mha reference: softcap, then ALiBi, then the attn_mask") {
   // With ALiBi (slope 1, top-left: key 1 is 1 away) and a mask of +0.25 on key 1: the cap applies to
   // the raw score only, so key 1 scores tanh(raw) - 1 + 0.25.
   w.alibi_slopes = {1.0f};
-  in.align = Align::top_left;
+  in.options.align = Align::top_left;
   in.attn_mask = {0.0f, 0.25f};
   o = multi_head_attention(w, in);
   const double s0 = capped, s1 = capped - 1.0 + 0.25;
   CHECK(o.weights[1] == doctest::Approx(std::exp(s1) / (std::exp(s0) + std::exp(s1))).epsilon(1e-14));
+}
+
+TEST_CASE("mha reference: options.scale replaces torch's 1/sqrt(head dim); a non-finite one is refused") {
+  MhaWeights w = identity_layer();
+  const std::vector<float> q = {1, 1}, k = {1, 1, 0, 0}, v = {1, 0, 0, 1};
+  MhaInputs in = make_inputs(1, 2, q, k, v);
+  // Key 0 scores scale·2, key 1 scores 0: the weight of key 0 is 1 / (1 + e^(-2·scale)).
+  auto o = multi_head_attention(w, in);
+  CHECK(o.weights[0] == doctest::Approx(1.0 / (1.0 + std::exp(-2.0 / std::sqrt(2.0)))).epsilon(1e-14));
+  in.options.scale = 0.25f;
+  o = multi_head_attention(w, in);
+  CHECK(o.weights[0] == doctest::Approx(1.0 / (1.0 + std::exp(-0.5))).epsilon(1e-14));
+  in.options.scale = std::numeric_limits<float>::quiet_NaN();
+  CHECK(error_message([&] { multi_head_attention(w, in); }) == "scale: must be finite, got nan");
 }
 
 TEST_CASE("mha checks: the modifiers' bad values are Errors naming them") {
@@ -133,20 +147,20 @@ TEST_CASE("mha checks: the modifiers' bad values are Errors naming them") {
 
   const MhaDims d = check_mha_weights(identity_layer());
   MhaInputs bad = in;
-  bad.window = Window{-2, 0};
+  bad.options.window = Window{-2, 0};
   CHECK(error_message([&] { check_mha_inputs(d, bad); }) == "window: (-2, 0) sides must be >= 0, or -1 for unbounded");
   bad = in;
-  bad.softcap = 0.0f;
+  bad.options.softcap = 0.0f;
   CHECK(error_message([&] { check_mha_inputs(d, bad); }) == "softcap: must be finite and > 0, got 0");
-  bad.softcap = std::numeric_limits<float>::infinity();
+  bad.options.softcap = std::numeric_limits<float>::infinity();
   CHECK(contains(error_message([&] { check_mha_inputs(d, bad); }), "softcap: must be finite and > 0, got inf"));
   bad = in;
-  bad.causal = Causal::bottom_right;
-  bad.align = Align::top_left;
+  bad.options.causal = Causal::bottom_right;
+  bad.options.align = Align::top_left;
   CHECK(contains(error_message([&] { check_mha_inputs(d, bad); }), "align (top-left) must agree with causal (bottom-right)"));
-  bad.align = Align::bottom_right;
+  bad.options.align = Align::bottom_right;
   CHECK(check_mha_inputs(d, bad).align == Align::bottom_right);
-  bad.align = static_cast<Align>(5);
+  bad.options.align = static_cast<Align>(5);
   CHECK(contains(error_message([&] { check_mha_inputs(d, bad); }), "align: invalid value 5"));
 }
 

@@ -129,7 +129,7 @@ TEST_CASE("mha reference: causal top-left vs bottom-right with seq_q != seq_k") 
     const std::vector<float> q = {0, 0, 0, 0};
     MhaInputs in = make_inputs(1, 2, 4, q, k, v);
     in.need_weights = true;
-    in.causal = Causal::top_left;  // row 0 sees key 0; row 1 sees keys 0, 1
+    in.options.causal = Causal::top_left;  // row 0 sees key 0; row 1 sees keys 0, 1
     auto o = multi_head_attention(w, in);
     const std::vector<double> tl = {1, 0, 0, 0, 0.5, 0.5, 0, 0};
     for (std::size_t n = 0; n < tl.size(); ++n) CHECK(o.weights[n] == doctest::Approx(tl[n]).epsilon(1e-14));
@@ -141,7 +141,7 @@ TEST_CASE("mha reference: causal top-left vs bottom-right with seq_q != seq_k") 
     CHECK(o.out[0] == doctest::Approx(1.0).epsilon(1e-14));
     CHECK(o.out[2] == doctest::Approx(1.5).epsilon(1e-14));
 
-    in.causal = Causal::bottom_right;  // j <= i + 2: row 0 sees keys 0..2; row 1 all four
+    in.options.causal = Causal::bottom_right;  // j <= i + 2: row 0 sees keys 0..2; row 1 all four
     o = multi_head_attention(w, in);
     const double third = 1.0 / 3.0;
     const std::vector<double> br = {third, third, third, 0, 0.25, 0.25, 0.25, 0.25};
@@ -157,7 +157,7 @@ TEST_CASE("mha reference: causal top-left vs bottom-right with seq_q != seq_k") 
     const std::vector<float> k2(k.begin(), k.begin() + 4), v2(v.begin(), v.begin() + 4);
     MhaInputs in = make_inputs(1, 3, 2, q, k2, v2);
     in.need_weights = true;
-    in.causal = Causal::bottom_right;  // j <= i - 1: row 0 none, row 1 key 0, row 2 keys 0, 1
+    in.options.causal = Causal::bottom_right;  // j <= i - 1: row 0 none, row 1 key 0, row 2 keys 0, 1
     const auto o = multi_head_attention(wb, in);
     const std::vector<double> br = {0, 0, 1, 0, 0.5, 0.5};
     for (std::size_t n = 0; n < br.size(); ++n) CHECK(o.weights[n] == doctest::Approx(br[n]).epsilon(1e-14));
@@ -253,7 +253,7 @@ TEST_CASE("mha reference: attn_mask of zeros changes nothing") {
   MhaInputs in = make_inputs(2, 3, 5, q, k, v);
   in.need_weights = true;
   in.average_weights = false;
-  in.causal = Causal::bottom_right;
+  in.options.causal = Causal::bottom_right;
   const auto plain = multi_head_attention(w, in);
   in.attn_mask.assign(3 * 5, 0.0f);
   const auto zeros = multi_head_attention(w, in);
@@ -326,7 +326,7 @@ TEST_CASE("mha reference: self-attention (key and value empty) equals passing th
   const std::vector<float> q = random_values(2 * 5 * 4, 7);
   MhaInputs cross = make_inputs(2, 5, 5, q, q, q);
   cross.need_weights = true;
-  cross.causal = Causal::top_left;
+  cross.options.causal = Causal::top_left;
   cross.key_padding_mask = {0, 0, 0, 1, 1, /**/ 0, 0, 0, 0, 0};
   cross.attn_mask = random_values(5 * 5, 8);
   const auto expect = multi_head_attention(w, cross);

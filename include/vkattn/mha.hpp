@@ -32,12 +32,8 @@ struct MhaSpec {
   int64_t batch = 1, seq_q = 1, seq_k = 1;
   // Key and value are the query buffer (seq_k == seq_q; the layer's kdim and vdim equal E).
   bool self_attention = false;
-  Causal causal = Causal::none;
-  // The score modifiers that are options, as MhaInputs has them (the layer's sinks and ALiBi slopes
-  // are its weights).
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
+  // The call's options, as MhaInputs has them (the layer's sinks and ALiBi slopes are its weights).
+  AttentionOptions options;
   // An explicit mask as attention() takes it, over (batch, num_heads, seq_q, seq_k) with size-1
   // batch or head broadcast: boolean (nonzero = attend) or additive f32/f16.
   std::optional<MaskLayout> mask;

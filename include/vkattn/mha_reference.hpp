@@ -12,9 +12,9 @@
 //     kv_heads == num_heads (the default) the two agree.
 //   - Causal masking may be top-left (PyTorch is_causal: key j visible to query i when j <= i) or
 //     bottom-right (j <= i + seq_k - seq_q).
-//   - The score modifiers (README, "Score modifiers"): a sliding window, softcap and align from
-//     MhaInputs, per-head sinks and ALiBi slopes from MhaWeights, applied as attention() applies them
-//     (reference.hpp). PyTorch's layer has none of them.
+//   - The score modifiers (README, "Score modifiers"): those that are options from MhaInputs::options,
+//     the per-head ones from MhaWeights, applied as attention() applies them (reference.hpp). PyTorch's
+//     layer has none of them.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -53,19 +52,17 @@ struct MhaInputs {
   std::span<const float> query;  // (batch, seq_q, E)
   std::span<const float> key;    // (batch, seq_k, kdim)
   std::span<const float> value;  // (batch, seq_k, vdim)
-  Causal causal = Causal::none;
+  // The call's options, as attention() takes them (vkattn/types.hpp), checked with the same rules
+  // and messages: causal, the score modifiers that are options (a sliding window, the alignment,
+  // a logit cap), the scale (default 1/sqrt(head dim), torch's) and num_splits. The layer's other
+  // score modifiers (sinks, ALiBi slopes) are its weights (MhaWeights).
+  AttentionOptions options;
   // Empty = no padding; else (batch, seq_k) with nonzero = IGNORE that key (nn.MultiheadAttention's
   // convention — the opposite of SDPA's boolean attn_mask, where true = attend).
   std::vector<uint8_t> key_padding_mask;
   // Empty = none; else (seq_q, seq_k) f32 added to the scaled scores of every batch and head
   // (torch's float attn_mask; -inf masks a key).
   std::vector<float> attn_mask;
-  // The score modifiers that are options (README, "Score modifiers"), as AttentionOptions takes them:
-  // a sliding window (sides >= 0 or -1 = unbounded), the alignment of the window and ALiBi without
-  // causal (with causal: absent or causal's; default bottom-right) and a logit softcap c > 0.
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
   bool need_weights = false;
   bool average_weights = true;  // torch's average_attn_weights
 };
@@ -95,7 +92,7 @@ struct MhaCall {
 MhaDims check_mha_weights(const MhaWeights& weights);
 
 // Checks the inputs against the layer's sizes (query, key, value, key_padding_mask, attn_mask, the
-// causal value, the window, align (agreeing with causal) and softcap; every product of sizes the
+// options (as attention() checks them); every product of sizes the
 // layer computes, the weights P's when need_weights, at most 2^60 values) and works out
 // self-attention and the alignment; throws Error naming the array or option.
 MhaCall check_mha_inputs(const MhaDims& dims, const MhaInputs& inputs);

@@ -114,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     if (f.ConsumeBool()) in.key_padding_mask.assign(length(f, prod({B, Sk})), 0);
     if (f.ConsumeBool()) in.attn_mask.assign(length(f, prod({Sq, Sk})), 0.0f);
-    in.causal = f.ConsumeIntegralInRange<int>(0, 7) ? static_cast<vkattn::Causal>(f.ConsumeIntegralInRange<int>(0, 2))
+    in.options.causal = f.ConsumeIntegralInRange<int>(0, 7) ? static_cast<vkattn::Causal>(f.ConsumeIntegralInRange<int>(0, 2))
                                                     : static_cast<vkattn::Causal>(f.ConsumeIntegral<int8_t>());
     in.need_weights = f.ConsumeBool();
     const vkattn::MhaCall call = vkattn::check_mha_inputs(d, in);

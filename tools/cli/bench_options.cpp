@@ -94,15 +94,8 @@ void add_timing_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
 }
 
 // The score modifiers and split-KV.
-void add_modifier_options(CLI::App* app, BenchOptions* o) {
-  app->add_option("--window", o->modifiers.window, "Sliding window L:R (-1 = unbounded side), e.g. 512:0 with --causal")
-      ->type_name("L:R")
-      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option("--align", o->modifiers.align, "Diagonal of the window and ALiBi without --causal")
-      ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0")
-      ->type_name("FLOAT")
-      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
+void add_modifier_and_split_options(CLI::App* app, BenchOptions* o) {
+  add_modifier_options(app, &o->modifiers);
   app->add_option("--splits", o->num_splits,
                   "Split-KV: cut each query tile's keys into this many parts, one workgroup each (the fused "
                   "path's num_splits; default: chosen from the device and the shape). Capped at the key tiles, "
@@ -154,7 +147,7 @@ GivenOptions add_bench_options(CLI::App* app, BenchOptions* o) {
   GivenOptions f;
   add_shape_options(app, o, f);
   add_timing_options(app, o, f);
-  add_modifier_options(app, o);
+  add_modifier_and_split_options(app, o);
   add_run_options(app, o, f);
   return f;
 }

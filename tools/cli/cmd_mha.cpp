@@ -111,18 +111,7 @@ Command add_mha_command(CLI::App& parent) {
   app->add_option("--causal", o->causal, "Causal mask alignment")
       ->check(CLI::IsMember({"none", "top-left", "bottom-right"}))
       ->default_str("none");
-  app->add_option("--window", o->window,
-                  "Sliding window L:R around the diagonal: key j is visible to query i iff i+off-L <= j <= i+off+R "
-                  "(each side >= 0, or -1 for unbounded; e.g. 4096:0)")
-      ->type_name("L:R")
-      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option("--align", o->align,
-                  "Diagonal of the window and the ALiBi slopes without --causal: top-left (off 0) or bottom-right "
-                  "(off seq_k - seq_q, the default); with --causal, absent or the same")
-      ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", o->softcap, "Logit softcap C > 0: score = C·tanh(score / C) (Gemma 2)")
-      ->type_name("FLOAT")
-      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
+  add_modifier_options(app, &o->modifiers);
   app->add_option("--key-padding-mask", o->key_padding_mask,
                   "(batch, seq_k) bool or int: nonzero = IGNORE the key (torch's convention)");
   app->add_option("--attn-mask", o->attn_mask,

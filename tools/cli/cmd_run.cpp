@@ -159,17 +159,7 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--scale", o->scale, "Score scale (default 1/sqrt(dim_qk)); any finite value")
       ->type_name("FLOAT")
       ->check(parsed_by("--scale", [](const std::string& s) { parse_float32(s, "--scale"); }));
-  app->add_option("--window", o->modifiers.window,
-                  "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (-1 = unbounded side)")
-      ->type_name("L:R")
-      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option("--align", o->modifiers.align,
-                  "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
-                  "top-left: off = 0); with --causal it must agree or be absent")
-      ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", o->modifiers.softcap, "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")
-      ->type_name("FLOAT")
-      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
+  add_modifier_options(app, &o->modifiers);
   app->add_option("--alibi", o->alibi, "ALiBi slopes: (heads,) or (batch, heads) '<f4'; bias -slope*|i+off-j|");
   app->add_option("--sinks", o->sinks,
                   "Attention-sink logits: (heads,) '<f4', in each row's softmax denominator without a value");

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <CLI/CLI.hpp>
+
 #include "cli_numbers.hpp"
 #include "npy.hpp"
 #include "run_inputs.hpp"
@@ -10,7 +12,9 @@
 #include "vkattn/error.hpp"
 
 namespace vkattn::cli {
+namespace {
 
+// --softcap's value: a finite float32 > 0; throws Error "--softcap: ..." naming the value.
 float parse_softcap(const std::string& text) {
   const float c = parse_float32(text, "--softcap");
   if (!(c > 0.0f)) throw Error("--softcap: " + text + " must be > 0");
@@ -18,6 +22,23 @@ float parse_softcap(const std::string& text) {
   if (c < std::numeric_limits<float>::min())
     throw Error("--softcap: " + text + " is subnormal (below 1.17549e-38, the smallest normal f32)");
   return c;
+}
+
+}  // namespace
+
+void add_modifier_options(CLI::App* app, ModifierOptions* typed) {
+  app->add_option("--window", typed->window,
+                  "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (each side >= 0, "
+                  "or -1 for unbounded; e.g. 4096:0 with --causal)")
+      ->type_name("L:R")
+      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
+  app->add_option("--align", typed->align,
+                  "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
+                  "top-left: off = 0); with --causal it must agree or be absent")
+      ->check(CLI::IsMember({"top-left", "bottom-right"}));
+  app->add_option("--softcap", typed->softcap, "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")
+      ->type_name("FLOAT")
+      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
 }
 
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options) {

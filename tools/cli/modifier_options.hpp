@@ -1,6 +1,7 @@
 // The score modifiers on the command line (README, "Score modifiers"), shared by `vkattn run`,
-// `bench` and `mha`: --window L:R, --align, --softcap C as options, and the per-head tensors (ALiBi
-// slopes, sink logits) as .npy files. Every bad value is one Error naming the option and the value.
+// `bench` and `mha`: those that are options of the call (registered here once, for every command),
+// and the per-head tensors (ALiBi slopes, sink logits) as .npy files. Every bad value is one Error
+// naming the option and the value.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,10 @@
 #include <vector>
 
 #include "vkattn/types.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace vkattn::cli {
 
@@ -19,11 +24,11 @@ struct ModifierOptions {
   std::string softcap;  // a finite number > 0
 };
 
-// --softcap's value: a finite float32 > 0; throws Error "--softcap: ..." naming the value. The
-// commands also check it at parse time (parsed_by), so a bad value is a usage error.
-float parse_softcap(const std::string& text);
+// Registers the modifier options on a command, each checked at parse time (parsed_by), so that a bad
+// value is a usage error naming the option.
+void add_modifier_options(CLI::App* app, ModifierOptions* typed);
 
-// Sets options.window/align/softcap from what was typed; throws Error naming the option. Whether the
+// Sets the options' modifiers from what was typed; throws Error naming the option. Whether the
 // alignment agrees with --causal is the library's check (check_attention), with its message.
 void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options);
 

@@ -74,10 +74,7 @@ MhaInputs MhaLoaded::inputs() const {
   in.query = query;
   in.key = key;
   in.value = value;
-  in.causal = causal;
-  in.window = window;
-  in.align = align;
-  in.softcap = softcap;
+  in.options = options;
   in.key_padding_mask = key_padding_mask;
   in.attn_mask = attn_mask;
   return in;
@@ -88,14 +85,10 @@ MhaLoaded load_mha_inputs(const MhaOptions& o) {
     throw Error(std::string("--key and --value go together (both for cross-attention, neither for self-attention); "
                             "only ") + (o.key.empty() ? "--value" : "--key") + " was given");
   MhaLoaded l;
-  l.causal = parse_causal(o.causal);
+  l.options.causal = parse_causal(o.causal);
   // The score modifiers' options, parsed as `run` parses them (modifier_options.hpp); whether the
   // alignment agrees with causal is checked with the inputs below, by the library.
-  AttentionOptions modifiers;
-  apply_modifier_options(ModifierOptions{o.window, o.align, o.softcap}, modifiers);
-  l.window = modifiers.window;
-  l.align = modifiers.align;
-  l.softcap = modifiers.softcap;
+  apply_modifier_options(o.modifiers, l.options);
   l.weights = load_mha_state_dict(o.weights, o.heads, o.kv_heads);
   const MhaWeights& w = l.weights;
   const int64_t E = w.embed_dim;

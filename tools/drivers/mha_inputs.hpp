@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "modifier_options.hpp"
 #include "vkattn/mha_types.hpp"
 #include "vkattn/types.hpp"
 
@@ -19,7 +20,7 @@ struct MhaOptions {
   std::string out, attn_weights, heatmap;
   int64_t heads = 0, kv_heads = 0;  // kv_heads 0: from the weights
   std::string causal = "none";
-  std::string window, align, softcap;  // the score modifiers; empty = absent (window "L:R")
+  ModifierOptions modifiers;  // the score modifiers that are options
   std::string dtype;  // empty = the query's dtype
   std::string path = "auto";
   std::string device;
@@ -32,10 +33,7 @@ struct MhaLoaded {
   std::vector<float> query, key, value;  // key and value empty: self-attention (seq_k = seq_q)
   std::vector<uint8_t> key_padding_mask;  // (batch, seq_k), nonzero = ignore; empty when absent
   std::vector<float> attn_mask;           // (seq_q, seq_k) additive; empty when absent
-  Causal causal = Causal::none;
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
+  AttentionOptions options;  // --causal and the modifier options
   DType dtype = DType::f32;
   bool out_f16 = false;  // write O as '<f2' (the query was '<f2' and the dtype is f16)
 

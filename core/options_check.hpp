@@ -1,0 +1,32 @@
+// The checks of AttentionOptions, shared by every call that takes them: attention() and its sources
+// (problem.cpp) and the multi-head layer (mha_types.cpp). One set of rules, one set of messages: a
+// new option is checked here once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "vkattn/types.hpp"
+
+namespace vkattn::detail {
+
+// The options' score modifiers, checked and resolved.
+struct CheckedOptions {
+  // The call's one alignment: causal's when causal is set, else options.align or bottom-right.
+  Align align = Align::bottom_right;
+  std::optional<Window> window;  // sides >= 0 or -1 (unbounded)
+  float softcap = 0.0f;          // 0 = none; else finite, normal and > 0
+};
+
+// Throws Error "causal: invalid value N" for a value outside the enum.
+void check_causal(const AttentionOptions& options);
+
+// Checks align (a known value, agreeing with causal), the window's sides and the softcap (finite,
+// > 0 and normal: a cap a device flushes to 0 would turn s / c into NaN for s = 0); throws Error
+// naming the option and its value.
+CheckedOptions check_score_options(const AttentionOptions& options);
+
+// The call's scale: options.scale (finite, else Error "scale: ...") or 1/sqrt(dim_qk).
+float checked_scale(const AttentionOptions& options, int64_t dim_qk);
+
+}  // namespace vkattn::detail
