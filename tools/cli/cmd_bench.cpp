@@ -52,14 +52,10 @@ struct TensorSet {
 
 // The run's modifiers onto a shape (every shape of a run, sweeps included, gets the same).
 void apply_modifiers(const BenchOptions& o, BenchShape& s) {
-  AttentionOptions options;
-  apply_modifier_options(o.modifiers, options);
-  s.window = options.window;
-  s.align = options.align;
-  s.softcap = options.softcap;
+  apply_modifier_options(o.modifiers, s.options);
+  s.options.num_splits = o.num_splits;
   s.alibi = o.alibi;
   s.sinks = o.sinks;
-  s.num_splits = o.num_splits;
 }
 
 std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
@@ -88,7 +84,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.seq_k = seq_k;
     s.dim_qk = o.dim;
     s.dim_v = o.dim_v > 0 ? o.dim_v : o.dim;
-    s.causal = parse_causal(o.causal);
+    s.options.causal = parse_causal(o.causal);
     s.path = parse_attention_path(o.path);
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
@@ -117,13 +113,7 @@ AttentionLayouts bench_layouts(const BenchShape& shape, DType dtype) {
     layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
   }
   layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
-  layouts.options.causal = shape.causal;
-  layouts.options.window = shape.window;
-  layouts.options.align = shape.align;
-  layouts.options.softcap = shape.softcap;
-  layouts.options.num_splits = shape.num_splits;
-  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
-  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
+  apply_shape_options(shape, layouts);
   layouts.has_kv_lengths = !shape.kv_lengths.empty();
   layouts.kv_quant = shape.kv_quant;
   return layouts;

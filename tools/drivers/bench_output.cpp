@@ -40,6 +40,7 @@ Json first_dispatches_json(const BenchResult& r) {
 
 Json result_json(const BenchResult& r) {
   const BenchShape& s = r.shape;
+  const AttentionOptions& o = s.options;
   const bool checked = r.check.has_value();
   return Json{{"batch", s.batch},
               {"heads", s.heads},
@@ -49,10 +50,10 @@ Json result_json(const BenchResult& r) {
               {"dim_qk", s.dim_qk},
               {"dim_v", s.dim_v},
               {"dtype", to_string(r.dtype)},
-              {"causal", to_string(s.causal)},
-              {"window", s.window ? Json::array({s.window->left, s.window->right}) : Json(nullptr)},
-              {"align", s.align ? Json(to_string(*s.align)) : Json(nullptr)},
-              {"softcap", s.softcap ? Json(*s.softcap) : Json(nullptr)},
+              {"causal", to_string(s.options.causal)},
+              {"window", o.window ? Json::array({o.window->left, o.window->right}) : Json(nullptr)},
+              {"align", o.align ? Json(to_string(*o.align)) : Json(nullptr)},
+              {"softcap", o.softcap ? Json(*o.softcap) : Json(nullptr)},
               {"alibi", s.alibi},
               {"sinks", s.sinks},
               // "dense", "paged 16" or "varlen"; kv_lengths: null without --lengths or --varlen (seq_k is
@@ -196,9 +197,10 @@ void print_run_header(const BenchReport& report) {
   if (!report.results.empty()) {  // the modifiers are the run's, the same for every shape
     const BenchShape& s = report.results.front().shape;
     std::string text;
-    if (s.window) text += " window " + std::to_string(s.window->left) + ":" + std::to_string(s.window->right);
-    if (s.align) text += std::string(" align ") + to_string(*s.align);
-    if (s.softcap) text += " softcap " + Json(*s.softcap).dump();
+    const AttentionOptions& o = s.options;
+    if (o.window) text += " window " + std::to_string(o.window->left) + ":" + std::to_string(o.window->right);
+    if (o.align) text += std::string(" align ") + to_string(*o.align);
+    if (o.softcap) text += " softcap " + Json(*o.softcap).dump();
     if (s.alibi) text += " ALiBi (slopes 2^(-8(h+1)/H))";
     if (s.sinks) text += " sinks";
     if (!text.empty()) std::printf("score modifiers:%s\n", text.c_str());
@@ -232,7 +234,7 @@ void print_shape_rows(const BenchReport& report, bool any_weights) {
     std::printf("%5lld %5lld %5lld %7lld %7lld %4lld %4lld %5s %13s %-9s ", static_cast<long long>(s.batch),
                 static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.seq_q),
                 static_cast<long long>(s.seq_k), static_cast<long long>(s.dim_qk), static_cast<long long>(s.dim_v),
-                to_string(r.dtype), to_string(s.causal), layout_name(s).c_str());
+                to_string(r.dtype), to_string(s.options.causal), layout_name(s).c_str());
     if (r.skipped) {
       std::printf("%-20s skipped: %s\n", path_name(r), r.reason.c_str());
       continue;

@@ -71,13 +71,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
       PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v, shape.kv_quant, shape.page_order);
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
-  layouts.options.causal = shape.causal;
-  layouts.options.window = shape.window;
-  layouts.options.align = shape.align;
-  layouts.options.softcap = shape.softcap;
-  layouts.options.num_splits = shape.num_splits;
-  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
-  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
+  apply_shape_options(shape, layouts);
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;

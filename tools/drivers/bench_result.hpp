@@ -26,17 +26,15 @@ struct PipelineFirstDispatch {
 // Fully resolved: kv_heads and dim_v are never 0 here.
 struct BenchShape {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, dim_qk = 64, dim_v = 64;
-  Causal causal = Causal::none;
+  // --causal, the modifier options and --splits (the same for every shape of a run but causal, which
+  // sweeps vary).
+  AttentionOptions options;
   // automatic and fused: the fused kernels, no weights. unfused: the three-stage path writing the
   // weights P (that is what one takes it for), so its time and memory include materialising them.
   AttentionPath path = AttentionPath::automatic;
-  // Score modifiers (the same for every shape of a run): --window, --align, --softcap; --alibi and
-  // --sinks give every head a slope (ALiBi's 2^(-8(h+1)/H)) and a sink logit.
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
+  // The per-head tensors (the same for every shape of a run): --alibi and --sinks give every head a
+  // slope (ALiBi's 2^(-8(h+1)/H)) and a sink logit.
   bool alibi = false, sinks = false;
-  uint32_t num_splits = 0;  // --splits: AttentionOptions::num_splits (0: automatic)
   // --lengths: the keys of each batch entry (seq_k is then their maximum); empty: seq_k each.
   std::vector<int64_t> kv_lengths;
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
@@ -61,6 +59,14 @@ inline std::string layout_name(const BenchShape& shape) {
   if (shape.varlen) return "varlen" + kv;
   if (shape.page_size == 0) return (shape.kv_bshd ? "dense bshd" : "dense") + kv;
   return "paged " + std::to_string(shape.page_size) + (shape.page_order == PageOrder::hnd ? " hnd" : "") + kv;
+}
+
+// The shape's options and per-head tensors onto the layouts of any source (dense, paged, packed).
+template <class Layouts>
+void apply_shape_options(const BenchShape& shape, Layouts& layouts) {
+  layouts.options = shape.options;
+  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
+  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
 }
 
 struct BenchResult {

@@ -95,7 +95,7 @@ SweepGrid sweep_grid(Sweep sweep, bool cpu_device, int64_t max_seq) {
             s.heads = s.kv_heads = p.hidden / dim;
             s.seq_q = s.seq_k = seq;
             s.dim_qk = s.dim_v = dim;
-            s.causal = causal;
+            s.options.causal = causal;
             grid.shapes.push_back(s);
           }
       const auto describe = [](const PrefillPreset& q) {
@@ -119,7 +119,7 @@ SweepGrid sweep_grid(Sweep sweep, bool cpu_device, int64_t max_seq) {
         s.seq_q = 1;
         s.seq_k = seq_k;
         s.dim_qk = s.dim_v = 128;
-        s.causal = Causal::none;  // one query sees every key: bottom-right would mask nothing
+        s.options.causal = Causal::none;  // one query sees every key: bottom-right would mask nothing
         grid.shapes.push_back(s);
       }
       full = "seq_k " + range(kDecodeGpu);
@@ -169,7 +169,7 @@ std::string sweep_label(Sweep sweep, const BenchShape& s) {
   switch (sweep) {
     case Sweep::prefill:
       label += " seq " + std::to_string(s.seq_q) + " dim " + std::to_string(s.dim_qk) +
-               (s.causal == Causal::none ? "" : " causal");
+               (s.options.causal == Causal::none ? "" : " causal");
       break;
     case Sweep::decode: label += " seq_k " + std::to_string(s.seq_k); break;
     case Sweep::scaling:

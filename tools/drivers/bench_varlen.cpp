@@ -65,14 +65,8 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   layouts.batch = shape.batch;
   layouts.max_seqlen_q = shape.seq_q;
   layouts.max_seqlen_k = *std::max_element(shape.kv_lengths.begin(), shape.kv_lengths.end());
-  layouts.options.causal = shape.causal;
-  layouts.options.window = shape.window;
-  layouts.options.align = shape.align;
-  layouts.options.softcap = shape.softcap;
-  layouts.options.num_splits = shape.num_splits;
+  apply_shape_options(shape, layouts);
   layouts.path = shape.path;  // --path unfused: the three-stage path (its scores in the workspace)
-  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
-  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;
