@@ -67,6 +67,18 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   return layout;
 }
 
+// The modifiers' block (shader_abi.h, MOD_SPEC_BLOCK) at the kernel's `base` id: the bits, then each
+// modifier's constant at its offset, the same for every kernel that forms scores.
+void write_modifier_constants(PipelineKey& key, uint32_t base, const ModifierConstants& m) {
+  key.spec[base] = m.bits;
+  key.spec[base + MOD_SPEC_WINDOW_LEFT_OFFSET] = m.window_left;
+  key.spec[base + MOD_SPEC_WINDOW_RIGHT_OFFSET] = m.window_right;
+  key.spec[base + MOD_SPEC_SOFTCAP_OFFSET] = m.softcap;
+}
+static_assert(SPEC_ATTENTION_MODIFIERS + MOD_SPEC_BLOCK == SPEC_ATTENTION_PAGE_SIZE &&
+                  SPEC_SOFTMAX_MODIFIERS + MOD_SPEC_BLOCK == SPEC_SOFTMAX_COUNT,
+              "the modifiers' block of constants must not overlap the next ids");
+
 }  // namespace
 
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& c) {
@@ -85,10 +97,7 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   key.spec[SPEC_ATTENTION_RPT] = c.rows_per_thread;
   key.spec[SPEC_ATTENTION_HEADS] = c.heads;
   key.spec[SPEC_ATTENTION_VEC] = c.vec_loads;
-  key.spec[SPEC_ATTENTION_MODIFIERS] = c.modifiers.bits;
-  key.spec[SPEC_ATTENTION_WINDOW_LEFT] = c.modifiers.window_left;
-  key.spec[SPEC_ATTENTION_WINDOW_RIGHT] = c.modifiers.window_right;
-  key.spec[SPEC_ATTENTION_SOFTCAP] = c.modifiers.softcap;
+  write_modifier_constants(key, SPEC_ATTENTION_MODIFIERS, c.modifiers);
   key.spec[SPEC_ATTENTION_PAGE_SIZE] = c.page_size;
   key.spec[SPEC_ATTENTION_VARLEN] = c.varlen;
   key.spec[SPEC_ATTENTION_KV_FORMAT] = c.kv_format;
@@ -131,10 +140,7 @@ PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifi
   key.shader = Shader::attention_softmax;
   key.spec_count = SPEC_SOFTMAX_COUNT;
   key.spec[SPEC_SOFTMAX_WORKGROUP] = workgroup;
-  key.spec[SPEC_SOFTMAX_MODIFIERS] = modifiers.bits;
-  key.spec[SPEC_SOFTMAX_WINDOW_LEFT] = modifiers.window_left;
-  key.spec[SPEC_SOFTMAX_WINDOW_RIGHT] = modifiers.window_right;
-  key.spec[SPEC_SOFTMAX_SOFTCAP] = modifiers.softcap;
+  write_modifier_constants(key, SPEC_SOFTMAX_MODIFIERS, modifiers);
   return key;
 }
 

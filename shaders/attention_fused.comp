@@ -34,7 +34,7 @@
 // from the unscaled Q in memory).
 //
 // Score modifiers (modifiers.glsl), each compiled only when its specialization constant is on: the
-// softcap and ALiBi on the score in natural units (converted from and back to log2(e)/2, saturating),
+// score's (modify_score) in natural units (converted from and back to log2(e)/2, saturating),
 // before the float mask; unsplit, the sink joins each row's max and sum before O and LSE are written
 // (split-KV: attention_combine.comp adds it, once per row).
 //
@@ -335,8 +335,8 @@ void main() {
         float t = part[r * TPR];
         if (visible && (careful[r] || isinf(t) || isnan(t))) t = careful_score(q_row[r], c, vec_q);
         else t = clamp(t, -T_MAX, T_MAX);  // scale * (q . k) beyond the f32 range saturates
-        if (HAS_SOFTCAP || HAS_ALIBI) {
-          // The softcap and ALiBi (modifiers.glsl) on the score in natural units: +-T_MAX is +-FLT_MAX
+        if (MODIFIES_SCORES) {
+          // The score modifiers (modify_score, modifiers.glsl) on the score in natural units: +-T_MAX is +-FLT_MAX
           // there (the product may round past it), and a finite result in [-FLT_MAX, FLT_MAX] comes
           // back within +-T_MAX. Inf/NaN scores (Inf/NaN inputs) stay as they are.
           const float s = isinf(t) ? t : saturate_finite(t * TWO_LN2);

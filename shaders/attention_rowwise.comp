@@ -125,8 +125,8 @@ void main() {
         [[unroll]] for (uint r = 0u; r < 4u; ++r)
           if (redo[r]) s[r] = scale_rescaled_dot(down[r], pc.scale);
       }
-      // Softcap then ALiBi, before the float mask (modifiers.glsl); compiled away when both are off.
-      if (HAS_SOFTCAP || HAS_ALIBI) {
+      // The score modifiers, before the float mask (modify_score, modifiers.glsl); compiled away when off.
+      if (MODIFIES_SCORES) {
         [[unroll]] for (uint r = 0u; r < 4u; ++r) s[r] = modify_score(s[r], slope, i[r], j);
       }
       const bvec4 in_range = bvec4(uvec4(greaterThanEqual(uvec4(j), row_key_begin)) & uvec4(lessThan(uvec4(j), row_key_end)));

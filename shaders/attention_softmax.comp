@@ -3,7 +3,7 @@
 // S = scale·Q·Kᵀ written by gemm.comp:
 //   P[j] = exp(s'_j - m) / l,  s'_j = modify(s_j) + bias_j for visible keys,  m = max s' (and the sink),
 //   l = sum exp(s' - m) (+ exp(sink - m))
-// (modify: softcap then ALiBi, modifiers.glsl; s'_j saturating to +-FLT_MAX: score.glsl)
+// (modify: the score modifiers, modify_score in modifiers.glsl; s'_j saturating to +-FLT_MAX: score.glsl)
 // with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the
 // causal rule, the window, key padding or an explicit mask (boolean false or float -inf) and then gets
 // exactly 0, whatever its score (NaN from a NaN in K included); a row with no visible key gets all
@@ -35,9 +35,7 @@ uint row_seq_q, row_seq_k;
 #include "causal.glsl"
 #include "score.glsl"
 #define MOD_SPEC_MODIFIERS SPEC_SOFTMAX_MODIFIERS
-#define MOD_SPEC_WINDOW_LEFT SPEC_SOFTMAX_WINDOW_LEFT
-#define MOD_SPEC_WINDOW_RIGHT SPEC_SOFTMAX_WINDOW_RIGHT
-#define MOD_SPEC_SOFTCAP SPEC_SOFTMAX_SOFTCAP
+#define MOD_FORMS_SCORES
 #define ALIBI_BINDING SOFTMAX_ALIBI_BINDING
 #define SINKS_BINDING SOFTMAX_SINKS_BINDING
 #include "modifiers.glsl"
@@ -79,7 +77,7 @@ uint packed_sequence_of(uint i) {
   return lo;
 }
 
-// Key j's score as the softmax sees it: softcap then ALiBi on the raw score, then the float mask
+// Key j's score as the softmax sees it: the score modifiers on the raw score, then the float mask
 // (modifiers.glsl, score.glsl); -inf for a key the explicit mask hides, whatever its score (NaN
 // included). The mask is read again in each pass rather than stored: P holds only the raw scores
 // until pass 3 overwrites them.

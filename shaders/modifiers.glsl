@@ -6,8 +6,8 @@
 // one compiles none of its code. Include after the kernel's push block `pc` (seq_q, seq_k, heads,
 // lse_off and, for the score modifiers, kv_len_off), having defined the kernel's ids:
 //   MOD_SPEC_MODIFIERS, SINKS_BINDING                     (every including kernel: the sinks)
-//   MOD_SPEC_WINDOW_LEFT, MOD_SPEC_WINDOW_RIGHT,
-//   MOD_SPEC_SOFTCAP, ALIBI_BINDING                       (kernels that form scores)
+//   MOD_FORMS_SCORES, ALIBI_BINDING                       (kernels that form scores: the block of
+//                                                          MOD_SPEC_BLOCK constants at MOD_SPEC_MODIFIERS)
 #ifndef VKATTN_MODIFIERS_GLSL
 #define VKATTN_MODIFIERS_GLSL
 
@@ -44,16 +44,18 @@ float half_log2_to_natural(float m) {
   return clamp(m * uintBitsToFloat(TILED_TWO_LN2_BITS), -flt_max, flt_max);
 }
 
-#ifdef MOD_SPEC_WINDOW_LEFT
+#ifdef MOD_FORMS_SCORES
 // The window's sides as the host resolved them (modifier_constants): WINDOW_UNBOUNDED, or a side below
 // the call's seq_q + seq_k (a longer side bounds nothing: the host gives it as unbounded). Unsigned, so
 // that every side up to 2^32 - 2 is held exactly (sequences are below 2^31).
 const uint WINDOW_UNBOUNDED = 0xffffffffu;
-layout(constant_id = MOD_SPEC_WINDOW_LEFT) const uint WINDOW_LEFT = WINDOW_UNBOUNDED;
-layout(constant_id = MOD_SPEC_WINDOW_RIGHT) const uint WINDOW_RIGHT = WINDOW_UNBOUNDED;
-layout(constant_id = MOD_SPEC_SOFTCAP) const float SOFTCAP = 0.0;
+layout(constant_id = MOD_SPEC_MODIFIERS + MOD_SPEC_WINDOW_LEFT_OFFSET) const uint WINDOW_LEFT = WINDOW_UNBOUNDED;
+layout(constant_id = MOD_SPEC_MODIFIERS + MOD_SPEC_WINDOW_RIGHT_OFFSET) const uint WINDOW_RIGHT = WINDOW_UNBOUNDED;
+layout(constant_id = MOD_SPEC_MODIFIERS + MOD_SPEC_SOFTCAP_OFFSET) const float SOFTCAP = 0.0;
 const bool HAS_SOFTCAP = (MODIFIERS & MOD_SOFTCAP) != 0u;
 const bool HAS_ALIBI = (MODIFIERS & MOD_ALIBI) != 0u;
+// Whether modify_score changes a score at all: the kernels skip its unit conversions when not.
+const bool MODIFIES_SCORES = HAS_SOFTCAP || HAS_ALIBI;
 const bool HAS_WINDOW = WINDOW_LEFT != WINDOW_UNBOUNDED || WINDOW_RIGHT != WINDOW_UNBOUNDED;
 
 layout(binding = ALIBI_BINDING) readonly buffer AlibiBuf { float alibi_slopes[]; };
@@ -118,7 +120,7 @@ float softcap_score(float s) {
   return SOFTCAP * sign(x) * ((1.0 - t) / (1.0 + t));
 }
 
-// The score after the softcap and ALiBi (before the float mask): s from scale_dot / scale_rescaled_dot,
+// The score after the score modifiers, in the chain's order (before the float mask): s from scale_dot / scale_rescaled_dot,
 // `slope` from alibi_slope (unused without ALiBi). add_bias (score.glsl) keeps the saturation rule.
 float modify_score(float s, float slope, uint i, uint j) {
   if (HAS_SOFTCAP) s = softcap_score(s);

@@ -93,6 +93,13 @@
 #define MOD_ALIBI_PER_BATCH 4u   /* the slopes are (batch, heads), else (heads) */
 #define MOD_SINKS 8u             /* each row's denominator gains e^sink[h], sinks bound at SINKS_BINDING */
 #define MOD_ALIGN_TOP_LEFT 16u   /* the window's and ALiBi's diagonal: off = 0, else seq_k - seq_q */
+/* The modifiers' block of specialization constants in every kernel that forms scores: the MOD_* bits at
+ * the kernel's SPEC_*_MODIFIERS, then these at the offsets below from it (shaders/modifiers.glsl; the
+ * host: write_modifier_constants). A new modifier's constant is added here and nowhere else. */
+#define MOD_SPEC_WINDOW_LEFT_OFFSET 1   /* uint: the window's left side, 0xffffffff = unbounded (no window: both) */
+#define MOD_SPEC_WINDOW_RIGHT_OFFSET 2  /* uint: its right side, 0xffffffff = unbounded (causal stays in `flags`) */
+#define MOD_SPEC_SOFTCAP_OFFSET 3       /* float: the softcap c (with MOD_SOFTCAP) */
+#define MOD_SPEC_BLOCK 4                /* the bits and the constants above */
 #define MOD_BAND_SPLITS 32u      /* fused kernels: key splits count from each workgroup's window start */
 /* The element offsets of the modifiers' bindings share a push-constant word with another binding's
  * (a binding's offset left for the shader is below the storage-buffer alignment, at most 256 bytes,
@@ -189,10 +196,7 @@
 #define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
 #define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K, V and O rows are read and written in 16-byte chunks (others: 0) */
-#define SPEC_ATTENTION_MODIFIERS 11     /* MOD_* bits */
-#define SPEC_ATTENTION_WINDOW_LEFT 12   /* uint: the window's left side, 0xffffffff = unbounded (no window: both) */
-#define SPEC_ATTENTION_WINDOW_RIGHT 13  /* uint: its right side, 0xffffffff = unbounded (causal stays in `flags`) */
-#define SPEC_ATTENTION_SOFTCAP 14       /* float: the softcap c (with MOD_SOFTCAP) */
+#define SPEC_ATTENTION_MODIFIERS 11     /* the modifiers' block: MOD_SPEC_BLOCK constants (11 .. 14) */
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
 #define SPEC_ATTENTION_VARLEN 16        /* 1: a packed variable-length batch (see above); 0 otherwise */
 #define SPEC_ATTENTION_KV_FORMAT 17     /* KV_FORMAT_*: how K and V are stored (shaders/kv_values.glsl) */
@@ -213,10 +217,7 @@
 #define SPEC_COMBINE_COUNT 3
 /* attention_softmax.comp */
 #define SPEC_SOFTMAX_WORKGROUP 0
-#define SPEC_SOFTMAX_MODIFIERS 1        /* as SPEC_ATTENTION_MODIFIERS .. SOFTCAP */
-#define SPEC_SOFTMAX_WINDOW_LEFT 2
-#define SPEC_SOFTMAX_WINDOW_RIGHT 3
-#define SPEC_SOFTMAX_SOFTCAP 4
+#define SPEC_SOFTMAX_MODIFIERS 1        /* the modifiers' block: MOD_SPEC_BLOCK constants (1 .. 4) */
 #define SPEC_SOFTMAX_COUNT 5
 /* kv_append.comp */
 #define SPEC_KV_APPEND_FORMAT 0  /* KV_FORMAT_*: the caches' storage */

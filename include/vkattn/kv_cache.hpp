@@ -14,8 +14,8 @@
 //     of this sequence or another, may map to it (two writers, or a reader racing a writer).
 //   - Q (batch, heads, seq_q, dim_qk), O (batch, heads, seq_q, dim_v), LSE (batch, heads, seq_q).
 //     Each sequence is a dense problem of seq_k = len_b keys: causal and the alignment are per
-//     sequence (bottom-right: off = len_b - seq_q), and so are the window, ALiBi, softcap and sinks
-//     (AttentionOptions, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
+//     sequence (bottom-right: off = len_b - seq_q), and so is every score modifier
+//     (AttentionOptions and the per-head tensors, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
 //     (the sink's logit with sinks). No explicit mask or kv_lengths: cache_lens are the key lengths.
 //   - Values outside the contract (check_paged_values refuses them where the host has them; the
 //     device reads them unchecked) follow one rule on the device, for the attention and the append

@@ -5,8 +5,8 @@
 //     ending at total_q / total_k. Sequence b's queries are rows cu_q[b] .. cu_q[b+1] - 1; they attend
 //     only to its keys cu_k[b] .. cu_k[b+1] - 1.
 //   - Each sequence is a dense problem of seq_q_b queries and seq_k_b keys: causal and the alignment
-//     per sequence (bottom-right: off = seq_k_b - seq_q_b), and so the window, ALiBi ((heads) or
-//     (batch, heads)), softcap and sinks. A sequence may be empty; one with no keys gives O = 0 and
+//     per sequence (bottom-right: off = seq_k_b - seq_q_b), and so every score modifier (ALiBi's
+//     slopes (heads) or (batch, heads)). A sequence may be empty; one with no keys gives O = 0 and
 //     LSE = -inf (the sink's logit with sinks). No explicit mask or kv_lengths.
 //   - O (total_q, heads, dim_v); LSE (heads, total_q), f32 (FlashAttention's layout).
 //   - The weights P, when asked for (`weights`: the three-stage path computes them): f32 (heads,

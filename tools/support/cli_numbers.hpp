@@ -4,7 +4,7 @@
 // that takes a value, chosen by its type: integers are plain decimal ("-" only where the type is
 // signed, no leading zeros), reals are finite decimal numbers, and no value may be empty. A value
 // that fails is a usage error (exit 2) naming the option and the value. Options whose values have a
-// grammar of their own (--window L:R, --softcap, --shard K/N) add parsed_by(): their parser runs at
+// grammar of their own (--window L:R, --shard K/N, ...) add parsed_by(): their parser runs at
 // parse time, so what it refuses is a usage error too, before any file is read.
 #pragma once
 
