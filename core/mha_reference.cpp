@@ -64,13 +64,9 @@ std::vector<double> attend_heads(const MhaWeights& w, const MhaInputs& in, const
   const int64_t group = H / dims.kv_heads;  // query heads per KV head
   const int64_t B = call.batch, Sq = call.seq_q, Sk = call.seq_k;
   std::vector<double> attn(static_cast<std::size_t>(B * Sq * E), 0.0);
-  detail::ScoreModifiers m;
   // torch's scale in double; a given scale as the f32 the device is given.
-  m.scale = in.options.scale ? static_cast<double>(*in.options.scale) : 1.0 / std::sqrt(static_cast<double>(D));
-  m.softcap = in.options.softcap ? static_cast<double>(*in.options.softcap) : 0.0;
-  m.alibi = dims.has_alibi;
-  m.sink = dims.has_sinks;
-  detail::ScoreRow row(m);
+  const double scale = in.options.scale ? static_cast<double>(*in.options.scale) : 1.0 / std::sqrt(static_cast<double>(D));
+  detail::ScoreRow row(detail::score_modifiers(in.options, scale, dims.has_alibi, dims.has_sinks));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / group;

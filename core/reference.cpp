@@ -84,12 +84,8 @@ Outputs nan_outputs(const AttentionProblem& p, bool weights) {
 
 // The call's modifiers for the score chain.
 detail::ScoreModifiers score_modifiers(const Inputs& in, const AttentionProblem& p) {
-  detail::ScoreModifiers m;
-  m.scale = static_cast<double>(p.scale);
-  m.softcap = static_cast<double>(p.softcap);
-  m.alibi = in.alibi_layout.has_value();
-  m.sink = in.sinks_layout.has_value();
-  return m;
+  return detail::score_modifiers(in.options, static_cast<double>(p.scale), in.alibi_layout.has_value(),
+                                 in.sinks_layout.has_value());
 }
 
 detail::HeadModifiers head_modifiers(const Inputs& in, int64_t b, int64_t h) {

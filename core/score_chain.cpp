@@ -17,6 +17,15 @@ double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, i
   return vkattn::detail::add_bias(score, mask_bias);
 }
 
+ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bool alibi, bool sink) {
+  ScoreModifiers m;
+  m.scale = scale;
+  m.softcap = options.softcap ? static_cast<double>(*options.softcap) : 0.0;
+  m.alibi = alibi;
+  m.sink = sink;
+  return m;
+}
+
 void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
   head_ = head;
   diagonal_ = diagonal;

@@ -17,6 +17,8 @@
 #include <span>
 #include <vector>
 
+#include "vkattn/types.hpp"
+
 namespace vkattn::reference::detail {
 
 // The call's score modifiers: the same for every row.
@@ -26,6 +28,10 @@ struct ScoreModifiers {
   bool alibi = false;    // ALiBi's bias joins the scores
   bool sink = false;     // a sink logit joins each row's max and denominator
 };
+
+// The call's modifiers from its options (checked: check_score_options), its scale as the call uses
+// it, and whether it has ALiBi slopes and sink logits: the one place both references read the options.
+ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bool alibi, bool sink);
 
 // One (batch, head) pair's per-head modifier values.
 struct HeadModifiers {
