@@ -48,10 +48,10 @@ CheckedOptions check_score_options(const AttentionOptions& o) {
   if (o.softcap) {
     const float c = *o.softcap;
     if (!std::isfinite(c) || !(c > 0.0f)) throw Error("softcap: must be finite and > 0, got " + float_str(c));
+    // A cap flushed to 0 on a device would turn s / c into NaN for s = 0.
     if (c < std::numeric_limits<float>::min())
       throw Error("softcap: " + float_str(c) +
                   " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
-    checked.softcap = c;
   }
   return checked;
 }

@@ -15,15 +15,14 @@ struct CheckedOptions {
   // The call's one alignment: causal's when causal is set, else options.align or bottom-right.
   Align align = Align::bottom_right;
   std::optional<Window> window;  // sides >= 0 or -1 (unbounded)
-  float softcap = 0.0f;          // 0 = none; else finite, normal and > 0
 };
 
 // Throws Error "causal: invalid value N" for a value outside the enum.
 void check_causal(const AttentionOptions& options);
 
-// Checks align (a known value, agreeing with causal), the window's sides and the softcap (finite,
-// > 0 and normal: a cap a device flushes to 0 would turn s / c into NaN for s = 0); throws Error
-// naming the option and its value.
+// Checks the score modifiers that are options (types.hpp, AttentionOptions): align (a known value,
+// agreeing with causal), the window's sides and every value's range; throws Error naming the option
+// and its value.
 CheckedOptions check_score_options(const AttentionOptions& options);
 
 // The call's scale: options.scale (finite, else Error "scale: ...") or 1/sqrt(dim_qk).

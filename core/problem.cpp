@@ -149,7 +149,6 @@ void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
     p.window_left = w.left;
     if (w.right >= 0) p.window_right = p.window_right >= 0 ? std::min(p.window_right, w.right) : w.right;
   }
-  p.softcap = checked.softcap;
   p.num_splits = o.num_splits;
   if (layouts.alibi) {
     check_head_values("alibi", *layouts.alibi, p, true);

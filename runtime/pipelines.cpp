@@ -158,9 +158,9 @@ uint32_t window_side_constant(int64_t side, const AttentionProblem& p) {
 
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options) {
   ModifierConstants m;
-  if (p.softcap > 0.0f) {
+  if (options.softcap) {  // checked with the call: finite, normal and > 0
     m.bits |= MOD_SOFTCAP;
-    m.softcap = std::bit_cast<uint32_t>(p.softcap);
+    m.softcap = std::bit_cast<uint32_t>(*options.softcap);
   }
   if (p.has_alibi) m.bits |= MOD_ALIBI | (p.alibi_per_batch ? MOD_ALIBI_PER_BATCH : 0u);
   if (p.has_sinks) m.bits |= MOD_SINKS;

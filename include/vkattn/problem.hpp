@@ -17,10 +17,10 @@ struct AttentionProblem {
   bool has_mask = false, has_kv_lengths = false, has_lse = false;
   // Score modifiers, resolved. `align` is the call's one alignment (causal's when causal is set);
   // window_left/right the visible band around the diagonal with causal folded in (right = 0), -1 =
-  // unbounded on that side; softcap 0 = none.
+  // unbounded on that side. The other modifier options are read from AttentionLayouts::options
+  // (checked with the call).
   Align align = Align::bottom_right;
   int64_t window_left = -1, window_right = -1;
-  float softcap = 0.0f;
   uint32_t num_splits = 0;  // AttentionOptions::num_splits (0: automatic)
   bool has_alibi = false, alibi_per_batch = false, has_sinks = false;
   KvQuant kv_quant = KvQuant::none;  // how K and V are stored (AttentionLayouts::kv_quant)
