@@ -69,13 +69,7 @@ std::string describe(const AttentionCase& c) {
     if (!c.mask_blank_rows.empty()) s << " blank_rows=" << list(c.mask_blank_rows);
     if (!c.mask_blank_keys.empty()) s << " blank_keys=" << list(c.mask_blank_keys);
   }
-  if (c.window) s << " window=" << c.window->left << ":" << c.window->right;
-  if (c.align) s << " align=" << vkattn::to_string(*c.align);
-  if (c.softcap) s << " softcap=" << *c.softcap;
-  if (c.alibi_batch) s << " alibi=" << (c.alibi_batch > 1 ? "(B,H)" : "(H)");
-  if (c.alibi_batch && c.alibi_scale != 1.0f) s << "x" << c.alibi_scale;
-  if (c.sinks) s << " sinks";
-  if (c.sinks && c.sink_value) s << "=" << *c.sink_value;
+  s << attention_text(c.modifiers);
   s << " layout=" << to_string(c.layout) << " offset=" << c.offset;
   if (c.scale) s << " scale=" << *c.scale;
   if (c.qk_range != 2.0f) s << " qk_range=" << c.qk_range;
@@ -109,28 +103,7 @@ std::vector<std::pair<std::string, std::string>> features(const AttentionCase& c
   if (mask_kinds == 0) f.emplace_back("mask", "none");
   if (mask_kinds > 1) f.emplace_back("mask", "combined");
 
-  int modifiers = 0;
-  if (c.window) {
-    const bool both = c.window->left >= 0 && c.window->right >= 0;
-    f.emplace_back("modifiers", both ? "window, two-sided" : "window, one-sided");
-    ++modifiers;
-  }
-  if (c.alibi_batch) {
-    f.emplace_back("modifiers", c.alibi_batch > 1 ? "ALiBi (B,H)" : "ALiBi (H)");
-    ++modifiers;
-  }
-  if (c.softcap) {
-    f.emplace_back("modifiers", "softcap");
-    ++modifiers;
-  }
-  if (c.sinks) {
-    f.emplace_back("modifiers", "sinks");
-    ++modifiers;
-  }
-  if ((c.window || c.alibi_batch) && c.causal == Causal::none)
-    f.emplace_back("modifiers", std::string("aligned ") + vkattn::to_string(c.align.value_or(Align::bottom_right)));
-  if (modifiers == 0) f.emplace_back("modifiers", "none");
-  if (modifiers > 1) f.emplace_back("modifiers", "combined");
+  add_attention_features(c.modifiers, c.causal, f);
 
   if (c.kv_heads == c.heads) f.emplace_back("heads", "MHA");
   else if (c.kv_heads == 1) f.emplace_back("heads", "MQA");

@@ -11,6 +11,8 @@
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_modifiers.hpp"
+
 namespace vkattn::conform {
 
 enum class LayoutKind {
@@ -45,17 +47,7 @@ struct AttentionCase {
   std::vector<int64_t> mask_blank_rows;    // query rows whose every key is masked
   std::vector<int64_t> mask_blank_keys;    // keys masked for every query row
 
-  // Score modifiers (README, "Score modifiers"): window, alignment and softcap as options; ALiBi
-  // slopes (alibi_batch 1: (H); batch: (B, H); 0: none) and sink logits drawn from the seed.
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
-  int64_t alibi_batch = 0;
-  bool sinks = false;
-  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
-  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
-  float alibi_scale = 1.0f;
-  std::optional<float> sink_value;
+  CaseModifiers modifiers;  // the score modifiers (case_modifiers.hpp)
 
   bool poison_hidden_kv = false;    // NaN / Inf in the K and V rows that no query may see
   std::vector<int64_t> nan_q_rows;  // query rows of (batch 0, head 0) with a NaN in Q

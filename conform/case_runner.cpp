@@ -8,9 +8,9 @@
 #include <optional>
 #include <random>
 
+#include "conform/case_modifiers.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
-#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
@@ -113,14 +113,13 @@ HostMask make_mask(const AttentionCase& c, std::mt19937_64& rng) {
 // Plants NaN / Inf in every K and V row that no query row of any head in its group may see, so a
 // kernel that reads (rather than skips) a masked key fails.
 void poison_hidden_keys(const AttentionCase& c, const HostMask* mask, HostTensor& k, HostTensor& v) {
-  // The visible band of each row (causal and the window), as check_attention resolves it.
+  // The visible band of each row (causal and the modifiers' options), as check_attention resolves it.
   AttentionLayouts l;
   l.q = TensorLayout::bhsd(c.dtype, 1, 1, c.seq_q, 1);
   l.k = l.v = TensorLayout::bhsd(c.dtype, 1, 1, c.seq_k, 1);
   l.out = l.q;
   l.options.causal = c.causal;
-  l.options.window = c.window;
-  l.options.align = c.align;
+  apply_options(c.modifiers, l.options);
   const AttentionProblem p = check_attention(l);
   const int64_t group = c.heads / c.kv_heads;
   const float poison[3] = {kNaN, kInf, -kInf};
@@ -225,8 +224,8 @@ struct CaseInputs {
     if (c.mask != MaskKind::none) mask = make_mask(c, rng);
     if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
     for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
-    // An offset of one element before the slopes and three before the sinks (junk).
-    head = draw_head_values(c, rng, c.seq_k, HeadValuesOffsets{c.offset ? 1 : 0, c.offset ? 3 : 0});
+    // With an offset, the per-head tensors start past junk too: 1 and 3 elements (HeadValuesOffsets).
+    head = draw_head_values(c.modifiers, rng, c.heads, c.seq_k, HeadValuesOffsets{c.offset ? 1 : 0, c.offset ? 3 : 0});
     if (c.kv_quant == KvQuant::q8_0) {
       k_q8_0 = q8_0_blocks(k);
       v_q8_0 = q8_0_blocks(v);
@@ -289,11 +288,8 @@ struct CaseDevice {
     if (kv_lengths) args.kv_lengths = {&*kv_lengths, kv_offset};
     args.options.scale = c.scale;
     args.options.causal = c.causal;
-    args.options.window = c.window;
-    args.options.align = c.align;
-    args.options.softcap = c.softcap;
-    if (in.head.alibi_layout) args.alibi = {&*head.alibi, *in.head.alibi_layout};
-    if (in.head.sinks_layout) args.sinks = {&*head.sinks, *in.head.sinks_layout};
+    apply_options(c.modifiers, args.options);
+    bind(head, in.head, args);
     args.path = options.path;
     if (weights) args.weights = {&weights->buffer(), weights_offset};
   }
@@ -331,10 +327,7 @@ reference::Outputs case_reference(const AttentionCase& c, const CaseInputs& in, 
   }
   r.kv_lengths = c.kv_lengths;
   r.options = args.options;
-  r.alibi_layout = in.head.alibi_layout;
-  r.alibi = in.head.alibi;
-  r.sinks_layout = in.head.sinks_layout;
-  r.sinks = in.head.sinks;
+  set_reference_inputs(in.head, r);
   r.weights = want_weights;
   return reference::attention(r, c.reference_rows);
 }

@@ -53,29 +53,29 @@ void add_window_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   AttentionCase c = base(DType::f32, 37, 53, 40);
   c.heads = 4;
   c.kv_heads = 2;
-  c.window = Window{kInt64Max, kInt64Max};
+  c.modifiers.window = Window{kInt64Max, kInt64Max};
   cases.push_back(c);
   // 0 : 2^31 - 1 (its right side once wrapped to negative in 32 bits: every row masked).
   c = base(DType::f16, 29, 45, 32);
-  c.window = Window{0, kInt32Max};
+  c.modifiers.window = Window{0, kInt32Max};
   c.poison_hidden_kv = true;
   cases.push_back(c);
   // 2^32 : 0 (once cut to 32 bits as 0 : 0), key lengths.
   c = base(DType::bf16, 21, 40, 24);
   c.batch = 2;
-  c.window = Window{int64_t(1) << 32, 0};
+  c.modifiers.window = Window{int64_t(1) << 32, 0};
   c.kv_lengths = {40, 13};
   c.poison_hidden_kv = true;
   cases.push_back(c);
   // Sides just inside the call's reach (seq_q + seq_k - 1: bounded, yet wider than every key), top-left
   // with seq_q > seq_k (rows whose diagonal lies past every key) and causal bottom-right.
   c = base(DType::f32, 53, 37, 40);
-  c.window = Window{89, 89};
-  c.align = Align::top_left;
+  c.modifiers.window = Window{89, 89};
+  c.modifiers.align = Align::top_left;
   c.poison_hidden_kv = true;
   cases.push_back(c);
   c = base(DType::f32, 37, 53, 40);
-  c.window = Window{89, -1};
+  c.modifiers.window = Window{89, -1};
   c.causal = Causal::bottom_right;
   c.poison_hidden_kv = true;
   cases.push_back(c);
@@ -83,8 +83,8 @@ void add_window_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   c = base(DType::f16, 2, 3000, 64);
   c.heads = 8;
   c.kv_heads = 2;
-  c.window = Window{kInt32Max, kInt32Max};
-  c.align = Align::top_left;
+  c.modifiers.window = Window{kInt32Max, kInt32Max};
+  c.modifiers.align = Align::top_left;
   cases.push_back(c);
 }
 
@@ -93,23 +93,23 @@ void add_softcap_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // Softcaps: 1e4 and 1e8 (once off by 2.4e-5 and 8e-2: 1 - e^-2|x| cancelled), FLT_MAX (scores of
   // f32 range through it), and the smallest normal cap (every score +-FLT_MIN: uniform rows).
   AttentionCase c = base(DType::f32, 29, 41, 64);
-  c.softcap = 1e4f;
+  c.modifiers.softcap = 1e4f;
   c.qk_range = 3.0f;
   cases.push_back(c);
   c = base(DType::f32, 17, 23, 64);
-  c.softcap = 1e8f;
+  c.modifiers.softcap = 1e8f;
   c.qk_range = 30.0f;
   c.causal = Causal::bottom_right;
   cases.push_back(c);
   c = base(DType::bf16, 17, 23, 64);
-  c.softcap = kFloatMax;
+  c.modifiers.softcap = kFloatMax;
   c.qk_range = 1e20f;  // scores beyond the f32 range: saturated, then capped
   c.mask = MaskKind::boolean;
   c.mask_blank_rows = {3};
   cases.push_back(c);
   c = base(DType::f16, 21, 30, 40);
-  c.softcap = kFloatMin;
-  c.sinks = true;
+  c.modifiers.softcap = kFloatMin;
+  c.modifiers.sinks = true;
   cases.push_back(c);
 }
 
@@ -120,23 +120,23 @@ void add_alibi_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   AttentionCase c = base(DType::f32, 19, 45, 48);
   c.heads = 6;
   c.kv_heads = 2;
-  c.alibi_batch = 1;
-  c.alibi_scale = -2e38f;
+  c.modifiers.alibi_batch = 1;
+  c.modifiers.alibi_scale = -2e38f;
   cases.push_back(c);
   c = base(DType::f16, 33, 33, 64);
   c.batch = 2;
   c.heads = 3;
   c.kv_heads = 3;
-  c.alibi_batch = 2;
-  c.alibi_scale = kFloatMax;
+  c.modifiers.alibi_batch = 2;
+  c.modifiers.alibi_scale = kFloatMax;
   c.causal = Causal::top_left;
   c.poison_hidden_kv = true;
   cases.push_back(c);
   c = base(DType::bf16, 30, 17, 32);
   c.heads = 2;
-  c.alibi_batch = 1;
-  c.alibi_scale = 1e-39f;
-  c.align = Align::top_left;
+  c.modifiers.alibi_batch = 1;
+  c.modifiers.alibi_scale = 1e-39f;
+  c.modifiers.align = Align::top_left;
   c.mask = MaskKind::f32;
   cases.push_back(c);
 }
@@ -148,26 +148,26 @@ void add_sink_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   AttentionCase c = base(DType::f32, 9, 4, 64);
   c.causal = Causal::bottom_right;
   c.heads = 2;
-  c.sinks = true;
-  c.sink_value = kFloatMax;
+  c.modifiers.sinks = true;
+  c.modifiers.sink_value = kFloatMax;
   cases.push_back(c);
   c = base(DType::f16, 1, 3000, 64);
   c.heads = 8;
   c.kv_heads = 2;
-  c.sinks = true;
-  c.sink_value = -kFloatMax;
+  c.modifiers.sinks = true;
+  c.modifiers.sink_value = -kFloatMax;
   cases.push_back(c);
   // Everything at once.
   c = base(DType::f32, 31, 57, 64);
   c.batch = 2;
   c.heads = 4;
   c.kv_heads = 2;
-  c.window = Window{kInt64Max, 0};
+  c.modifiers.window = Window{kInt64Max, 0};
   c.causal = Causal::bottom_right;
-  c.alibi_batch = 2;
-  c.alibi_scale = -2e38f;
-  c.softcap = 1e8f;
-  c.sinks = true;
+  c.modifiers.alibi_batch = 2;
+  c.modifiers.alibi_scale = -2e38f;
+  c.modifiers.softcap = 1e8f;
+  c.modifiers.sinks = true;
   c.mask = MaskKind::f16;
   c.kv_lengths = {57, 20};
   c.poison_hidden_kv = true;
@@ -194,11 +194,12 @@ CaseSection paged(uint64_t base_seed) {
   };
   add({.name = "window 2^63-1 : 2^31-1 with an append, softcap 1e30, ALiBi -2e38, sinks FLT_MAX", .dtype = DType::f32,
        .heads = 4, .kv_heads = 2, .seq_q = 2, .page_size = 16, .cache_lens = {100, 0, 257}, .seq_new = 1,
-       .causal = Causal::none, .window = Window{kInt64Max, kInt32Max}, .softcap = 1e30f, .alibi_batch = 3,
-       .sinks = true, .alibi_scale = -2e38f, .sink_value = kFloatMax});
+       .causal = Causal::none,
+       .modifiers = {.window = Window{kInt64Max, kInt32Max}, .softcap = 1e30f, .alibi_batch = 3, .sinks = true,
+                     .alibi_scale = -2e38f, .sink_value = kFloatMax}});
   add({.name = "window 2^32 : 0, decode, ALiBi FLT_MAX", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
-       .cache_lens = {0, 1, 16, 37}, .window = Window{int64_t(1) << 32, 0}, .alibi_batch = 1,
-       .alibi_scale = kFloatMax});
+       .cache_lens = {0, 1, 16, 37},
+       .modifiers = {.window = Window{int64_t(1) << 32, 0}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
   s.quick = {0, 1};
   return s;
 }
@@ -210,11 +211,13 @@ CaseSection varlen(uint64_t base_seed) {
     s.varlen_cases.push_back(std::move(c));
   };
   add({.name = "window 2^31-1 : 2^31-1, softcap 1e30, ALiBi -2e38, sinks -FLT_MAX", .dtype = DType::f32, .heads = 4,
-       .kv_heads = 2, .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .window = Window{kInt32Max, kInt32Max},
-       .softcap = 1e30f, .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = -kFloatMax});
+       .kv_heads = 2, .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45},
+       .modifiers = {.window = Window{kInt32Max, kInt32Max}, .softcap = 1e30f, .alibi_batch = 3, .sinks = true,
+                     .alibi_scale = -2e38f, .sink_value = -kFloatMax}});
   add({.name = "window 0 : 2^63-1 top-left, ALiBi FLT_MAX", .dtype = DType::bf16, .heads = 2, .kv_heads = 1,
-       .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none, .window = Window{0, kInt64Max},
-       .align = Align::top_left, .alibi_batch = 1, .alibi_scale = kFloatMax});
+       .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
+       .modifiers = {.window = Window{0, kInt64Max}, .align = Align::top_left, .alibi_batch = 1,
+                     .alibi_scale = kFloatMax}});
   s.quick = {0, 1};
   return s;
 }
@@ -223,10 +226,10 @@ CaseSection layer(uint64_t base_seed) {
   CaseSection s = section("extremes-layer", "conformance-extremes", "the multi-head layer under extreme modifier values");
   LayerCase c;
   c.seq_q = c.seq_k = 17;
-  c.window = Window{kInt64Max, kInt32Max};
-  c.softcap = 1e30f;
-  c.alibi = true;
-  c.alibi_scale = -2e38f;
+  c.modifiers.window = Window{kInt64Max, kInt32Max};
+  c.modifiers.softcap = 1e30f;
+  c.modifiers.alibi_batch = 1;
+  c.modifiers.alibi_scale = -2e38f;
   c.seed = case_seed(base_seed, 12300);
   s.layer_cases.push_back(c);
   c = LayerCase{};
@@ -234,9 +237,9 @@ CaseSection layer(uint64_t base_seed) {
   c.causal = Causal::bottom_right;
   c.self_attention = false;
   c.seq_q = 6, c.seq_k = 11;
-  c.window = Window{int64_t(1) << 32, 0};
-  c.sinks = true;
-  c.sink_value = kFloatMax;
+  c.modifiers.window = Window{int64_t(1) << 32, 0};
+  c.modifiers.sinks = true;
+  c.modifiers.sink_value = kFloatMax;
   c.seed = case_seed(base_seed, 12301);
   s.layer_cases.push_back(c);
   s.quick = {0, 1};

@@ -133,8 +133,8 @@ void add_modifier_cases(LayerCases& add) {
   {
     LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
     c.causal = Causal::top_left;
-    c.window = Window{5, -1};
-    c.sinks = true;
+    c.modifiers.window = Window{5, -1};
+    c.modifiers.sinks = true;
     c.padding = true;
     c.seq_q = c.seq_k = 20;
     add(c, 7100, false);
@@ -144,10 +144,10 @@ void add_modifier_cases(LayerCases& add) {
     c.dtype = DType::f16;
     c.self_attention = false;
     c.seq_q = 6, c.seq_k = 19;
-    c.window = Window{3, 2};
-    c.align = Align::top_left;
-    c.softcap = 1.0f;
-    c.alibi = true;
+    c.modifiers.window = Window{3, 2};
+    c.modifiers.align = Align::top_left;
+    c.modifiers.softcap = 1.0f;
+    c.modifiers.alibi_batch = 1;
     add(c, 7101, false);
   }
   {
@@ -156,10 +156,10 @@ void add_modifier_cases(LayerCases& add) {
     c.embed = 64, c.heads = 8, c.kv_heads = 2;
     c.self_attention = false;
     c.seq_q = 9, c.seq_k = 33;
-    c.window = Window{8, 2};
-    c.softcap = 2.0f;
-    c.sinks = true;
-    c.alibi = true;
+    c.modifiers.window = Window{8, 2};
+    c.modifiers.softcap = 2.0f;
+    c.modifiers.sinks = true;
+    c.modifiers.alibi_batch = 1;
     c.attn_mask = true;
     add(c, 7102);
   }
@@ -169,10 +169,10 @@ void add_modifier_cases(LayerCases& add) {
     c.need_weights = true;
     c.average = average;
     c.causal = Causal::bottom_right;
-    c.window = Window{3, -1};
-    c.softcap = 1.5f;
-    c.sinks = true;
-    c.alibi = true;
+    c.modifiers.window = Window{3, -1};
+    c.modifiers.softcap = 1.5f;
+    c.modifiers.sinks = true;
+    c.modifiers.alibi_batch = 1;
     c.seq_q = c.seq_k = 13;
     add(c, n++, false);
   }
@@ -182,9 +182,9 @@ void add_modifier_cases(LayerCases& add) {
     c.embed = 48, c.heads = 6, c.kv_heads = 2;
     c.self_attention = false;
     c.causal = Causal::bottom_right;
-    c.window = Window{64, -1};
-    c.sinks = true;
-    c.alibi = true;
+    c.modifiers.window = Window{64, -1};
+    c.modifiers.sinks = true;
+    c.modifiers.alibi_batch = 1;
     c.seq_q = 1, c.seq_k = 300;
     add(c, 7105, false);
   }

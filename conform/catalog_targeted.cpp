@@ -330,11 +330,11 @@ CaseSection q8_0_kv(const Builder& b) {
   c = b.base(DType::f16, 3, 300, 64, 403);
   c.heads = 4;
   c.kv_heads = 1;
-  c.window = Window{100, 0};
+  c.modifiers.window = Window{100, 0};
   c.causal = Causal::bottom_right;
-  c.softcap = 20.0f;
-  c.alibi_batch = 1;
-  c.sinks = true;
+  c.modifiers.softcap = 20.0f;
+  c.modifiers.alibi_batch = 1;
+  c.modifiers.sinks = true;
   s.cases.push_back(c);
   // Decode on the subgroup kernel's decode form (on CPU devices; the tiled kernel elsewhere): d32
   // over an odd key count and an empty sequence; d64 with GQA, two query rows and masked keys

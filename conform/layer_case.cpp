@@ -46,12 +46,7 @@ MhaWeights random_weights(const LayerCase& c, std::mt19937_64& rng) {
     w.in_proj_bias = random_values(rng, E + 2 * kv_width, 0.5f, c.dtype);
     w.out_proj_bias = random_values(rng, E, 0.5f, c.dtype);
   }
-  // Sinks about as large as the scores, so that they take a visible share of each row; ALiBi's
-  // geometric slopes 2^(-8 (h + 1) / H) (BLOOM's).
-  if (c.sinks) w.sinks = random_values(rng, c.heads, 2.0f, DType::f32);
-  if (c.sink_value) std::fill(w.sinks.begin(), w.sinks.end(), *c.sink_value);
-  for (int64_t h = 0; c.alibi && h < c.heads; ++h)
-    w.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(c.heads)) * c.alibi_scale);
+  draw_layer_weights(c.modifiers, rng, w);
   return w;
 }
 
@@ -87,9 +82,7 @@ void random_inputs(const LayerCase& c, const MhaWeights& w, std::mt19937_64& rng
     in.attn_mask.resize(static_cast<std::size_t>(c.seq_q * Sk));
     for (float& x : in.attn_mask) x = u(rng) < -0.6f ? -std::numeric_limits<float>::infinity() : u(rng);
   }
-  in.options.window = c.window;
-  in.options.align = c.align;
-  if (c.softcap > 0.0f) in.options.softcap = c.softcap;
+  apply_options(c.modifiers, in.options);
   in.need_weights = c.need_weights;
   in.average_weights = c.average;
 }
@@ -143,12 +136,7 @@ std::string describe(const LayerCase& c) {
     << " B" << c.batch << " Sq" << c.seq_q << " Sk" << (c.self_attention ? c.seq_q : c.seq_k)
     << (c.self_attention ? " self" : " cross") << " causal=" << to_string(c.causal) << (c.padding ? " padding" : "")
     << (c.attn_mask ? " attn_mask" : "");
-  if (c.window) s << " window=" << c.window->left << ":" << c.window->right;
-  if (c.align) s << " align=" << to_string(*c.align);
-  if (c.softcap > 0.0f) s << " softcap=" << c.softcap;
-  if (c.sink_value) s << " sinks=" << *c.sink_value;
-  if (c.alibi && c.alibi_scale != 1.0f) s << " alibi x" << c.alibi_scale;
-  s << (c.sinks ? " sinks" : "") << (c.alibi ? " alibi" : "")
+  s << layer_text(c.modifiers)
     << (c.need_weights ? (c.average ? " weights(avg)" : " weights(per-head)") : "")
     << (c.fused_only ? " fused-only" : "") << " seed=" << c.seed;
   return s.str();
@@ -164,10 +152,7 @@ std::vector<std::pair<std::string, std::string>> features(const LayerCase& c) {
   if (c.padding) f.emplace_back("layer", "key padding");
   if (c.attn_mask) f.emplace_back("layer", "attn_mask");
   if (!c.bias) f.emplace_back("layer", "no bias");
-  if (c.window) f.emplace_back("layer", "sliding window");
-  if (c.softcap > 0.0f) f.emplace_back("layer", "softcap");
-  if (c.sinks) f.emplace_back("layer", "attention sinks");
-  if (c.alibi) f.emplace_back("layer", "ALiBi");
+  add_layer_features(c.modifiers, f);
   if (c.need_weights) f.emplace_back("layer", c.average ? "weights averaged" : "weights per head");
   if (c.batch > 65535) f.emplace_back("layer", "batch beyond 65535");
   return f;

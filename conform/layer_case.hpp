@@ -6,13 +6,13 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_modifiers.hpp"
 #include "conform/case_runner.hpp"
 
 namespace vkattn::conform {
@@ -28,16 +28,9 @@ struct LayerCase {
   // Batch 0 hides the keys after Sk/2; batch 1, when there is one, hides every key.
   bool padding = false;
   bool attn_mask = false;  // an additive (Sq, Sk) f32 mask with about a fifth of it -inf
-  // The score modifiers (README, "Score modifiers"): options of the call (window, align, softcap;
-  // softcap 0 = none) and weights of the layer (sinks and ALiBi slopes, one per head).
-  std::optional<Window> window;
-  std::optional<Align> align;
-  float softcap = 0.0f;
-  bool sinks = false, alibi = false;
-  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
-  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
-  float alibi_scale = 1.0f;
-  std::optional<float> sink_value;
+  // The score modifiers (case_modifiers.hpp): options of the call, and the per-head ones weights of
+  // the layer (draw_layer_weights).
+  CaseModifiers modifiers;
   bool need_weights = false, average = true;
   // Run on the fused path only: the unfused path skips it (a slow case whose subject, the
   // projections, does not depend on the attention path).

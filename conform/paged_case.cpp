@@ -12,9 +12,9 @@
 #include <tuple>
 
 #include "conform/attention_case.hpp"
+#include "conform/case_modifiers.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
-#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
@@ -37,13 +37,7 @@ std::string describe(const PagedCase& c) {
   if (c.seq_new) s << " append " << c.seq_new;
   if (c.shared_pages) s << " shared " << c.shared_pages << " pages";
   s << " causal " << to_string(c.causal);
-  if (c.window) s << " window " << c.window->left << ":" << c.window->right;
-  if (c.align) s << " align " << to_string(*c.align);
-  if (c.softcap) s << " softcap " << *c.softcap;
-  if (c.alibi_batch) s << " alibi (" << (c.alibi_batch > 1 ? "B,H" : "H") << ")";
-  if (c.alibi_batch && c.alibi_scale != 1.0f) s << " x" << c.alibi_scale;
-  if (c.sinks && c.sink_value) s << " sinks " << *c.sink_value;
-  if (c.sinks) s << " sinks";
+  s << serving_text(c.modifiers);
   s << " seed " << c.seed;
   return s.str();
 }
@@ -148,16 +142,13 @@ PagedData draw_paged_data(const PagedCase& c) {
   layouts.out = TensorLayout::bhsd(c.dtype, batch, c.heads, c.seq_q, c.dim_v);
   layouts.has_lse = c.lse;
   layouts.options.causal = c.causal;
-  layouts.options.window = c.window;
-  layouts.options.align = c.align;
-  layouts.options.softcap = c.softcap;
+  apply_options(c.modifiers, layouts.options);
   draw_caches(c, rounded, d);
   draw_queries_and_appends(c, rounded, d);
   int64_t longest = 1;
   for (int32_t len : c.cache_lens) longest = std::max<int64_t>(longest, len + c.seq_new);
-  d.head = draw_head_values(c, rng, longest);
-  layouts.alibi = d.head.alibi_layout;
-  layouts.sinks = d.head.sinks_layout;
+  d.head = draw_head_values(c.modifiers, rng, c.heads, longest);
+  set_layouts(d.head, layouts);
   return d;
 }
 
@@ -191,10 +182,7 @@ reference::PagedOutputs paged_reference(const PagedCase& c, const PagedData& d) 
   in.k_new = d.k_new;
   in.v_new = d.v_new;
   in.options = d.layouts.options;
-  in.alibi_layout = d.head.alibi_layout;
-  in.sinks_layout = d.head.sinks_layout;
-  in.alibi = d.head.alibi;
-  in.sinks = d.head.sinks;
+  set_reference_inputs(d.head, in);
   if (c.quant == KvQuant::q8_0) {
     in.k_cache = {{}, d.k_bytes};
     in.v_cache = {{}, d.v_bytes};
@@ -349,18 +337,18 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "append one token, causal top-left", .dtype = DType::f32, .heads = 2, .kv_heads = 1, .dim_qk = 32,
        .dim_v = 32, .page_size = 16, .cache_lens = {15, 16}, .seq_new = 1, .causal = Causal::top_left});
   add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2, .seq_q = 2,
-       .page_size = 16, .cache_lens = {100, 0, 257}, .window = Window{64, 0}, .softcap = 30.0f, .alibi_batch = 3,
-       .sinks = true});
+       .page_size = 16, .cache_lens = {100, 0, 257},
+       .modifiers = {.window = Window{64, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
   add({.name = "two-sided window top-left, ALiBi (H), sinks, no causal", .dtype = DType::f16, .heads = 4,
        .kv_heads = 1, .seq_q = 3, .page_size = 8, .cache_lens = {50, 3}, .causal = Causal::none,
-       .window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true});
+       .modifiers = {.window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true}});
   // q8_0 caches: the decode form (GQA packed), the element-wise kernels' reads with modifiers, and
   // prefill rows.
   add({.name = "q8_0, decode with an append, page 16, GQA 8:2", .dtype = DType::f16, .quant = KvQuant::q8_0,
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .cache_lens = {0, 1, 15, 300}, .seq_new = 1});
   add({.name = "q8_0, page 1, window, ALiBi (H), softcap, sinks", .dtype = DType::f32, .quant = KvQuant::q8_0,
        .heads = 3, .kv_heads = 1, .seq_q = 2, .dim_qk = 32, .dim_v = 64, .page_size = 1, .cache_lens = {45, 9},
-       .window = Window{30, 0}, .softcap = 30.0f, .alibi_batch = 1, .sinks = true});
+       .modifiers = {.window = Window{30, 0}, .softcap = 30.0f, .alibi_batch = 1, .sinks = true}});
   add({.name = "q8_0, prefill 40 rows, shared prefix pages, append across a page edge", .dtype = DType::bf16,
        .quant = KvQuant::q8_0, .heads = 2, .kv_heads = 1, .seq_q = 40, .page_size = 16, .cache_lens = {78, 70},
        .seq_new = 3, .shared_pages = 2, .causal = Causal::none});
@@ -376,8 +364,8 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
        .cache_lens = {600, 300}, .shared_pages = 1});
   add({.name = "hnd, page 8, window, ALiBi (B,H), softcap, sinks, dim_v != dim_qk", .dtype = DType::f32,
        .heads = 6, .kv_heads = 3, .seq_q = 3, .dim_qk = 48, .dim_v = 24, .page_size = 8, .order = PageOrder::hnd,
-       .cache_lens = {70, 0, 9}, .seq_new = 2, .window = Window{32, 0}, .softcap = 20.0f, .alibi_batch = 3,
-       .sinks = true});
+       .cache_lens = {70, 0, 9}, .seq_new = 2,
+       .modifiers = {.window = Window{32, 0}, .softcap = 20.0f, .alibi_batch = 3, .sinks = true}});
   add({.name = "hnd, q8_0, decode with an append, GQA 8:2, page 16", .dtype = DType::f16, .quant = KvQuant::q8_0,
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .page_size = 16, .order = PageOrder::hnd,
        .cache_lens = {0, 17, 300}, .seq_new = 1});

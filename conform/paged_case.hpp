@@ -6,12 +6,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_modifiers.hpp"
 #include "conform/case_runner.hpp"
 #include "conform/serving_case.hpp"
 
@@ -33,15 +33,7 @@ struct PagedCase {
   int64_t shared_pages = 0;
   bool shuffle_pages = true;  // pages handed out in a random order, not 0, 1, 2, ...
   Causal causal = Causal::bottom_right;
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
-  int64_t alibi_batch = 0;  // 0 none, 1 (H), batch (B, H)
-  bool sinks = false;
-  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
-  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
-  float alibi_scale = 1.0f;
-  std::optional<float> sink_value;
+  CaseModifiers modifiers;  // the score modifiers (case_modifiers.hpp)
   bool lse = true;
   uint64_t seed = 1;
 };

@@ -9,6 +9,7 @@
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_modifiers.hpp"
 #include "conform/case_runner.hpp"
 
 namespace vkattn::conform {
@@ -28,10 +29,7 @@ void add_serving_features(const Case& c, std::vector<std::pair<std::string, std:
   if (c.quant != KvQuant::none) f.emplace_back("dtype", std::string("K/V ") + to_string(c.quant));
   f.emplace_back("heads", c.kv_heads == c.heads ? "MHA" : "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
   f.emplace_back("mask", c.causal == Causal::none ? std::string("none") : std::string("causal ") + to_string(c.causal));
-  if (c.window) f.emplace_back("modifier", "window");
-  if (c.softcap) f.emplace_back("modifier", "softcap");
-  if (c.alibi_batch) f.emplace_back("modifier", "alibi");
-  if (c.sinks) f.emplace_back("modifier", "sinks");
+  add_serving_features(c.modifiers, f);
 }
 
 // A serving case in `vkattn conform`'s frame (case_runner.hpp): skipped under a device profile (such

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "conform/attention_case.hpp"
+#include "conform/case_modifiers.hpp"
 #include "conform/compare.hpp"
 #include "conform/guarded_buffer.hpp"
-#include "conform/head_values.hpp"
 #include "conform/host_bytes.hpp"
 #include "conform/q8_0_blocks.hpp"
 
@@ -77,13 +77,7 @@ std::string describe(const VarlenCase& c) {
   if (c.loose_max) s << " max_seqlen 0";
   if (c.row_pad) s << " row pad " << c.row_pad;
   s << " causal " << to_string(c.causal);
-  if (c.window) s << " window " << c.window->left << ":" << c.window->right;
-  if (c.align) s << " align " << to_string(*c.align);
-  if (c.softcap) s << " softcap " << *c.softcap;
-  if (c.alibi_batch) s << " alibi (" << (c.alibi_batch > 1 ? "B,H" : "H") << ")";
-  if (c.alibi_batch && c.alibi_scale != 1.0f) s << " x" << c.alibi_scale;
-  if (c.sinks && c.sink_value) s << " sinks " << *c.sink_value;
-  if (c.sinks) s << " sinks";
+  s << serving_text(c.modifiers);
   if (c.min_splits > 1) s << " split-KV";
   s << " seed " << c.seed;
   return s.str();
@@ -119,9 +113,7 @@ VarlenAttentionLayouts varlen_layouts(const VarlenCase& c, AttentionPath path, c
   layouts.path = path;
   layouts.weights = path == AttentionPath::unfused;
   layouts.options.causal = c.causal;
-  layouts.options.window = c.window;
-  layouts.options.align = c.align;
-  layouts.options.softcap = c.softcap;
+  apply_options(c.modifiers, layouts.options);
   return layouts;
 }
 
@@ -155,9 +147,8 @@ VarlenData draw_varlen_data(const VarlenCase& c, AttentionPath path) {
   d.k = fill(d.layouts.k, rounded);
   d.v = fill(d.layouts.v, rounded, &d.v_scale);
   encode_kv(c, d);
-  d.head = draw_head_values(c, rng, longest_k);
-  d.layouts.alibi = d.head.alibi_layout;
-  d.layouts.sinks = d.head.sinks_layout;
+  d.head = draw_head_values(c.modifiers, rng, c.heads, longest_k);
+  set_layouts(d.head, d.layouts);
   return d;
 }
 
@@ -227,10 +218,7 @@ reference::VarlenOutputs varlen_reference(const VarlenData& d, std::span<const i
   in.cu_seqlens_q = cu_q;
   in.cu_seqlens_k = cu_k;
   in.options = d.layouts.options;
-  in.alibi_layout = d.head.alibi_layout;
-  in.sinks_layout = d.head.sinks_layout;
-  in.alibi = d.head.alibi;
-  in.sinks = d.head.sinks;
+  set_reference_inputs(d.head, in);
   in.weights = d.layouts.weights;
   return reference::varlen_attention(in);
 }
@@ -341,14 +329,14 @@ std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "GQA 4:1, causal top-left, padded row strides", .dtype = DType::bf16, .heads = 4, .kv_heads = 1,
        .seq_q = {33, 17, 64}, .seq_k = {40, 17, 64}, .row_pad = 3, .causal = Causal::top_left});
   add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2,
-       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3,
-       .sinks = true});
+       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45},
+       .modifiers = {.window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
   add({.name = "two-sided window top-left, ALiBi (H), no causal, d128", .dtype = DType::f16, .heads = 2,
        .kv_heads = 1, .dim_qk = 128, .dim_v = 128, .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
-       .window = Window{10, 4}, .align = Align::top_left, .alibi_batch = 1});
+       .modifiers = {.window = Window{10, 4}, .align = Align::top_left, .alibi_batch = 1}});
   add({.name = "forced split-KV: few queries, long keys, loose max_seqlen, sinks", .dtype = DType::f32, .heads = 2,
        .kv_heads = 2, .seq_q = {1, 2, 1}, .seq_k = {300, 7, 120}, .loose_max = true, .causal = Causal::none,
-       .sinks = true, .min_splits = 2});
+       .modifiers = {.sinks = true}, .min_splits = 2});
   add({.name = "prefill, GQA 8:2, d128, no causal", .dtype = DType::f16, .heads = 8, .kv_heads = 2, .dim_qk = 128,
        .dim_v = 128, .seq_q = {40, 8}, .seq_k = {40, 8}, .causal = Causal::none});
   // q8_0 K and V: the decode form (GQA packed, split keys), and prefill rows with padded row strides
@@ -357,8 +345,8 @@ std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1}, .seq_k = {1500, 0, 5, 31}});
   add({.name = "q8_0, prefill, padded rows, window, ALiBi (B,H), softcap, sinks", .dtype = DType::bf16,
        .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .dim_qk = 32, .dim_v = 64, .seq_q = {20, 1, 33},
-       .seq_k = {60, 0, 33}, .row_pad = 32, .window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3,
-       .sinks = true});
+       .seq_k = {60, 0, 33}, .row_pad = 32,
+       .modifiers = {.window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
   return cases;
 }
 

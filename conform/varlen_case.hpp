@@ -5,13 +5,13 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <vkattn/vkattn.hpp>
 
+#include "conform/case_modifiers.hpp"
 #include "conform/case_runner.hpp"
 #include "conform/serving_case.hpp"
 
@@ -31,15 +31,7 @@ struct VarlenCase {
   // (non-dense row strides, tensors not at their buffer's start); the gaps hold NaN.
   int64_t row_pad = 0;
   Causal causal = Causal::bottom_right;
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
-  int64_t alibi_batch = 0;  // 0 none, 1 (H), batch (B, H)
-  bool sinks = false;
-  // The extremes section's slopes and sinks: every drawn ALiBi slope times alibi_scale (up to
-  // +-FLT_MAX, or subnormal), and every head's sink logit set to sink_value (e.g. +-FLT_MAX).
-  float alibi_scale = 1.0f;
-  std::optional<float> sink_value;
+  CaseModifiers modifiers;  // the score modifiers (case_modifiers.hpp)
   bool lse = true;
   // The plan must split the key range at least this many ways (the case is there for split-KV).
   uint32_t min_splits = 1;

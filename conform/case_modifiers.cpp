@@ -1,0 +1,137 @@
+#include "conform/case_modifiers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "conform/host_bytes.hpp"
+
+namespace vkattn::conform {
+
+std::string attention_text(const CaseModifiers& m) {
+  std::ostringstream s;
+  if (m.window) s << " window=" << m.window->left << ":" << m.window->right;
+  if (m.align) s << " align=" << to_string(*m.align);
+  if (m.softcap) s << " softcap=" << *m.softcap;
+  if (m.alibi_batch) s << " alibi=" << (m.alibi_batch > 1 ? "(B,H)" : "(H)");
+  if (m.alibi_batch && m.alibi_scale != 1.0f) s << "x" << m.alibi_scale;
+  if (m.sinks) s << " sinks";
+  if (m.sinks && m.sink_value) s << "=" << *m.sink_value;
+  return s.str();
+}
+
+std::string serving_text(const CaseModifiers& m) {
+  std::ostringstream s;
+  if (m.window) s << " window " << m.window->left << ":" << m.window->right;
+  if (m.align) s << " align " << to_string(*m.align);
+  if (m.softcap) s << " softcap " << *m.softcap;
+  if (m.alibi_batch) s << " alibi (" << (m.alibi_batch > 1 ? "B,H" : "H") << ")";
+  if (m.alibi_batch && m.alibi_scale != 1.0f) s << " x" << m.alibi_scale;
+  // (" sinks <value> sinks": the wording the case descriptions have always had.)
+  if (m.sinks && m.sink_value) s << " sinks " << *m.sink_value;
+  if (m.sinks) s << " sinks";
+  return s.str();
+}
+
+std::string layer_text(const CaseModifiers& m) {
+  std::ostringstream s;
+  if (m.window) s << " window=" << m.window->left << ":" << m.window->right;
+  if (m.align) s << " align=" << to_string(*m.align);
+  if (m.softcap) s << " softcap=" << *m.softcap;
+  if (m.sink_value) s << " sinks=" << *m.sink_value;
+  if (m.alibi_batch && m.alibi_scale != 1.0f) s << " alibi x" << m.alibi_scale;
+  s << (m.sinks ? " sinks" : "") << (m.alibi_batch ? " alibi" : "");
+  return s.str();
+}
+
+void add_attention_features(const CaseModifiers& m, Causal causal, FeatureTags& f) {
+  int modifiers = 0;
+  if (m.window) {
+    const bool both = m.window->left >= 0 && m.window->right >= 0;
+    f.emplace_back("modifiers", both ? "window, two-sided" : "window, one-sided");
+    ++modifiers;
+  }
+  if (m.alibi_batch) {
+    f.emplace_back("modifiers", m.alibi_batch > 1 ? "ALiBi (B,H)" : "ALiBi (H)");
+    ++modifiers;
+  }
+  if (m.softcap) {
+    f.emplace_back("modifiers", "softcap");
+    ++modifiers;
+  }
+  if (m.sinks) {
+    f.emplace_back("modifiers", "sinks");
+    ++modifiers;
+  }
+  // Causal fixes the alignment; without it the window and ALiBi use align's (bottom-right by default).
+  if ((m.window || m.alibi_batch) && causal == Causal::none)
+    f.emplace_back("modifiers", std::string("aligned ") + to_string(m.align.value_or(Align::bottom_right)));
+  if (modifiers == 0) f.emplace_back("modifiers", "none");
+  if (modifiers > 1) f.emplace_back("modifiers", "combined");
+}
+
+void add_serving_features(const CaseModifiers& m, FeatureTags& f) {
+  if (m.window) f.emplace_back("modifier", "window");
+  if (m.softcap) f.emplace_back("modifier", "softcap");
+  if (m.alibi_batch) f.emplace_back("modifier", "alibi");
+  if (m.sinks) f.emplace_back("modifier", "sinks");
+}
+
+void add_layer_features(const CaseModifiers& m, FeatureTags& f) {
+  if (m.window) f.emplace_back("layer", "sliding window");
+  if (m.softcap) f.emplace_back("layer", "softcap");
+  if (m.sinks) f.emplace_back("layer", "attention sinks");
+  if (m.alibi_batch) f.emplace_back("layer", "ALiBi");
+}
+
+HeadValues draw_head_values(const CaseModifiers& m, std::mt19937_64& rng, int64_t heads, int64_t longest,
+                            HeadValuesOffsets offset) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const float sink_base = static_cast<float>(std::log(double(std::max<int64_t>(longest, 1))));
+  std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
+  HeadValues v;
+  if (m.alibi_batch) {
+    v.alibi_layout = HeadValuesLayout{m.alibi_batch, heads, offset.alibi};
+    v.alibi.assign(std::size_t(v.alibi_layout->required_elements()), kNaN);
+    for (int64_t e = offset.alibi; e < v.alibi_layout->required_elements(); ++e)
+      v.alibi[std::size_t(e)] = slope_dist(rng) * m.alibi_scale;
+  }
+  if (m.sinks) {
+    v.sinks_layout = HeadValuesLayout{1, heads, offset.sinks};
+    v.sinks.assign(std::size_t(v.sinks_layout->required_elements()), kNaN);
+    // (A set sink_value still takes its draw: the generator's sequence is the cases' identity.)
+    for (int64_t e = offset.sinks; e < v.sinks_layout->required_elements(); ++e)
+      v.sinks[std::size_t(e)] = m.sink_value.value_or(sink_dist(rng));
+  }
+  return v;
+}
+
+HeadValueBuffers upload(Context& ctx, const HeadValues& values) {
+  HeadValueBuffers b;
+  if (values.alibi_layout) b.alibi.emplace(upload_bytes(ctx, values.alibi.data(), values.alibi.size() * 4));
+  if (values.sinks_layout) b.sinks.emplace(upload_bytes(ctx, values.sinks.data(), values.sinks.size() * 4));
+  return b;
+}
+
+void bind(const HeadValueBuffers& device, const HeadValues& values, AttentionArgs& args) {
+  if (values.alibi_layout) args.alibi = {&*device.alibi, *values.alibi_layout};
+  if (values.sinks_layout) args.sinks = {&*device.sinks, *values.sinks_layout};
+}
+
+void draw_layer_weights(const CaseModifiers& m, std::mt19937_64& rng, MhaWeights& w) {
+  // The layer's slopes are weights of one per head: it has no (B, H) form.
+  if (m.alibi_batch > 1) throw std::invalid_argument("a layer case's alibi_batch must be 0 or 1");
+  const int64_t heads = w.num_heads;
+  if (m.sinks) {
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    w.sinks.resize(static_cast<std::size_t>(heads));
+    for (float& x : w.sinks) x = round_to(DType::f32, u(rng));
+  }
+  if (m.sink_value) std::fill(w.sinks.begin(), w.sinks.end(), *m.sink_value);
+  for (int64_t h = 0; m.alibi_batch && h < heads; ++h)
+    w.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(heads)) * m.alibi_scale);
+}
+
+}  // namespace vkattn::conform
