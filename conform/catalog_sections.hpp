@@ -16,10 +16,10 @@ void add_sweep_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_targeted_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // Long key ranges and sizes beyond one binding or one grid dimension.
 void add_long_sections(std::vector<CaseSection>& out, uint64_t base_seed);
-// The score modifiers: windows, ALiBi, softcap, sinks, alone and combined (catalog_modifiers.cpp).
+// The score modifiers (case_modifiers.hpp), alone and combined (catalog_modifiers.cpp).
 void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed);
-// Extreme modifier values (windows past 2^31, huge and tiny softcaps, FLT_MAX-sized ALiBi slopes and
-// sinks) on dense, paged and packed calls and the layer (catalog_extremes.cpp).
+// Extreme values of every score modifier (windows past 2^31, FLT_MAX-sized and subnormal values) on
+// dense, paged and packed calls and the layer (catalog_extremes.cpp).
 void add_extreme_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // The multi-head attention layer on top of the attention paths (catalog_layer.cpp).
 void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);

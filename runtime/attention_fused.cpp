@@ -167,9 +167,9 @@ AttentionConstants kernel_constants(const ContextImpl& c, const ChunkCall& call,
   k.vec_loads = cfg.vec_loads ? 1u : 0u;
   k.page_size = plan.paged ? plan.paged->page_size : 0u;
   k.modifiers = modifier_constants(p, call.l.options);
-  if (plan.band_splits) k.modifiers.bits |= MOD_BAND_SPLITS;
+  if (plan.band_splits) k.modifiers.bits() |= MOD_BAND_SPLITS;
   // Split, the combine adds the sinks; else the kernel.
-  if (call.split()) k.modifiers.bits &= ~MOD_SINKS;
+  if (call.split()) k.modifiers.bits() &= ~MOD_SINKS;
   k.kv_format = p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q;
   k.varlen = plan.varlen ? 1u : 0u;
   k.page_stride = plan.paged ? plan.paged->page_rows(p.kv_heads) : 0u;

@@ -67,13 +67,10 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   return layout;
 }
 
-// The modifiers' block (shader_abi.h, MOD_SPEC_BLOCK) at the kernel's `base` id: the bits, then each
-// modifier's constant at its offset, the same for every kernel that forms scores.
+// The modifiers' block (shader_abi.h, MOD_SPEC_BLOCK) at the kernel's `base` id, the same for every
+// kernel that forms scores.
 void write_modifier_constants(PipelineKey& key, uint32_t base, const ModifierConstants& m) {
-  key.spec[base] = m.bits;
-  key.spec[base + MOD_SPEC_WINDOW_LEFT_OFFSET] = m.window_left;
-  key.spec[base + MOD_SPEC_WINDOW_RIGHT_OFFSET] = m.window_right;
-  key.spec[base + MOD_SPEC_SOFTCAP_OFFSET] = m.softcap;
+  for (uint32_t i = 0; i < MOD_SPEC_BLOCK; ++i) key.spec[base + i] = m.block[i];
 }
 static_assert(SPEC_ATTENTION_MODIFIERS + MOD_SPEC_BLOCK == SPEC_ATTENTION_PAGE_SIZE &&
                   SPEC_SOFTMAX_MODIFIERS + MOD_SPEC_BLOCK == SPEC_SOFTMAX_COUNT,
@@ -159,18 +156,18 @@ uint32_t window_side_constant(int64_t side, const AttentionProblem& p) {
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options) {
   ModifierConstants m;
   if (options.softcap) {  // checked with the call: finite, normal and > 0
-    m.bits |= MOD_SOFTCAP;
-    m.softcap = std::bit_cast<uint32_t>(*options.softcap);
+    m.bits() |= MOD_SOFTCAP;
+    m.at(MOD_SPEC_SOFTCAP_OFFSET) = std::bit_cast<uint32_t>(*options.softcap);
   }
-  if (p.has_alibi) m.bits |= MOD_ALIBI | (p.alibi_per_batch ? MOD_ALIBI_PER_BATCH : 0u);
-  if (p.has_sinks) m.bits |= MOD_SINKS;
+  if (p.has_alibi) m.bits() |= MOD_ALIBI | (p.alibi_per_batch ? MOD_ALIBI_PER_BATCH : 0u);
+  if (p.has_sinks) m.bits() |= MOD_SINKS;
   // The window as given (causal stays in the flags, so a causal call keeps its pipelines); the
   // alignment only where a window or ALiBi reads it.
   if (options.window) {
-    m.window_left = window_side_constant(options.window->left, p);
-    m.window_right = window_side_constant(options.window->right, p);
+    m.at(MOD_SPEC_WINDOW_LEFT_OFFSET) = window_side_constant(options.window->left, p);
+    m.at(MOD_SPEC_WINDOW_RIGHT_OFFSET) = window_side_constant(options.window->right, p);
   }
-  if ((options.window || p.has_alibi) && p.align == Align::top_left) m.bits |= MOD_ALIGN_TOP_LEFT;
+  if ((options.window || p.has_alibi) && p.align == Align::top_left) m.bits() |= MOD_ALIGN_TOP_LEFT;
   return m;
 }
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "shader_abi.h"
 #include "vkattn/context.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
@@ -55,13 +56,24 @@ struct PipelineKey {
   auto operator<=>(const PipelineKey&) const = default;
 };
 
-// The score modifiers' constants (MOD_* bits, the window's sides as uint32, 0xffffffff = unbounded:
-// window_side_constant; the softcap as f32 bits), the same for the fused kernels and the row softmax:
-// modifier_constants.
+// The score modifiers' block of specialization constants (shader_abi.h, MOD_SPEC_BLOCK), the same for
+// the fused kernels and the row softmax: the MOD_* bits first, then each modifier's constant at its
+// MOD_SPEC_*_OFFSET, as 32 bits (modifier_constants). Written whole at a kernel's SPEC_*_MODIFIERS
+// (write_modifier_constants), so a new modifier's constant needs no change here.
 struct ModifierConstants {
-  uint32_t bits = 0;
-  uint32_t window_left = 0xffffffffu, window_right = 0xffffffffu;
-  uint32_t softcap = 0;
+  std::array<uint32_t, MOD_SPEC_BLOCK> block = unset();
+  uint32_t& bits() { return block[0]; }
+  uint32_t bits() const { return block[0]; }
+  uint32_t& at(uint32_t offset) { return block[offset]; }
+  uint32_t at(uint32_t offset) const { return block[offset]; }
+
+ private:
+  // No bits; window sides unbounded (0xffffffff, window_side_constant); every other constant 0.
+  static constexpr std::array<uint32_t, MOD_SPEC_BLOCK> unset() {
+    std::array<uint32_t, MOD_SPEC_BLOCK> b{};
+    b[MOD_SPEC_WINDOW_LEFT_OFFSET] = b[MOD_SPEC_WINDOW_RIGHT_OFFSET] = 0xffffffffu;
+    return b;
+  }
 };
 
 // The constants of the fused kernels by name (SPEC_ATTENTION_*).

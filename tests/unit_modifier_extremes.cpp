@@ -69,8 +69,8 @@ TEST_SUITE("unit") {
     AttentionOptions o;
     o.window = Window{kInt64Max, 22};
     const detail::ModifierConstants m = detail::modifier_constants(p, o);
-    CHECK(m.window_left == kUnbounded);
-    CHECK(m.window_right == kUnbounded);
+    CHECK(m.at(MOD_SPEC_WINDOW_LEFT_OFFSET) == kUnbounded);
+    CHECK(m.at(MOD_SPEC_WINDOW_RIGHT_OFFSET) == kUnbounded);
   }
 
   TEST_CASE("reference: a FLT_MAX-sized ALiBi slope saturates its bias: finite, never NaN") {
