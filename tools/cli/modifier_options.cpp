@@ -26,29 +26,30 @@ float parse_softcap(const std::string& text) {
 
 }  // namespace
 
-void add_modifier_options(CLI::App* app, ModifierOptions* typed) {
-  app->add_option("--window", typed->window,
-                  "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (each side >= 0, "
-                  "or -1 for unbounded; e.g. 4096:0 with --causal)")
+void add_modifier_options(CLI::App* app, AttentionOptions* parsed) {
+  // Each value is checked first (parsed_by: a bad one is a usage error naming it), then stored.
+  app->add_option_function<std::string>(
+         "--window", [parsed](const std::string& s) { parsed->window = parse_window(s); },
+         "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (each side >= 0, "
+         "or -1 for unbounded; e.g. 4096:0 with --causal)")
       ->type_name("L:R")
       ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option("--align", typed->align,
-                  "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
-                  "top-left: off = 0); with --causal it must agree or be absent")
+  app->add_option_function<std::string>(
+         "--align", [parsed](const std::string& s) { parsed->align = parse_align(s); },
+         "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
+         "top-left: off = 0); with --causal it must agree or be absent")
       ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option("--softcap", typed->softcap, "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")
+  app->add_option_function<std::string>(
+         "--softcap", [parsed](const std::string& s) { parsed->softcap = parse_softcap(s); },
+         "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")
       ->type_name("FLOAT")
       ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
 }
 
-void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options) {
-  if (!typed.window.empty()) options.window = parse_window(typed.window);
-  if (!typed.align.empty()) {
-    if (typed.align != "top-left" && typed.align != "bottom-right")
-      throw Error("--align: '" + typed.align + "' is not top-left or bottom-right");
-    options.align = parse_align(typed.align);
-  }
-  if (!typed.softcap.empty()) options.softcap = parse_softcap(typed.softcap);
+void apply_modifier_options(const AttentionOptions& parsed, AttentionOptions& options) {
+  options.window = parsed.window;
+  options.align = parsed.align;
+  options.softcap = parsed.softcap;
 }
 
 HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,

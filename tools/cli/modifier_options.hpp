@@ -17,20 +17,14 @@ class App;
 
 namespace vkattn::cli {
 
-// As typed; empty = not given.
-struct ModifierOptions {
-  std::string window;   // "L:R", each side an integer >= 0 or -1 (unbounded)
-  std::string align;    // "top-left" | "bottom-right"
-  std::string softcap;  // a finite number > 0
-};
+// Registers the modifier options on a command. Each value is checked at parse time (parsed_by), so
+// that a bad one is a usage error naming the option, and then stored in `parsed` (only the modifier
+// fields of it are set).
+void add_modifier_options(CLI::App* app, AttentionOptions* parsed);
 
-// Registers the modifier options on a command, each checked at parse time (parsed_by), so that a bad
-// value is a usage error naming the option.
-void add_modifier_options(CLI::App* app, ModifierOptions* typed);
-
-// Sets the options' modifiers from what was typed; throws Error naming the option. Whether the
+// Copies the modifier options that add_modifier_options parsed into a call's options. Whether the
 // alignment agrees with --causal is the library's check (check_attention), with its message.
-void apply_modifier_options(const ModifierOptions& typed, AttentionOptions& options);
+void apply_modifier_options(const AttentionOptions& parsed, AttentionOptions& options);
 
 // Per-head f32 values read from an .npy file: (heads,), or (batch, heads) where `per_batch_allowed`.
 struct HeadValues {

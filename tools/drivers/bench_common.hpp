@@ -38,7 +38,7 @@ struct BenchOptions {
   bool check = false, json = false, csv = false;
   bool host_time = false;
   bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
-  ModifierOptions modifiers;         // the modifier options (modifier_options.hpp)
+  AttentionOptions modifiers;        // the modifier options as parsed (modifier_options.hpp)
   bool alibi = false, sinks = false;  // --alibi, --sinks
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string page_order;             // --page-order: "" (nhd), "nhd" or "hnd" 

@@ -20,7 +20,7 @@ struct MhaOptions {
   std::string out, attn_weights, heatmap;
   int64_t heads = 0, kv_heads = 0;  // kv_heads 0: from the weights
   std::string causal = "none";
-  ModifierOptions modifiers;  // the score modifiers that are options
+  AttentionOptions modifiers;  // the modifier options as parsed (modifier_options.hpp)
   std::string dtype;  // empty = the query's dtype
   std::string path = "auto";
   std::string device;

@@ -28,7 +28,7 @@ struct RunOptions {
   std::string scale;  // empty = default 1/sqrt(dim_qk); a finite float32 (parse_float32)
   std::string dtype;  // empty = Q's dtype
   std::string device;
-  ModifierOptions modifiers;  // the modifier options (modifier_options.hpp)
+  AttentionOptions modifiers;  // the modifier options as parsed (modifier_options.hpp)
   std::string alibi, sinks;   // .npy files; empty = absent
   // A paged KV cache instead of --k/--v (run_paged.hpp); empty = absent.
   std::string k_cache, v_cache, block_table, cache_lens;
