@@ -24,7 +24,7 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 // What a chunk's dispatches are recorded for: the plan, the chunk's layouts (chunk_layouts) and
 // problem, and the sequences of its grid's z.
 struct ChunkCall {
-  const LaunchPlan& plan;
+  const FusedPlan& plan;
   const AttentionLayouts& l;
   AttentionProblem p;  // the plan's, with the chunk's batches and heads
   // A packed variable-length batch (plan.varlen): the grid's z counts its sequences, the tensors'
@@ -34,7 +34,7 @@ struct ChunkCall {
   uint32_t groups_y() const { return u32(p.heads) / plan.config.heads_per_workgroup(p.group_size()); }
 };
 
-ChunkCall chunk_call(const LaunchPlan& plan, const AttentionLayouts& l) {
+ChunkCall chunk_call(const FusedPlan& plan, const AttentionLayouts& l) {
   ChunkCall call{plan, l, plan.problem, 0};
   call.p.batch = l.q.batch;
   call.p.heads = l.q.heads;
@@ -54,7 +54,7 @@ struct ChunkBindings {
 // Its LSE rows and key lengths start at bytes `lse_offset` and `kv_offset` of their slots.
 ChunkBindings chunk_bindings(const ChunkCall& call, const AttentionSlots& slots, uint64_t lse_offset,
                              uint64_t kv_offset) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   const AttentionLayouts& l = call.l;
   const AttentionProblem& p = call.p;
   const uint64_t esize = dtype_size(p.dtype);
@@ -105,7 +105,7 @@ bool vec4_rows(const TensorLayout& t) {
 
 // The kernel's push constants (shader_abi.h); per dispatch, tile_base, splits and split_base.
 AttentionPush kernel_push(const ChunkCall& call) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   const AttentionLayouts& l = call.l;
   const AttentionProblem& p = call.p;
   AttentionPush push{};
@@ -149,7 +149,7 @@ AttentionPush kernel_push(const ChunkCall& call) {
 
 // The kernel's specialization constants (SPEC_ATTENTION_*) for push flags `flags`.
 AttentionConstants kernel_constants(const ContextImpl& c, const ChunkCall& call, uint32_t flags) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   const KernelConfig& cfg = plan.config;
   const AttentionProblem& p = call.p;
   AttentionConstants k;
@@ -224,7 +224,7 @@ Dispatch combine_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBind
 }
 
 CombinePush combine_push(const ChunkCall& call, const AttentionPush& push) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   CombinePush cpush{};
   cpush.splits = plan.splits;
   cpush.heads = u32(call.p.heads);
@@ -244,7 +244,7 @@ CombinePush combine_push(const ChunkCall& call, const AttentionPush& push) {
 // lengths `lengths` (cache_lens, kv_lengths or cu_seqlens_k), between barriers: the list may still
 // be read by earlier recorded work (a previous chunk's or call's dispatches, their grid, their
 // combines), and the split dispatches read it after, as data and as their grid.
-void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const Binding& lengths,
+void emit_work_list(ContextImpl& c, CommandList& list, const FusedPlan& plan, const Binding& lengths,
                     const Binding& words, uint32_t batches, uint32_t groups_y) {
   const WorkListPlan& w = *plan.work_list;
   WorkListPush push{};
@@ -277,7 +277,7 @@ void emit_work_list(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
 // The kernel's dispatch with everything but K, V, the push constants and the grid, which change per
 // range of query tiles and of splits (emit_range).
 Dispatch kernel_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBindings& b, const KernelPipelines& pipelines) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   Dispatch d;
   d.pipeline = pipelines.kernel;
   d.use(c.pipelines->layout(KernelKind::attention));
@@ -319,7 +319,7 @@ Dispatch kernel_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBindi
 // key). Otherwise they are bound from the range's first key (binding_key in attention_common.glsl),
 // so a KV head longer than one binding runs as several dispatches.
 void bind_keys(Dispatch& d, const ChunkCall& call, const AttentionSlots& slots, uint32_t s0, uint32_t n) {
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   const AttentionProblem& p = call.p;
   const TensorLayout &kl = call.l.k, &vl = call.l.v;
   if (plan.paged) {
@@ -382,7 +382,7 @@ struct ChunkDispatches {
 // reads it back, and the next range reuses it.
 void emit_range(ContextImpl& c, CommandList& list, ChunkDispatches& chunk, uint32_t t0) {
   const ChunkCall& call = chunk.call;
-  const LaunchPlan& plan = call.plan;
+  const FusedPlan& plan = call.plan;
   const uint32_t rows = plan.config.rows;
   const uint32_t tiles = std::min(plan.tiles_per_range, plan.query_tiles - t0);
   const uint64_t row_base = uint64_t(t0) * rows;
@@ -430,10 +430,10 @@ void emit_range(ContextImpl& c, CommandList& list, ChunkDispatches& chunk, uint3
   list.dispatch(chunk.combine);
 }
 
-// The dispatches (and combines) of a chunk, range of query tiles by range (LaunchPlan::tiles_per_range).
+// The dispatches (and combines) of a chunk, range of query tiles by range (FusedPlan::tiles_per_range).
 // `l` are the chunk's layouts (chunk_layouts); its LSE rows and key lengths start at bytes
 // `lse_offset` and `kv_offset` of their slots.
-void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& l,
+void emit_chunk(ContextImpl& c, CommandList& list, const FusedPlan& plan, const AttentionLayouts& l,
                 const AttentionSlots& slots, uint64_t lse_offset, uint64_t kv_offset) {
   const ChunkCall call = chunk_call(plan, l);
   const ChunkBindings bindings = chunk_bindings(call, slots, lse_offset, kv_offset);
@@ -453,7 +453,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const
 
 }  // namespace
 
-void emit_fused_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
+void emit_fused_attention(ContextImpl& c, CommandList& list, const FusedPlan& plan, const AttentionLayouts& layouts,
                           const AttentionSlots& slots) {
   const AttentionProblem& p = plan.problem;
   if (plan.varlen || (plan.batch_chunk == p.batch && plan.head_chunk == p.heads)) {

@@ -33,9 +33,9 @@ PlanInputs plan_inputs(const DeviceInfo& device, const AttentionLayouts& layouts
   return in;
 }
 
-LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+FusedPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                       bool packing_allowed, const PagedKeys* paged, const VarlenRows* varlen) {
-  LaunchPlan plan;
+  FusedPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
   if (paged) plan.paged = *paged;
   if (varlen) plan.varlen = *varlen;

@@ -45,16 +45,16 @@ struct VarlenRows {
 // packed batch's cu_seqlens_k, a dense call's kv_lengths without a mask; attention_work_list.comp,
 // shader_abi.h "Work lists"): each sequence's own keys in items of a chunk chosen there, the split
 // dispatch's grid the item count. Planned where the call is split, covers its splits in one dispatch
-// per range, and the list fits the workspace budget (LaunchPlan::work_list).
+// per range, and the list fits the workspace budget (FusedPlan::work_list).
 struct WorkListPlan {
   uint32_t max_items = 0;     // batch_chunk x splits: the items never exceed it, nor the partials' slots
   uint32_t target_items = 0;  // items the chunk aims at (the device's wanted workgroups)
-  uint32_t min_keys = 0;      // the chunk's least keys (max: LaunchPlan::keys_per_split)
+  uint32_t min_keys = 0;      // the chunk's least keys (max: FusedPlan::keys_per_split)
   uint64_t offset = 0;        // bytes into the workspace (aligned)
   uint64_t words = 0;         // the list's 32-bit words
 };
 
-struct LaunchPlan {
+struct FusedPlan {
   AttentionProblem problem;  // (a varlen call's: batch 1, seq_q and seq_k the totals)
   // Set for a paged call (plan_paged): the layouts' K and V are then the caches seen as (batch,
   // kv_heads, capacity, dim) tensors of batch stride 0 and seq stride kv_heads * dim.
@@ -108,7 +108,7 @@ AttentionProblem check_attention_layouts(const DeviceInfo& device, const Attenti
 // `varlen`: the layouts are packed tensors of a variable-length batch (plan_varlen); the tiles, splits
 // and kernel are chosen for `batch` sequences of max_seq_q x max_seq_k, and every tensor must fit one
 // binding (no chunks) and the query tiles one dispatch (no ranges): throws ErrorCode::unsupported if not.
-LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+FusedPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                       bool packing_allowed = true, const PagedKeys* paged = nullptr,
                       const VarlenRows* varlen = nullptr);
 
@@ -118,7 +118,7 @@ LaunchPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Att
 struct PagedCall {
   PagedProblem problem;
   AttentionLayouts dense;
-  LaunchPlan plan;
+  FusedPlan plan;
 };
 // Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error.
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);

@@ -30,8 +30,8 @@ inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0)
 inline constexpr uint32_t kPagedSlotCount = 15;      // and a paged call's three more
 
 // A call planned on either path.
-struct PlannedAttention {
-  std::optional<LaunchPlan> fused;
+struct PathPlan {
+  std::optional<FusedPlan> fused;
   std::optional<UnfusedPlan> unfused;
   uint64_t workspace_bytes() const { return fused ? fused->workspace_bytes : unfused->workspace_bytes; }
   const AttentionProblem& problem() const { return fused ? fused->problem : unfused->problem; }
@@ -39,9 +39,9 @@ struct PlannedAttention {
 };
 
 // How a planned call runs, as plan_attention and PreparedAttention::plan report it.
-AttentionPlan report_of(const PlannedAttention& planned);
+AttentionPlan report_of(const PathPlan& planned);
 // What a planned dense call's buffers must hold (checked on every record).
-CallNeeds needs_of(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights);
+CallNeeds needs_of(const PathPlan& planned, const AttentionLayouts& layouts, bool weights);
 
 // Checks `path` is one of the enum's values; throws Error naming it.
 void check_path(AttentionPath path);
@@ -49,17 +49,17 @@ void check_path(AttentionPath path);
 // Chooses the path (the three-stage one when `weights` are requested or `path` says so) and plans
 // it on `device`: checks the layouts and every limit; throws Error. Needs no buffer. `varlen`: the
 // layouts are a packed variable-length batch's (plan_varlen).
-PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                            bool weights, AttentionPath path, const VarlenRows* varlen = nullptr);
 
 // The call's dispatches and barriers, appended to `list` (pipelines built on `context` as needed).
-void emit_attention(ContextImpl& context, CommandList& list, const PlannedAttention& planned,
+void emit_attention(ContextImpl& context, CommandList& list, const PathPlan& planned,
                     const AttentionLayouts& layouts, const AttentionSlots& slots = {});
-void emit_fused_attention(ContextImpl& context, CommandList& list, const LaunchPlan& plan,
+void emit_fused_attention(ContextImpl& context, CommandList& list, const FusedPlan& plan,
                           const AttentionLayouts& layouts, const AttentionSlots& slots);
 // A paged call (plan.paged): the append of k_new and v_new into the caches first when the layouts
 // give them (plan.paged->seq_new > 0), a barrier, then the fused dispatches.
-void emit_paged_attention(ContextImpl& context, CommandList& list, const LaunchPlan& plan,
+void emit_paged_attention(ContextImpl& context, CommandList& list, const FusedPlan& plan,
                           const AttentionLayouts& layouts, const std::optional<TensorLayout>& k_new,
                           const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {});
 

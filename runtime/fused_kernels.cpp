@@ -33,7 +33,7 @@ constexpr uint64_t kCpuOwnLengthsMinSplits = 2;
 
 // One row per FusedKernel, in its order.
 constexpr FusedKernelTraits kFusedKernels[] = {
-    {.kernel = FusedKernel::tiled, .name = "tiled", .shader = Shader::attention_fused, .variant = KernelVariant::tiled,
+    {.kernel = FusedKernel::tiled, .name = "tiled", .shader = Shader::attention_tiled, .variant = KernelVariant::tiled,
      .paged = true, .packed = true, .q8_0 = true, .modifiers = true, .weights = false,
      .needs_subgroup_shuffle = false, .one_subgroup_workgroup = false, .shared_budget = kTileSharedBudget,
      .careful_pass = false, .vec4_row_flags = true, .mask_kind_constant = false, .lse_half_log2 = true,
@@ -111,7 +111,7 @@ uint64_t fused_loop_iterations(const KernelConfig& c, int64_t dim_qk, int64_t di
     case FusedKernel::tiled:
       break;
   }
-  // attention_fused.comp (tiled): per tile the K and V loads, the score blocks of TPR keys (each
+  // attention_tiled.comp (tiled): per tile the K and V loads, the score blocks of TPR keys (each
   // row of a block may take careful_score's loop: 4 vec4s per iteration), the weights and weight x V.
   const uint64_t sk = ceil_div(dqk4, tpr) * tpr, sv = ceil_div(dv4, tpr) * tpr, nb = ceil_div(bc, tpr);
   // Every loop counts once more than its trips (lavapipe enters loops at least once).

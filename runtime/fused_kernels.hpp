@@ -13,7 +13,7 @@
 namespace vkattn::detail {
 
 enum class FusedKernel : uint8_t {
-  tiled,            // attention_fused.comp: row groups of TPR lanes, K/V tiles in shared memory (GPUs)
+  tiled,            // attention_tiled.comp: row groups of TPR lanes, K/V tiles in shared memory (GPUs)
   rowwise,          // attention_rowwise.comp: four query rows per invocation (SIMD CPUs without shuffles)
   subgroup,         // attention_subgroup.comp: one subgroup per workgroup, K/V shared by shuffles
   subgroup_decode,  // attention_subgroup_decode.comp: the subgroup kernel's decode form (packed GQA rows)

@@ -96,7 +96,7 @@ struct PreparedMha::Impl {
   std::shared_ptr<const MultiHeadAttention::Impl> layer;  // the weights
   MhaSpec spec;
   bool empty = false;  // batch * seq_q == 0: nothing to compute
-  std::optional<detail::PlannedAttention> planned;
+  std::optional<detail::PathPlan> planned;
   AttentionPlan report;
   detail::CommandList list;
   uint64_t alignment = 16;

@@ -27,7 +27,7 @@ namespace {
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // k_new and v_new written into the caches at tokens cache_lens[b] .. (kv_append.comp).
-void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const TensorLayout& k_new,
+void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, const TensorLayout& k_new,
                     const TensorLayout& v_new, const AttentionSlots& slots) {
   const PagedKeys& paged = *plan.paged;
   const AttentionProblem& p = plan.problem;
@@ -73,7 +73,7 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const LaunchPlan& plan, c
 
 }  // namespace
 
-void emit_paged_attention(ContextImpl& c, CommandList& list, const LaunchPlan& plan, const AttentionLayouts& layouts,
+void emit_paged_attention(ContextImpl& c, CommandList& list, const FusedPlan& plan, const AttentionLayouts& layouts,
                           const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
                           const AttentionSlots& slots) {
   list.own_slot(slots.workspace);
@@ -84,7 +84,7 @@ void emit_paged_attention(ContextImpl& c, CommandList& list, const LaunchPlan& p
 void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, const AttentionBuffers& b,
                          const BufferSlice* workspace) {
   const PagedAttentionLayouts& layouts = *call.paged_layouts;
-  const LaunchPlan& plan = *call.planned.fused;
+  const FusedPlan& plan = *call.planned.fused;
   const AttentionProblem& p = plan.problem;
   const bool append = call.paged.has_append();
   BufferChecks checks(context, dtype_size(p.dtype));

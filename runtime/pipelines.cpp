@@ -202,8 +202,8 @@ std::string module_name(const PipelineKey& key) {
   const std::string t0 = to_string(key.types[0]);
   switch (key.shader) {
     // The tiled kernel with one lane per row group is the build without subgroup operations.
-    case Shader::attention_fused:
-      return (key.spec[SPEC_ATTENTION_TPR] == 1 ? "attention_fused_noshuffle_" : "attention_fused_") + t0;
+    case Shader::attention_tiled:
+      return (key.spec[SPEC_ATTENTION_TPR] == 1 ? "attention_tiled_noshuffle_" : "attention_tiled_") + t0;
     case Shader::attention_rowwise: return "attention_rowwise_" + t0;
     case Shader::attention_subgroup: return "attention_subgroup_" + t0;
     case Shader::attention_subgroup_decode: return "attention_subgroup_decode_" + t0;
@@ -227,7 +227,7 @@ std::string pipeline_label(const PipelineKey& key) {
 
 KernelKind kernel_kind(Shader shader) {
   switch (shader) {
-    case Shader::attention_fused:
+    case Shader::attention_tiled:
     case Shader::attention_rowwise:
     case Shader::attention_subgroup:
     case Shader::attention_subgroup_decode: return KernelKind::attention;

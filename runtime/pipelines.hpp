@@ -28,7 +28,7 @@ enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list 
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types).
 enum class Shader : uint8_t {
-  attention_fused,
+  attention_tiled,
   attention_rowwise,
   attention_combine,
   attention_softmax,
@@ -46,7 +46,7 @@ inline constexpr std::size_t kMaxSpecConstants = 22;
 // kernels and the combine: types[0]; the GEMM: A, B, C; the softmax: none) and its specialization
 // constants, indexed by the ids of shaders/shader_abi.h. Made by the named constructors below.
 struct PipelineKey {
-  Shader shader = Shader::attention_fused;
+  Shader shader = Shader::attention_tiled;
   std::array<DType, 3> types{};
   std::array<uint32_t, kMaxSpecConstants> spec{};
   uint32_t spec_count = 0;
@@ -103,7 +103,7 @@ struct GemmSubgroupConstants {
   uint32_t vec = 0;  // GEMM_SG_VEC_* bits
 };
 
-// `shader`: attention_fused, attention_rowwise, attention_subgroup or attention_subgroup_decode.
+// `shader`: attention_tiled, attention_rowwise, attention_subgroup or attention_subgroup_decode.
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
 // `sinks`: MOD_SINKS when the combine adds the sinks to each row's denominator, else 0.
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks);
@@ -119,7 +119,7 @@ uint32_t window_side_constant(int64_t side, const AttentionProblem& p);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 
-// The embedded SPIR-V module `key` runs, e.g. "attention_fused_f16", "gemm_f16_f16_f32",
+// The embedded SPIR-V module `key` runs, e.g. "attention_tiled_f16", "gemm_f16_f16_f32",
 // "gemm_subgroup_f32_f16_f16".
 std::string module_name(const PipelineKey& key);
 KernelKind kernel_kind(Shader shader);

@@ -12,7 +12,7 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights,
+void check_plan_fits(const PathPlan& planned, const AttentionLayouts& layouts, bool weights,
                      const DeviceInfo& device) {
   // The layout rules that depend on the device (16-bit storage, the 32-bit index limit).
   check_attention_layouts(device, layouts);
@@ -20,7 +20,7 @@ void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& la
     throw Error("the plan aligns bindings to " + str(planned.alignment()) + " bytes; " + device.name + " needs " +
                 str(device.min_storage_buffer_offset_alignment));
   if (planned.fused) {
-    const LaunchPlan& lp = *planned.fused;
+    const FusedPlan& lp = *planned.fused;
     const KernelConfig& c = lp.config;
     const AttentionProblem& p = lp.problem;
     if (c.workgroup_size() > device.max_workgroup_invocations)

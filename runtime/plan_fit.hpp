@@ -15,7 +15,7 @@ namespace vkattn::detail {
 // correctly on `device`. Checked before its pipelines are built (a pipeline beyond the device's
 // limits is invalid); the grid and the bindings' ranges are checked on its command list afterwards
 // (CommandList::check_fits).
-void check_plan_fits(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights,
+void check_plan_fits(const PathPlan& planned, const AttentionLayouts& layouts, bool weights,
                      const DeviceInfo& device);
 
 }  // namespace vkattn::detail

@@ -79,7 +79,7 @@ FittedChunk fit_chunk_to_workspace(const PlanInputs& in, const KernelConfig& c, 
 // sequence at every size, not only past 32 MiB: at most O's bytes in f32 / kOutputPerWorkspace, but
 // never less than the partials of kRangeWorkgroupsPerTarget x the device's target workgroups (each
 // with all its splits), so a range still keeps the device as busy as the unsplit problem wants.
-QueryRanges plan_query_ranges(const PlanInputs& in, const LaunchPlan& plan, const SplitRules& rules,
+QueryRanges plan_query_ranges(const PlanInputs& in, const FusedPlan& plan, const SplitRules& rules,
                               const WorkspaceBudget& budget) {
   const AttentionProblem& p = in.problem;
   const KernelConfig& c = plan.config;

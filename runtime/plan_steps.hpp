@@ -113,7 +113,7 @@ FittedChunk fit_chunk_to_workspace(const PlanInputs& in, const KernelConfig& con
 struct QueryRanges {
   uint32_t tiles_per_range = 0, query_ranges = 1;
 };
-QueryRanges plan_query_ranges(const PlanInputs& in, const LaunchPlan& plan, const SplitRules& rules,
+QueryRanges plan_query_ranges(const PlanInputs& in, const FusedPlan& plan, const SplitRules& rules,
                               const WorkspaceBudget& budget);
 
 // plan_workspace: the dispatches' split ranges and the workspace's regions, of the plan so far
@@ -124,7 +124,7 @@ struct WorkspaceLayout {
   uint64_t redo_offset = 0, redo_bytes = 0;
   std::optional<WorkListPlan> work_list;
 };
-WorkspaceLayout plan_workspace(const PlanInputs& in, const LaunchPlan& plan, const KeyTiles& keys, bool key_ranges,
+WorkspaceLayout plan_workspace(const PlanInputs& in, const FusedPlan& plan, const KeyTiles& keys, bool key_ranges,
                                const SplitRules& rules, const WorkspaceBudget& budget);
 
 }  // namespace vkattn::detail

@@ -17,7 +17,7 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 // Rows per (batch, head) of the largest (first) range of the chunk: the last may hold fewer.
 // (A packed batch's: every packed row of every head, batch 1.)
-uint64_t chunk_range_rows(const PlanInputs& in, const LaunchPlan& plan) {
+uint64_t chunk_range_rows(const PlanInputs& in, const FusedPlan& plan) {
   const AttentionProblem& p = in.problem;
   const uint64_t range_rows = std::min<uint64_t>(uint64_t(plan.tiles_per_range) * plan.config.rows, uint64_t(p.seq_q));
   return in.varlen ? uint64_t(p.heads) * uint64_t(p.seq_q)
@@ -35,7 +35,7 @@ uint64_t workspace_for(uint64_t used, uint64_t redo_bytes, uint64_t alignment) {
 // per range covers them and the items fit the list's (sequence << 16 | split) words and the grid;
 // and only within the workspace bound (the list is 4 bytes a slot, a partial row at least 12).
 // Sets `ws.work_list` and grows the workspace where it applies; `used`: the bytes before it.
-void place_work_list(const PlanInputs& in, const LaunchPlan& plan, const SplitRules& rules,
+void place_work_list(const PlanInputs& in, const FusedPlan& plan, const SplitRules& rules,
                      const WorkspaceBudget& budget, WorkspaceLayout& ws, uint64_t& used) {
   const uint64_t max_z = in.device.max_workgroup_count[2];
   const uint64_t max_items = uint64_t(plan.batch_chunk) * plan.splits;
@@ -62,7 +62,7 @@ void place_work_list(const PlanInputs& in, const LaunchPlan& plan, const SplitRu
 }
 
 // The split partials, the work list and the combine's grid (split calls only).
-void place_partials(const PlanInputs& in, const LaunchPlan& plan, const SplitRules& rules,
+void place_partials(const PlanInputs& in, const FusedPlan& plan, const SplitRules& rules,
                     const WorkspaceBudget& budget, WorkspaceLayout& ws, uint64_t& used) {
   const DeviceInfo& device = in.device;
   for (auto [name, bytes] : {std::pair{"partial O", ws.partial_o_bytes}, std::pair{"partial LSE", ws.partial_lse_bytes}})
@@ -79,7 +79,7 @@ void place_partials(const PlanInputs& in, const LaunchPlan& plan, const SplitRul
 
 }  // namespace
 
-WorkspaceLayout plan_workspace(const PlanInputs& in, const LaunchPlan& plan, const KeyTiles& keys, bool key_ranges,
+WorkspaceLayout plan_workspace(const PlanInputs& in, const FusedPlan& plan, const KeyTiles& keys, bool key_ranges,
                                const SplitRules& rules, const WorkspaceBudget& budget) {
   const AttentionProblem& p = in.problem;
   const KernelConfig& c = plan.config;

@@ -17,7 +17,7 @@ namespace vkattn::detail {
 struct PlannedCall {
   enum class Source { dense, paged, packed };
   Source source = Source::dense;
-  PlannedAttention planned;  // the path and its plan (a paged call's is the fused one)
+  PathPlan planned;  // the path and its plan (a paged call's is the fused one)
   // The layouts the kernels run on: a dense call's own, a paged call's caches as (batch, kv_heads,
   // capacity, dim) of batch stride 0 (plan_paged), a packed call's batch-1 tensors (plan_varlen).
   AttentionLayouts dense;

@@ -19,7 +19,7 @@
 
 namespace vkattn {
 namespace detail {
-AttentionPlan report_of(const PlannedAttention& planned) {
+AttentionPlan report_of(const PathPlan& planned) {
   AttentionPlan plan;
   plan.workspace_bytes = planned.workspace_bytes();
   if (planned.unfused) {
@@ -30,7 +30,7 @@ AttentionPlan report_of(const PlannedAttention& planned) {
     plan.chunks = up.chunks;
     return plan;
   }
-  const LaunchPlan& lp = *planned.fused;
+  const FusedPlan& lp = *planned.fused;
   plan.rows_per_workgroup = lp.config.rows;
   plan.threads_per_row = lp.config.threads_per_row;
   plan.keys_per_tile = lp.config.keys_per_tile;
@@ -44,7 +44,7 @@ AttentionPlan report_of(const PlannedAttention& planned) {
   return plan;
 }
 
-CallNeeds needs_of(const PlannedAttention& planned, const AttentionLayouts& layouts, bool weights) {
+CallNeeds needs_of(const PathPlan& planned, const AttentionLayouts& layouts, bool weights) {
   return call_needs(planned.problem(), layouts, weights, planned.workspace_bytes(),
                     planned.unfused ? "the unfused path's scores" : "split-KV partials");
 }
@@ -54,10 +54,10 @@ void check_path(AttentionPath path) {
     throw Error("path: invalid value " + std::to_string(static_cast<int>(path)) + " (expected automatic, fused or unfused)");
 }
 
-PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
+PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                            bool weights, AttentionPath path, const VarlenRows* varlen) {
   check_path(path);
-  PlannedAttention planned;
+  PathPlan planned;
   bool unfused = path == AttentionPath::unfused;
   if (weights) {
     if (path == AttentionPath::fused)
@@ -74,7 +74,7 @@ PlannedAttention plan_path(const DeviceInfo& device, KernelVariant variant, cons
   return planned;
 }
 
-void emit_attention(ContextImpl& c, CommandList& list, const PlannedAttention& planned, const AttentionLayouts& layouts,
+void emit_attention(ContextImpl& c, CommandList& list, const PathPlan& planned, const AttentionLayouts& layouts,
                     const AttentionSlots& slots) {
   list.own_slot(slots.workspace);
   if (planned.unfused)

@@ -13,7 +13,7 @@ namespace vkattn::detail {
 struct VarlenCall {
   VarlenProblem problem;
   AttentionLayouts dense;
-  PlannedAttention planned;
+  PathPlan planned;
 };
 // Plans a varlen call (check_varlen_attention, the max lengths against the totals, then the path as
 // plan_path chooses it, the fused one with the sizes of VarlenRows); throws Error.

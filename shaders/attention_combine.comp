@@ -1,5 +1,5 @@
 #version 450
-// Merges the per-split partial results of attention_fused.comp (split-KV): for each query row, from
+// Merges the per-split partial results of attention_tiled.comp (split-KV): for each query row, from
 // each split's running max m_s, sum l_s and normalised O_s,
 //   LSE = m + log(T),  T = sum_s exp(m_s - m) l_s,  O = sum_s exp(m_s - m) l_s / T * O_s,  m = max_s m_s.
 // The tiled kernel keeps its maxima in units of log2(e)/2 (half_log2_units): there the weight is
@@ -121,7 +121,7 @@ void main() {
   }
 #define PARTIAL(k) ((first + (k) * slot_step) * slot_rows + slot_row)
 
-  // Split s has running max m_s (-inf: it saw no visible key) and sum l_s (attention_fused.comp):
+  // Split s has running max m_s (-inf: it saw no visible key) and sum l_s (attention_tiled.comp):
   // its weight is exp(m_s - m) * l_s, exact even when the maxima are +-FLT_MAX (saturated scores).
   const uint t = gl_LocalInvocationID.x;
   float m_part = NEG_INF;

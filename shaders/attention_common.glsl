@@ -1,4 +1,4 @@
-// What both fused-kernel variants (attention_fused.comp, attention_rowwise.comp) share: their
+// What both fused-kernel variants (attention_tiled.comp, attention_rowwise.comp) share: their
 // bindings, the start value of the running max and the causal rule. Include after
 // storage_types.glsl and attention_push.glsl.
 #ifndef VKATTN_ATTENTION_COMMON_GLSL

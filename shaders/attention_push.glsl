@@ -1,4 +1,4 @@
-// Push constants of the fused kernels (attention_fused.comp, attention_rowwise.comp), defined once
+// Push constants of the fused kernels (attention_tiled.comp, attention_rowwise.comp), defined once
 // in shader_abi.h with the host's struct.
 #ifndef VKATTN_ATTENTION_PUSH_GLSL
 #define VKATTN_ATTENTION_PUSH_GLSL

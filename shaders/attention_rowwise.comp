@@ -7,7 +7,7 @@
 // Private arrays indexed by uniform loop counters stay whole vectors there.
 //
 // Semantics, bindings, push constants and the split-KV partial output are those of
-// attention_fused.comp. Masked keys are removed with selects, not branches, so control flow stays
+// attention_tiled.comp. Masked keys are removed with selects, not branches, so control flow stays
 // uniform. runtime/attention_plan.cpp counts the loops below against lavapipe's 65535-iteration limit.
 
 #extension GL_EXT_control_flow_attributes : enable
@@ -186,7 +186,7 @@ void main() {
     if (partial) {
       const uint prow = partial_row(split, b, h, i[r]);
       for (uint d = 0u; d < DV; ++d) partial_o[prow * DV + d] = accT[d][r] * inv_l[r];
-      partial_lse[2u * prow] = empty[r] ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
+      partial_lse[2u * prow] = empty[r] ? NEG_INF : m[r];  // (max, sum): attention_tiled.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else {
       const uint out_row = pc.o_off + b * pc.o_sb + h * pc.o_sh + query_row(i[r]) * pc.o_ss;

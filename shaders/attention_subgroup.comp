@@ -25,7 +25,7 @@
 //     partial_row's range is the whole seq_q.
 //
 // Semantics, bindings, push constants and the split-KV partial output are those of
-// attention_fused.comp and attention_rowwise.comp. runtime/attention_plan.cpp counts the loops below
+// attention_tiled.comp and attention_rowwise.comp. runtime/attention_plan.cpp counts the loops below
 // against lavapipe's 65535-iteration limit (fused_loop_iterations): keep the two in step.
 
 #extension GL_EXT_control_flow_attributes : enable
@@ -111,7 +111,7 @@ void store_chunk(bool partial, uint split, uint b, QueryRow q, uint n, float chu
   }
 }
 
-// The row's softmax statistics: (max, sum) of a split's partial row (attention_fused.comp), or the
+// The row's softmax statistics: (max, sum) of a split's partial row (attention_tiled.comp), or the
 // LSE when the call asks for it. l == 0 only for rows whose every key was masked (and no sink).
 void store_stats(bool partial, uint split, uint b, QueryRow q, float m, float l) {
   const bool empty = l == 0.0;

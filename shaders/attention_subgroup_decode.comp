@@ -620,7 +620,7 @@ void main() {
     if (lane != 0u) continue;
     const bool empty = l[r] == 0.0;
     if (partial) {
-      partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_fused.comp
+      partial_lse[2u * prow] = empty ? NEG_INF : m[r];  // (max, sum): attention_tiled.comp
       partial_lse[2u * prow + 1u] = l[r];
     } else if ((pc.flags & FLAG_WRITE_LSE) != 0u) {
       lse[lse_index(b, head[r], row[r])] = empty ? NEG_INF : m[r] + log(l[r]);

@@ -35,7 +35,7 @@ float add_sink(inout float m, inout float l, float sink) {
   return factor;
 }
 
-// A row max in the tiled kernel's units of log2(e)/2 (attention_fused.comp) in natural units, finite:
+// A row max in the tiled kernel's units of log2(e)/2 (attention_tiled.comp) in natural units, finite:
 // +-T_MAX (a saturated score) is +-FLT_MAX exactly, not the product T_MAX * 2 ln 2, which rounds a few
 // ulps below it, so that saturated scores tie with a sink of +-FLT_MAX as they do in natural units.
 float half_log2_to_natural(float m) {

@@ -72,7 +72,7 @@
 #define MASK_F16 3u
 #define FLAG_KV_LENGTHS 16u
 #define FLAG_WRITE_LSE 32u
-/* attention_fused.comp (tiled): the host found the tensor's dim a multiple of 4 and its batch, head
+/* attention_tiled.comp (tiled): the host found the tensor's dim a multiple of 4 and its batch, head
  * and sequence strides multiples of 4 elements, so its rows can be read as vec4 (f32) or as four
  * 16-bit values in a uvec2; the shader also checks the element offset of the binding (q_off, k_off,
  * v_off, set per call), and reads element by element otherwise. */
@@ -184,7 +184,7 @@
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
 
 /* ---- Specialization-constant ids ---- */
-/* attention_fused.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
+/* attention_tiled.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
 #define SPEC_ATTENTION_BR 0         /* query rows per workgroup */
 #define SPEC_ATTENTION_TPR 1        /* invocations per query row (rowwise, subgroup: 1) */
 #define SPEC_ATTENTION_BC 2         /* keys per tile (subgroup: keys per iteration of the key loop) */
@@ -250,7 +250,7 @@
  * shared arrays with these and the host's planner adds up their bytes (fused_shared_bytes), so the
  * limit check and the declarations cannot disagree. */
 #define VEC4S(d) (((d) + 3u) / 4u)                                      /* vec4s per row of d values */
-/* attention_fused.comp (tiled): K and V tiles of BC keys, each row padded to whole slices of the TPR
+/* attention_tiled.comp (tiled): K and V tiles of BC keys, each row padded to whole slices of the TPR
  * lanes of a query row (vec4 slots: 16 bytes for f32, 8 for f16/bf16, which stay 16-bit in shared
  * memory), and the scores, then weights, of the workgroup's ROWS = BR x heads query rows (float,
  * rows padded by one against bank conflicts when the lanes of several rows read one key). */
@@ -274,7 +274,7 @@
 #define SUBGROUP_SHARED_BYTES(BR, BC, DQK, DV) 0u                        /* bytes */
 
 /* ---- Push-constant blocks (strides and offsets in elements of their buffer) ---- */
-/* The fused kernels (attention_fused.comp, attention_rowwise.comp). */
+/* The fused kernels (attention_tiled.comp, attention_rowwise.comp). */
 #define ATTENTION_PUSH_MEMBERS                                                               \
   uint seq_q, seq_k, heads, group;  /* group = heads / kv_heads */                           \
   uint splits, keys_per_split, flags; /* splits: of this dispatch (see split_base) */        \

@@ -3,8 +3,8 @@
 # changes the buffers' declared element types.
 foreach(dtype f32 f16 bf16)
   string(TOUPPER ${dtype} DT)
-  vkattn_add_shader(NAME attention_fused_${dtype} SOURCE attention_fused.comp DEFINES DTYPE_${DT}=1 TILED_SHUFFLE=1)
-  vkattn_add_shader(NAME attention_fused_noshuffle_${dtype} SOURCE attention_fused.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_tiled_${dtype} SOURCE attention_tiled.comp DEFINES DTYPE_${DT}=1 TILED_SHUFFLE=1)
+  vkattn_add_shader(NAME attention_tiled_noshuffle_${dtype} SOURCE attention_tiled.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_rowwise_${dtype} SOURCE attention_rowwise.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_subgroup_${dtype} SOURCE attention_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_subgroup_decode_${dtype} SOURCE attention_subgroup_decode.comp DEFINES DTYPE_${DT}=1)

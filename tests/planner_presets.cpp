@@ -30,7 +30,7 @@ AttentionLayouts layouts_of(const Shape& s) {
   return l;
 }
 
-std::string describe(const LaunchPlan& p) {
+std::string describe(const FusedPlan& p) {
   std::ostringstream s;
   s << p.config.name() << " rows " << p.config.rows << " x heads " << p.config.heads << " RPT " << p.config.rows_per_thread
     << " TPR " << p.config.threads_per_row << (p.config.vec_loads ? " chunked" : "")
@@ -53,7 +53,7 @@ uint64_t binding_bytes(TensorLayout l, int64_t nb, int64_t nh, int64_t seq, uint
 }
 
 // Shared memory and invocations; workgroups of whole subgroups.
-void check_workgroup([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_workgroup([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   // Shared memory and invocations (the combine pass's workgroup too).
@@ -69,7 +69,7 @@ void check_workgroup([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] cons
 }
 
 // The subgroup kernels: one subgroup per workgroup, and the decode form's lanes and keys.
-void check_subgroup_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_subgroup_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   // One workgroup is one subgroup: of the device's one size, or of a size its pipelines can
@@ -108,7 +108,7 @@ void check_subgroup_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]]
 }
 
 // The tiled kernel's row groups.
-void check_tiled_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_tiled_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   // tiled: row groups of TPR lanes exchange partial dot products with subgroupShuffleXor, so TPR
@@ -132,7 +132,7 @@ void check_tiled_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] co
 }
 
 // GQA packing and 16-byte chunks.
-void check_packing([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_packing([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   // GQA packing (the subgroup kernel, decode): a workgroup's rows are a group's heads x seq_q, in one
@@ -160,7 +160,7 @@ void check_packing([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const 
 }
 
 // Coverage of the whole problem, and the grids.
-void check_coverage_and_grid([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_coverage_and_grid([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   const uint64_t tile_rows = uint64_t(p.seq_q) * c.heads_per_workgroup(p.group_size());
@@ -191,7 +191,7 @@ void check_coverage_and_grid([[maybe_unused]] const DeviceInfo& d, [[maybe_unuse
 }
 
 // The bindings of one dispatch.
-void check_bindings([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_bindings([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   // Every binding of one dispatch: Q and O of a chunk, K and V of a chunk's KV heads over the keys of
@@ -217,7 +217,7 @@ void check_bindings([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const
 }
 
 // The workspace, the careful pass's ballots and lavapipe's loop budget.
-void check_workspace([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_workspace([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const AttentionLayouts& l, const FusedPlan& plan) {
   [[maybe_unused]] const AttentionProblem& p = plan.problem;
   [[maybe_unused]] const detail::KernelConfig& c = plan.config;
   const uint64_t range = d.max_storage_buffer_range;
@@ -255,7 +255,7 @@ void check_workspace([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] cons
 }  // namespace
 
 // Every limit the plan must respect on `d`, and that it covers the whole problem.
-void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const LaunchPlan& plan) {
+void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const FusedPlan& plan) {
   const DeviceInfo& d = preset.info;
   INFO("plan: " << describe(plan));
   check_workgroup(d, l, plan);

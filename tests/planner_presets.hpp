@@ -13,7 +13,7 @@
 namespace vkattn::test::planner {
 
 using conform::DeviceProfile;
-using detail::LaunchPlan;
+using detail::FusedPlan;
 
 
 struct Shape {
@@ -33,10 +33,10 @@ std::vector<Shape> shapes();
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // One line of a plan's tiles, splits, ranges, chunks and workspace, for failure messages.
-std::string describe(const LaunchPlan& p);
+std::string describe(const FusedPlan& p);
 
 // Every limit the plan must respect on `preset`, and that it covers the whole problem.
-void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const LaunchPlan& plan);
+void check_plan(const DeviceProfile& preset, const AttentionLayouts& l, const FusedPlan& plan);
 
 // plan_fused refuses `l` on `device` as beyond what the device can do (ErrorCode::unsupported), with
 // a message containing `part`.

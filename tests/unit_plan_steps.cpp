@@ -313,7 +313,7 @@ TEST_SUITE("unit") {
     CHECK(detail::tile_workspace_bytes(in, c, 128, 1, f.head_chunk) <= budget.usable);
     CHECK(detail::tile_workspace_bytes(in, c, 128, 1, f.head_chunk + 1) > budget.usable);  // the most heads that fit
     // The ranges of that chunk: each range's partials within the budget, all tiles covered.
-    detail::LaunchPlan plan;
+    detail::FusedPlan plan;
     plan.problem = call.problem;
     plan.config = c;
     plan.query_tiles = tiles;
@@ -331,7 +331,7 @@ TEST_SUITE("unit") {
     const DeviceInfo& llvmpipe = preset("llvmpipe");
     // lavapipe prefill: the subgroup kernel unsplit, only its ballots (16 bytes a workgroup) from 0.
     const Shape prefill = shape("prefill", DType::f16, 1, 16, 16, 512, 512, 64, 64);
-    const detail::LaunchPlan p = detail::plan_fused(llvmpipe, KernelVariant::automatic, layouts_of(prefill));
+    const detail::FusedPlan p = detail::plan_fused(llvmpipe, KernelVariant::automatic, layouts_of(prefill));
     REQUIRE(p.config.careful_pass());
     REQUIRE(p.splits == 1);
     CHECK(p.redo_offset == 0);
@@ -341,7 +341,7 @@ TEST_SUITE("unit") {
     // H100 decode with key lengths: split, the work list after the partials, no ballots.
     Shape decode = shape("decode", DType::f16, 4, 32, 8, 1, 32768, 128, 128);
     decode.kv_lengths = true;
-    const detail::LaunchPlan d = detail::plan_fused(preset("h100"), KernelVariant::automatic, layouts_of(decode));
+    const detail::FusedPlan d = detail::plan_fused(preset("h100"), KernelVariant::automatic, layouts_of(decode));
     REQUIRE(d.splits > 1);
     CHECK(d.partial_o_bytes == uint64_t(d.splits) * 4 * 32 * 128 * 4);
     CHECK(d.partial_lse_bytes == uint64_t(d.splits) * 4 * 32 * 8);
@@ -360,7 +360,7 @@ TEST_SUITE("unit") {
     CHECK(ws.splits_per_dispatch == d.splits);
     // K and V by key range: a dispatch covers the splits whose keys one binding holds.
     const DeviceInfo& mali = preset("mali");
-    const detail::LaunchPlan r =
+    const detail::FusedPlan r =
         detail::plan_fused(mali, KernelVariant::automatic, layouts_of(shape("long", DType::f16, 1, 8, 1, 1, 600000, 128, 128)));
     CHECK(r.splits_per_dispatch < r.splits);
     CHECK(uint64_t(r.splits_per_dispatch) * r.keys_per_split * 128 * 2 <= mali.max_storage_buffer_range);

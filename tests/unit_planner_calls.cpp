@@ -78,7 +78,7 @@ TEST_SUITE("unit") {
       {  // BSHD K and V (a head's rows 8 heads apart): touched ahead on a CPU device, as nhd pages are
         AttentionLayouts bshd = dense;
         bshd.k = bshd.v = TensorLayout::bshd(DType::f16, 8, 2048 * 16, 8, 128);
-        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, bshd);
+        const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, bshd);
         CHECK(plan.config.prefetch_keys == (preset.info.is_cpu() && plan.config.decode() ? 16u : 0u));
       }
       dense.has_kv_lengths = false;
@@ -133,7 +133,7 @@ TEST_SUITE("unit") {
         detail::VarlenCall call;
         REQUIRE_NOTHROW(call = detail::plan_varlen(d, KernelVariant::automatic, l));
         REQUIRE(call.planned.fused.has_value());
-        const LaunchPlan& plan = *call.planned.fused;
+        const FusedPlan& plan = *call.planned.fused;
         const detail::KernelConfig& c = plan.config;
         INFO("plan: " << describe(plan));
         REQUIRE(plan.varlen.has_value());
@@ -189,7 +189,7 @@ TEST_SUITE("unit") {
     l.kv_quant = KvQuant::none;
     CHECK(detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused->config.vec_loads);
     l.kv_quant = KvQuant::q8_0;  // read block by block (kv_values.glsl), never as 16-byte vectors
-    const detail::LaunchPlan q8 = *detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused;
+    const detail::FusedPlan q8 = *detail::plan_varlen(llvmpipe.info, KernelVariant::automatic, l).planned.fused;
     CHECK(q8.config.decode());
     CHECK_FALSE(q8.config.vec_loads);
     CHECK(q8.problem.kv_quant == KvQuant::q8_0);

@@ -67,7 +67,7 @@ TEST_SUITE("unit") {
             expect_unsupported(preset.info, v, l, "needs every subgroup to have one size");
             continue;
           }
-          LaunchPlan plan;
+          FusedPlan plan;
           REQUIRE_NOTHROW(plan = detail::plan_fused(preset.info, v, l));
           // automatic: on CPU devices the subgroup kernel where shuffles exist (at every head dim),
           // else rowwise for prefill (seq_q >= 16). The subgroup kernel packs a GQA group below one
@@ -105,7 +105,7 @@ TEST_SUITE("unit") {
           Shape s = shape("decode", DType::f16, batch, 32, 8, 1, seq_k, 128, 128);
           s.causal = Causal::bottom_right;
           const AttentionLayouts l = layouts_of(s);
-          const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+          const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
           INFO("plan: " << describe(plan));
           CHECK(std::string(plan.config.name()) == "subgroup-decode");
           CHECK(plan.config.pack_group);
@@ -125,7 +125,7 @@ TEST_SUITE("unit") {
       // seq_q 2..15: the rows are the group's heads x seq_q: up to 16 rows the decode form (tiles of
       // 4 rows), past that the lanes own rows again (2, 4 rows per invocation as needed).
       for (int64_t seq_q : {2, 4, 7, 15}) {
-        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic,
+        const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                    layouts_of(shape("decode", DType::f16, 2, 32, 8, seq_q, 20000, 128, 128)));
         INFO("seq_q " << seq_q << ": " << describe(plan));
         CHECK(plan.config.pack_group);
@@ -135,7 +135,7 @@ TEST_SUITE("unit") {
         else CHECK(plan.config.rows == std::min<uint32_t>(4, std::bit_ceil(uint32_t(ceil_div(seq_q * 4, 8)))) * 8);
       }
       // MHA decode: a group of one head, the decode form with one row.
-      const LaunchPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
+      const FusedPlan mha = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("mha decode", DType::f16, 1, 8, 8, 1, 8192, 128, 128)));
       CHECK(mha.config.one_subgroup());
       CHECK(mha.config.pack_group);
@@ -146,7 +146,7 @@ TEST_SUITE("unit") {
       // yes; f16 d100 (12.5), no; f32 d100 (25 chunks of 4), yes; bf16 d36 (4.5), no.
       for (const auto& [dtype, dim, want] : {std::tuple{DType::f16, 72, true}, std::tuple{DType::f16, 100, false},
                                              std::tuple{DType::f32, 100, true}, std::tuple{DType::bf16, 36, false}}) {
-        const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic,
+        const FusedPlan p = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                 layouts_of(shape("chunks", dtype, 1, 8, 2, 1, 4096, dim, dim)));
         INFO(to_string(dtype) << " d" << dim << ": " << describe(p));
         CHECK(p.config.decode());
@@ -156,7 +156,7 @@ TEST_SUITE("unit") {
       // f16 d64 (whole chunks) with K rows padded to 68 elements: K's rows start off the chunk grid.
       AttentionLayouts padded = layouts_of(shape("padded K rows", DType::f16, 1, 8, 2, 1, 4096, 64, 64));
       padded.k.stride_seq = 68, padded.k.stride_head = 68 * 4096, padded.k.stride_batch = 2 * 68 * 4096;
-      const LaunchPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
+      const FusedPlan p = detail::plan_fused(preset.info, KernelVariant::automatic, padded);
       CHECK(p.config.decode());
       CHECK_FALSE(p.config.vec_loads);
       // The same with O's rows padded: an unsplit call (one key: one split on every device) writes O
@@ -164,7 +164,7 @@ TEST_SUITE("unit") {
       for (const int64_t seq_k : {1, 4096}) {
         AttentionLayouts padded_o = layouts_of(shape("padded O rows", DType::f16, 1, 8, 2, 1, seq_k, 64, 64));
         padded_o.out.stride_seq = 68, padded_o.out.stride_head = 68, padded_o.out.stride_batch = 8 * 68;
-        const LaunchPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
+        const FusedPlan po = detail::plan_fused(preset.info, KernelVariant::automatic, padded_o);
         INFO("seq_k " << seq_k << ": " << describe(po));
         CHECK(po.config.decode());
         if (seq_k == 1) CHECK(po.splits == 1);
@@ -180,12 +180,12 @@ TEST_SUITE("unit") {
       Shape s = shape("decode", dtype, 1, 32, 8, 1, 32768, 128, 128);
       s.causal = Causal::bottom_right;
       AttentionLayouts l = layouts_of(s);
-      const LaunchPlan automatic = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+      const FusedPlan automatic = detail::plan_fused(preset.info, KernelVariant::automatic, l);
       const uint64_t tiles = ceil_div(32768, automatic.config.keys_per_tile);
       for (uint32_t requested : {1u, 3u, 64u, 200u, 100000u}) {
         INFO("num_splits " << requested << ", automatic: " << describe(automatic));
         l.options.num_splits = requested;
-        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+        const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
         INFO("plan: " << describe(plan));
         check_plan(preset, l, plan);
         // Whole key tiles per split: the count the request rounds to.
@@ -213,13 +213,13 @@ TEST_SUITE("unit") {
       s.causal = Causal::bottom_right;
       s.kv_lengths = true;
       const AttentionLayouts l = layouts_of(s);
-      const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+      const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
       INFO("plan: " << describe(plan));
       check_plan(preset, l, plan);
       CHECK(plan.keys_per_split <= 1024);
       CHECK(plan.splits >= 32);
       // A prefill that fills the device is not split for length.
-      const LaunchPlan prefill = detail::plan_fused(preset.info, KernelVariant::automatic,
+      const FusedPlan prefill = detail::plan_fused(preset.info, KernelVariant::automatic,
                                                     layouts_of(shape("prefill", DType::f16, 8, 32, 8, 4096, 4096, 128, 128)));
       INFO("prefill: " << describe(prefill));
       CHECK(prefill.splits == 1);
@@ -235,7 +235,7 @@ TEST_SUITE("unit") {
       for (int64_t seq_k : {1024, 8192, 32768, 131072}) {
         const Shape s = shape("decode", DType::f16, 1, 32, 8, 1, seq_k, 128, 128);
         const AttentionLayouts l = layouts_of(s);
-        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+        const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
         INFO("device: " << preset.info.name << ", seq_k " << seq_k << ", plan: " << describe(plan));
         check_plan(preset, l, plan);
         if (!plan.config.decode()) continue;  // subgroups of several sizes: the tiled kernel
@@ -257,13 +257,13 @@ TEST_SUITE("unit") {
       DeviceInfo d = conform::find_device_profile(id).info;
       INFO("device: " << d.name);
       REQUIRE(d.required_subgroup_size);
-      const LaunchPlan plan = detail::plan_fused(d, KernelVariant::automatic, l);
+      const FusedPlan plan = detail::plan_fused(d, KernelVariant::automatic, l);
       CHECK(std::string(plan.config.name()) == "subgroup-decode");
       CHECK(plan.config.lanes == 32);
       CHECK(plan.config.workgroup_size() == 32);
       CHECK(plan.config.threads_per_row == 16);  // d128 f16: 16 chunks of 16 bytes
       d.required_subgroup_size = false;
-      const LaunchPlan tiled = detail::plan_fused(d, KernelVariant::automatic, l);
+      const FusedPlan tiled = detail::plan_fused(d, KernelVariant::automatic, l);
       CHECK(std::string(tiled.config.name()) == "tiled");
       expect_unsupported(d, KernelVariant::subgroup, l, "offers no subgroup size control for compute shaders");
     }
@@ -310,7 +310,7 @@ TEST_SUITE("unit") {
       for (Shape s : table) {
         if (!preset.info.storage_16bit) s.dtype = DType::f32, s.name += " (f32)";
         const AttentionLayouts l = layouts_of(s);
-        const LaunchPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
+        const FusedPlan plan = detail::plan_fused(preset.info, KernelVariant::automatic, l);
         check_plan(preset, l, plan);
         const detail::KernelConfig& c = plan.config;
         std::cout << "| " << preset.info.name << " | " << s.name << " | " << c.name() << " | "

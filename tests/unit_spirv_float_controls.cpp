@@ -42,7 +42,7 @@ std::vector<Instruction> instructions(const std::vector<uint32_t>& module) {
 
 TEST_SUITE("unit") {
   TEST_CASE("SignedZeroInfNanPreserve: added once to each embedded attention module, the rest unchanged") {
-    for (const char* name : {"attention_fused_f32", "attention_fused_f16", "attention_rowwise_bf16",
+    for (const char* name : {"attention_tiled_f32", "attention_tiled_f16", "attention_rowwise_bf16",
                              "attention_subgroup_decode_f16", "attention_combine_f32", "gemm_f16_f16_f32",
                              "kv_append_f16", "attention_softmax"}) {
       CAPTURE(name);
