@@ -98,16 +98,6 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
                              .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
                              .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
-  const auto fill = [](PagedAttentionBuffers& b, const ServingBuffers& s) {
-    b.q = &s.set.q;
-    b.k_cache = &s.set.k;
-    b.v_cache = &s.set.v;
-    b.out = &s.set.out;
-    b.block_table = {&s.ints_a, 0};
-    b.cache_lens = {&s.ints_b, 0};
-    b.alibi = s.alibi;
-    b.sinks = s.sinks;
-  };
   const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     PagedAttentionLayouts as_values = layouts;
@@ -123,8 +113,8 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     in.sinks = sinks;
     return check_paged_against_reference(in, out);
   };
-  run_serving_bench<PreparedPagedAttention, PagedAttentionLayouts, PagedAttentionBuffers>(
-      context, o, shape, dtype, layouts, values, credited_flops(problem.attention, lengths, true), fill, check, result);
+  run_serving_bench(context, o, shape, dtype, AttentionSpec::paged(layouts), values,
+                    credited_flops(problem.attention, lengths, true), check, result);
   return result;
 }
 

@@ -1,5 +1,5 @@
 // `vkattn bench --paged PAGE_SIZE`: the bench's shape with K and V in a paged KV cache
-// (vkattn/kv_cache.hpp), timed through PreparedPagedAttention::record as the dense bench times its
+// (vkattn/kv_cache.hpp), timed through the PreparedAttention of a PagedKv spec as the dense bench times its
 // call, and checked (--check) against reference::paged_attention on the benched buffers.
 #pragma once
 

@@ -1,7 +1,8 @@
 // What `vkattn bench --paged` (bench_paged.cpp) and `--varlen` (bench_varlen.cpp) share once their
-// layouts and values are made: the device buffers (rotated sets of Q, K, V and O; the call's two
-// int32 arrays and the modifiers' values, shared), the prepared call planned inside the first timed
-// run, the figures, and the output of set 0 handed to the layout's own check.
+// call's spec and values are made: the device buffers (rotated sets of Q, K, V and O; the source's
+// two int32 arrays and the modifiers' values, shared), the one PreparedAttention of the spec, planned
+// inside the first timed run whatever its key/value source, the figures, and the output of set 0
+// handed to the source's own check.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,9 @@
 #include "bench_copy.hpp"
 #include "bench_result.hpp"
 #include "bench_timing.hpp"
+#include <variant>
+
+#include "vkattn/attention_spec.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/numeric.hpp"
@@ -25,16 +29,6 @@ namespace vkattn::cli {
 // One set of device tensors; several are rotated through so the inputs are not cache-resident.
 struct ServingSet {
   Buffer q, k, v, out;
-};
-
-// The device buffers a call's buffers point into: one set, the two int32 arrays (a block table and
-// the cache lengths; cu_seqlens_q and cu_seqlens_k) and the modifiers' values (null when not given).
-struct ServingBuffers {
-  const ServingSet& set;
-  const Buffer& ints_a;
-  const Buffer& ints_b;
-  const Buffer* alibi;
-  const Buffer* sinks;
 };
 
 // The values a serving bench uploads: Q, K and V (K and V as q8_0 blocks when those are given), the
@@ -47,17 +41,21 @@ struct ServingValues {
   int64_t out_elements;
 };
 
-// Uploads `values`, times `Prepared(context, layouts)` recorded over the rotated sets (`fill` points
-// a call's buffers at one set), and fills `result`'s timing, plan, memory and throughput figures
-// (`flops`: the work the call is credited with); with --check, `check` gets set 0's output decoded
-// to f32 with the modifiers' values (empty when not given) and returns the comparison.
-template <typename Prepared, typename Layouts, typename Buffers>
-void run_serving_bench(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype, const Layouts& layouts,
-                       const ServingValues& values, double flops,
-                       const std::function<void(Buffers&, const ServingBuffers&)>& fill,
-                       const std::function<CheckResult(std::span<const float> out, std::span<const float> alibi,
-                                                       std::span<const float> sinks)>& check,
-                       BenchResult& result) {
+// The source's two int32 arrays (ServingValues::ints_a, ints_b) as a call's buffers take them.
+inline void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& b, AttentionBuffers& buffers) {
+  if (std::holds_alternative<PagedKv>(spec.kv)) buffers.block_table = {&a, 0}, buffers.cache_lens = {&b, 0};
+  if (std::holds_alternative<PackedKv>(spec.kv)) buffers.cu_seqlens_q = {&a, 0}, buffers.cu_seqlens_k = {&b, 0};
+}
+
+// Uploads `values`, times a PreparedAttention of `spec` recorded over the rotated sets, and fills
+// `result`'s timing, plan, memory and throughput figures (`flops`: the work the call is credited
+// with); with --check, `check` gets set 0's output decoded to f32 with the modifiers' values (empty
+// when not given) and returns the comparison.
+inline void run_serving_bench(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype,
+                              const AttentionSpec& spec, const ServingValues& values, double flops,
+                              const std::function<CheckResult(std::span<const float> out, std::span<const float> alibi,
+                                                              std::span<const float> sinks)>& check,
+                              BenchResult& result) {
   // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
   context.release_scratch();
   context.reset_peak_memory();
@@ -81,20 +79,24 @@ void run_serving_bench(Context& context, const BenchOptions& o, const BenchShape
                       Buffer::allocate(context, std::max<uint64_t>(values.out_bytes, 16))};
   });
   result.rotations = static_cast<int>(sets.size());
-  std::vector<Buffers> buffers(sets.size());
-  for (std::size_t r = 0; r < sets.size(); ++r)
-    fill(buffers[r], ServingBuffers{sets[r], ints_a, ints_b, slopes_buffer ? &*slopes_buffer : nullptr,
-                                    sinks_buffer ? &*sinks_buffer : nullptr});
+  std::vector<AttentionBuffers> buffers(sets.size());
+  for (std::size_t r = 0; r < sets.size(); ++r) {
+    AttentionBuffers& b = buffers[r];
+    b.q = &sets[r].q, b.k = &sets[r].k, b.v = &sets[r].v, b.out = &sets[r].out;
+    bind_source_ints(spec, ints_a, ints_b, b);
+    b.alibi = slopes_buffer ? &*slopes_buffer : nullptr;
+    b.sinks = sinks_buffer ? &*sinks_buffer : nullptr;
+  }
   // Poisoned outputs: the check reads set 0's output from the timed runs.
   if (o.check)
     for (ServingSet& set : sets) set.out.fill(0xFF);
 
   // Planned (and its pipelines built) inside the first run, as time_attention plans a dense call.
-  std::optional<Prepared> prepared;
+  std::optional<PreparedAttention> prepared;
   std::optional<Buffer> workspace;
   const RunTimer timer = [&](int warmup, int iters) {
     if (!prepared) {
-      prepared.emplace(context, layouts);
+      prepared.emplace(context, spec);
       if (prepared->workspace_bytes() > 0) workspace.emplace(Buffer::allocate(context, prepared->workspace_bytes()));
     }
     const BufferSlice slice{workspace ? &*workspace : nullptr, 0};

@@ -95,16 +95,6 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = cu_q,
                              .ints_b = cu_k, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
                              .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
-  const auto fill = [](VarlenAttentionBuffers& b, const ServingBuffers& s) {
-    b.q = &s.set.q;
-    b.k = &s.set.k;
-    b.v = &s.set.v;
-    b.out = &s.set.out;
-    b.cu_seqlens_q = {&s.ints_a, 0};
-    b.cu_seqlens_k = {&s.ints_b, 0};
-    b.alibi = s.alibi;
-    b.sinks = s.sinks;
-  };
   const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     VarlenAttentionLayouts as_values = layouts;
@@ -120,9 +110,8 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
     in.sinks = sinks;
     return check_varlen_against_reference(in, out);
   };
-  run_serving_bench<PreparedVarlenAttention, VarlenAttentionLayouts, VarlenAttentionBuffers>(
-      context, o, shape, dtype, layouts, values, credited_flops(problem.attention, shape.q_lengths, shape.kv_lengths),
-      fill, check, result);
+  run_serving_bench(context, o, shape, dtype, AttentionSpec::packed(layouts), values,
+                    credited_flops(problem.attention, shape.q_lengths, shape.kv_lengths), check, result);
   return result;
 }
 

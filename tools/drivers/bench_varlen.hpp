@@ -1,6 +1,6 @@
 // `vkattn bench --varlen`: the bench's batch as one packed variable-length call (vkattn/varlen.hpp),
 // the sequences laid end to end in Q, K, V and O and told apart by cu_seqlens, timed through
-// PreparedVarlenAttention::record as the dense bench times its call, and checked (--check) against
+// the PreparedAttention of a PackedKv spec as the dense bench times its call, and checked (--check) against
 // reference::varlen_attention on the benched buffers.
 #pragma once
 
