@@ -97,9 +97,8 @@ struct HeadValueBuffers {
 };
 HeadValueBuffers upload(Context& ctx, const HeadValues& values);
 
-// Points a serving call's buffers (PagedAttentionBuffers, VarlenAttentionBuffers) at them.
-template <typename CallBuffers>
-void bind(const HeadValueBuffers& device, CallBuffers& bufs) {
+// Points a call's buffers (AttentionBuffers, of any key/value source) at them.
+inline void bind(const HeadValueBuffers& device, AttentionBuffers& bufs) {
   if (device.alibi) bufs.alibi = &*device.alibi;
   if (device.sinks) bufs.sinks = &*device.sinks;
 }

@@ -1,5 +1,5 @@
 // Paged-KV-cache conformance cases (paged_case.hpp): built from the seed, run through
-// PreparedPagedAttention with poisoned, guarded outputs, compared with reference::paged_attention.
+// the PreparedAttention of a PagedKv spec with poisoned, guarded outputs, compared with reference::paged_attention.
 #include "conform/paged_case.hpp"
 
 #include <algorithm>
@@ -197,7 +197,7 @@ struct PagedDevice {
   HeadValueBuffers head;
   uint64_t rows;  // of O and LSE
   GuardedBuffer out, lse;
-  PagedAttentionBuffers bufs;
+  AttentionBuffers bufs;  // k and v: the caches
 
   PagedDevice(Context& ctx, const PagedCase& c, const PagedData& d)
       : q(upload_bytes(ctx, encoded(c.dtype, d.q).data(), d.q.size() * dtype_size(c.dtype))),
@@ -214,8 +214,8 @@ struct PagedDevice {
     }
     head = upload(ctx, d.head);
     bufs.q = &q;
-    bufs.k_cache = &k_cache;
-    bufs.v_cache = &v_cache;
+    bufs.k = &k_cache;
+    bufs.v = &v_cache;
     bufs.out = &out.buffer();
     bufs.block_table = {&table, 0};
     bufs.cache_lens = {&lens, 0};
@@ -259,7 +259,7 @@ std::string appended_cache_mismatches(const PagedCase& c, const PagedDevice& dev
 
 // One step of the plan, from the original caches, on fresh poison: what differs from the reference.
 std::string run_step(const PagedCase& c, const PagedData& d, const reference::PagedOutputs& ref,
-                     const PreparedPagedAttention& prepared, PagedDevice& dev, double& worst) {
+                     const PreparedAttention& prepared, PagedDevice& dev, double& worst) {
   dev.k_cache.upload(d.k_bytes.data(), d.k_bytes.size());
   dev.v_cache.upload(d.v_bytes.data(), d.v_bytes.size());
   dev.out.reset();
@@ -284,7 +284,7 @@ PagedResult run_paged_case(Context& ctx, const PagedCase& c) {
   const reference::PagedOutputs ref = paged_reference(c, d);
   PagedDevice dev(ctx, c, d);
 
-  const PreparedPagedAttention prepared(ctx, d.layouts);
+  const PreparedAttention prepared(ctx, AttentionSpec::paged(d.layouts));
   PagedResult result;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
   // Two steps of one plan, each from the original caches, on fresh poison.

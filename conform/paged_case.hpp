@@ -46,7 +46,7 @@ std::vector<std::pair<std::string, std::string>> features(const PagedCase& c);
 
 using PagedResult = ServingResult;
 
-// Runs `c` on `context` (PreparedPagedAttention, recorded twice on fresh poison: a second step of the
+// Runs `c` on `context` (the PreparedAttention of its PagedKv spec, recorded twice on fresh poison: a second step of the
 // same plan) and compares with the reference. Throws nothing for a mismatch; an Error from the
 // library (a refusal) propagates.
 PagedResult run_paged_case(Context& context, const PagedCase& c);

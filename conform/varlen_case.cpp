@@ -1,5 +1,5 @@
 // Packed variable-length conformance cases (varlen_case.hpp): built from the seed, run through
-// PreparedVarlenAttention with poisoned, guarded outputs, compared with reference::varlen_attention.
+// the PreparedAttention of a PackedKv spec with poisoned, guarded outputs, compared with reference::varlen_attention.
 #include "conform/varlen_case.hpp"
 
 #include <algorithm>
@@ -162,7 +162,7 @@ struct VarlenDevice {
   Buffer cu_q, cu_k;
   uint64_t weight_count;  // the three-stage path's P, (heads, total_q, total_k)
   std::optional<GuardedBuffer> weights;
-  VarlenAttentionBuffers bufs;
+  AttentionBuffers bufs;
 
   VarlenDevice(Context& ctx, const VarlenCase& c, const VarlenData& d)
       : q(upload_bytes(ctx, encoded(c.dtype, d.q).data(), d.q.size() * dtype_size(c.dtype))),
@@ -196,7 +196,7 @@ struct VarlenDevice {
 VarlenResult expect_q8_0_refusal(Context& ctx, const VarlenAttentionLayouts& layouts) {
   VarlenResult result;
   try {
-    (void)PreparedVarlenAttention(ctx, layouts);
+    (void)PreparedAttention(ctx, AttentionSpec::packed(layouts));
     result.text = "the three-stage path accepted q8_0 K and V, which it cannot read\n";
   } catch (const Error& e) {
     result.ok = e.code() == ErrorCode::unsupported && std::string(e.what()).find("fused path only") != std::string::npos;
@@ -237,7 +237,7 @@ std::vector<float> unpacked_out(const VarlenCase& c, const VarlenData& d, const 
 
 // One batch of the plan with the sequences of lengths len_q/len_k, on fresh poison: what differs
 // from the reference.
-std::string run_step(const VarlenCase& c, const VarlenData& d, const PreparedVarlenAttention& prepared,
+std::string run_step(const VarlenCase& c, const VarlenData& d, const PreparedAttention& prepared,
                      VarlenDevice& dev, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k,
                      double& worst) {
   const std::vector<int32_t> cu_q = offsets(len_q), cu_k = offsets(len_k);
@@ -275,7 +275,7 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath pa
   VarlenDevice dev(ctx, c, d);
   if (d.layouts.weights && c.quant != KvQuant::none) return expect_q8_0_refusal(ctx, d.layouts);
   if (d.layouts.weights) dev.add_weights(ctx);
-  const PreparedVarlenAttention prepared(ctx, d.layouts);
+  const PreparedAttention prepared(ctx, AttentionSpec::packed(d.layouts));
   VarlenResult result;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
   if (!d.layouts.weights && prepared.plan().splits < c.min_splits) {  // (the fused path's split-KV)

@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c);
 
 using VarlenResult = ServingResult;
 
-// Runs `c` on `context` (PreparedVarlenAttention, run twice on fresh poison: the sequences in the
+// Runs `c` on `context` (the PreparedAttention of its PackedKv spec, run twice on fresh poison: the sequences in the
 // case's order, then the same packed rows cut in reverse order, one plan serving both) and compares
 // with the reference. `path` unfused: the three-stage path with the weights P (heads, total_q,
 // total_k) compared too; a q8_0 case must be refused there (ErrorCode::unsupported, naming the fused
