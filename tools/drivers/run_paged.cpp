@@ -319,7 +319,7 @@ int run_paged(const RunOptions& o) {
   context_options.device = o.device;
   Context context(context_options);
   // The library's own refusals (a cache beyond one binding) come from planning.
-  const PreparedPagedAttention prepared(context, l);
+  const PreparedAttention prepared(context, AttentionSpec::paged(l));
   const bool q8_0 = in.problem.quant == KvQuant::q8_0;
 
   Buffer q = upload_encoded(context, dtype, in.q);
@@ -331,10 +331,10 @@ int run_paged(const RunOptions& o) {
   const uint64_t rows = uint64_t(l.out.batch * l.out.heads * l.out.seq);
   Buffer out = allocate_at_least(context, out_bytes);
   std::optional<Buffer> k_new, v_new, lse, alibi, sinks;
-  PagedAttentionBuffers b;
+  AttentionBuffers b;  // k and v: the caches
   b.q = &q;
-  b.k_cache = &k_cache;
-  b.v_cache = &v_cache;
+  b.k = &k_cache;
+  b.v = &v_cache;
   b.out = &out;
   b.block_table = {&table, 0};
   b.cache_lens = {&lens, 0};

@@ -247,7 +247,7 @@ int run_varlen(const RunOptions& o) {
   if (l.weights) check_weights_fit(1, l.q.heads, l.q.seq, l.k.seq, context.device_info(), "--weights");
   // The library's own refusals (a tensor beyond one binding, a grid too large, q8_0 on the
   // three-stage path) come from planning.
-  const PreparedVarlenAttention prepared(context, l);
+  const PreparedAttention prepared(context, AttentionSpec::packed(l));
 
   Buffer q = upload_encoded(context, dtype, in.q);
   // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
@@ -259,7 +259,7 @@ int run_varlen(const RunOptions& o) {
   const uint64_t rows = uint64_t(l.out.heads * l.out.seq);
   Buffer out = allocate_at_least(context, out_bytes);
   std::optional<Buffer> lse, alibi, sinks, weights;
-  VarlenAttentionBuffers b;
+  AttentionBuffers b;
   b.q = &q;
   b.k = &k;
   b.v = &v;
