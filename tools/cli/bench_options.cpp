@@ -39,7 +39,7 @@ void add_shape_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
   f.shape_options.push_back(
       app->add_option("--paged", o->page_size,
                       "K and V in a paged KV cache of pages of this many tokens (a pool just big enough, pages "
-                      "handed out shuffled, read through a block table), timed through PreparedPagedAttention")
+                      "handed out shuffled, read through a block table), timed through the PreparedAttention of its PagedKv spec")
           ->check(kPositive));
   f.shape_options.push_back(
       app->add_option("--page-order", o->page_order,
@@ -53,7 +53,7 @@ void add_shape_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
           ->check(CLI::IsMember({"bhsd", "bshd"})));
   f.shape_options.push_back(app->add_flag(
       "--varlen", o->varlen,
-      "The batch as one packed variable-length call (cu_seqlens), timed through PreparedVarlenAttention: "
+      "The batch as one packed variable-length call (cu_seqlens), timed through the PreparedAttention of its PackedKv spec: "
       "each sequence's keys from --lengths, else drawn uniformly from [1, seq-k] for each of --batch "
       "sequences (seeded by --seed); its queries 1 when seq-q is 1, else drawn from [1, seq-q]. seq_q and "
       "seq_k report the longest"));

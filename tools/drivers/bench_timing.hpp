@@ -1,4 +1,4 @@
-// GPU-timestamp timing of work an application records itself (a PreparedPagedAttention's record()),
+// GPU-timestamp timing of work an application records itself (a PreparedAttention's record()),
 // the way vkattn::time_attention times a dense call: each run in its own submission, between the
 // barriers vkattn's synchronous calls put around attention, timestamps right around the recorded
 // work, waited for before the next.
