@@ -71,6 +71,12 @@ class Checker:
         self.expect(name, proc.returncode == 1 and single and unchanged, line)
 
     def check_all(self, is_root):
+        self.check_special_files(is_root)
+        self.check_aliases_and_commits()
+        self.check_usage_errors()
+
+    def check_special_files(self, is_root):
+        """Outputs that are not plain files: devices, FIFOs, links, read-only files."""
         # A character device: written through, still a device (root only: mknod).
         if is_root:
             d = self.case_dir("chardev")
@@ -134,6 +140,8 @@ class Checker:
             os.chmod(mine, 0o644)
             self.refused("--out on another user's 0644 file: refused", self.run(d, ["--out", "rootfile.npy"]), mine, OLD)
 
+    def check_aliases_and_commits(self):
+        """An output naming an input, and a second output that cannot be committed."""
         # An input, by name, through ./ and through a hard link.
         d = self.case_dir("alias")
         q = os.path.join(d, "q.npy")
@@ -165,6 +173,8 @@ class Checker:
         leftovers = [n for n in os.listdir(d) if ".vkattn-" in n]
         self.expect("no temporary or backup file left", not leftovers, " ".join(leftovers))
 
+    def check_usage_errors(self):
+        """Bad values of options: usage errors (exit 2), one line, nothing written."""
         # Strict numbers and non-empty values: usage errors (exit 2), one line.
         d = self.case_dir("numbers")
         for command, args in (("run", ["--out", "o.npy", "--scale", ""]), ("run", ["--out", "o.npy", "--scale", "0x10"]),
