@@ -199,23 +199,14 @@ PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroup
 }
 
 std::string module_name(const PipelineKey& key) {
-  const std::string t0 = to_string(key.types[0]);
-  switch (key.shader) {
-    // The tiled kernel with one lane per row group is the build without subgroup operations.
-    case Shader::attention_tiled:
-      return (key.spec[SPEC_ATTENTION_TPR] == 1 ? "attention_tiled_noshuffle_" : "attention_tiled_") + t0;
-    case Shader::attention_rowwise: return "attention_rowwise_" + t0;
-    case Shader::attention_subgroup: return "attention_subgroup_" + t0;
-    case Shader::attention_subgroup_decode: return "attention_subgroup_decode_" + t0;
-    case Shader::attention_combine: return "attention_combine_" + t0;
-    case Shader::attention_softmax: return "attention_softmax";
-    case Shader::kv_append: return "kv_append_" + t0;
-    case Shader::attention_work_list: return "attention_work_list";
-    case Shader::gemm: return "gemm_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
-    case Shader::gemm_subgroup:
-      return "gemm_subgroup_" + t0 + "_" + to_string(key.types[1]) + "_" + to_string(key.types[2]);
-  }
-  throw Error("internal: unknown shader " + std::to_string(static_cast<int>(key.shader)));
+  const auto index = static_cast<std::size_t>(key.shader);
+  if (index >= std::size(kShaderRows)) throw Error("internal: unknown shader " + std::to_string(index));
+  const ShaderRow& row = kShaderRows[index];
+  std::string name = row.name;
+  // The tiled kernel with one lane per row group is the build without subgroup operations.
+  if (key.shader == Shader::attention_tiled && key.spec[SPEC_ATTENTION_TPR] == 1) name += "_noshuffle";
+  for (int t = 0; t < row.types_named; ++t) name += std::string("_") + to_string(key.types[static_cast<std::size_t>(t)]);
+  return name;
 }
 
 std::string pipeline_label(const PipelineKey& key) {
@@ -226,19 +217,9 @@ std::string pipeline_label(const PipelineKey& key) {
 }
 
 KernelKind kernel_kind(Shader shader) {
-  switch (shader) {
-    case Shader::attention_tiled:
-    case Shader::attention_rowwise:
-    case Shader::attention_subgroup:
-    case Shader::attention_subgroup_decode: return KernelKind::attention;
-    case Shader::attention_combine: return KernelKind::combine;
-    case Shader::attention_softmax: return KernelKind::softmax;
-    case Shader::kv_append: return KernelKind::kv_append;
-    case Shader::attention_work_list: return KernelKind::work_list;
-    case Shader::gemm:
-    case Shader::gemm_subgroup: return KernelKind::gemm;
-  }
-  throw Error("internal: unknown shader " + std::to_string(static_cast<int>(shader)));
+  const auto index = static_cast<std::size_t>(shader);
+  if (index >= std::size(kShaderRows)) throw Error("internal: unknown shader " + std::to_string(index));
+  return kShaderRows[index].kind;
 }
 
 PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice device, const std::string& cache_file,

@@ -26,7 +26,8 @@ namespace vkattn::detail {
 
 enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list };
 
-// The shader a pipeline runs (one SPIR-V module per shader and storage types).
+// The shader a pipeline runs (one SPIR-V module per shader and storage types). A new shader is a
+// value here and its row in kShaderRows, in the same order.
 enum class Shader : uint8_t {
   attention_tiled,
   attention_rowwise,
@@ -39,6 +40,36 @@ enum class Shader : uint8_t {
   kv_append,
   attention_work_list
 };
+
+// How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
+// storage types (PipelineKey::types), "_" and the type, e.g. "attention_rowwise_f16",
+// "gemm_f16_f16_f32" (module_name; the tiled kernel's build without subgroup operations adds
+// "_noshuffle"), and its pipeline layout's kind.
+struct ShaderRow {
+  Shader shader;
+  const char* name;
+  int types_named;
+  KernelKind kind;
+};
+inline constexpr ShaderRow kShaderRows[] = {
+    {Shader::attention_tiled, "attention_tiled", 1, KernelKind::attention},
+    {Shader::attention_rowwise, "attention_rowwise", 1, KernelKind::attention},
+    {Shader::attention_combine, "attention_combine", 1, KernelKind::combine},
+    {Shader::attention_softmax, "attention_softmax", 0, KernelKind::softmax},
+    {Shader::gemm, "gemm", 3, KernelKind::gemm},
+    {Shader::attention_subgroup, "attention_subgroup", 1, KernelKind::attention},
+    {Shader::attention_subgroup_decode, "attention_subgroup_decode", 1, KernelKind::attention},
+    {Shader::gemm_subgroup, "gemm_subgroup", 3, KernelKind::gemm},
+    {Shader::kv_append, "kv_append", 1, KernelKind::kv_append},
+    {Shader::attention_work_list, "attention_work_list", 0, KernelKind::work_list},
+};
+// The table's rows are in the enum's order, one per value.
+inline constexpr bool shader_rows_in_order() {
+  for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
+    if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
+  return static_cast<std::size_t>(Shader::attention_work_list) + 1 == std::size(kShaderRows);
+}
+static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 
 inline constexpr std::size_t kMaxSpecConstants = 22;
 
