@@ -75,6 +75,36 @@ PAGED_CASES = [
 ]
 
 
+def add_call_options(case, rng, batch, heads, files, args):
+    """The options a paged and a packed case share (causal, dtype, the score modifiers, --check,
+    --kv-dtype), added to `args`; the ALiBi slopes and sinks drawn from `rng` (in this order, after
+    the tensors) into `files`. Returns (alibi, sinks), None where the case has none."""
+    if case.causal != "none":
+        args += ["--causal", case.causal]
+    if case.dtype:
+        args += ["--dtype", case.dtype]
+    if case.window is not None:
+        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
+    alibi = sinks = None
+    if case.alibi:
+        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
+        files["alibi"] = alibi
+        args += ["--alibi", "alibi.npy"]
+    if case.sinks:
+        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
+        files["sinks"] = sinks
+        args += ["--sinks", "sinks.npy"]
+    if case.check:
+        args += ["--check"]
+    if case.kv_dtype:
+        args += ["--kv-dtype", case.kv_dtype]
+    return alibi, sinks
+
+
 def paged_pages(case, rng):
     """(block table (B, max_pages) with -1 past each sequence's pages, num_pages): shuffled pages."""
     ps = case.page_size
@@ -116,29 +146,7 @@ def generate_paged(case, seed):
         args += ["--k-new", "kn.npy", "--v-new", "vn.npy"]
     if case.cache_out:
         args += ["--k-cache-out", "kc_out.npy", "--v-cache-out", "vc_out.npy"]
-    if case.causal != "none":
-        args += ["--causal", case.causal]
-    if case.dtype:
-        args += ["--dtype", case.dtype]
-    if case.window is not None:
-        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
-    if case.align:
-        args += ["--align", case.align]
-    if case.softcap is not None:
-        args += ["--softcap", repr(case.softcap)]
-    alibi = sinks = None
-    if case.alibi:
-        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
-        files["alibi"] = alibi
-        args += ["--alibi", "alibi.npy"]
-    if case.sinks:
-        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
-        files["sinks"] = sinks
-        args += ["--sinks", "sinks.npy"]
-    if case.check:
-        args += ["--check"]
-    if case.kv_dtype:
-        args += ["--kv-dtype", case.kv_dtype]
+    alibi, sinks = add_call_options(case, rng, batch, heads, files, args)
 
     # The caches after the append, then each sequence's keys gathered into a dense (1, G, len, D).
     # q8_0: the caches given are quantized as read; the appended rows after rounding to the dtype.
@@ -290,29 +298,7 @@ def generate_varlen(case, seed):
     files = {"q": q, "k": k, "v": v, "cq": cu_q, "ck": cu_k}
     args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy",
             "--out", "out.npy", "--lse", "lse.npy"]
-    if case.causal != "none":
-        args += ["--causal", case.causal]
-    if case.dtype:
-        args += ["--dtype", case.dtype]
-    if case.window is not None:
-        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
-    if case.align:
-        args += ["--align", case.align]
-    if case.softcap is not None:
-        args += ["--softcap", repr(case.softcap)]
-    alibi = sinks = None
-    if case.alibi:
-        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
-        files["alibi"] = alibi
-        args += ["--alibi", "alibi.npy"]
-    if case.sinks:
-        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
-        files["sinks"] = sinks
-        args += ["--sinks", "sinks.npy"]
-    if case.check:
-        args += ["--check"]
-    if case.kv_dtype:
-        args += ["--kv-dtype", case.kv_dtype]
+    alibi, sinks = add_call_options(case, rng, batch, heads, files, args)
     if case.weights:
         args += ["--weights", "p.npy"]
 
