@@ -86,38 +86,53 @@ void add_layer_features(const CaseModifiers& m, FeatureTags& f) {
   if (m.alibi_batch) f.emplace_back("layer", "ALiBi");
 }
 
+CaseModifiers every_modifier(Window window, float cap, int64_t alibi_batch) {
+  CaseModifiers m;
+  m.window = window;
+  m.softcap = cap;
+  m.alibi_batch = alibi_batch;
+  m.sinks = true;
+  return m;
+}
+
+PerHeadValues HeadValues::reference() const {
+  PerHeadValues r;
+  for (PerHeadTensor t : kPerHeadTensors) {
+    r.layout(t) = layouts[t];
+    r.values(t) = values[t];
+  }
+  return r;
+}
+
 HeadValues draw_head_values(const CaseModifiers& m, std::mt19937_64& rng, int64_t heads, int64_t longest,
-                            HeadValuesOffsets offset) {
+                            PerHead<int64_t> offsets) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const float sink_base = static_cast<float>(std::log(double(std::max<int64_t>(longest, 1))));
   std::uniform_real_distribution<float> slope_dist(0.0f, 1.0f), sink_dist(sink_base - 2.0f, sink_base + 4.0f);
   HeadValues v;
-  if (m.alibi_batch) {
-    v.alibi_layout = HeadValuesLayout{m.alibi_batch, heads, offset.alibi};
-    v.alibi.assign(std::size_t(v.alibi_layout->required_elements()), kNaN);
-    for (int64_t e = offset.alibi; e < v.alibi_layout->required_elements(); ++e)
-      v.alibi[std::size_t(e)] = slope_dist(rng) * m.alibi_scale;
-  }
-  if (m.sinks) {
-    v.sinks_layout = HeadValuesLayout{1, heads, offset.sinks};
-    v.sinks.assign(std::size_t(v.sinks_layout->required_elements()), kNaN);
+  const PerHead<int64_t> batch{m.alibi_batch, m.sinks ? 1 : 0};
+  for (PerHeadTensor t : kPerHeadTensors) {
+    if (!batch[t]) continue;
+    const HeadValuesLayout& l = v.layouts[t].emplace(HeadValuesLayout{batch[t], heads, offsets[t]});
+    v.values[t].assign(std::size_t(l.required_elements()), kNaN);
     // (A set sink_value still takes its draw: the generator's sequence is the cases' identity.)
-    for (int64_t e = offset.sinks; e < v.sinks_layout->required_elements(); ++e)
-      v.sinks[std::size_t(e)] = m.sink_value.value_or(sink_dist(rng));
+    for (int64_t e = offsets[t]; e < l.required_elements(); ++e)
+      v.values[t][std::size_t(e)] = t == PerHeadTensor::alibi ? slope_dist(rng) * m.alibi_scale
+                                                              : m.sink_value.value_or(sink_dist(rng));
   }
   return v;
 }
 
 HeadValueBuffers upload(Context& ctx, const HeadValues& values) {
   HeadValueBuffers b;
-  if (values.alibi_layout) b.alibi.emplace(upload_bytes(ctx, values.alibi.data(), values.alibi.size() * 4));
-  if (values.sinks_layout) b.sinks.emplace(upload_bytes(ctx, values.sinks.data(), values.sinks.size() * 4));
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (values.layouts[t]) b[t].emplace(upload_bytes(ctx, values.values[t].data(), values.values[t].size() * 4));
   return b;
 }
 
-void bind(const HeadValueBuffers& device, const HeadValues& values, AttentionArgs& args) {
-  if (values.alibi_layout) args.alibi = {&*device.alibi, *values.alibi_layout};
-  if (values.sinks_layout) args.sinks = {&*device.sinks, *values.sinks_layout};
+void bind_head_values(const HeadValueBuffers& device, const HeadValues& values, AttentionArgs& args) {
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (values.layouts[t]) args[t] = {&*device[t], *values.layouts[t]};
 }
 
 void draw_layer_weights(const CaseModifiers& m, std::mt19937_64& rng, MhaWeights& w) {

@@ -32,6 +32,10 @@ struct CaseModifiers {
   std::optional<float> sink_value;
 };
 
+// Every modifier at once, as serving and layer catalogs test them beside their own features: a
+// window, a logit cap, ALiBi slopes ((H) for alibi_batch 1, (B, H) for the batch) and a sink per head.
+CaseModifiers every_modifier(Window window, float cap, int64_t alibi_batch);
+
 // The modifiers' part of describe(), in each kind of case's own wording (the case ids' descriptions
 // predate this struct and stay as they were): " window=7:3 softcap=5 sinks" for attention cases,
 // " window 7:3 softcap 5 sinks" for paged and packed ones, the layer's " window=7:3 ... sinks alibi".
@@ -58,8 +62,12 @@ inline void apply_options(const CaseModifiers& m, AttentionOptions& options) {
 
 // The per-head tensors' values and their layouts; none for a modifier the case lacks.
 struct HeadValues {
-  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
-  std::vector<float> alibi, sinks;
+  PerHeadLayouts layouts;
+  PerHead<std::vector<float>> values;
+
+  // The values and their layouts as a reference's inputs (reference::Inputs, PagedInputs,
+  // VarlenInputs), which only point at them.
+  PerHeadValues reference() const;
 };
 
 // ALiBi slopes in [0, 1) times alibi_scale (a model's are 2^-8k/H for k = 1..H), (H) for alibi_batch 1
@@ -68,43 +76,33 @@ struct HeadValues {
 // in every dtype's tolerance however long the keys are. Each array starts `offset` elements into its
 // values (junk before: NaN). Draws from `rng` in the order the cases always have: every slope, then
 // every sink.
-struct HeadValuesOffsets {
-  int64_t alibi = 0, sinks = 0;
-};
 HeadValues draw_head_values(const CaseModifiers& m, std::mt19937_64& rng, int64_t heads, int64_t longest,
-                            HeadValuesOffsets offset = {});
+                            PerHead<int64_t> offsets = {});
 
 // The layouts of the values on a serving call's layouts (PagedAttentionLayouts, VarlenAttentionLayouts).
 template <typename Layouts>
 void set_layouts(const HeadValues& values, Layouts& layouts) {
-  layouts.alibi = values.alibi_layout;
-  layouts.sinks = values.sinks_layout;
+  layouts.per_head() = values.layouts;
 }
 
-// The values and their layouts as a reference's inputs (reference::Inputs, PagedInputs, VarlenInputs),
-// which only point at them.
+// The values and their layouts as a reference's inputs.
 template <typename ReferenceInputs>
 void set_reference_inputs(const HeadValues& values, ReferenceInputs& in) {
-  in.alibi_layout = values.alibi_layout;
-  in.sinks_layout = values.sinks_layout;
-  in.alibi = values.alibi;
-  in.sinks = values.sinks;
+  in.per_head_values() = values.reference();
 }
 
 // The values on the device.
-struct HeadValueBuffers {
-  std::optional<Buffer> alibi, sinks;
-};
+using HeadValueBuffers = PerHead<std::optional<Buffer>>;
 HeadValueBuffers upload(Context& ctx, const HeadValues& values);
 
 // Points a call's buffers (AttentionBuffers, of any key/value source) at them.
-inline void bind(const HeadValueBuffers& device, AttentionBuffers& bufs) {
-  if (device.alibi) bufs.alibi = &*device.alibi;
-  if (device.sinks) bufs.sinks = &*device.sinks;
+inline void bind_head_values(const HeadValueBuffers& device, AttentionBuffers& bufs) {
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (device[t]) bufs[t] = &*device[t];
 }
 
 // Points a dense call's arguments at them, with their layouts.
-void bind(const HeadValueBuffers& device, const HeadValues& values, AttentionArgs& args);
+void bind_head_values(const HeadValueBuffers& device, const HeadValues& values, AttentionArgs& args);
 
 // The layer's per-head weights (its MhaWeights' sinks and ALiBi slopes, one per head of
 // w.num_heads), drawn after its projections: sinks uniform in [-2, 2], about as large as the scores,

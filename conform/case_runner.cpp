@@ -224,8 +224,8 @@ struct CaseInputs {
     if (c.mask != MaskKind::none) mask = make_mask(c, rng);
     if (c.poison_hidden_kv) poison_hidden_keys(c, mask ? &*mask : nullptr, k, v);
     for (const int64_t i : c.nan_q_rows) q.at(0, 0, i, 0) = kNaN;
-    // With an offset, the per-head tensors start past junk too: 1 and 3 elements (HeadValuesOffsets).
-    head = draw_head_values(c.modifiers, rng, c.heads, c.seq_k, HeadValuesOffsets{c.offset ? 1 : 0, c.offset ? 3 : 0});
+    // With an offset, the per-head tensors start past junk too: 1 and 3 elements.
+    head = draw_head_values(c.modifiers, rng, c.heads, c.seq_k, PerHead<int64_t>{c.offset ? 1 : 0, c.offset ? 3 : 0});
     if (c.kv_quant == KvQuant::q8_0) {
       k_q8_0 = q8_0_blocks(k);
       v_q8_0 = q8_0_blocks(v);
@@ -289,7 +289,7 @@ struct CaseDevice {
     args.options.scale = c.scale;
     args.options.causal = c.causal;
     apply_options(c.modifiers, args.options);
-    bind(head, in.head, args);
+    bind_head_values(head, in.head, args);
     args.path = options.path;
     if (weights) args.weights = {&weights->buffer(), weights_offset};
   }

@@ -1,8 +1,7 @@
 // The multi-head attention layer (vkattn::MultiHeadAttention): self- and cross-attention with
 // kdim != vdim != embed, GQA, both causal alignments, key padding with a fully padded batch element,
 // an additive attn_mask, bias off, every dtype, the weights per head and averaged, a decode-shaped
-// call, a batch beyond one grid dimension, and the score modifiers (window, align, softcap, sinks,
-// ALiBi). Case numbers 7000-7109 (the seeds of the cases that were in tests/conformance_mha.cpp are
+// call, a batch beyond one grid dimension, and every score modifier, alone and together. Case numbers 7000-7109 (the seeds of the cases that were in tests/conformance_mha.cpp are
 // unchanged).
 #include "conform/catalog_sections.hpp"
 
@@ -127,8 +126,8 @@ void add_size_cases(LayerCases& add) {
   }
 }
 
-// The score modifiers (README, "Score modifiers"): the window, align and softcap as options of the
-  // call, sinks and ALiBi slopes as weights of the layer; cases 7100-7109 (--quick: 7102, every one at once).
+// The score modifiers (README, "Score modifiers"): those that are options as the call's options, the
+// per-head tensors as weights of the layer; cases 7100-7109 (--quick: 7102, every one at once).
 void add_modifier_cases(LayerCases& add) {
   {
     LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
@@ -140,14 +139,13 @@ void add_modifier_cases(LayerCases& add) {
     add(c, 7100, false);
   }
   {
-    LayerCase c;  // a two-sided window aligned top-left, softcap and ALiBi, cross-attention, f16
+    LayerCase c;  // every modifier but the sinks, the window two-sided and aligned top-left; cross-attention, f16
     c.dtype = DType::f16;
     c.self_attention = false;
     c.seq_q = 6, c.seq_k = 19;
-    c.modifiers.window = Window{3, 2};
+    c.modifiers = every_modifier(Window{3, 2}, 1.0f, 1);
     c.modifiers.align = Align::top_left;
-    c.modifiers.softcap = 1.0f;
-    c.modifiers.alibi_batch = 1;
+    c.modifiers.sinks = false;
     add(c, 7101, false);
   }
   {
@@ -156,10 +154,7 @@ void add_modifier_cases(LayerCases& add) {
     c.embed = 64, c.heads = 8, c.kv_heads = 2;
     c.self_attention = false;
     c.seq_q = 9, c.seq_k = 33;
-    c.modifiers.window = Window{8, 2};
-    c.modifiers.softcap = 2.0f;
-    c.modifiers.sinks = true;
-    c.modifiers.alibi_batch = 1;
+    c.modifiers = every_modifier(Window{8, 2}, 2.0f, 1);
     c.attn_mask = true;
     add(c, 7102);
   }
@@ -169,10 +164,7 @@ void add_modifier_cases(LayerCases& add) {
     c.need_weights = true;
     c.average = average;
     c.causal = Causal::bottom_right;
-    c.modifiers.window = Window{3, -1};
-    c.modifiers.softcap = 1.5f;
-    c.modifiers.sinks = true;
-    c.modifiers.alibi_batch = 1;
+    c.modifiers = every_modifier(Window{3, -1}, 1.5f, 1);
     c.seq_q = c.seq_k = 13;
     add(c, n++, false);
   }

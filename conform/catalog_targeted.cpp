@@ -330,11 +330,8 @@ CaseSection q8_0_kv(const Builder& b) {
   c = b.base(DType::f16, 3, 300, 64, 403);
   c.heads = 4;
   c.kv_heads = 1;
-  c.modifiers.window = Window{100, 0};
+  c.modifiers = every_modifier(Window{100, 0}, 20.0f, 1);
   c.causal = Causal::bottom_right;
-  c.modifiers.softcap = 20.0f;
-  c.modifiers.alibi_batch = 1;
-  c.modifiers.sinks = true;
   s.cases.push_back(c);
   // Decode on the subgroup kernel's decode form (on CPU devices; the tiled kernel elsewhere): d32
   // over an odd key count and an empty sequence; d64 with GQA, two query rows and masked keys

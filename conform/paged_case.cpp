@@ -221,7 +221,7 @@ struct PagedDevice {
     bufs.cache_lens = {&lens, 0};
     if (c.seq_new) bufs.k_new = &*k_new, bufs.v_new = &*v_new;
     if (c.lse) bufs.lse = {&lse.buffer(), 0};
-    bind(head, bufs);
+    bind_head_values(head, bufs);
   }
 };
 
@@ -336,9 +336,8 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
        .page_size = 16, .cache_lens = {14, 30, 0}, .seq_new = 4});
   add({.name = "append one token, causal top-left", .dtype = DType::f32, .heads = 2, .kv_heads = 1, .dim_qk = 32,
        .dim_v = 32, .page_size = 16, .cache_lens = {15, 16}, .seq_new = 1, .causal = Causal::top_left});
-  add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2, .seq_q = 2,
-       .page_size = 16, .cache_lens = {100, 0, 257},
-       .modifiers = {.window = Window{64, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
+  add({.name = "every modifier", .dtype = DType::f32, .heads = 4, .kv_heads = 2, .seq_q = 2,
+       .page_size = 16, .cache_lens = {100, 0, 257}, .modifiers = every_modifier(Window{64, 0}, 30.0f, 3)});
   add({.name = "two-sided window top-left, ALiBi (H), sinks, no causal", .dtype = DType::f16, .heads = 4,
        .kv_heads = 1, .seq_q = 3, .page_size = 8, .cache_lens = {50, 3}, .causal = Causal::none,
        .modifiers = {.window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true}});
@@ -346,9 +345,9 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
   // prefill rows.
   add({.name = "q8_0, decode with an append, page 16, GQA 8:2", .dtype = DType::f16, .quant = KvQuant::q8_0,
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .cache_lens = {0, 1, 15, 300}, .seq_new = 1});
-  add({.name = "q8_0, page 1, window, ALiBi (H), softcap, sinks", .dtype = DType::f32, .quant = KvQuant::q8_0,
+  add({.name = "q8_0, page 1, every modifier", .dtype = DType::f32, .quant = KvQuant::q8_0,
        .heads = 3, .kv_heads = 1, .seq_q = 2, .dim_qk = 32, .dim_v = 64, .page_size = 1, .cache_lens = {45, 9},
-       .modifiers = {.window = Window{30, 0}, .softcap = 30.0f, .alibi_batch = 1, .sinks = true}});
+       .modifiers = every_modifier(Window{30, 0}, 30.0f, 1)});
   add({.name = "q8_0, prefill 40 rows, shared prefix pages, append across a page edge", .dtype = DType::bf16,
        .quant = KvQuant::q8_0, .heads = 2, .kv_heads = 1, .seq_q = 40, .page_size = 16, .cache_lens = {78, 70},
        .seq_new = 3, .shared_pages = 2, .causal = Causal::none});
@@ -362,10 +361,9 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "hnd, page 256, d128, prefill 5 rows, shared prefix pages", .dtype = DType::bf16, .heads = 4,
        .kv_heads = 2, .seq_q = 5, .dim_qk = 128, .dim_v = 128, .page_size = 256, .order = PageOrder::hnd,
        .cache_lens = {600, 300}, .shared_pages = 1});
-  add({.name = "hnd, page 8, window, ALiBi (B,H), softcap, sinks, dim_v != dim_qk", .dtype = DType::f32,
+  add({.name = "hnd, page 8, every modifier, dim_v != dim_qk", .dtype = DType::f32,
        .heads = 6, .kv_heads = 3, .seq_q = 3, .dim_qk = 48, .dim_v = 24, .page_size = 8, .order = PageOrder::hnd,
-       .cache_lens = {70, 0, 9}, .seq_new = 2,
-       .modifiers = {.window = Window{32, 0}, .softcap = 20.0f, .alibi_batch = 3, .sinks = true}});
+       .cache_lens = {70, 0, 9}, .seq_new = 2, .modifiers = every_modifier(Window{32, 0}, 20.0f, 3)});
   add({.name = "hnd, q8_0, decode with an append, GQA 8:2, page 16", .dtype = DType::f16, .quant = KvQuant::q8_0,
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .page_size = 16, .order = PageOrder::hnd,
        .cache_lens = {0, 17, 300}, .seq_new = 1});

@@ -182,7 +182,7 @@ struct VarlenDevice {
     bufs.cu_seqlens_q = {&cu_q, 8};
     bufs.cu_seqlens_k = {&cu_k, 8};
     if (c.lse) bufs.lse = {&lse.buffer(), 0};
-    bind(head, bufs);
+    bind_head_values(head, bufs);
   }
 
   // The weights' buffer, for the three-stage path (only once its plan is known to be built).
@@ -328,9 +328,8 @@ std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
        .kv_heads = 2, .seq_q = {150, 3, 0, 7, 20, 0}, .seq_k = {150, 3, 4, 2, 0, 0}});
   add({.name = "GQA 4:1, causal top-left, padded row strides", .dtype = DType::bf16, .heads = 4, .kv_heads = 1,
        .seq_q = {33, 17, 64}, .seq_k = {40, 17, 64}, .row_pad = 3, .causal = Causal::top_left});
-  add({.name = "window, ALiBi (B,H), softcap, sinks", .dtype = DType::f32, .heads = 4, .kv_heads = 2,
-       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45},
-       .modifiers = {.window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
+  add({.name = "every modifier", .dtype = DType::f32, .heads = 4, .kv_heads = 2,
+       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3)});
   add({.name = "two-sided window top-left, ALiBi (H), no causal, d128", .dtype = DType::f16, .heads = 2,
        .kv_heads = 1, .dim_qk = 128, .dim_v = 128, .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
        .modifiers = {.window = Window{10, 4}, .align = Align::top_left, .alibi_batch = 1}});
@@ -343,10 +342,9 @@ std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
   // (gaps of whole blocks) and the modifiers.
   add({.name = "q8_0, decode, GQA 8:2, d128, empty sequences", .dtype = DType::f16, .quant = KvQuant::q8_0,
        .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1}, .seq_k = {1500, 0, 5, 31}});
-  add({.name = "q8_0, prefill, padded rows, window, ALiBi (B,H), softcap, sinks", .dtype = DType::bf16,
+  add({.name = "q8_0, prefill, padded rows, every modifier", .dtype = DType::bf16,
        .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .dim_qk = 32, .dim_v = 64, .seq_q = {20, 1, 33},
-       .seq_k = {60, 0, 33}, .row_pad = 32,
-       .modifiers = {.window = Window{16, 0}, .softcap = 30.0f, .alibi_batch = 3, .sinks = true}});
+       .seq_k = {60, 0, 33}, .row_pad = 32, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3)});
   return cases;
 }
 

@@ -36,8 +36,7 @@ AttentionSpec AttentionSpec::dense(const AttentionLayouts& l, bool weights, Atte
   spec.kv = DenseKv{l.k, l.v};
   spec.out = l.out;
   spec.options = l.options;
-  spec.alibi = l.alibi;
-  spec.sinks = l.sinks;
+  spec.per_head() = l.per_head();
   spec.mask = l.mask;
   spec.kv_lengths = l.has_kv_lengths;
   spec.lse = l.has_lse;
@@ -53,8 +52,7 @@ AttentionSpec AttentionSpec::paged(const PagedAttentionLayouts& l) {
   spec.kv = PagedKv{l.k_cache, l.v_cache, l.max_pages, l.k_new, l.v_new};
   spec.out = l.out;
   spec.options = l.options;
-  spec.alibi = l.alibi;
-  spec.sinks = l.sinks;
+  spec.per_head() = l.per_head();
   spec.lse = l.has_lse;
   spec.kv_quant = l.k_cache.quant;
   spec.path = AttentionPath::fused;
@@ -67,8 +65,7 @@ AttentionSpec AttentionSpec::packed(const VarlenAttentionLayouts& l) {
   spec.kv = PackedKv{l.k, l.v, l.batch, l.max_seqlen_q, l.max_seqlen_k};
   spec.out = l.out;
   spec.options = l.options;
-  spec.alibi = l.alibi;
-  spec.sinks = l.sinks;
+  spec.per_head() = l.per_head();
   spec.lse = l.has_lse;
   spec.weights = l.weights;
   spec.kv_quant = l.kv_quant;
@@ -87,8 +84,7 @@ AttentionLayouts AttentionSpec::dense_layouts() const {
   l.has_kv_lengths = kv_lengths;
   l.has_lse = lse;
   l.options = options;
-  l.alibi = alibi;
-  l.sinks = sinks;
+  l.per_head() = per_head();
   l.kv_quant = kv_quant;
   return l;
 }
@@ -114,8 +110,7 @@ PagedAttentionLayouts AttentionSpec::paged_layouts() const {
   l.out = out;
   l.has_lse = lse;
   l.options = options;
-  l.alibi = alibi;
-  l.sinks = sinks;
+  l.per_head() = per_head();
   return l;
 }
 
@@ -137,8 +132,7 @@ VarlenAttentionLayouts AttentionSpec::packed_layouts() const {
   l.weights = weights;
   l.path = path;
   l.options = options;
-  l.alibi = alibi;
-  l.sinks = sinks;
+  l.per_head() = per_head();
   return l;
 }
 

@@ -138,8 +138,7 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
   dense.out = l.out;
   dense.has_lse = l.has_lse;
   dense.options = l.options;
-  dense.alibi = l.alibi;
-  dense.sinks = l.sinks;
+  dense.per_head() = l.per_head();
 
   PagedProblem p;
   p.attention = check_attention(dense);

@@ -3,6 +3,7 @@
 // same messages, each naming the tensor it is given.
 #pragma once
 
+#include "vkattn/per_head.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::detail {
@@ -15,8 +16,10 @@ void check_tensor_layout(const char* name, const TensorLayout& t);
 // offset must be multiples of 32, so that every row starts a block. Throws Error naming `name`.
 void check_q8_0_layout(const char* name, const TensorLayout& t);
 
-// ALiBi slopes (heads) or (batch, heads) when per_batch_allowed, sinks (heads); offset >= 0.
-void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64_t batch, int64_t heads,
-                              bool per_batch_allowed);
+// A per-head tensor: (heads), or (batch, heads) where allows_batch_rows(tensor); offset >= 0.
+void check_head_values_layout(PerHeadTensor tensor, const HeadValuesLayout& l, int64_t batch, int64_t heads);
+
+// Each given per-head tensor of a call of `batch` x `heads`.
+void check_head_values_layouts(const PerHeadLayouts& layouts, int64_t batch, int64_t heads);
 
 }  // namespace vkattn::detail

@@ -66,13 +66,12 @@ std::vector<double> attend_heads(const MhaWeights& w, const MhaInputs& in, const
   std::vector<double> attn(static_cast<std::size_t>(B * Sq * E), 0.0);
   // torch's scale in double; a given scale as the f32 the device is given.
   const double scale = in.options.scale ? static_cast<double>(*in.options.scale) : 1.0 / std::sqrt(static_cast<double>(D));
-  detail::ScoreRow row(detail::score_modifiers(in.options, scale, dims.has_alibi, dims.has_sinks));
+  const PerHeadValues per_head = w.per_head();
+  detail::ScoreRow row(detail::score_modifiers(in.options, scale, per_head));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / group;
-      detail::HeadModifiers head;
-      if (dims.has_alibi) head.alibi_slope = static_cast<double>(w.alibi_slopes[static_cast<std::size_t>(h)]);
-      if (dims.has_sinks) head.sink = static_cast<double>(w.sinks[static_cast<std::size_t>(h)]);
+      const detail::HeadModifiers head = detail::head_modifiers(per_head, b, h);
       for (int64_t i = 0; i < Sq; ++i) {
         const auto [begin, end] = visible_keys(in, call, i);
         row.start(head, i + call.diagonal_offset());

@@ -30,6 +30,16 @@ bool check_head_weights(const char* name, const std::vector<float>& values, int6
 
 }  // namespace
 
+PerHeadValues MhaWeights::per_head() const {
+  PerHeadValues v;
+  for (PerHeadTensor t : kPerHeadTensors) {
+    if (per_head_weight(t).empty()) continue;
+    v.layout(t) = HeadValuesLayout{1, num_heads, 0};
+    v.values(t) = per_head_weight(t);
+  }
+  return v;
+}
+
 MhaWeights MhaWeights::from_packed(int64_t embed_dim, int64_t num_heads, std::span<const float> in_proj_weight,
                                    std::span<const float> in_proj_bias, std::span<const float> out_proj_weight,
                                    std::span<const float> out_proj_bias) {
@@ -101,8 +111,9 @@ MhaDims check_mha_weights(const MhaWeights& w) {
     check_size("in_proj_bias", w.in_proj_bias.size(), 0, "(bias is false)");
     check_size("out_proj_bias", w.out_proj_bias.size(), 0, "(bias is false)");
   }
-  d.has_sinks = check_head_weights("sinks", w.sinks, H);
-  d.has_alibi = check_head_weights("alibi_slopes", w.alibi_slopes, H);
+  PerHead<bool> given;
+  for (PerHeadTensor t : kPerHeadTensors) given[t] = check_head_weights(per_head_weight_name(t), w.per_head_weight(t), H);
+  d.has_sinks = given.sinks, d.has_alibi = given.alibi;
   return d;
 }
 

@@ -63,15 +63,13 @@ PagedOutputs paged_attention(const PagedInputs& in) {
                              in.v_cache_layout.dim);
   l.has_lse = true;
   l.options = in.options;
-  l.alibi = in.alibi_layout;
-  l.sinks = in.sinks_layout;
+  l.per_head() = in.layouts();
   const PagedProblem p = check_paged_attention(l);
 
   detail::check_span("q", in.q.size(), in.q_layout.required_elements());
   if (in.k_new_layout) detail::check_span("k_new", in.k_new.size(), in.k_new_layout->required_elements());
   if (in.v_new_layout) detail::check_span("v_new", in.v_new.size(), in.v_new_layout->required_elements());
-  if (in.alibi_layout) detail::check_span("alibi", in.alibi.size(), in.alibi_layout->required_elements());
-  if (in.sinks_layout) detail::check_span("sinks", in.sinks.size(), in.sinks_layout->required_elements());
+  detail::check_head_value_spans(in);
   check_paged_values(p, in.block_table, in.cache_lens);
 
   PagedOutputs o;
@@ -105,7 +103,7 @@ PagedOutputs paged_attention(const PagedInputs& in) {
     s.k = k;
     s.v = v;
     s.seq_k = len;
-    const Outputs r = detail::attend(s, in.options, in.alibi_layout, in.alibi, in.sinks_layout, in.sinks, b);
+    const Outputs r = detail::attend(s, in.options, in, b);
     // r is (1, heads, seq_q, ...): batch element b of the outputs, contiguous.
     std::copy(r.out.begin(), r.out.end(), o.out.begin() + b * a.heads * a.seq_q * a.dim_v);
     std::copy(r.lse.begin(), r.lse.end(), o.lse.begin() + b * a.heads * a.seq_q);

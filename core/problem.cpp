@@ -132,11 +132,6 @@ void check_mask(const MaskLayout& m, const AttentionProblem& p) {
                            static_cast<uint128>(m.seq_q - 1) * m.stride_q + m.seq_k);
 }
 
-// ALiBi slopes (heads) or (batch, heads); sinks (heads).
-void check_head_values(const char* name, const HeadValuesLayout& l, const AttentionProblem& p, bool per_batch_allowed) {
-  detail::check_head_values_layout(name, l, p.batch, p.heads, per_batch_allowed);
-}
-
 // The score modifiers (options_check.hpp) and the per-head tensors' shapes. Resolves the call's
 // alignment and the visible band (causal folded in).
 void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
@@ -150,15 +145,9 @@ void check_modifiers(const AttentionLayouts& layouts, AttentionProblem& p) {
     if (w.right >= 0) p.window_right = p.window_right >= 0 ? std::min(p.window_right, w.right) : w.right;
   }
   p.num_splits = o.num_splits;
-  if (layouts.alibi) {
-    check_head_values("alibi", *layouts.alibi, p, true);
-    p.has_alibi = true;
-    p.alibi_per_batch = layouts.alibi->batch != 1;
-  }
-  if (layouts.sinks) {
-    check_head_values("sinks", *layouts.sinks, p, false);
-    p.has_sinks = true;
-  }
+  detail::check_head_values_layouts(layouts.per_head(), p.batch, p.heads);
+  for (PerHeadTensor t : kPerHeadTensors) p.per_head[t] = layouts[t].has_value();
+  p.alibi_per_batch = layouts.alibi && layouts.alibi->batch != 1;
 }
 
 }  // namespace
@@ -184,8 +173,9 @@ void check_q8_0_layout(const char* name, const TensorLayout& t) {
       fail(n + "." + field + " (" + str(value) + ") must be a multiple of 32 for q8_0 (every row starts a block)");
 }
 
-void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64_t batch, int64_t heads,
-                              bool per_batch_allowed) {
+void check_head_values_layout(PerHeadTensor tensor, const HeadValuesLayout& l, int64_t batch, int64_t heads) {
+  const char* name = to_string(tensor);
+  const bool per_batch_allowed = allows_batch_rows(tensor);
   const std::string shape = l.describe();
   if (l.heads != heads || (l.batch != 1 && (!per_batch_allowed || l.batch != batch))) {
     fail(std::string(name) + ": shape " + shape + " must be (heads) = (" + str(heads) + ")" +
@@ -193,6 +183,11 @@ void check_head_values_layout(const char* name, const HeadValuesLayout& l, int64
   }
   if (l.offset < 0) fail(std::string(name) + ".offset (" + str(l.offset) + ") must be >= 0");
   check_extent(name, static_cast<uint128>(l.offset) + static_cast<uint128>(l.batch) * static_cast<uint128>(l.heads));
+}
+
+void check_head_values_layouts(const PerHeadLayouts& layouts, int64_t batch, int64_t heads) {
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (layouts[t]) check_head_values_layout(t, *layouts[t], batch, heads);
 }
 
 }  // namespace detail

@@ -35,16 +35,14 @@ AttentionProblem check_inputs(const Inputs& in, std::span<const int64_t> rows) {
   layouts.has_kv_lengths = !in.kv_lengths.empty();
   layouts.has_lse = true;
   layouts.options = in.options;
-  layouts.alibi = in.alibi_layout;
-  layouts.sinks = in.sinks_layout;
+  layouts.per_head() = in.layouts();
   const AttentionProblem p = check_attention(layouts);
 
   check_span("q", in.q.size(), in.q_layout.required_elements());
   check_span("k", in.k.size(), in.k_layout.required_elements());
   check_span("v", in.v.size(), in.v_layout.required_elements());
   if (in.mask_layout) check_span("mask", in.mask.size(), in.mask_layout->required_elements());
-  if (in.alibi_layout) check_span("alibi", in.alibi.size(), in.alibi_layout->required_elements());
-  if (in.sinks_layout) check_span("sinks", in.sinks.size(), in.sinks_layout->required_elements());
+  detail::check_head_value_spans(in);
   if (!in.kv_lengths.empty()) {
     if (static_cast<int64_t>(in.kv_lengths.size()) != p.batch) {
       throw Error("kv_lengths: " + std::to_string(in.kv_lengths.size()) + " values given, batch is " +
@@ -84,15 +82,7 @@ Outputs nan_outputs(const AttentionProblem& p, bool weights) {
 
 // The call's modifiers for the score chain.
 detail::ScoreModifiers score_modifiers(const Inputs& in, const AttentionProblem& p) {
-  return detail::score_modifiers(in.options, static_cast<double>(p.scale), in.alibi_layout.has_value(),
-                                 in.sinks_layout.has_value());
-}
-
-detail::HeadModifiers head_modifiers(const Inputs& in, int64_t b, int64_t h) {
-  detail::HeadModifiers head;
-  if (in.alibi_layout) head.alibi_slope = static_cast<double>(in.alibi[static_cast<std::size_t>(in.alibi_layout->index(b, h))]);
-  if (in.sinks_layout) head.sink = static_cast<double>(in.sinks[static_cast<std::size_t>(in.sinks_layout->index(0, h))]);
-  return head;
+  return detail::score_modifiers(in.options, static_cast<double>(p.scale), in.per_head_values());
 }
 
 // The mask tensor's say on key j of row i: std::nullopt when it hides the key (a boolean 0, a float
@@ -115,7 +105,7 @@ std::optional<double> mask_bias(const Inputs& in, int64_t b, int64_t h, int64_t 
 void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t h, int64_t i, int64_t kv_len,
                 detail::ScoreRow& row, Outputs& o) {
   const int64_t g = h / p.group_size();
-  row.start(head_modifiers(in, b, h), i + p.diagonal_offset());
+  row.start(detail::head_modifiers(in, b, h), i + p.diagonal_offset());
   // Causal, the window and the key lengths: the visible key range.
   const int64_t end = std::min({p.seq_k, kv_len, p.visible_key_end(i)});
   row.score_keys(

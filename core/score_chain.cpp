@@ -26,6 +26,20 @@ ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bo
   return m;
 }
 
+ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, const PerHeadValues& per_head) {
+  return score_modifiers(options, scale, per_head.alibi_layout.has_value(), per_head.sinks_layout.has_value());
+}
+
+HeadModifiers head_modifiers(const PerHeadValues& per_head, int64_t b, int64_t h) {
+  const auto value = [&](PerHeadTensor t) {
+    return static_cast<double>(per_head.values(t)[static_cast<std::size_t>(per_head.layout(t)->index(b, h))]);
+  };
+  HeadModifiers head;
+  if (per_head.alibi_layout) head.alibi_slope = value(PerHeadTensor::alibi);
+  if (per_head.sinks_layout) head.sink = value(PerHeadTensor::sinks);
+  return head;
+}
+
 void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
   head_ = head;
   diagonal_ = diagonal;

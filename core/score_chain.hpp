@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "vkattn/per_head.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::reference::detail {
@@ -38,6 +39,11 @@ struct HeadModifiers {
   double alibi_slope = 0.0;
   double sink = -std::numeric_limits<double>::infinity();  // σ_h; -inf when the call has none
 };
+
+// The same from a call's per-head tensors (vkattn/per_head.hpp), which say which it has.
+ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, const PerHeadValues& per_head);
+// The values of (b, h) in them.
+HeadModifiers head_modifiers(const PerHeadValues& per_head, int64_t b, int64_t h);
 
 // scale·dot -> softcap -> + ALiBi (`distance` = i + off - j) -> + the float mask's `mask_bias`.
 double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias);

@@ -32,20 +32,23 @@ std::vector<float> kv_values(const char* name, const KvData& data, KvQuant quant
   return {data.values.begin(), data.values.end()};
 }
 
-Outputs attend(const Sequence& s, const AttentionOptions& options, const std::optional<HeadValuesLayout>& alibi_layout,
-               std::span<const float> alibi, const std::optional<HeadValuesLayout>& sinks_layout,
-               std::span<const float> sinks, int64_t b) {
+void check_head_value_spans(const PerHeadValues& values) {
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (values.layout(t)) check_span(to_string(t), values.values(t).size(), values.layout(t)->required_elements());
+}
+
+Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b) {
   Inputs in;
   in.q_layout = s.q_layout;
   in.q = s.q;
   in.options = options;
-  in.sinks_layout = sinks_layout;
-  in.sinks = sinks;
-  if (alibi_layout) {
-    // This sequence's slopes: (heads), taken from row b of per-sequence (batch, heads) slopes.
-    in.alibi_layout = HeadValuesLayout{1, alibi_layout->heads, 0};
-    in.alibi = alibi.subspan(static_cast<std::size_t>(alibi_layout->index(b, 0)),
-                             static_cast<std::size_t>(alibi_layout->heads));
+  // Each tensor as this sequence's (heads): row b of per-sequence (batch, heads) values.
+  for (PerHeadTensor t : kPerHeadTensors) {
+    const std::optional<HeadValuesLayout>& layout = per_head.layout(t);
+    if (!layout) continue;
+    in.layout(t) = HeadValuesLayout{1, layout->heads, 0};
+    in.values(t) = per_head.values(t).subspan(static_cast<std::size_t>(layout->index(b, 0)),
+                                              static_cast<std::size_t>(layout->heads));
   }
   // No keys: one zero key behind a key length of 0, so the dense reference's fully-masked rule (O =
   // 0, LSE = -inf or the sink) decides, not a copy of it here.

@@ -19,6 +19,9 @@ std::vector<float> kv_values(const char* name, const KvData& data, KvQuant quant
 // reference (reference.cpp) and the serving ones.
 void check_span(const char* name, std::size_t given, int64_t needed);
 
+// Each given per-head tensor's span holds at least its layout's elements (check_span).
+void check_head_value_spans(const PerHeadValues& values);
+
 // One sequence: Q (1, heads, seq_q, dim_qk), K and V (1, kv_heads, seq_k, dim) with their spans,
 // and the call's modifiers, ALiBi taken for batch element `b`. seq_k may be 0 (K and V then
 // unread): every row fully masked, by the dense reference's own rule.
@@ -28,8 +31,6 @@ struct Sequence {
   int64_t seq_k = 0;
   bool weights = false;  // also P (1, heads, seq_q, seq_k); none with no keys
 };
-Outputs attend(const Sequence& s, const AttentionOptions& options, const std::optional<HeadValuesLayout>& alibi_layout,
-               std::span<const float> alibi, const std::optional<HeadValuesLayout>& sinks_layout,
-               std::span<const float> sinks, int64_t b);
+Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b);
 
 }  // namespace vkattn::reference::detail

@@ -42,12 +42,10 @@ VarlenProblem check_varlen_attention(const VarlenAttentionLayouts& l) {
   dense.out = l.out;
   dense.has_lse = l.has_lse;
   dense.options = l.options;
-  dense.sinks = l.sinks;
   dense.kv_quant = l.kv_quant;  // check_attention checks q8_0's layouts
-  if (l.alibi) {
-    detail::check_head_values_layout("alibi", *l.alibi, l.batch, l.q.heads, true);
-    dense.alibi = HeadValuesLayout{1, l.alibi->heads, 0};
-  }
+  detail::check_head_values_layouts(l.per_head(), l.batch, l.q.heads);
+  dense.per_head() = l.per_head();
+  if (l.alibi) dense.alibi = HeadValuesLayout{1, l.alibi->heads, 0};
 
   VarlenProblem p;
   p.attention = check_attention(dense);

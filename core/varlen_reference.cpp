@@ -21,13 +21,11 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
   l.batch = batch;
   l.has_lse = true;
   l.options = in.options;
-  l.alibi = in.alibi_layout;
-  l.sinks = in.sinks_layout;
+  l.per_head() = in.layouts();
   const VarlenProblem p = check_varlen_attention(l);
 
   detail::check_span("q", in.q.size(), in.q_layout.required_elements());
-  if (in.alibi_layout) detail::check_span("alibi", in.alibi.size(), in.alibi_layout->required_elements());
-  if (in.sinks_layout) detail::check_span("sinks", in.sinks.size(), in.sinks_layout->required_elements());
+  detail::check_head_value_spans(in);
   check_cu_seqlens("cu_seqlens_q", in.cu_seqlens_q, batch, p.total_q(), "total_q (q.seq)");
   check_cu_seqlens("cu_seqlens_k", in.cu_seqlens_k, batch, p.total_k(), "total_k (k.seq)");
   const std::vector<float> k = detail::kv_values("k", in.k, p.kv_quant, in.k_layout.required_elements());
@@ -63,7 +61,7 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
     s.v = v;
     s.seq_k = seq_k;
     s.weights = in.weights;
-    const Outputs r = detail::attend(s, in.options, in.alibi_layout, in.alibi, in.sinks_layout, in.sinks, b);
+    const Outputs r = detail::attend(s, in.options, in, b);
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t i = 0; i < seq_q; ++i) {
         for (int64_t d = 0; d < a.dim_v; ++d)

@@ -10,6 +10,7 @@
 #include "int_math.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
+#include "per_head_bindings.hpp"
 #include "kv_storage.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
@@ -45,7 +46,8 @@ ChunkCall chunk_call(const FusedPlan& plan, const AttentionLayouts& l) {
 
 // The bindings every dispatch of a chunk shares (K and V are bound per dispatch: kv_bindings).
 struct ChunkBindings {
-  Binding q, o, lse, mask, kv_lengths, block_table, alibi, sinks;
+  Binding q, o, lse, mask, kv_lengths, block_table;
+  PerHead<Binding> per_head;
   Binding partial_o = kPlaceholder, partial_lse = kPlaceholder;  // split calls
   Binding redo = kPlaceholder;  // the careful pass's ballots
   Binding work_list = kPlaceholder;
@@ -83,11 +85,7 @@ ChunkBindings chunk_bindings(const ChunkCall& call, const AttentionSlots& slots,
                  : l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)}
                                     : kPlaceholder;
   // The score modifiers' per-head tensors, whole (a chunk's heads index them from its h0).
-  const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
-    return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
-  };
-  b.alibi = head_values(slots.alibi, l.alibi);
-  b.sinks = head_values(slots.sinks, l.sinks);
+  b.per_head = per_head_slot_bindings(slots.per_head, l.per_head());
   if (call.split()) {
     // The workspace slot starts aligned (the runner aligns it up).
     b.partial_o = Binding{slots.workspace, 0, 4, plan.partial_o_bytes / 4};
@@ -168,8 +166,7 @@ AttentionConstants kernel_constants(const ContextImpl& c, const ChunkCall& call,
   k.page_size = plan.paged ? plan.paged->page_size : 0u;
   k.modifiers = modifier_constants(p, call.l.options);
   if (plan.band_splits) k.modifiers.bits() |= MOD_BAND_SPLITS;
-  // Split, the combine adds the sinks; else the kernel.
-  if (call.split()) k.modifiers.bits() &= ~MOD_SINKS;
+  if (call.split()) k.modifiers = split_part_modifiers(k.modifiers);
   k.kv_format = p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q;
   k.varlen = plan.varlen ? 1u : 0u;
   k.page_stride = plan.paged ? plan.paged->page_rows(p.kv_heads) : 0u;
@@ -211,12 +208,12 @@ Dispatch combine_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBind
   const AttentionProblem& p = call.p;
   combine.use(c.pipelines->layout(KernelKind::combine));
   combine.pipeline =
-      c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), call.plan.combine_workgroup, p.has_sinks ? MOD_SINKS : 0u));
+      c.pipelines->get(combine_pipeline(p.dtype, u32(p.dim_v), call.plan.combine_workgroup, modifier_constants(p, call.l.options)));
   combine.bind(COMBINE_PARTIAL_O_BINDING, b.partial_o);
   combine.bind(COMBINE_PARTIAL_LSE_BINDING, b.partial_lse);
   combine.bind(COMBINE_O_BINDING, b.o, offsetof(CombinePush, o_off));
   combine.bind(COMBINE_LSE_BINDING, b.lse, offsetof(CombinePush, lse_off));
-  combine.bind(COMBINE_SINKS_BINDING, b.sinks, offsetof(CombinePush, lse_off) + 2);
+  bind_per_head(combine, KernelKind::combine, b.per_head);
   // The work list (WorkListPlan): each sequence's items.
   if (call.plan.work_list) combine.bind(COMBINE_WORK_LIST_BINDING, b.work_list);
   if (call.plan.varlen) combine.bind(COMBINE_CU_SEQLENS_Q_BINDING, b.block_table, offsetof(CombinePush, cu_q_off));
@@ -294,8 +291,7 @@ Dispatch kernel_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBindi
   d.bind(ATTENTION_KV_LENGTHS_BINDING, b.kv_lengths, offsetof(AttentionPush, kv_len_off));
   d.bind(ATTENTION_PARTIAL_O_BINDING, b.partial_o);
   d.bind(ATTENTION_PARTIAL_LSE_BINDING, b.partial_lse);
-  d.bind(ATTENTION_ALIBI_BINDING, b.alibi, offsetof(AttentionPush, kv_len_off) + 2);
-  d.bind(ATTENTION_SINKS_BINDING, b.sinks, offsetof(AttentionPush, lse_off) + 2);
+  bind_per_head(d, KernelKind::attention, b.per_head);
   if (plan.config.vec_loads) {
     for (const uint32_t binding : {ATTENTION_Q_BINDING, ATTENTION_K_BINDING, ATTENTION_V_BINDING})
       d.chunk_mask[binding] = kDecodeChunkBytes - 1u;

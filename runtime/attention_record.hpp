@@ -21,12 +21,12 @@ struct AttentionSlots {
   // The split-KV partials or the three-stage path's scores; the runner aligns the slot's base up to
   // the list's alignment.
   uint32_t workspace = 9;
-  uint32_t alibi = 10, sinks = 11;  // the score modifiers' per-head tensors
+  PerHead<uint32_t> per_head{10, 11};  // the score modifiers' per-head tensors, in kPerHeadTensors' order
   // A paged call's (k and v are then its caches): the block table (at the byte offset its plan's
   // emit was given) and the tokens to append.
   uint32_t block_table = 12, k_new = 13, v_new = 14;
 };
-inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and slots q .. sinks above
+inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and slots q .. per_head above
 inline constexpr uint32_t kPagedSlotCount = 15;      // and a paged call's three more
 
 // A call planned on either path.

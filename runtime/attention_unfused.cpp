@@ -7,6 +7,7 @@
 #include "attention_plan.hpp"
 #include "attention_push.hpp"
 #include "attention_record.hpp"
+#include "per_head_bindings.hpp"
 #include "gemm.hpp"
 #include "llvmpipe_limits.hpp"
 #include "vkattn/error.hpp"
@@ -93,10 +94,6 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
     mask = Binding{slots.block_table, 0, 4, uint64_t(plan.varlen_batch + 1)};
     kv_len = Binding{slots.kv_lengths, 0, 4, uint64_t(plan.varlen_batch + 1)};
   }
-  // The score modifiers' per-head tensors, whole: the softmax indexes them with the global (b, h).
-  const auto head_values = [](uint32_t slot, const std::optional<HeadValuesLayout>& t) {
-    return t ? Binding{slot, uint64_t(t->offset) * 4, 4, uint64_t(t->required_elements() - t->offset)} : kPlaceholder;
-  };
   SoftmaxPush push{};
   push.seq_q = u32(p.seq_q), push.seq_k = u32(p.seq_k), push.heads = u32(p.heads);
   push.flags = mask_flags(p.causal, l.mask);
@@ -114,8 +111,8 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   softmax.bind(SOFTMAX_LSE_BINDING, lse, offsetof(SoftmaxPush, lse_off));
   softmax.bind(SOFTMAX_MASK_BINDING, mask, offsetof(SoftmaxPush, m_off));
   softmax.bind(SOFTMAX_KV_LENGTHS_BINDING, kv_len, offsetof(SoftmaxPush, kv_len_off));
-  softmax.bind(SOFTMAX_ALIBI_BINDING, head_values(slots.alibi, l.alibi), offsetof(SoftmaxPush, kv_len_off) + 2);
-  softmax.bind(SOFTMAX_SINKS_BINDING, head_values(slots.sinks, l.sinks), offsetof(SoftmaxPush, lse_off) + 2);
+  // The score modifiers' per-head tensors, whole: the softmax indexes them with the global (b, h).
+  bind_per_head(softmax, KernelKind::softmax, per_head_slot_bindings(slots.per_head, l.per_head()));
   softmax.set_push(push);
   const uint64_t gx = std::min<uint64_t>(uint64_t(ch.rows()), c.info.max_workgroup_count[0]);
   softmax.groups = {u32(int64_t(gx)), u32(int64_t(ceil_div(uint64_t(ch.rows()), gx))), 1};

@@ -67,9 +67,13 @@ void BufferChecks::tensor(const char* name, const Buffer* buffer, const TensorLa
   add(name, buffer, 0, element_size_, uint64_t(layout.offset), uint64_t(layout.required_elements()), output);
 }
 
-void BufferChecks::head_values(const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& layout) {
-  if (optional(name, buffer != nullptr, layout.has_value()))
-    add(name, buffer, 0, 4, uint64_t(layout->offset), uint64_t(layout->required_elements()), false);
+void BufferChecks::head_values(const PerHead<const Buffer*>& buffers, const PerHeadLayouts& layouts) {
+  for (PerHeadTensor t : kPerHeadTensors) {
+    const char* name = to_string(t);
+    const std::optional<HeadValuesLayout>& layout = layouts[t];
+    if (optional(name, buffers[t] != nullptr, layout.has_value()))
+      add(name, buffers[t], 0, 4, uint64_t(layout->offset), uint64_t(layout->required_elements()), false);
+  }
 }
 
 void BufferChecks::workspace(const BufferSlice* workspace, uint64_t bytes, const char* use) {
@@ -99,8 +103,12 @@ void check_given(const char* name, bool given, bool planned) {
     throw Error(std::string(name) + ": the call was prepared with " + name + " (AttentionSpec), but no buffer is given");
 }
 
-constexpr const char* kNames[CallNeeds::count] = {"q",    "k",     "v",     "out",     "lse",      "kv_lengths",
-                                                  "mask", "alibi", "sinks", "weights", "workspace"};
+const char* argument_name(int a) {
+  constexpr const char* kNames[CallNeeds::per_head] = {"q", "k", "v", "out", "lse", "kv_lengths", "mask"};
+  if (a < CallNeeds::per_head) return kNames[a];
+  if (a < CallNeeds::weights) return to_string(kPerHeadTensors[a - CallNeeds::per_head]);
+  return a == CallNeeds::weights ? "weights" : "workspace";
+}
 
 // Strided layouts get their whole span, first to last element: conservative (gaps between rows count
 // too), and what the bounds check already requires the buffer to hold.
@@ -126,8 +134,8 @@ CallNeeds call_needs(const AttentionProblem& p, const AttentionLayouts& l, bool 
   n.need[CallNeeds::v] = kv_need(l.v, p.kv_quant);
   n.need[CallNeeds::out] = tensor_need(l.out, esize, true);
   if (l.mask) n.need[CallNeeds::mask] = tensor_need(*l.mask, mask_type_size(l.mask->type), false);
-  if (l.alibi) n.need[CallNeeds::alibi] = tensor_need(*l.alibi, 4, false);
-  if (l.sinks) n.need[CallNeeds::sinks] = tensor_need(*l.sinks, 4, false);
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (l[t]) n.need[CallNeeds::per_head_argument(t)] = tensor_need(*l[t], 4, false);
   n.need[CallNeeds::lse] = {l.has_lse, true, 4, rows, 0};
   n.need[CallNeeds::kv_lengths] = {l.has_kv_lengths, false, 4, uint64_t(p.batch), 0};
   n.need[CallNeeds::weights] = {weights, true, 4, rows * uint64_t(p.seq_k), 0};
@@ -188,20 +196,25 @@ bool all_fit(const ContextImpl& context, const CallNeeds& needs, const std::arra
 
 void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, const AttentionBuffers& b,
                         const BufferSlice* workspace) {
-  const std::array<BufferSlice, CallNeeds::count> given{
+  std::array<BufferSlice, CallNeeds::count> given{
       BufferSlice{b.q, 0}, BufferSlice{b.k, 0}, BufferSlice{b.v, 0}, BufferSlice{b.out, 0}, b.lse, b.kv_lengths,
-      BufferSlice{b.mask, 0}, BufferSlice{b.alibi, 0}, BufferSlice{b.sinks, 0}, b.weights,
-      workspace ? *workspace : BufferSlice{}};
+      BufferSlice{b.mask, 0}};
+  for (PerHeadTensor t : kPerHeadTensors) given[CallNeeds::per_head_argument(t)] = BufferSlice{b[t], 0};
+  given[CallNeeds::weights] = b.weights;
+  given[CallNeeds::workspace] = workspace ? *workspace : BufferSlice{};
   if (all_fit(context, needs, given, workspace == nullptr)) return;
   // The extents in the order overlaps are looked for (and so which pair an Error names first).
-  constexpr CallNeeds::Argument kOverlapOrder[] = {CallNeeds::q,     CallNeeds::k,     CallNeeds::v,
-                                                   CallNeeds::out,   CallNeeds::mask,  CallNeeds::kv_lengths,
-                                                   CallNeeds::alibi, CallNeeds::sinks, CallNeeds::lse,
-                                                   CallNeeds::weights, CallNeeds::workspace};
+  std::array<CallNeeds::Argument, CallNeeds::count> overlap_order{CallNeeds::q,   CallNeeds::k,    CallNeeds::v,
+                                                                  CallNeeds::out, CallNeeds::mask, CallNeeds::kv_lengths};
+  for (std::size_t i = 0; i < kPerHeadTensors.size(); ++i)
+    overlap_order[6 + i] = CallNeeds::per_head_argument(kPerHeadTensors[i]);
+  overlap_order[CallNeeds::count - 3] = CallNeeds::lse;
+  overlap_order[CallNeeds::count - 2] = CallNeeds::weights;
+  overlap_order[CallNeeds::count - 1] = CallNeeds::workspace;
   for (int a = 0; a < CallNeeds::count; ++a) {
     const CallNeeds::Need& n = needs.need[a];
     const BufferSlice& g = given[a];
-    const char* name = kNames[a];
+    const char* name = argument_name(a);
     if (a == CallNeeds::workspace) {
       // vkattn's own scratch (no slice given) or a call that needs none: nothing to check.
       if (!workspace || !n.planned) continue;
@@ -231,12 +244,12 @@ void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, cons
 
   std::array<BufferExtent, CallNeeds::count> extents;
   std::size_t count = 0;
-  for (const CallNeeds::Argument a : kOverlapOrder) {
+  for (const CallNeeds::Argument a : overlap_order) {
     const CallNeeds::Need& n = needs.need[a];
     const BufferSlice& g = given[a];
     if (!n.planned || !g.buffer) continue;  // (only the scratch workspace is planned but not given)
     const uint64_t start = g.buffer->offset() + g.offset;
-    extents[count++] = {kNames[a], g.buffer, start + n.first_byte, start + n.elements * n.element_size, n.output};
+    extents[count++] = {argument_name(a), g.buffer, start + n.first_byte, start + n.elements * n.element_size, n.output};
   }
   check_extents(context, std::span(extents.data(), count));
   throw Error("internal: the quick check of the call's buffers refused what the full check accepts");

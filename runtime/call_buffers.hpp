@@ -49,8 +49,8 @@ class BufferChecks {
            uint64_t elements, bool output);
   // A tensor in the call's dtype, at its layout.
   void tensor(const char* name, const Buffer* buffer, const TensorLayout& layout, bool output);
-  // Per-head f32 values (ALiBi slopes, sinks), given exactly when `layout` is.
-  void head_values(const char* name, const Buffer* buffer, const std::optional<HeadValuesLayout>& layout);
+  // Per-head f32 values (vkattn/per_head.hpp), each given exactly when its layout is.
+  void head_values(const PerHead<const Buffer*>& buffers, const PerHeadLayouts& layouts);
   // The caller's workspace (null: vkattn's scratch, not checked), `bytes` of it for the call's `use`.
   void workspace(const BufferSlice* workspace, uint64_t bytes, const char* use);
   // Throws unless an optional argument is given exactly when the call was prepared with it; returns
@@ -70,7 +70,9 @@ class BufferChecks {
 // spec, so that checking a call's buffers is a few comparisons per argument.
 struct CallNeeds {
   // The arguments in the order they are checked.
-  enum Argument { q, k, v, out, lse, kv_lengths, mask, alibi, sinks, weights, workspace, count };
+  // per_head + t: per-head tensor t (PerHeadTensor).
+  enum Argument { q, k, v, out, lse, kv_lengths, mask, per_head, weights = per_head + kPerHeadTensors.size(), workspace, count };
+  static Argument per_head_argument(PerHeadTensor t) { return Argument(per_head + int(t)); }
   struct Need {
     bool planned = false;       // the spec has this argument (the workspace: the plan needs one)
     bool output = false;        // written by the call: may share no byte with another argument

@@ -50,8 +50,9 @@ MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weigh
     impl_->out_bias.emplace(upload(context, dtype, weights.out_proj_bias));
   }
   // Per-head score modifiers: f32, as attention() reads them.
-  if (impl_->dims.has_sinks) impl_->sinks.emplace(upload(context, DType::f32, weights.sinks));
-  if (impl_->dims.has_alibi) impl_->alibi_slopes.emplace(upload(context, DType::f32, weights.alibi_slopes));
+  const PerHeadValues per_head = weights.per_head();
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (per_head.layout(t)) impl_->per_head[t].emplace(upload(context, DType::f32, per_head.values(t)));
 }
 
 MultiHeadAttention::MultiHeadAttention(MultiHeadAttention&&) noexcept = default;

@@ -15,7 +15,7 @@ struct MultiHeadAttention::Impl {
   MhaDims dims;
   DType dtype = DType::f32;
   std::optional<Buffer> wq, wk, wv, wo, in_bias, out_bias;
-  std::optional<Buffer> sinks, alibi_slopes;  // f32 (num_heads), when the weights have them
+  PerHead<std::optional<Buffer>> per_head;  // f32 (num_heads), when the weights have them
 };
 
 }  // namespace vkattn

@@ -30,8 +30,8 @@ enum LayerSlot : uint32_t {
   kQ, kK, kV, kAttn,         // the projected heads (BHSD) and attention's output: in the workspace
   kOut, kWeights, kMask,     // the layer's output, P and the mask
   kWq, kWk, kWv, kWo, kInBias, kOutBias,
-  kSinks, kAlibi,            // the per-head score modifiers (f32), with the weights
-  kWorkspace,                // attention's own workspace
+  kPerHead,                  // the per-head score modifiers (f32), with the weights: kPerHead + PerHeadTensor
+  kWorkspace = kPerHead + kPerHeadTensors.size(),  // attention's own workspace
   kLayerSlotCount
 };
 
@@ -178,8 +178,8 @@ void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffe
   slots[kWq] = at(*layer->wq), slots[kWk] = at(*layer->wk), slots[kWv] = at(*layer->wv), slots[kWo] = at(*layer->wo);
   if (layer->in_bias) slots[kInBias] = at(*layer->in_bias);
   if (layer->out_bias) slots[kOutBias] = at(*layer->out_bias);
-  if (layer->sinks) slots[kSinks] = at(*layer->sinks);
-  if (layer->alibi_slopes) slots[kAlibi] = at(*layer->alibi_slopes);
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (layer->per_head[t]) slots[kPerHead + uint32_t(t)] = at(*layer->per_head[t]);
   list.replay(*context, cmd, slots);
 }
 
@@ -225,9 +225,9 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   layouts.out = TensorLayout::bhsd(dt, B, H, Sq, D);
   layouts.mask = spec.mask;
   layouts.options = spec.options;
-  // The layer's sinks and ALiBi slopes: (num_heads), shared by every batch.
-  if (d.has_sinks) layouts.sinks = HeadValuesLayout{1, H, 0};
-  if (d.has_alibi) layouts.alibi = HeadValuesLayout{1, H, 0};
+  // The layer's per-head tensors: (num_heads), shared by every batch.
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (layer.per_head[t]) layouts[t] = HeadValuesLayout{1, H, 0};
   p->planned = detail::plan_path(device, c.kernel, layouts, spec.weights, spec.path);
   p->report = detail::report_of(*p->planned);
   p->alignment = p->planned->alignment();
@@ -271,7 +271,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   slots.q = kQ, slots.k = kK, slots.v = kV, slots.out = kAttn;
   slots.lse = slots.kv_lengths = detail::kPlaceholderSlot;  // the layer has neither
   slots.mask = kMask, slots.weights = kWeights, slots.workspace = kWorkspace;
-  slots.sinks = kSinks, slots.alibi = kAlibi;
+  for (PerHeadTensor t : kPerHeadTensors) slots.per_head[t] = kPerHead + uint32_t(t);
   p->list = detail::CommandList(a);
   detail::CommandList& list = p->list;
   for (const uint32_t own : {kQ, kK, kV, kAttn}) list.own_slot(own);  // (and kWorkspace: emit_attention)

@@ -103,8 +103,7 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
   if (BufferChecks::optional("v_new", b.v_new != nullptr, append)) checks.tensor("v_new", b.v_new, *layouts.v_new, false);
   if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
     checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
-  checks.head_values("alibi", b.alibi, layouts.alibi);
-  checks.head_values("sinks", b.sinks, layouts.sinks);
+  checks.head_values(b.per_head(), layouts.per_head());
   checks.workspace(workspace, plan.workspace_bytes, "split-KV partials");
   checks.finish();
 }
@@ -131,8 +130,7 @@ AttentionBuffers buffers_of(const PagedAttentionBuffers& b) {
   a.k_new = b.k_new;
   a.v_new = b.v_new;
   a.lse = b.lse;
-  a.alibi = b.alibi;
-  a.sinks = b.sinks;
+  a.per_head() = b.per_head();
   return a;
 }
 

@@ -46,8 +46,7 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   d.has_kv_lengths = true;  // the cache lengths, bound where the key lengths are
   d.has_lse = layouts.has_lse;
   d.options = layouts.options;
-  d.alibi = layouts.alibi;
-  d.sinks = layouts.sinks;
+  d.per_head() = layouts.per_head();
   d.kv_quant = pp.quant;
 
   PagedKeys keys;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "command_list.hpp"
+#include "per_head_bindings.hpp"
 #include "pipeline_cache.hpp"
 #include "shader_abi.hpp"
 #include "spirv_float_controls.hpp"
@@ -106,14 +107,14 @@ PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConsta
   return key;
 }
 
-PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks) {
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, const ModifierConstants& modifiers) {
   PipelineKey key;
   key.shader = Shader::attention_combine;
   key.types[0] = dtype;
   key.spec_count = SPEC_COMBINE_COUNT;
   key.spec[SPEC_COMBINE_DV] = dim_v;
   key.spec[SPEC_COMBINE_WORKGROUP] = workgroup;
-  key.spec[SPEC_COMBINE_MODIFIERS] = sinks;
+  key.spec[SPEC_COMBINE_MODIFIERS] = modifiers.bits() & MOD_ENDS_ROW;
   return key;
 }
 
@@ -159,16 +160,22 @@ ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionO
     m.bits() |= MOD_SOFTCAP;
     m.at(MOD_SPEC_SOFTCAP_OFFSET) = std::bit_cast<uint32_t>(*options.softcap);
   }
-  if (p.has_alibi) m.bits() |= MOD_ALIBI | (p.alibi_per_batch ? MOD_ALIBI_PER_BATCH : 0u);
-  if (p.has_sinks) m.bits() |= MOD_SINKS;
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (p.per_head[t]) m.bits() |= per_head_modifier_bit(t);
+  if (p.alibi_per_batch) m.bits() |= MOD_ALIBI_PER_BATCH;
   // The window as given (causal stays in the flags, so a causal call keeps its pipelines); the
   // alignment only where a window or ALiBi reads it.
   if (options.window) {
     m.at(MOD_SPEC_WINDOW_LEFT_OFFSET) = window_side_constant(options.window->left, p);
     m.at(MOD_SPEC_WINDOW_RIGHT_OFFSET) = window_side_constant(options.window->right, p);
   }
-  if ((options.window || p.has_alibi) && p.align == Align::top_left) m.bits() |= MOD_ALIGN_TOP_LEFT;
+  if ((options.window || p.per_head.alibi) && p.align == Align::top_left) m.bits() |= MOD_ALIGN_TOP_LEFT;
   return m;
+}
+
+ModifierConstants split_part_modifiers(ModifierConstants whole) {
+  whole.bits() &= ~MOD_ENDS_ROW;
+  return whole;
 }
 
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {

@@ -136,8 +136,8 @@ struct GemmSubgroupConstants {
 
 // `shader`: attention_tiled, attention_rowwise, attention_subgroup or attention_subgroup_decode.
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
-// `sinks`: MOD_SINKS when the combine adds the sinks to each row's denominator, else 0.
-PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, uint32_t sinks);
+// `modifiers`: the call's modifier constants (combine_modifiers takes what the combine applies).
+PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, const ModifierConstants& modifiers);
 PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers);
 // The append of new tokens to a paged KV cache (kv_append.comp): new rows of storage type `dtype`,
 // caches of KV_FORMAT_* `kv_format` (shader_abi.h).
@@ -146,6 +146,9 @@ PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format);
 PipelineKey work_list_pipeline();
 // The score modifiers of a checked problem as specialization constants (shaders/modifiers.glsl).
 ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionOptions& options);
+// A split call's parts: the constants without the modifiers that end a row (MOD_ENDS_ROW), which the
+// combine applies once.
+ModifierConstants split_part_modifiers(ModifierConstants whole);
 uint32_t window_side_constant(int64_t side, const AttentionProblem& p);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);

@@ -135,12 +135,12 @@ AttentionLayouts chunk_layouts(const AttentionLayouts& layouts, int64_t group, i
   }
   // Per-head values: the chunk's heads from h0 (the kernels index them by the chunk's heads; plan_fused
   // keeps per-batch slopes to one batch per chunk when it cuts the heads).
-  if (l.alibi) {
-    HeadValuesLayout& a = *l.alibi;
+  for (PerHeadTensor t : kPerHeadTensors) {
+    if (!l[t]) continue;
+    HeadValuesLayout& a = *l[t];
     if (a.batch > 1) a.offset += b0 * a.heads, a.batch = nb;
     a.offset += h0, a.heads = nh;
   }
-  if (l.sinks) l.sinks->offset += h0, l.sinks->heads = nh;
   return l;
 }
 

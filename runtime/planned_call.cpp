@@ -106,12 +106,12 @@ std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const At
   // every record).
   constexpr AttentionSlots s;
   static_assert(kPagedSlotCount == 15 && s.q == 1 && s.k == 2 && s.v == 3 && s.out == 4 && s.lse == 5 &&
-                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9 && s.alibi == 10 &&
-                s.sinks == 11 && s.block_table == 12 && s.k_new == 13 && s.v_new == 14);
+                s.mask == 6 && s.kv_lengths == 7 && s.weights == 8 && s.workspace == 9 &&
+                s.per_head[kPerHeadTensors[0]] == 10 && s.per_head[kPerHeadTensors[1]] == 11 && s.block_table == 12 && s.k_new == 13 && s.v_new == 14);
   return {SlotBase{},       tensor(b.q),       tensor(b.k),    tensor(b.v),
           tensor(b.out),    slice(b.lse),      tensor(b.mask), slice(lengths),
           slice(b.weights), SlotBase{workspace, align_up(workspace_offset, call.planned.alignment())},
-          tensor(b.alibi),  tensor(b.sinks),   slice(table),   tensor(b.k_new),
+          tensor(b[kPerHeadTensors[0]]), tensor(b[kPerHeadTensors[1]]), slice(table),   tensor(b.k_new),
           tensor(b.v_new)};
 }
 

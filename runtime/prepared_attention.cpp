@@ -111,8 +111,8 @@ AttentionSpec AttentionSpec::of(const AttentionArgs& args) {
   layouts.v = args.v.layout;
   layouts.out = args.out.layout;
   if (args.mask.buffer) layouts.mask = args.mask.layout;
-  if (args.alibi.buffer) layouts.alibi = args.alibi.layout;
-  if (args.sinks.buffer) layouts.sinks = args.sinks.layout;
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (args[t].buffer) layouts[t] = args[t].layout;
   layouts.has_kv_lengths = args.kv_lengths.buffer != nullptr;
   layouts.has_lse = args.lse.buffer != nullptr;
   layouts.options = args.options;
@@ -127,8 +127,7 @@ AttentionBuffers AttentionBuffers::of(const AttentionArgs& args) {
   b.v = args.v.buffer;
   b.out = args.out.buffer;
   b.mask = args.mask.buffer;
-  b.alibi = args.alibi.buffer;
-  b.sinks = args.sinks.buffer;
+  for (PerHeadTensor t : kPerHeadTensors) b[t] = args[t].buffer;
   b.lse = args.lse;
   b.kv_lengths = args.kv_lengths;
   b.weights = args.weights;

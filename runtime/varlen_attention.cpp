@@ -43,8 +43,7 @@ void check_packed_buffers(const ContextImpl& context, const PlannedCall& call, c
   if (BufferChecks::optional("weights", b.weights.buffer != nullptr, layouts.weights))
     checks.add("weights", b.weights.buffer, b.weights.offset, 4, 0, uint64_t(p.heads * p.seq_q) * uint64_t(p.seq_k),
                true);
-  checks.head_values("alibi", b.alibi, layouts.alibi);
-  checks.head_values("sinks", b.sinks, layouts.sinks);
+  checks.head_values(b.per_head(), layouts.per_head());
   checks.workspace(workspace, call.planned.workspace_bytes(), call.planned.fused ? "split-KV partials" : "scores");
   checks.finish();
 }
@@ -70,8 +69,7 @@ AttentionBuffers buffers_of(const VarlenAttentionBuffers& b) {
   a.cu_seqlens_k = b.cu_seqlens_k;
   a.lse = b.lse;
   a.weights = b.weights;
-  a.alibi = b.alibi;
-  a.sinks = b.sinks;
+  a.per_head() = b.per_head();
   return a;
 }
 

@@ -32,7 +32,7 @@ VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const Va
   d.out = layouts.out;
   d.has_lse = layouts.has_lse;
   d.options = layouts.options;
-  d.sinks = layouts.sinks;
+  d.per_head() = layouts.per_head();
   d.kv_quant = layouts.kv_quant;
   // ALiBi's (batch, heads) slopes have the packed batch's sequences as their batch, which the dense
   // checks (batch 1) would refuse: they plan with (heads), and the kernels index the slopes given

@@ -41,8 +41,7 @@ layout(binding = COMBINE_O_BINDING) writeonly buffer OBuf { STORAGE_T o[]; };
 layout(binding = COMBINE_LSE_BINDING) writeonly buffer LseBuf { float lse[]; };
 layout(binding = COMBINE_WORK_LIST_BINDING) readonly buffer WorkListBuf { uint work_list[]; };
 layout(binding = COMBINE_CU_SEQLENS_Q_BINDING) readonly buffer CuSeqlensQBuf { int cu_q[]; };  // a packed batch's, with a work list
-#define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
-#define SINKS_BINDING COMBINE_SINKS_BINDING
+#define MOD_KERNEL MOD_KERNEL_COMBINE
 #include "modifiers.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)

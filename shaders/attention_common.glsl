@@ -49,10 +49,7 @@ uint g_rows_q, g_keys_seen;
 #include "mask.glsl"
 #include "causal.glsl"
 #include "score.glsl"
-#define MOD_SPEC_MODIFIERS SPEC_ATTENTION_MODIFIERS
-#define MOD_FORMS_SCORES
-#define ALIBI_BINDING ATTENTION_ALIBI_BINDING
-#define SINKS_BINDING ATTENTION_SINKS_BINDING
+#define MOD_KERNEL MOD_KERNEL_ATTENTION
 #include "modifiers.glsl"
 #include "kv_values.glsl"
 

@@ -162,16 +162,15 @@ void main() {
   }
 
   const bool partial = PARTIAL;
-  // The sink joins each row's denominator once: here when the call is not split (the host clears
-  // MOD_SINKS for split calls; the combine adds it). A row with no visible key (m = M_INIT, l = 0)
+  // The sink joins each row's denominator once: here when the call is not split (a split call's
+  // combine adds it). A row with no visible key (m = M_INIT, l = 0)
   // ends with l = 1 and m = the sink: O = 0, LSE = the sink. The accumulators' factor goes into 1 / l
   // (no extra loop over them: lavapipe's loop limit, runtime/attention_plan.cpp).
   vec4 acc_factor = vec4(1.0);
-  if (HAS_SINKS && !partial) {
-    const float sink = sink_logit(h);
+  if (!partial) {
     [[unroll]] for (uint r = 0u; r < 4u; ++r) {
       float mr = m[r], lr = l[r];
-      acc_factor[r] = add_sink(mr, lr, sink);
+      acc_factor[r] = add_head_sink(mr, lr, h);
       m[r] = mr;
       l[r] = lr;
     }

@@ -7,7 +7,7 @@
 // with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the
 // causal rule, the window, key padding or an explicit mask (boolean false or float -inf) and then gets
 // exactly 0, whatever its score (NaN from a NaN in K included); a row with no visible key gets all
-// zeros and LSE -inf (the sink's logit with sinks). P excludes the sink; LSE includes it. The max
+// zeros and LSE -inf (the sink's logit where the head has one). P excludes the sink; LSE includes it. The max
 // starts at M_INIT like the fused kernels, so NaN scores of visible keys propagate to the row.
 // One workgroup per row; invocations stride over the keys; three passes (max, sum, write), so an
 // invocation loops about 3 * seq_k / WG times (the host checks lavapipe's limit).
@@ -34,10 +34,7 @@ uint row_seq_q, row_seq_k;
 #include "mask.glsl"
 #include "causal.glsl"
 #include "score.glsl"
-#define MOD_SPEC_MODIFIERS SPEC_SOFTMAX_MODIFIERS
-#define MOD_FORMS_SCORES
-#define ALIBI_BINDING SOFTMAX_ALIBI_BINDING
-#define SINKS_BINDING SOFTMAX_SINKS_BINDING
+#define MOD_KERNEL MOD_KERNEL_SOFTMAX
 #include "modifiers.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];
@@ -142,7 +139,7 @@ void main() {
 
   // The sink joins the denominator (not P's keys): P_j = e^(s_j - m') / (e^(sink - m') + sum e^(s - m')),
   // and LSE includes it. A row with no visible key ends with l = 1, m = the sink: P = 0, LSE = the sink.
-  if (HAS_SINKS) add_sink(m, l, sink_logit(h));
+  add_head_sink(m, l, h);
 
   // Pass 3: the weights; l == 0 only when no key is visible (and no sink).
   const bool empty = l == 0.0;

@@ -237,7 +237,7 @@ void main() {
           }
       }
       if (!careful || !qc.valid) continue;  // (the other invocations' rows are the fast pass's)
-      const float factor = HAS_SINKS ? add_sink(m_row, l_row, sink_logit(qc.head)) : 1.0;
+      const float factor = add_head_sink(m_row, l_row, qc.head);
       const float inv = l_row == 0.0 ? 0.0 : 1.0 / l_row;
       [[dont_unroll]] for (uint n = 0u; n < NV; ++n) {
         float chunk[LANES];
@@ -368,7 +368,7 @@ void main() {
   // only for rows whose every key was masked (and no sink): O = 0 and LSE = -inf. ----
   float sink_factor[R], inv_l[R];
   [[unroll]] for (uint r = 0u; r < R; ++r) {
-    sink_factor[r] = HAS_SINKS ? add_sink(m[r], l[r], sink_logit(qrow[r].head)) : 1.0;
+    sink_factor[r] = add_head_sink(m[r], l[r], qrow[r].head);
     inv_l[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
   }
   [[dont_unroll]] for (uint n = 0u; n < NV; ++n) {

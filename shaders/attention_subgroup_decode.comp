@@ -578,12 +578,11 @@ void main() {
   }
 
   // The sink of the row's head joins its denominator (unsplit calls only: split, the combine adds it).
-  // A row with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink.
-  if (HAS_SINKS) {
-    [[unroll]] for (uint r = 0u; r < BR; ++r) {
-      const float factor = add_sink(m[r], l[r], sink_logit(head[r]));
-      [[unroll]] for (uint e = 0u; e < VW; ++e) acc[r * VW + e] *= factor;
-    }
+  // A row with no visible key then has l = 1, m = the sink and acc = 0: O = 0, LSE = the sink. (A
+  // pipeline without a sink: a factor of 1, folded away with the specialization constant.)
+  [[unroll]] for (uint r = 0u; r < BR; ++r) {
+    const float factor = add_head_sink(m[r], l[r], head[r]);
+    [[unroll]] for (uint e = 0u; e < VW; ++e) acc[r * VW + e] *= factor;
   }
 
   // ---- Outputs: each lane of key group 0 writes its own dims of O; lane 0 the LSE. l == 0 only for

@@ -407,7 +407,7 @@ void main() {
     // its factor rescales the accumulator. A row with no visible key (m = -T_MAX, l = 0) ends with
     // m = the sink and l = 1: O = 0 and LSE = the sink.
     float sink_factor = 1.0;
-    if (HAS_SINKS && !PARTIAL) sink_factor = add_sink(m_natural, l[r], sink_logit(h));
+    if (!PARTIAL) sink_factor = add_head_sink(m_natural, l[r], h);
     // l == 0 only when every key of the row was masked (and no sink): O = 0 and LSE = -inf, never NaN.
     const bool empty = l[r] == 0.0;
     const float inv_l = empty ? 0.0 : sink_factor / l[r];

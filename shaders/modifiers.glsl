@@ -4,14 +4,34 @@
 //   -> softmax, with the sink of head h in each row's denominator.
 // Each is a specialization constant of the pipeline (the host's modifier_constants): a call without
 // one compiles none of its code. Include after the kernel's push block `pc` (seq_q, seq_k, heads,
-// lse_off and, for the score modifiers, kv_len_off), having defined the kernel's ids:
-//   MOD_SPEC_MODIFIERS, SINKS_BINDING                     (every including kernel: the sinks)
-//   MOD_FORMS_SCORES, ALIBI_BINDING                       (kernels that form scores: the block of
-//                                                          MOD_SPEC_BLOCK constants at MOD_SPEC_MODIFIERS)
+// lse_off and, for the score modifiers, kv_len_off), having defined MOD_KERNEL as the kernel's kind
+// below: which constants and bindings (shader_abi.h) the modifiers take is decided here, per kind, as
+// the host's runtime/per_head_bindings.hpp and modifier_constants decide it.
 #ifndef VKATTN_MODIFIERS_GLSL
 #define VKATTN_MODIFIERS_GLSL
 
 #include "shader_abi.h"
+
+#define MOD_KERNEL_ATTENTION 1  // the fused kernels: form scores, every modifier
+#define MOD_KERNEL_SOFTMAX 2    // the three-stage path's row softmax: forms the scores' final values
+#define MOD_KERNEL_COMBINE 3    // the split-KV combine: only the sinks (the split kernels leave them to it)
+
+#if MOD_KERNEL == MOD_KERNEL_ATTENTION
+#define MOD_SPEC_MODIFIERS SPEC_ATTENTION_MODIFIERS
+#define MOD_FORMS_SCORES  // the block of MOD_SPEC_BLOCK constants at MOD_SPEC_MODIFIERS
+#define ALIBI_BINDING ATTENTION_ALIBI_BINDING
+#define SINKS_BINDING ATTENTION_SINKS_BINDING
+#elif MOD_KERNEL == MOD_KERNEL_SOFTMAX
+#define MOD_SPEC_MODIFIERS SPEC_SOFTMAX_MODIFIERS
+#define MOD_FORMS_SCORES
+#define ALIBI_BINDING SOFTMAX_ALIBI_BINDING
+#define SINKS_BINDING SOFTMAX_SINKS_BINDING
+#elif MOD_KERNEL == MOD_KERNEL_COMBINE
+#define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
+#define SINKS_BINDING COMBINE_SINKS_BINDING
+#else
+#error "define MOD_KERNEL as one of the kinds above before including modifiers.glsl"
+#endif
 
 layout(constant_id = MOD_SPEC_MODIFIERS) const uint MODIFIERS = 0u;  // MOD_* bits
 const bool HAS_SINKS = (MODIFIERS & MOD_SINKS) != 0u;
@@ -33,6 +53,13 @@ float add_sink(inout float m, inout float l, float sink) {
   l = l * factor + exp(sink - m_new);
   m = m_new;
   return factor;
+}
+
+// The sink of query head h added to a row (add_sink) when the pipeline has the sinks; else the row
+// is left as it is and the factor is 1. Kernels call it where a whole row ends (not in a split part:
+// the combine adds the sink of a split row once).
+float add_head_sink(inout float m, inout float l, uint h) {
+  return HAS_SINKS ? add_sink(m, l, sink_logit(h)) : 1.0;
 }
 
 // A row max in the tiled kernel's units of log2(e)/2 (attention_tiled.comp) in natural units, finite:

@@ -93,6 +93,9 @@
 #define MOD_ALIBI_PER_BATCH 4u   /* the slopes are (batch, heads), else (heads) */
 #define MOD_SINKS 8u             /* each row's denominator gains e^sink[h], sinks bound at SINKS_BINDING */
 #define MOD_ALIGN_TOP_LEFT 16u   /* the window's and ALiBi's diagonal: off = 0, else seq_k - seq_q */
+/* The modifiers applied where a row ends, once: by the kernel, or by the combine on a split call (the
+ * split kernels' constants lack them; the combine's SPEC_COMBINE_MODIFIERS has only them). */
+#define MOD_ENDS_ROW MOD_SINKS
 /* The modifiers' block of specialization constants in every kernel that forms scores: the MOD_* bits at
  * the kernel's SPEC_*_MODIFIERS, then these at the offsets below from it (shaders/modifiers.glsl; the
  * host: write_modifier_constants). A new modifier's constant is added here and nowhere else. */

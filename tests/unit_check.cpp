@@ -285,10 +285,10 @@ TEST_SUITE("unit") {
     CHECK(check_message(l) == "alibi: shape (7) must be (heads) = (8) or (batch, heads) = (2, 8)");
     l.alibi = HeadValuesLayout{2, 8, 0};
     p = check_attention(l);
-    CHECK((p.has_alibi && p.alibi_per_batch));
+    CHECK((p.per_head.alibi && p.alibi_per_batch));
     l.alibi = HeadValuesLayout{1, 8, 3};
     p = check_attention(l);
-    CHECK((p.has_alibi && !p.alibi_per_batch));
+    CHECK((p.per_head.alibi && !p.alibi_per_batch));
     l.alibi.reset();
     l.sinks = HeadValuesLayout{2, 8, 0};
     CHECK(check_message(l) == "sinks: shape (2, 8) must be (heads) = (8)");

@@ -13,6 +13,7 @@
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/attention_spec.hpp"
+#include "vkattn/per_head.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
@@ -35,14 +36,9 @@ struct MaskRef {
   MaskLayout layout;
 };
 
-// Per-head f32 values of a score modifier (ALiBi slopes, sink logits) in a Buffer; the layout's offset
-// is in elements from buffer->offset().
-struct HeadValuesRef {
-  const Buffer* buffer = nullptr;  // nullptr: absent
-  HeadValuesLayout layout;
-};
-
-struct AttentionArgs {
+// The per-head tensors (base PerHead, vkattn/per_head.hpp: `args.alibi`, ...) are optional score
+// modifiers given in Buffers (README, "Score modifiers").
+struct AttentionArgs : PerHead<HeadValuesRef> {
   TensorRef q, k, v;  // (B,H,Sq,Dqk), (B,G,Sk,Dqk), (B,G,Sk,Dv); one dtype
   // K and V stored as q.dtype or as q8_0 blocks (AttentionLayouts::kv_quant; the fused path only).
   KvQuant kv_quant = KvQuant::none;
@@ -56,10 +52,6 @@ struct AttentionArgs {
   // key of a fully masked row. Requesting them needs the unfused path (chosen by `automatic`).
   BufferSlice weights;
   AttentionOptions options;
-  // Optional score modifiers given as tensors (README, "Score modifiers"): ALiBi slopes (H) or (B, H),
-  // bias -slope * |i + off - j|; attention-sink logits (H), in each row's softmax denominator.
-  HeadValuesRef alibi;
-  HeadValuesRef sinks;
   AttentionPath path = AttentionPath::automatic;
 };
 
@@ -103,15 +95,14 @@ struct AttentionPlan {
 
 // The buffers of one run of a prepared call (AttentionSpec, vkattn/attention_spec.hpp). Each tensor
 // is at its spec's layout (offset and strides in elements from buffer->offset()); the optional ones
-// are given exactly when the spec has them, and a source's own ones exactly for that source.
-struct AttentionBuffers {
+// are given exactly when the spec has them (the per-head ones, base PerHead, with the spec's), and a
+// source's own ones exactly for that source.
+struct AttentionBuffers : PerHead<const Buffer*> {
   const Buffer* q = nullptr;
   const Buffer* k = nullptr;  // paged: the K cache (named k_cache in messages)
   const Buffer* v = nullptr;  // paged: the V cache (v_cache)
   const Buffer* out = nullptr;
   const Buffer* mask = nullptr;   // with spec.mask
-  const Buffer* alibi = nullptr;  // with spec.alibi
-  const Buffer* sinks = nullptr;  // with spec.sinks
   BufferSlice lse;                // with spec.lse
   BufferSlice kv_lengths;         // with spec.kv_lengths
   BufferSlice weights;            // with spec.weights

@@ -54,17 +54,13 @@ struct AttentionArgs;  // vkattn/attention.hpp: a dense call's tensors in buffer
 //   mask, kv_lengths: dense only (a paged call's sequences end at their cache lengths, a packed
 //                     call's at its offsets);
 //   weights:          dense and packed (the three-stage path computes them);
-//   lse, alibi, sinks: every source.
+//   lse and the per-head tensors (vkattn/per_head.hpp): every source.
 // A paged call runs on the fused path (path automatic or fused).
-struct AttentionSpec {
+struct AttentionSpec : PerHeadLayouts {  // the per-head tensors' layouts (vkattn/per_head.hpp)
   TensorLayout q;    // dense, paged: (batch, heads, seq_q, dim_qk); packed: packed_layout(total_q, heads, dim_qk)
   KvSource kv;       // DenseKv{} unless set
   TensorLayout out;  // as q, with dim_v
   AttentionOptions options;
-  // ALiBi slopes, (heads) or (batch, heads): bias -slope * |i + off - j| on every score.
-  std::optional<HeadValuesLayout> alibi;
-  // Attention-sink logits, (heads): each row's softmax denominator gains e^sink, with no value.
-  std::optional<HeadValuesLayout> sinks;
   std::optional<MaskLayout> mask;  // dense: an explicit mask, broadcast over batch and heads
   bool kv_lengths = false;         // dense: the runs give int32 (batch) key lengths
   bool lse = false;                // the runs give an f32 LSE buffer

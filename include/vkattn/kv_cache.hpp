@@ -16,7 +16,7 @@
 //     Each sequence is a dense problem of seq_k = len_b keys: causal and the alignment are per
 //     sequence (bottom-right: off = len_b - seq_q), and so is every score modifier
 //     (AttentionOptions and the per-head tensors, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
-//     (the sink's logit with sinks). No explicit mask or kv_lengths: cache_lens are the key lengths.
+//     (the sink's logit where the head has one). No explicit mask or kv_lengths: cache_lens are the key lengths.
 //   - Values outside the contract (check_paged_values refuses them where the host has them; the
 //     device reads them unchecked) follow one rule on the device, for the attention and the append
 //     alike and for every int32 value (INT32_MIN and INT32_MAX included: no sum overflows): each
@@ -78,7 +78,7 @@ struct PagedKvLayout {
 
 // The tensors of one paged call, described without data. The block table is int32 (batch,
 // max_pages), dense; cache_lens int32 (batch).
-struct PagedAttentionLayouts {
+struct PagedAttentionLayouts : PerHeadLayouts {  // the per-head tensors' layouts (vkattn/per_head.hpp)
   TensorLayout q;                   // (batch, heads, seq_q, dim_qk)
   PagedKvLayout k_cache, v_cache;   // dims dim_qk and dim_v; the same pages, page size and heads
   int64_t max_pages = 0;            // the block table's columns
@@ -87,8 +87,6 @@ struct PagedAttentionLayouts {
   TensorLayout out;                 // (batch, heads, seq_q, dim_v)
   bool has_lse = false;
   AttentionOptions options;
-  std::optional<HeadValuesLayout> alibi;  // (heads) or (batch, heads)
-  std::optional<HeadValuesLayout> sinks;  // (heads)
 };
 
 struct PagedProblem {

@@ -32,7 +32,7 @@ struct MhaSpec {
   int64_t batch = 1, seq_q = 1, seq_k = 1;
   // Key and value are the query buffer (seq_k == seq_q; the layer's kdim and vdim equal E).
   bool self_attention = false;
-  // The call's options, as MhaInputs has them (the layer's sinks and ALiBi slopes are its weights).
+  // The call's options, as MhaInputs has them (the layer's per-head tensors are its weights).
   AttentionOptions options;
   // An explicit mask as attention() takes it, over (batch, num_heads, seq_q, seq_k) with size-1
   // batch or head broadcast: boolean (nonzero = attend) or additive f32/f16.
@@ -91,7 +91,7 @@ class PreparedMha {
 class MultiHeadAttention {
  public:
   // Checks the weights (E % H, H % kv_heads, every size; throws Error naming the array) and uploads
-  // them to the device in `dtype` (rounded from f32; the sinks and ALiBi slopes stay f32). The layer keeps a reference to `context`, which
+  // them to the device in `dtype` (rounded from f32; the per-head weights stay f32). The layer keeps a reference to `context`, which
   // must outlive it. Any use of a moved-from layer throws Error("... moved-from MultiHeadAttention").
   MultiHeadAttention(Context& context, const MhaWeights& weights, DType dtype = DType::f32);
   MultiHeadAttention(MultiHeadAttention&&) noexcept;

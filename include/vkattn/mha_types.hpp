@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "vkattn/per_head.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
@@ -36,6 +37,14 @@ struct MhaWeights {
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : num_heads; }
   int64_t effective_kdim() const { return kdim > 0 ? kdim : embed_dim; }
   int64_t effective_vdim() const { return vdim > 0 ? vdim : embed_dim; }
+  // The per-head weight of tensor t (the member above) and its name, in messages and state_dicts.
+  std::vector<float>& per_head_weight(PerHeadTensor t) { return t == PerHeadTensor::alibi ? alibi_slopes : sinks; }
+  const std::vector<float>& per_head_weight(PerHeadTensor t) const {
+    return t == PerHeadTensor::alibi ? alibi_slopes : sinks;
+  }
+  // The per-head weights as the call's per-head tensors (vkattn/per_head.hpp): each given one (num_heads),
+  // pointing into this struct.
+  PerHeadValues per_head() const;
 
   // From the packed state_dict of nn.MultiheadAttention with kdim == vdim == embed_dim:
   // in_proj_weight (3E, E) holds Wq, Wk, Wv stacked; in_proj_bias (3E) and out_proj_bias (E) are both
@@ -66,6 +75,9 @@ struct MhaInputs {
   bool need_weights = false;
   bool average_weights = true;  // torch's average_attn_weights
 };
+
+// A per-head weight's name: "alibi_slopes", "sinks" (MhaWeights' members; the state_dict's arrays).
+constexpr const char* per_head_weight_name(PerHeadTensor t) { return t == PerHeadTensor::alibi ? "alibi_slopes" : "sinks"; }
 
 // The sizes of a layer, from checked weights.
 struct MhaDims {

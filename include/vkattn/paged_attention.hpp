@@ -22,7 +22,7 @@ namespace vkattn {
 // from there); Q, O, k_new and v_new follow their layouts (offsets and strides in elements from the
 // Buffer's offset); block_table (batch, max_pages) and cache_lens (batch) are int32 from their
 // slices. The caches are written when the layouts append (k_new and v_new given), else only read.
-struct PagedAttentionBuffers {
+struct PagedAttentionBuffers : PerHead<const Buffer*> {  // the per-head tensors, with the layouts'
   const Buffer* q = nullptr;
   const Buffer* k_cache = nullptr;
   const Buffer* v_cache = nullptr;
@@ -32,8 +32,6 @@ struct PagedAttentionBuffers {
   const Buffer* k_new = nullptr;  // with layouts.k_new
   const Buffer* v_new = nullptr;  // with layouts.v_new
   BufferSlice lse;                // with layouts.has_lse: f32 (batch, heads, seq_q), dense
-  const Buffer* alibi = nullptr;  // with layouts.alibi
-  const Buffer* sinks = nullptr;  // with layouts.sinks
 };
 
 // A paged call planned once and run many times (as PreparedAttention: the constructor checks the

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "vkattn/per_head.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn {
@@ -22,7 +23,8 @@ struct AttentionProblem {
   Align align = Align::bottom_right;
   int64_t window_left = -1, window_right = -1;
   uint32_t num_splits = 0;  // AttentionOptions::num_splits (0: automatic)
-  bool has_alibi = false, alibi_per_batch = false, has_sinks = false;
+  PerHead<bool> per_head;        // which per-head tensors the call has (vkattn/per_head.hpp)
+  bool alibi_per_batch = false;  // its ALiBi slopes are (batch, heads)
   KvQuant kv_quant = KvQuant::none;  // how K and V are stored (AttentionLayouts::kv_quant)
 
   int64_t group_size() const { return heads / kv_heads; }  // query heads per KV head
@@ -38,16 +40,12 @@ struct AttentionProblem {
 };
 
 // The tensors of one call, described without data.
-struct AttentionLayouts {
+struct AttentionLayouts : PerHeadLayouts {  // the per-head tensors' layouts (vkattn/per_head.hpp)
   TensorLayout q, k, v, out;
   std::optional<MaskLayout> mask;
   bool has_kv_lengths = false;
   bool has_lse = false;
   AttentionOptions options;
-  // ALiBi slopes, (heads) or (batch, heads): bias -slope * |i + off - j| on every score.
-  std::optional<HeadValuesLayout> alibi;
-  // Attention-sink logits, (heads): each row's softmax denominator gains e^sink, with no value.
-  std::optional<HeadValuesLayout> sinks;
   // How K and V are stored: as q.dtype (their dtype must equal it either way), or ggml's q8_0 blocks
   // (vkattn/q8_0.hpp), whose element indices, offsets and strides included, cut into blocks of 32:
   // dim, the strides and the offset of K and V must then be multiples of 32. Q and O stay q.dtype.

@@ -8,11 +8,14 @@
 #include <span>
 #include <vector>
 
+#include "vkattn/per_head.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::reference {
 
-struct Inputs {
+// The per-head tensors (base PerHeadValues, vkattn/per_head.hpp: `alibi_layout` and `alibi`, ...) are
+// score modifiers (README, "Score modifiers").
+struct Inputs : PerHeadValues {
   // Element i of each span is the element at index i of the layout (strides and offsets apply);
   // dtype in the layouts is only checked for agreement, the values are already f32.
   TensorLayout q_layout, k_layout, v_layout;
@@ -21,10 +24,6 @@ struct Inputs {
   std::span<const float> mask;  // boolean masks: nonzero = attend
   std::span<const int32_t> kv_lengths;  // empty = no key padding; else one per batch
   AttentionOptions options;
-  // Score modifiers given as tensors (README, "Score modifiers"): ALiBi slopes (heads) or (batch,
-  // heads), attention-sink logits (heads); element i of each span is index i of its layout.
-  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
-  std::span<const float> alibi, sinks;
   // Also return the attention weights P (what the textbook API returns beside O).
   bool weights = false;
 };
@@ -32,7 +31,7 @@ struct Inputs {
 struct Outputs {
   int64_t batch = 0, heads = 0, seq_q = 0, dim_v = 0;
   std::vector<double> out;  // (batch, heads, seq_q, dim_v), dense
-  std::vector<double> lse;  // (batch, heads, seq_q), dense; -inf for fully masked rows (the sink's logit with sinks)
+  std::vector<double> lse;  // (batch, heads, seq_q), dense; -inf for fully masked rows (the sink's logit where the head has one)
   // With Inputs::weights: (batch, heads, seq_q, seq_k), dense; softmax weights, exactly 0 for masked
   // keys and for every key of a fully masked row.
   int64_t seq_k = 0;

@@ -24,7 +24,7 @@ struct KvData {
   std::span<const uint8_t> q8_0;
 };
 
-struct PagedInputs {
+struct PagedInputs : PerHeadValues {  // the per-head tensors (vkattn/per_head.hpp)
   TensorLayout q_layout;  // (batch, heads, seq_q, dim_qk)
   std::span<const float> q;
   PagedKvLayout k_cache_layout, v_cache_layout;
@@ -37,8 +37,6 @@ struct PagedInputs {
   std::optional<TensorLayout> k_new_layout, v_new_layout;
   std::span<const float> k_new, v_new;
   AttentionOptions options;
-  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;
-  std::span<const float> alibi, sinks;
 };
 
 struct PagedOutputs : Outputs {
@@ -53,15 +51,13 @@ struct PagedOutputs : Outputs {
 // and LSE of every sequence.
 PagedOutputs paged_attention(const PagedInputs& inputs);
 
-struct VarlenInputs {
+struct VarlenInputs : PerHeadValues {  // the per-head tensors (vkattn/per_head.hpp)
   TensorLayout q_layout, k_layout, v_layout;  // packed (batch 1, seq = total rows): packed_layout()
   std::span<const float> q;
   KvQuant kv_quant = KvQuant::none;
   KvData k, v;
   std::span<const int32_t> cu_seqlens_q, cu_seqlens_k;  // (batch + 1) each
   AttentionOptions options;
-  std::optional<HeadValuesLayout> alibi_layout, sinks_layout;  // alibi (heads) or (batch, heads)
-  std::span<const float> alibi, sinks;
   bool weights = false;  // also return the weights P
 };
 

@@ -127,8 +127,8 @@ const char* to_string(KvQuant quant);  // "none" | "q8_0"
 
 // Options that are not tensors. The score modifiers (README, "Score modifiers") apply in this order
 // to the score of query i and key j: s = scale * q.k -> softcap -> + ALiBi -> + float mask -> the
-// boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sinks (tensors of the
-// call) in its denominator.
+// boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sink logit (a per-head
+// tensor of the call, vkattn/per_head.hpp, as ALiBi's slopes are) in its denominator.
 struct AttentionOptions {
   // Default 1/sqrt(dim_qk); any finite value. A score scale * (q . k) (+ float-mask bias) beyond
   // the f32 range saturates to +-FLT_MAX, so finite inputs never give NaN (README, Semantics).

@@ -7,7 +7,7 @@
 //   - Each sequence is a dense problem of seq_q_b queries and seq_k_b keys: causal and the alignment
 //     per sequence (bottom-right: off = seq_k_b - seq_q_b), and so every score modifier (ALiBi's
 //     slopes (heads) or (batch, heads)). A sequence may be empty; one with no keys gives O = 0 and
-//     LSE = -inf (the sink's logit with sinks). No explicit mask or kv_lengths.
+//     LSE = -inf (the sink's logit where the head has one). No explicit mask or kv_lengths.
 //   - O (total_q, heads, dim_v); LSE (heads, total_q), f32 (FlashAttention's layout).
 //   - The weights P, when asked for (`weights`: the three-stage path computes them): f32 (heads,
 //     total_q, total_k), dense. Row r of head h holds its sequence's weights in its keys' columns
@@ -47,7 +47,7 @@ inline TensorLayout packed_layout(DType dtype, int64_t total, int64_t heads, int
   return TensorLayout::bshd(dtype, 1, total, heads, dim);
 }
 
-struct VarlenAttentionLayouts {
+struct VarlenAttentionLayouts : PerHeadLayouts {  // the per-head tensors' layouts (vkattn/per_head.hpp)
   TensorLayout q, k, v, out;  // packed: batch 1, seq = total_q or total_k rows (at least 1 each)
   KvQuant kv_quant = KvQuant::none;
   int64_t batch = 0;          // sequences; cu_seqlens_q and cu_seqlens_k hold batch + 1 values
@@ -57,8 +57,6 @@ struct VarlenAttentionLayouts {
   bool weights = false;  // the runs give a weights buffer: P (heads, total_q, total_k), three-stage path
   AttentionPath path = AttentionPath::automatic;  // automatic: the fused kernels, or three-stage with weights
   AttentionOptions options;
-  std::optional<HeadValuesLayout> alibi;  // (heads) or (batch, heads)
-  std::optional<HeadValuesLayout> sinks;  // (heads)
 };
 
 struct VarlenProblem {

@@ -21,7 +21,7 @@ namespace vkattn {
 
 // The buffers of one varlen call. Q, K, V and O follow their layouts (offsets and strides in elements
 // from the Buffer's offset); cu_seqlens_q and cu_seqlens_k (batch + 1) are int32 from their slices.
-struct VarlenAttentionBuffers {
+struct VarlenAttentionBuffers : PerHead<const Buffer*> {  // the per-head tensors, with the layouts'
   const Buffer* q = nullptr;
   const Buffer* k = nullptr;
   const Buffer* v = nullptr;
@@ -30,8 +30,6 @@ struct VarlenAttentionBuffers {
   BufferSlice cu_seqlens_k;
   BufferSlice lse;                // with layouts.has_lse: f32 (heads, total_q), dense
   BufferSlice weights;            // with layouts.weights: f32 (heads, total_q, total_k), dense
-  const Buffer* alibi = nullptr;  // with layouts.alibi
-  const Buffer* sinks = nullptr;  // with layouts.sinks
 };
 
 // A varlen call planned once and run many times (as PreparedAttention: the constructor checks the

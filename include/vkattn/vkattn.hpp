@@ -13,6 +13,7 @@
 #include "vkattn/mha_types.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/paged_attention.hpp"
+#include "vkattn/per_head.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/q8_0.hpp"
 #include "vkattn/reference.hpp"

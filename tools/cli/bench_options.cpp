@@ -101,8 +101,7 @@ void add_modifier_and_split_options(CLI::App* app, BenchOptions* o) {
                   "path's num_splits; default: chosen from the device and the shape). Capped at the key tiles, "
                   "raised where the device needs more; the splits column shows what ran")
       ->check(CLI::Range(1u, 65535u));
-  app->add_flag("--alibi", o->alibi, "ALiBi with slopes 2^(-8(h+1)/H)");
-  app->add_flag("--sinks", o->sinks, "An attention-sink logit per head");
+  add_per_head_flags(app, &o->per_head);
 }
 
 // What else is measured and checked, the output format, the device and kernel, and the presets.

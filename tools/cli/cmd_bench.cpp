@@ -54,8 +54,7 @@ struct TensorSet {
 void apply_modifiers(const BenchOptions& o, BenchShape& s) {
   apply_modifier_options(o.modifiers, s.options);
   s.options.num_splits = o.num_splits;
-  s.alibi = o.alibi;
-  s.sinks = o.sinks;
+  s.per_head = o.per_head;
 }
 
 std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
@@ -182,8 +181,9 @@ struct SharedBuffers {
   // the rotation defeats, so copies would only multiply the memory the unfused path needs.
   std::optional<Buffer> weights;
   // The modifiers' per-head values, one copy for every rotated set (a few bytes).
-  std::vector<float> slopes, sinks;
-  std::optional<Buffer> slopes_buffer, sinks_buffer;
+  PerHeadInputs per_head;
+  PerHead<std::optional<Buffer>> per_head_storage;
+  PerHead<const Buffer*> per_head_buffers;
   // --lengths: kv_lengths (B) int32, one buffer for every rotated set (a few bytes).
   std::optional<Buffer> lengths_buffer;
 };
@@ -192,10 +192,8 @@ SharedBuffers upload_shared(Context& context, const BenchShape& shape, bool weig
                             const std::vector<int32_t>& kv_lengths) {
   SharedBuffers sb;
   if (weights) sb.weights.emplace(Buffer::allocate(context, std::max<uint64_t>(p_bytes, 16)));
-  sb.slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
-  sb.sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
-  if (shape.alibi) sb.slopes_buffer.emplace(upload(context, DType::f32, sb.slopes));
-  if (shape.sinks) sb.sinks_buffer.emplace(upload(context, DType::f32, sb.sinks));
+  sb.per_head = PerHeadInputs::fixed(shape.per_head, shape.heads);
+  sb.per_head_buffers = sb.per_head.upload(context, sb.per_head_storage);
   if (!kv_lengths.empty()) sb.lengths_buffer.emplace(upload_bytes(context, kv_lengths.data(), kv_lengths.size() * 4));
   return sb;
 }
@@ -213,8 +211,8 @@ std::vector<AttentionArgs> rotated_args(const AttentionLayouts& layouts, const B
     args[r].options = layouts.options;
     args[r].path = shape.path;
     if (shared.weights) args[r].weights = {&*shared.weights, 0};
-    if (shared.slopes_buffer) args[r].alibi = {&*shared.slopes_buffer, *layouts.alibi};
-    if (shared.sinks_buffer) args[r].sinks = {&*shared.sinks_buffer, *layouts.sinks};
+    for (PerHeadTensor t : kPerHeadTensors)
+      if (shared.per_head_buffers[t]) args[r][t] = {shared.per_head_buffers[t], *layouts[t]};
     if (shared.lengths_buffer) args[r].kv_lengths = {&*shared.lengths_buffer, 0};
   }
   return args;
@@ -248,7 +246,7 @@ CheckResult check_output(const AttentionLayouts& layouts, const AttentionProblem
   std::vector<float> out(static_cast<std::size_t>(layouts.out.element_count()));
   decode(dtype, raw.data(), out.data(), out.size());
   return check_against_reference(layouts, problem, in.q, in.k, in.v, out, shared.weights ? &*shared.weights : nullptr,
-                                 shared.slopes, shared.sinks, in.kv_lengths);
+                                 shared.per_head.reference(), in.kv_lengths);
 }
 
 BenchResult bench_one(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype) {

@@ -23,6 +23,14 @@
 namespace vkattn::cli {
 namespace {
 
+// The per-head weights' state_dict names, "alibi_slopes and sinks" (per_head_weight_name).
+std::string per_head_weight_names() {
+  std::string s;
+  for (std::size_t i = 0; i < kPerHeadTensors.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == kPerHeadTensors.size() ? " and " : ", ") + per_head_weight_name(kPerHeadTensors[i]);
+  return s;
+}
+
 // "--attn-weights", "--heatmap" or "--attn-weights/--heatmap": the options that asked for P.
 std::string weights_flags(const MhaOptions& o) {
   std::string flags = o.attn_weights.empty() ? "" : "--attn-weights";
@@ -100,7 +108,7 @@ Command add_mha_command(CLI::App& parent) {
               "device or FIFO written through; read-only files and the inputs themselves are refused.");
   app->add_option("--weights", o->weights,
                   "state_dict as .npz: in_proj_weight (3E,E) or q/k/v_proj_weight, in_proj_bias, out_proj.weight, "
-                  "out_proj.bias; optional per-head f32 (H,) sinks (attention-sink logits) and alibi_slopes")
+                  "out_proj.bias; optional per-head f32 (H,) " + per_head_weight_names() + " (vkattn's score modifiers)")
       ->required();
   app->add_option("--query", o->query, "Query: (batch, seq_q, E), '<f4' or '<f2'")->required();
   app->add_option("--key", o->key, "Key: (batch, seq_k, kdim); with --value; both omitted = self-attention");

@@ -41,10 +41,12 @@ int run(const RunOptions& options) {
   if (want_weights && path == AttentionPath::fused)
     throw Error("--path fused cannot give " + flags +
                 ": the fused path never stores the attention weights (use --path unfused or auto)");
+  FlagPaths input_files = {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask},
+                           {"--kv-lens", options.kv_lens}};
+  append_per_head_files(options.per_head_files, input_files);
   OutputFiles::check_destinations(
       {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}},
-      {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask}, {"--kv-lens", options.kv_lens},
-       {"--alibi", options.alibi}, {"--sinks", options.sinks}});
+      input_files);
   const RunInputs inputs = load_run_inputs(options);
   const AttentionLayouts& layouts = inputs.layouts;
   const AttentionProblem& problem = inputs.problem;
@@ -67,7 +69,8 @@ int run(const RunOptions& options) {
   const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
   // Optional buffers: std::optional rather than default-constructed Buffers (see the report on
   // buffer.hpp: Buffer() = default needs Allocation complete).
-  std::optional<Buffer> lse, mask, kv_lengths, weights, alibi, sinks;
+  std::optional<Buffer> lse, mask, kv_lengths, weights;
+  PerHead<std::optional<Buffer>> per_head;
 
   AttentionArgs args;
   args.q = {&q, layouts.q};
@@ -98,14 +101,9 @@ int run(const RunOptions& options) {
     args.kv_lengths = {&*kv_lengths, 0};
   }
 
-  const auto upload_values = [&](const std::optional<HeadValues>& h, std::optional<Buffer>& buffer, HeadValuesRef& ref) {
-    if (!h) return;
-    buffer.emplace(allocate_at_least(context, h->values.size() * sizeof(float)));
-    buffer->upload(h->values.data(), h->values.size() * sizeof(float));
-    ref = {&*buffer, h->layout};
-  };
-  upload_values(inputs.alibi, alibi, args.alibi);
-  upload_values(inputs.sinks, sinks, args.sinks);
+  const PerHead<const Buffer*> per_head_buffers = inputs.per_head.upload(context, per_head);
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (per_head_buffers[t]) args[t] = {per_head_buffers[t], *layouts[t]};
 
   attention(context, args);
 
@@ -160,9 +158,7 @@ Command add_run_command(CLI::App& parent) {
       ->type_name("FLOAT")
       ->check(parsed_by("--scale", [](const std::string& s) { parse_float32(s, "--scale"); }));
   add_modifier_options(app, &o->modifiers);
-  app->add_option("--alibi", o->alibi, "ALiBi slopes: (heads,) or (batch, heads) '<f4'; bias -slope*|i+off-j|");
-  app->add_option("--sinks", o->sinks,
-                  "Attention-sink logits: (heads,) '<f4', in each row's softmax denominator without a value");
+  add_per_head_files(app, &o->per_head_files);
   app->add_option("--dtype", o->dtype, "Storage dtype to compute in (default: Q's; bf16 converts the inputs)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");

@@ -4,9 +4,9 @@
 #include <limits>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_numbers.hpp"
-#include "npy.hpp"
 #include "run_inputs.hpp"
 #include "window_option.hpp"
 #include "vkattn/error.hpp"
@@ -46,33 +46,25 @@ void add_modifier_options(CLI::App* app, AttentionOptions* parsed) {
       ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
 }
 
+void add_modifier_option_fields(const AttentionOptions& o, nlohmann::ordered_json& fields) {
+  using Json = nlohmann::ordered_json;
+  fields["window"] = o.window ? Json::array({o.window->left, o.window->right}) : Json(nullptr);
+  fields["align"] = o.align ? Json(to_string(*o.align)) : Json(nullptr);
+  fields["softcap"] = o.softcap ? Json(*o.softcap) : Json(nullptr);
+}
+
+std::string modifier_options_text(const AttentionOptions& o) {
+  std::string text;
+  if (o.window) text += " window " + std::to_string(o.window->left) + ":" + std::to_string(o.window->right);
+  if (o.align) text += std::string(" align ") + to_string(*o.align);
+  if (o.softcap) text += " softcap " + nlohmann::ordered_json(*o.softcap).dump();
+  return text;
+}
+
 void apply_modifier_options(const AttentionOptions& parsed, AttentionOptions& options) {
   options.window = parsed.window;
   options.align = parsed.align;
   options.softcap = parsed.softcap;
-}
-
-HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,
-                            bool per_batch_allowed) {
-  const std::string what = std::string(option) + " (" + path + ")";
-  const npy::Array array = npy::read(path);
-  if (array.kind != npy::Kind::f32)
-    throw Error(what + ": dtype '" + array.descr + "' is not supported; use float32 ('<f4')");
-  const std::string shapes = "(heads,) = (" + std::to_string(heads) + ",)" +
-                             (per_batch_allowed ? " or (batch, heads) = (" + std::to_string(batch) + ", " +
-                                                      std::to_string(heads) + ")"
-                                                : std::string());
-  const auto& s = array.shape;
-  const bool per_head = s.size() == 1 && s[0] == heads;
-  const bool per_batch = per_batch_allowed && s.size() == 2 && s[0] == batch && s[1] == heads;
-  if (!per_head && !per_batch) throw Error(what + ": shape " + array.shape_string() + " must be " + shapes);
-  HeadValues h;
-  h.layout = HeadValuesLayout{per_batch ? batch : 1, heads, 0};
-  h.values = npy::to_floats(array, path);
-  for (std::size_t i = 0; i < h.values.size(); ++i)
-    if (!std::isfinite(h.values[i]))
-      throw Error(what + ": value " + std::to_string(i) + " is not finite (" + std::to_string(h.values[i]) + ")");
-  return h;
 }
 
 }  // namespace vkattn::cli

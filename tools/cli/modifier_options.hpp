@@ -1,13 +1,15 @@
 // The score modifiers on the command line (README, "Score modifiers"), shared by `vkattn run`,
-// `bench` and `mha`: those that are options of the call (registered here once, for every command),
-// and the per-head tensors (ALiBi slopes, sink logits) as .npy files. Every bad value is one Error
-// naming the option and the value.
+// `bench` and `mha`: those that are options of the call, registered here once for every command (the
+// per-head tensors are per_head_options.hpp's). Every bad value is one Error naming the option and
+// the value.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "vkattn/types.hpp"
 
@@ -26,15 +28,9 @@ void add_modifier_options(CLI::App* app, AttentionOptions* parsed);
 // alignment agrees with --causal is the library's check (check_attention), with its message.
 void apply_modifier_options(const AttentionOptions& parsed, AttentionOptions& options);
 
-// Per-head f32 values read from an .npy file: (heads,), or (batch, heads) where `per_batch_allowed`.
-struct HeadValues {
-  HeadValuesLayout layout;
-  std::vector<float> values;
-};
-
-// Reads `path` for `option` ("--alibi", "--sinks"): '<f4' only, finite values, shape (heads,) or
-// (batch, heads); throws Error naming the option, the file and what is wrong.
-HeadValues load_head_values(const std::string& path, const char* option, int64_t batch, int64_t heads,
-                            bool per_batch_allowed);
+// The modifier options of a call as `vkattn bench` reports them: each as a field of `fields` (its
+// JSON record, null when not set), and as text, " window L:R align A ..." (empty when none is set).
+void add_modifier_option_fields(const AttentionOptions& options, nlohmann::ordered_json& fields);
+std::string modifier_options_text(const AttentionOptions& options);
 
 }  // namespace vkattn::cli

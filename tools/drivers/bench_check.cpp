@@ -95,8 +95,8 @@ std::vector<int64_t> sample_rows(const AttentionProblem& p) {
 
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                                    std::span<const float> gpu_out, const Buffer* gpu_weights, std::span<const float> alibi,
-                                    std::span<const float> sinks, std::span<const int32_t> kv_lengths) {
+                                    std::span<const float> gpu_out, const Buffer* gpu_weights,
+                                    const PerHeadValues& per_head, std::span<const int32_t> kv_lengths) {
   const std::vector<int64_t> rows = sample_rows(problem);
   const double norm = max_abs_finite(v);
 
@@ -116,10 +116,7 @@ CheckResult check_against_reference(const AttentionLayouts& layouts, const Atten
     in.k = k;
     in.v = v;
     in.options = layouts.options;
-    in.alibi_layout = layouts.alibi;
-    in.alibi = alibi;
-    in.sinks_layout = layouts.sinks;
-    in.sinks = sinks;
+    in.per_head_values() = per_head;
     if (!kv_lengths.empty()) in.kv_lengths = kv_lengths.subspan(static_cast<std::size_t>(b), 1);
     in.weights = result.weights_checked;
     const reference::Outputs ref = reference::attention(in, rows);
@@ -186,10 +183,7 @@ CheckResult check_paged_against_reference(const PagedCheckInputs& in, std::span<
   ref_in.block_table = table;
   ref_in.cache_lens = lens;
   ref_in.options = layouts.options;
-  ref_in.alibi_layout = layouts.alibi;
-  ref_in.alibi = in.alibi;
-  ref_in.sinks_layout = layouts.sinks;
-  ref_in.sinks = in.sinks;
+  ref_in.per_head_values() = in.per_head;
   const reference::PagedOutputs ref = reference::paged_attention(ref_in);
 
   CheckResult result;
@@ -251,10 +245,7 @@ CheckResult check_varlen_against_reference(const VarlenCheckInputs& in, std::spa
   ref_in.cu_seqlens_q = cu_q;
   ref_in.cu_seqlens_k = cu_k;
   ref_in.options = layouts.options;
-  ref_in.alibi_layout = layouts.alibi;
-  ref_in.alibi = in.alibi;
-  ref_in.sinks_layout = layouts.sinks;
-  ref_in.sinks = in.sinks;
+  ref_in.per_head_values() = in.per_head;
   const reference::VarlenOutputs ref = reference::varlen_attention(ref_in);
 
   CheckResult result;

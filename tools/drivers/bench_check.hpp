@@ -9,6 +9,7 @@
 
 #include "vkattn/buffer.hpp"
 #include "vkattn/kv_cache.hpp"
+#include "vkattn/per_head.hpp"
 #include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 #include "vkattn/varlen.hpp"
@@ -37,13 +38,12 @@ struct CheckResult {
 // q, k, v: the values the GPU saw (already rounded to the dtype), dense in `layouts`; `gpu_out`:
 // the GPU's O decoded to f32, dense (batch, heads, seq_q, dim_v); `gpu_weights`, when not null, the
 // device buffer holding P f32 (batch, heads, seq_q, seq_k) dense (only the sampled rows are read back).
-// No mask (bench uses none); `kv_lengths` (one per batch, --lengths) or empty; `alibi` and `sinks`
-// hold the values of layouts.alibi and layouts.sinks when the layouts have them ((heads) each: the
-// same for every batch).
+// No mask (bench uses none); `kv_lengths` (one per batch, --lengths) or empty; `per_head` the
+// per-head tensors of the layouts, (heads) each: the same for every batch.
 CheckResult check_against_reference(const AttentionLayouts& layouts, const AttentionProblem& problem,
                                     std::span<const float> q, std::span<const float> k, std::span<const float> v,
                                     std::span<const float> gpu_out, const Buffer* gpu_weights = nullptr,
-                                    std::span<const float> alibi = {}, std::span<const float> sinks = {},
+                                    const PerHeadValues& per_head = {},
                                     std::span<const int32_t> kv_lengths = {});
 
 // The paged call's values, as the GPU saw them (the caches in f32, PagedKvLayout's order; rows no
@@ -52,7 +52,7 @@ struct PagedCheckInputs {
   const PagedAttentionLayouts* layouts = nullptr;  // no append, no LSE
   std::span<const float> q, k_cache, v_cache;
   std::span<const int32_t> block_table, cache_lens;
-  std::span<const float> alibi, sinks;  // (heads) each, when the layouts have them
+  PerHeadValues per_head;  // the layouts' per-head tensors, (heads) each
 };
 
 // O of every query row of every sequence against reference::paged_attention, or of the first and
@@ -67,7 +67,7 @@ struct VarlenCheckInputs {
   const VarlenAttentionLayouts* layouts = nullptr;  // dense packed rows, no LSE, no kv_quant
   std::span<const float> q, k, v;
   std::span<const int32_t> cu_seqlens_q, cu_seqlens_k;
-  std::span<const float> alibi, sinks;  // (heads) each, when the layouts have them
+  PerHeadValues per_head;  // the layouts' per-head tensors, (heads) each
 };
 
 // O of every query row of every sequence against reference::varlen_attention, or of the first and

@@ -14,19 +14,6 @@
 
 namespace vkattn::cli {
 
-std::vector<float> alibi_slopes(int64_t heads) {
-  std::vector<float> s(static_cast<std::size_t>(heads));
-  for (int64_t h = 0; h < heads; ++h)
-    s[static_cast<std::size_t>(h)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
-  return s;
-}
-
-std::vector<float> sink_logits(int64_t heads) {
-  std::vector<float> s(static_cast<std::size_t>(heads));
-  for (int64_t h = 0; h < heads; ++h) s[static_cast<std::size_t>(h)] = 0.25f * static_cast<float>(h % 5) - 0.5f;
-  return s;
-}
-
 std::vector<float> random_values(std::size_t count, DType dtype, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> values(count);

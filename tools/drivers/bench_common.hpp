@@ -12,6 +12,7 @@
 
 #include "bench_result.hpp"
 #include "modifier_options.hpp"
+#include "per_head_options.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
@@ -39,7 +40,7 @@ struct BenchOptions {
   bool host_time = false;
   bool copy = false;  // --copy: time copies of the call's K/V bytes too (bench_copy.hpp)
   AttentionOptions modifiers;        // the modifier options as parsed (modifier_options.hpp)
-  bool alibi = false, sinks = false;  // --alibi, --sinks
+  PerHead<bool> per_head;             // the per-head tensors' flags (per_head_options.hpp)
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string page_order;             // --page-order: "" (nhd), "nhd" or "hnd" 
   std::string kv_layout;              // --kv-layout: "" (bhsd), "bhsd" or "bshd" (dense K and V)
@@ -54,11 +55,6 @@ class ShapeSkipped : public Error {
  public:
   using Error::Error;
 };
-
-// ALiBi's slopes for `heads` heads, 2^(-8(h+1)/H) (Press et al.; exact for a power of two), and sink
-// logits (fixed values around 0, as a trained model's are): what `--alibi` and `--sinks` give.
-std::vector<float> alibi_slopes(int64_t heads);
-std::vector<float> sink_logits(int64_t heads);
 
 // Random values already rounded to the dtype: exactly what the GPU will see, so the reference can be
 // fed the same numbers.

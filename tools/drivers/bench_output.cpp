@@ -1,4 +1,6 @@
 #include "bench_output.hpp"
+#include "modifier_options.hpp"
+#include "per_head_options.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -42,7 +44,7 @@ Json result_json(const BenchResult& r) {
   const BenchShape& s = r.shape;
   const AttentionOptions& o = s.options;
   const bool checked = r.check.has_value();
-  return Json{{"batch", s.batch},
+  Json j = Json{{"batch", s.batch},
               {"heads", s.heads},
               {"kv_heads", s.kv_heads},
               {"seq_q", s.seq_q},
@@ -50,12 +52,10 @@ Json result_json(const BenchResult& r) {
               {"dim_qk", s.dim_qk},
               {"dim_v", s.dim_v},
               {"dtype", to_string(r.dtype)},
-              {"causal", to_string(s.options.causal)},
-              {"window", o.window ? Json::array({o.window->left, o.window->right}) : Json(nullptr)},
-              {"align", o.align ? Json(to_string(*o.align)) : Json(nullptr)},
-              {"softcap", o.softcap ? Json(*o.softcap) : Json(nullptr)},
-              {"alibi", s.alibi},
-              {"sinks", s.sinks},
+              {"causal", to_string(s.options.causal)}};
+  add_modifier_option_fields(o, j);
+  for (PerHeadTensor t : kPerHeadTensors) j[to_string(t)] = s.per_head[t];  // given or not
+  j.update(Json{
               // "dense", "paged 16" or "varlen"; kv_lengths: null without --lengths or --varlen (seq_k is
               // their maximum); q_lengths: each sequence's queries with --varlen (seq_q their maximum), else null
               {"layout", layout_name(s)},
@@ -100,7 +100,8 @@ Json result_json(const BenchResult& r) {
               {"kv_bytes", measured(r, r.kv_bytes)},
               {"kv_gbps", measured(r, gb_per_s(r.kv_bytes, r.ms_median))},
               {"copy_transfer_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->transfer_ms_median)) : Json(nullptr)},
-              {"copy_shader_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->shader_ms_median)) : Json(nullptr)}};
+              {"copy_shader_gbps", r.copy ? Json(gb_per_s(r.copy->bytes, r.copy->shader_ms_median)) : Json(nullptr)}});
+  return j;
 }
 
 Json fits_json(const std::vector<Fit>& fits) {
@@ -196,13 +197,9 @@ void print_run_header(const BenchReport& report) {
               report.counts_given ? "" : "; fewer iterations where the counts would exceed --budget");
   if (!report.results.empty()) {  // the modifiers are the run's, the same for every shape
     const BenchShape& s = report.results.front().shape;
-    std::string text;
-    const AttentionOptions& o = s.options;
-    if (o.window) text += " window " + std::to_string(o.window->left) + ":" + std::to_string(o.window->right);
-    if (o.align) text += std::string(" align ") + to_string(*o.align);
-    if (o.softcap) text += " softcap " + Json(*o.softcap).dump();
-    if (s.alibi) text += " ALiBi (slopes 2^(-8(h+1)/H))";
-    if (s.sinks) text += " sinks";
+    std::string text = modifier_options_text(s.options);
+    for (PerHeadTensor t : kPerHeadTensors)
+      if (s.per_head[t]) text += std::string(" ") + per_head_bench_label(t);
     if (!text.empty()) std::printf("score modifiers:%s\n", text.c_str());
   }
 }

@@ -98,7 +98,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
                              .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
                              .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
-  const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
+  const auto check = [&](std::span<const float> out, const PerHeadValues& per_head) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     PagedAttentionLayouts as_values = layouts;
     as_values.k_cache.quant = as_values.v_cache.quant = KvQuant::none;
@@ -109,8 +109,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     in.v_cache = v;
     in.block_table = table;
     in.cache_lens = lens;
-    in.alibi = slopes;
-    in.sinks = sinks;
+    in.per_head = per_head;
     return check_paged_against_reference(in, out);
   };
   run_serving_bench(context, o, shape, dtype, AttentionSpec::paged(layouts), values,

@@ -32,9 +32,9 @@ struct BenchShape {
   // automatic and fused: the fused kernels, no weights. unfused: the three-stage path writing the
   // weights P (that is what one takes it for), so its time and memory include materialising them.
   AttentionPath path = AttentionPath::automatic;
-  // The per-head tensors (the same for every shape of a run): --alibi and --sinks give every head a
-  // slope (ALiBi's 2^(-8(h+1)/H)) and a sink logit.
-  bool alibi = false, sinks = false;
+  // The per-head tensors (the same for every shape of a run): each flag given gives every head a fixed
+  // value (per_head_options.hpp).
+  PerHead<bool> per_head;
   // --lengths: the keys of each batch entry (seq_k is then their maximum); empty: seq_k each.
   std::vector<int64_t> kv_lengths;
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
@@ -65,8 +65,8 @@ inline std::string layout_name(const BenchShape& shape) {
 template <class Layouts>
 void apply_shape_options(const BenchShape& shape, Layouts& layouts) {
   layouts.options = shape.options;
-  if (shape.alibi) layouts.alibi = HeadValuesLayout{1, shape.heads, 0};
-  if (shape.sinks) layouts.sinks = HeadValuesLayout{1, shape.heads, 0};
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (shape.per_head[t]) layouts[t] = HeadValuesLayout{1, shape.heads, 0};
 }
 
 struct BenchResult {

@@ -49,22 +49,19 @@ inline void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const B
 
 // Uploads `values`, times a PreparedAttention of `spec` recorded over the rotated sets, and fills
 // `result`'s timing, plan, memory and throughput figures (`flops`: the work the call is credited
-// with); with --check, `check` gets set 0's output decoded to f32 with the modifiers' values (empty
-// when not given) and returns the comparison.
+// with); with --check, `check` gets set 0's output decoded to f32 with the per-head tensors' values
+// and returns the comparison.
 inline void run_serving_bench(Context& context, const BenchOptions& o, const BenchShape& shape, DType dtype,
                               const AttentionSpec& spec, const ServingValues& values, double flops,
-                              const std::function<CheckResult(std::span<const float> out, std::span<const float> alibi,
-                                                              std::span<const float> sinks)>& check,
+                              const std::function<CheckResult(std::span<const float> out, const PerHeadValues& per_head)>& check,
                               BenchResult& result) {
   // The peak is measured from here, as for a dense shape (cmd_bench.cpp).
   context.release_scratch();
   context.reset_peak_memory();
   const uint64_t baseline = context.memory_stats().current_bytes;
-  const std::vector<float> slopes = shape.alibi ? alibi_slopes(shape.heads) : std::vector<float>{};
-  const std::vector<float> sinks = shape.sinks ? sink_logits(shape.heads) : std::vector<float>{};
-  std::optional<Buffer> slopes_buffer, sinks_buffer;
-  if (shape.alibi) slopes_buffer.emplace(upload(context, DType::f32, slopes));
-  if (shape.sinks) sinks_buffer.emplace(upload(context, DType::f32, sinks));
+  const PerHeadInputs per_head = PerHeadInputs::fixed(shape.per_head, shape.heads);
+  PerHead<std::optional<Buffer>> per_head_storage;
+  const PerHead<const Buffer*> per_head_buffers = per_head.upload(context, per_head_storage);
   const uint64_t ints_bytes = (values.ints_a.size() + values.ints_b.size()) * 4;
   const Buffer ints_a = upload_bytes(context, values.ints_a.data(), values.ints_a.size() * 4);
   const Buffer ints_b = upload_bytes(context, values.ints_b.data(), values.ints_b.size() * 4);
@@ -84,8 +81,7 @@ inline void run_serving_bench(Context& context, const BenchOptions& o, const Ben
     AttentionBuffers& b = buffers[r];
     b.q = &sets[r].q, b.k = &sets[r].k, b.v = &sets[r].v, b.out = &sets[r].out;
     bind_source_ints(spec, ints_a, ints_b, b);
-    b.alibi = slopes_buffer ? &*slopes_buffer : nullptr;
-    b.sinks = sinks_buffer ? &*sinks_buffer : nullptr;
+    b.per_head() = per_head_buffers;
   }
   // Poisoned outputs: the check reads set 0's output from the timed runs.
   if (o.check)
@@ -119,7 +115,7 @@ inline void run_serving_bench(Context& context, const BenchOptions& o, const Ben
     if (values.out_bytes) sets[0].out.download(raw.data(), values.out_bytes);
     std::vector<float> out(static_cast<std::size_t>(values.out_elements));
     decode(dtype, raw.data(), out.data(), out.size());
-    result.check = check(out, slopes, sinks);
+    result.check = check(out, per_head.reference());
   }
 }
 

@@ -95,7 +95,7 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = cu_q,
                              .ints_b = cu_k, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
                              .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
-  const auto check = [&](std::span<const float> out, std::span<const float> slopes, std::span<const float> sinks) {
+  const auto check = [&](std::span<const float> out, const PerHeadValues& per_head) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     VarlenAttentionLayouts as_values = layouts;
     as_values.kv_quant = KvQuant::none;
@@ -106,8 +106,7 @@ BenchResult bench_varlen(Context& context, const BenchOptions& o, const BenchSha
     in.v = v;
     in.cu_seqlens_q = cu_q;
     in.cu_seqlens_k = cu_k;
-    in.alibi = slopes;
-    in.sinks = sinks;
+    in.per_head = per_head;
     return check_varlen_against_reference(in, out);
   };
   run_serving_bench(context, o, shape, dtype, AttentionSpec::packed(layouts), values,

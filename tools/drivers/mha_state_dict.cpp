@@ -10,13 +10,17 @@
 namespace vkattn::cli {
 namespace {
 
-constexpr const char* kKnownNames[] = {"in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
-                                       "in_proj_bias",   "out_proj.weight", "out_proj.bias", "sinks",
-                                       "alibi_slopes"};
+// torch's names, then the per-head weights' (per_head_weight_name).
+std::vector<std::string> known_names_list() {
+  std::vector<std::string> names = {"in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
+                                    "in_proj_bias",   "out_proj.weight", "out_proj.bias"};
+  for (PerHeadTensor t : kPerHeadTensors) names.emplace_back(per_head_weight_name(t));
+  return names;
+}
 
 std::string known_names() {
   std::string s;
-  for (const char* name : kKnownNames) s += (s.empty() ? "" : ", ") + std::string(name);
+  for (const std::string& name : known_names_list()) s += (s.empty() ? "" : ", ") + name;
   return s;
 }
 
@@ -39,7 +43,7 @@ class StateDict {
   // Before anything is inflated (npz::NameCheck): an unexpected member costs nothing.
   static void check_name(const std::string& path, const std::string& name) {
     bool known = false;
-    for (const char* k : kKnownNames) known = known || name == k;
+    for (const std::string& k : known_names_list()) known = known || name == k;
     if (name == "bias_k" || name == "bias_v")
       throw Error(path + ": holds '" + name + "': layers built with add_bias_kv=True are not supported");
     if (!known)
@@ -158,9 +162,10 @@ MhaWeights load_mha_state_dict(const std::string& path, int64_t heads, int64_t k
     w.out_proj_bias = dict.floats("out_proj.bias", {E}, "(E) with E = " + str(E));
   }
   // The score modifiers that are weights of the layer: one f32 value per head each, or absent.
-  if (dict.has("sinks")) w.sinks = dict.floats("sinks", {heads}, "(H) with H = " + str(heads) + " (one per head)");
-  if (dict.has("alibi_slopes"))
-    w.alibi_slopes = dict.floats("alibi_slopes", {heads}, "(H) with H = " + str(heads) + " (one per head)");
+  for (PerHeadTensor t : kPerHeadTensors) {
+    const char* name = per_head_weight_name(t);
+    if (dict.has(name)) w.per_head_weight(t) = dict.floats(name, {heads}, "(H) with H = " + str(heads) + " (one per head)");
+  }
   return w;
 }
 

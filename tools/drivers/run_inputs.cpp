@@ -162,14 +162,7 @@ RunInputs load_run_inputs(const RunOptions& options) {
   if (!options.scale.empty()) layouts.options.scale = parse_float32(options.scale, "--scale");
   if (!options.mask.empty()) load_mask(options.mask, inputs);
   apply_modifier_options(options.modifiers, layouts.options);
-  if (!options.alibi.empty()) {
-    inputs.alibi = load_head_values(options.alibi, "--alibi", q.shape[0], q.shape[1], true);
-    layouts.alibi = inputs.alibi->layout;
-  }
-  if (!options.sinks.empty()) {
-    inputs.sinks = load_head_values(options.sinks, "--sinks", q.shape[0], q.shape[1], false);
-    layouts.sinks = inputs.sinks->layout;
-  }
+  inputs.per_head = PerHeadInputs::load(options.per_head_files, q.shape[0], q.shape[1], layouts.per_head());
 
   // The library's checks (shapes, dims, GQA, mask broadcast, scale) give the library's messages.
   inputs.problem = check_attention(layouts);

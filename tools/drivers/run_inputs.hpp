@@ -11,6 +11,7 @@
 #include <span>
 
 #include "modifier_options.hpp"
+#include "per_head_options.hpp"
 #include "npy.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
@@ -29,7 +30,7 @@ struct RunOptions {
   std::string dtype;  // empty = Q's dtype
   std::string device;
   AttentionOptions modifiers;  // the modifier options as parsed (modifier_options.hpp)
-  std::string alibi, sinks;   // .npy files; empty = absent
+  PerHead<std::string> per_head_files;  // .npy files (per_head_options.hpp); empty = absent
   // A paged KV cache instead of --k/--v (run_paged.hpp); empty = absent.
   std::string k_cache, v_cache, block_table, cache_lens;
   std::string k_new, v_new;              // appended first: both or neither
@@ -52,7 +53,7 @@ struct RunInputs {
   std::vector<uint8_t> k_q8_0, v_q8_0;
   std::vector<std::byte> mask;     // device bytes for layouts.mask: 0/1 bytes, f32 or f16
   std::vector<int32_t> kv_lengths;  // empty when absent
-  std::optional<HeadValues> alibi, sinks;  // with layouts.alibi / layouts.sinks
+  PerHeadInputs per_head;  // with the layouts' per-head tensors
   bool out_f16 = false;             // write O as '<f2' (Q was '<f2' and the dtype is not bf16)
 };
 

@@ -39,7 +39,7 @@ struct PagedInputs {
   // then hold what they stand for, dequantized).
   std::vector<uint8_t> k_cache_q8_0, v_cache_q8_0;
   std::vector<int32_t> block_table, cache_lens;
-  std::optional<HeadValues> alibi, sinks;
+  PerHeadInputs per_head;
   bool out_f16 = false;  // O and the caches written as '<f2' (Q was '<f2' and the dtype is not bf16)
 };
 
@@ -123,14 +123,7 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   l.options.causal = parse_causal(o.causal);
   if (!o.scale.empty()) l.options.scale = parse_float32(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
-  if (!o.alibi.empty()) {
-    in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
-    l.alibi = in.alibi->layout;
-  }
-  if (!o.sinks.empty()) {
-    in.sinks = load_head_values(o.sinks, "--sinks", batch, heads, false);
-    l.sinks = in.sinks->layout;
-  }
+  in.per_head = PerHeadInputs::load(o.per_head_files, batch, heads, l.per_head());
   // The library's checks, with its messages: the layouts, then the table and lengths' values.
   in.problem = check_paged_attention(l);
   check_paged_values(in.problem, in.block_table, in.cache_lens);
@@ -194,10 +187,7 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
   r.k_new = in.k_new;
   r.v_new = in.v_new;
   r.options = l.options;
-  r.alibi_layout = l.alibi;
-  r.sinks_layout = l.sinks;
-  if (in.alibi) r.alibi = in.alibi->values;
-  if (in.sinks) r.sinks = in.sinks->values;
+  r.per_head_values() = in.per_head.reference();
   const reference::PagedOutputs ref = reference::paged_attention(r);
 
   const DType dtype = l.q.dtype;
@@ -306,11 +296,12 @@ std::string run_usage_error(const RunOptions& o) {
 }
 
 int run_paged(const RunOptions& o) {
+  FlagPaths inputs = {{"--q", o.q},           {"--k-cache", o.k_cache},       {"--v-cache", o.v_cache},
+                      {"--block-table", o.block_table}, {"--cache-lens", o.cache_lens}, {"--k-new", o.k_new},
+                      {"--v-new", o.v_new}};
+  append_per_head_files(o.per_head_files, inputs);
   OutputFiles::check_destinations(
-      {{"--out", o.out}, {"--lse", o.lse}, {"--k-cache-out", o.k_cache_out}, {"--v-cache-out", o.v_cache_out}},
-      {{"--q", o.q}, {"--k-cache", o.k_cache}, {"--v-cache", o.v_cache}, {"--block-table", o.block_table},
-       {"--cache-lens", o.cache_lens}, {"--k-new", o.k_new}, {"--v-new", o.v_new}, {"--alibi", o.alibi},
-       {"--sinks", o.sinks}});
+      {{"--out", o.out}, {"--lse", o.lse}, {"--k-cache-out", o.k_cache_out}, {"--v-cache-out", o.v_cache_out}}, inputs);
   const PagedInputs in = load_paged_inputs(o);
   const PagedAttentionLayouts& l = in.layouts;
   const DType dtype = l.q.dtype;
@@ -330,7 +321,8 @@ int run_paged(const RunOptions& o) {
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
   const uint64_t rows = uint64_t(l.out.batch * l.out.heads * l.out.seq);
   Buffer out = allocate_at_least(context, out_bytes);
-  std::optional<Buffer> k_new, v_new, lse, alibi, sinks;
+  std::optional<Buffer> k_new, v_new, lse;
+  PerHead<std::optional<Buffer>> per_head;
   AttentionBuffers b;  // k and v: the caches
   b.q = &q;
   b.k = &k_cache;
@@ -343,8 +335,7 @@ int run_paged(const RunOptions& o) {
     b.v_new = &v_new.emplace(upload_encoded(context, dtype, in.v_new));
   }
   if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
-  if (in.alibi) b.alibi = &alibi.emplace(upload_encoded(context, DType::f32, in.alibi->values));
-  if (in.sinks) b.sinks = &sinks.emplace(upload_encoded(context, DType::f32, in.sinks->values));
+  b.per_head() = in.per_head.upload(context, per_head);
   prepared.run(b);
 
   const std::vector<std::byte> out_raw = download(out, out_bytes);

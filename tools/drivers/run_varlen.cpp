@@ -34,7 +34,7 @@ struct VarlenInputs {
   // --kv-dtype q8_0 (layouts.kv_quant): K and V as uploaded, quantize_q8_0 of the values read.
   std::vector<uint8_t> k_q8_0, v_q8_0;
   std::vector<int32_t> cu_q, cu_k;
-  std::optional<HeadValues> alibi, sinks;
+  PerHeadInputs per_head;
   bool out_f16 = false;  // O written as '<f2' (Q was '<f2' and the dtype is not bf16)
 };
 
@@ -115,14 +115,7 @@ VarlenInputs load_varlen_inputs(const RunOptions& o) {
   l.options.causal = parse_causal(o.causal);
   if (!o.scale.empty()) l.options.scale = parse_float32(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
-  if (!o.alibi.empty()) {
-    in.alibi = load_head_values(o.alibi, "--alibi", batch, heads, true);
-    l.alibi = in.alibi->layout;
-  }
-  if (!o.sinks.empty()) {
-    in.sinks = load_head_values(o.sinks, "--sinks", batch, heads, false);
-    l.sinks = in.sinks->layout;
-  }
+  in.per_head = PerHeadInputs::load(o.per_head_files, batch, heads, l.per_head());
   // The library's checks, with its messages: the layouts, then the offsets (ordered, ending at the
   // totals). The bounds are the longest sequences, known here from the offsets.
   (void)check_varlen_attention(l);
@@ -162,10 +155,7 @@ void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, st
   r.cu_seqlens_q = in.cu_q;
   r.cu_seqlens_k = in.cu_k;
   r.options = l.options;
-  r.alibi_layout = l.alibi;
-  r.sinks_layout = l.sinks;
-  if (in.alibi) r.alibi = in.alibi->values;
-  if (in.sinks) r.sinks = in.sinks->values;
+  r.per_head_values() = in.per_head.reference();
   r.weights = l.weights;
   const reference::VarlenOutputs packed_ref = reference::varlen_attention(r);
   const reference::Outputs ref = conform::as_batch_one(packed_ref);
@@ -233,9 +223,10 @@ std::string varlen_usage_error(const RunOptions& o) {
 }
 
 int run_varlen(const RunOptions& o) {
-  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}},
-                                  {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--cu-seqlens-q", o.cu_seqlens_q},
-                                   {"--cu-seqlens-k", o.cu_seqlens_k}, {"--alibi", o.alibi}, {"--sinks", o.sinks}});
+  FlagPaths inputs = {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--cu-seqlens-q", o.cu_seqlens_q},
+                      {"--cu-seqlens-k", o.cu_seqlens_k}};
+  append_per_head_files(o.per_head_files, inputs);
+  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}}, inputs);
   const VarlenInputs in = load_varlen_inputs(o);
   const VarlenAttentionLayouts& l = in.layouts;
   const DType dtype = l.q.dtype;
@@ -258,7 +249,8 @@ int run_varlen(const RunOptions& o) {
   const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
   const uint64_t rows = uint64_t(l.out.heads * l.out.seq);
   Buffer out = allocate_at_least(context, out_bytes);
-  std::optional<Buffer> lse, alibi, sinks, weights;
+  std::optional<Buffer> lse, weights;
+  PerHead<std::optional<Buffer>> per_head;
   AttentionBuffers b;
   b.q = &q;
   b.k = &k;
@@ -267,8 +259,7 @@ int run_varlen(const RunOptions& o) {
   b.cu_seqlens_q = {&cu_q, 0};
   b.cu_seqlens_k = {&cu_k, 0};
   if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
-  if (in.alibi) b.alibi = &alibi.emplace(upload_encoded(context, DType::f32, in.alibi->values));
-  if (in.sinks) b.sinks = &sinks.emplace(upload_encoded(context, DType::f32, in.sinks->values));
+  b.per_head() = in.per_head.upload(context, per_head);
   const uint64_t weight_count = l.weights ? rows * uint64_t(l.k.seq) : 0;
   if (l.weights) b.weights = {&weights.emplace(allocate_at_least(context, weights_bytes(1, l.q.heads, l.q.seq, l.k.seq))), 0};
   prepared.run(b);
