@@ -226,7 +226,8 @@ def main():
             fail(f"{page.relative_to(ROOT)} is not linked from README.md")
     print(f"{links} relative links resolve; {commands} commands shown exist "
           f"(vkattn {', '.join(sorted(shown))}, each option in its --help); "
-          f"{included} code block(s) match their files; {len(pages)} docs pages linked from README.md")
+          f"{included} code block(s) match their files; "
+          f"{sum(page.resolve() in readme_links for page in pages)} of {len(pages)} docs pages linked from README.md")
     if failures:
         print(f"check-docs: {len(failures)} failure(s)")
         return 1
