@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Consumption tests: the three ways an application takes vkattn in, each built from scratch and run.
-#   1. the installed package through find_package(vkattn)  (examples/: minimal, decode_loop, app_record)
+#   1. the installed package through find_package(vkattn)  (examples/: readme_example, minimal, decode_loop, app_record)
 #   2. the source tree through add_subdirectory()           (tests/consume/add_subdirectory/)
 #   3. the installed pkg-config file                        (a plain c++ compile of examples/minimal.cpp)
 # Usage: scripts/consumption-tests.sh [BUILD_DIR]   (default build/release, already built)
@@ -22,6 +22,7 @@ cmake --install "$build_dir" --prefix "$prefix" >/dev/null
 part "find_package(vkattn): examples/"
 cmake -S examples -B "$out/find_package" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$out/find_package"
+"$out/find_package/readme_example"
 "$out/find_package/minimal"
 "$out/find_package/decode_loop"
 "$out/find_package/app_record" --validate
