@@ -10,7 +10,7 @@ FlashAttention's alibi_slopes); causal, the sliding window (Mistral), key length
 with masked_fill(-inf); the float mask added; sinks the way gpt-oss's reference does it: the sink
 logit appended as one more column of the scores, softmax over the row, the column dropped. Each case
 runs through `vkattn run` (fused path; --weights cases also take the three-stage path) on .npy files
-and is compared, O and LSE (and P), with the README's tolerances. Prints one line per case and exits
+and is compared, O and LSE (and P), with the tolerances of docs/testing.md. Prints one line per case and exits
 1 when any differs. Needs numpy and torch.
 """
 import argparse
@@ -26,7 +26,7 @@ except ImportError as e:
     sys.exit(f"check_modifiers_torch: error: {e.name} is required (Debian: apt install python3-numpy python3-torch)")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOLERANCE = {"f32": 1e-5, "f16": 2e-3}  # README.md, "Precision": max |O - ref| / max |V|
+TOLERANCE = {"f32": 1e-5, "f16": 2e-3}  # docs/testing.md, "Precision and the tolerances the tests use": max |O - ref| / max |V|
 LSE_TOLERANCE = 1e-4
 
 CASES = [

@@ -1,4 +1,4 @@
-// A conformance case's score modifiers (README, "Score modifiers") as one value, and everything the
+// A conformance case's score modifiers (docs/semantics.md, "Score modifiers") as one value, and everything the
 // runners do with them: their text in a case's description, their feature tags, the call options
 // they set, and the per-head tensors (ALiBi slopes, sink logits) drawn from the case's generator,
 // given to the reference and bound to the call. Every kind of case (AttentionCase, PagedCase,

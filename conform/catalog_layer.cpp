@@ -126,7 +126,7 @@ void add_size_cases(LayerCases& add) {
   }
 }
 
-// The score modifiers (README, "Score modifiers"): those that are options as the call's options, the
+// The score modifiers (docs/semantics.md, "Score modifiers"): those that are options as the call's options, the
 // per-head tensors as weights of the layer; cases 7100-7109 (--quick: 7102, every one at once).
 void add_modifier_cases(LayerCases& add) {
   {

@@ -1,4 +1,4 @@
-// Conformance cases for the score modifiers (README, "Score modifiers"): sliding windows, ALiBi,
+// Conformance cases for the score modifiers (docs/semantics.md, "Score modifiers"): sliding windows, ALiBi,
 // softcap and attention sinks, alone and combined with each other and with causal masking in both
 // alignments, key lengths, boolean and float masks, GQA, split-KV and every dtype. Hidden K/V rows
 // (outside every row's window, past the key lengths) hold NaN and Inf wherever a case poisons them.

@@ -1,4 +1,4 @@
-// The conformance sweep (README.md, "Tests"): odd sequence lengths and head dims, GQA ratios, every mask
+// The conformance sweep (docs/testing.md, "The test suite"): odd sequence lengths and head dims, GQA ratios, every mask
 // kind and combination, strided layouts and offsets, custom scales, with and without LSE, for every
 // dtype, each case against the fp64 reference. The axes cycle with co-prime periods, so every value
 // of every axis meets many values of the others without the cost of the full cross product.

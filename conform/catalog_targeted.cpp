@@ -1,4 +1,4 @@
-// Targeted conformance cases for the promises of the contract (README.md, "Semantics") that a random sweep rarely hits:
+// Targeted conformance cases for the promises of the contract (docs/semantics.md) that a random sweep rarely hits:
 // fully masked rows (exactly 0, LSE -inf), masked keys holding NaN / Inf, NaN propagation confined
 // to its row, the split-KV path under every mask, extreme scales, scores beyond the f32 range and
 // strided layouts. And the
@@ -223,7 +223,7 @@ CaseSection scales(const Builder& b) {
   return s;
 }
 
-// README "Scores beyond the f32 range": scale * (q . k) beyond the f32 range saturates to +-FLT_MAX
+// docs/semantics.md, "Scores beyond the f32 range": scale * (q . k) beyond the f32 range saturates to +-FLT_MAX
 // (so does adding the float mask), on every path; finite inputs never give NaN. Overflow after the
 // scaling (huge scales, every dtype), in the dot itself (large f32 / bf16 inputs; f16 cannot hold
 // them) with scores that are representable again after a tiny scale, and in split-KV's combine. A

@@ -1,4 +1,4 @@
-// Comparing a device result with the fp64 reference under the tolerances of README.md, "Precision". Returns
+// Comparing a device result with the fp64 reference under the tolerances of docs/testing.md, "Precision and the tolerances the tests use". Returns
 // what it found rather than failing anything: the doctest suites turn a mismatch into a test
 // failure, `vkattn conform` into a row of its report.
 #pragma once

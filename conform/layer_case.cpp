@@ -87,7 +87,7 @@ void random_inputs(const LayerCase& c, const MhaWeights& w, std::mt19937_64& rng
   in.average_weights = c.average;
 }
 
-// The output's tolerance is its dtype's (README.md, "Precision"), relative to max|out| of the reference. The layer also
+// The output's tolerance is its dtype's (docs/testing.md, "Precision and the tolerances the tests use"), relative to max|out| of the reference. The layer also
 // rounds its intermediates (projected Q, K, V, the attention output) to the storage dtype, which the
 // fp64 reference does not; measured errors stay well inside (f32 3e-7, f16 3e-4, bf16 2.6e-3).
 void compare_layer(const LayerCase& c, const reference::MhaOutputs& ref, const MhaResult& got, CaseResult& result) {

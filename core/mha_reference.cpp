@@ -1,5 +1,5 @@
 // The fp64 CPU reference of the multi-head attention layer (torch.nn.MultiheadAttention semantics,
-// the contract (README.md, "Semantics")). Plain loops, double precision: obviously right rather than fast.
+// the contract (docs/semantics.md)). Plain loops, double precision: obviously right rather than fast.
 #include "vkattn/mha_reference.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The rules of AttentionOptions (the contract: README.md, "Semantics" and "Score modifiers").
+// The rules of AttentionOptions (the contract: docs/semantics.md and "Score modifiers").
 #include "options_check.hpp"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// check_attention: the one set of argument rules (the contract: README.md, "Semantics") that the Vulkan path and the CPU
+// check_attention: the one set of argument rules (the contract: docs/semantics.md) that the Vulkan path and the CPU
 // reference both apply, so that whatever one rejects the other rejects with the same message.
 #include "vkattn/problem.hpp"
 

@@ -1,4 +1,4 @@
-// The fp64 CPU reference (the contract: README.md, "Semantics"). Deliberately the plainest possible loop nest: it is what the
+// The fp64 CPU reference (the contract: docs/semantics.md). Deliberately the plainest possible loop nest: it is what the
 // kernels are judged against, so it must be obviously right rather than fast.
 #include "vkattn/reference.hpp"
 

@@ -1,4 +1,4 @@
-// The contract's score chain for one query row (README.md, "Semantics"), the one implementation every
+// The contract's score chain for one query row (docs/semantics.md), the one implementation every
 // fp64 reference runs: SDPA (reference.cpp, and through it the paged and packed references, which
 // attend each sequence as a dense call) and the multi-head layer (mha_reference.cpp). A new score
 // modifier is added here, once. For query i and key j, in this order:

@@ -1,4 +1,4 @@
-// The score rule of the kernels (shaders/score.glsl; README, "Scores beyond the f32 range"), for
+// The score rule of the kernels (shaders/score.glsl; docs/semantics.md, "Scores beyond the f32 range"), for
 // the fp64 references: scale * (q . k) beyond the f32 range saturates to +-FLT_MAX, and so does
 // that plus a finite float-mask bias. In double, finite f32 inputs never overflow, so an infinity
 // here comes from an Inf input and, like NaN, propagates untouched.

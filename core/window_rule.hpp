@@ -1,4 +1,4 @@
-// The sliding window's rule (README, "Score modifiers") for the host's int64 arithmetic, shared by the
+// The sliding window's rule (docs/semantics.md, "Score modifiers") for the host's int64 arithmetic, shared by the
 // call's problem and the layer's reference: key j is visible to the row whose diagonal is d = i + off
 // iff d - left <= j <= d + right. Sides run up to 2^63 - 1, so each is compared with the room it has
 // before anything is added (d + right + 1 would overflow for the largest).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws the attention patterns of 8 heads with `vkattn run --heatmap` (the picture in the README).
+"""Draws the attention patterns of 8 heads with `vkattn run --heatmap` (the picture in docs/command-line.md).
 
 The inputs are built so that each head has a pattern one meets in trained transformers: queries and
 keys are sinusoidal position encodings, and a head that shifts its queries by `o` positions attends

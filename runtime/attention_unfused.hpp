@@ -1,4 +1,4 @@
-// The three-stage attention path (README.md, "How it works"), used when the caller wants the weights P or asks
+// The three-stage attention path (docs/design.md, "How it works"), used when the caller wants the weights P or asks
 // for it: scores S = scale·Q·Kᵀ (gemm.comp, f32) → masked row softmax in place (attention_softmax.comp)
 // → O = P·V (gemm.comp). S lives in the caller's weights buffer when given, else in the workspace.
 // The (batch, head, query-row) space is cut into chunks whose scores fit one storage-buffer binding;

@@ -4,7 +4,7 @@
 //   P[j] = exp(s'_j - m) / l,  s'_j = modify(s_j) + bias_j for visible keys,  m = max s' (and the sink),
 //   l = sum exp(s' - m) (+ exp(sink - m))
 // (modify: the score modifiers, modify_score in modifiers.glsl; s'_j saturating to +-FLT_MAX: score.glsl)
-// with the fused kernels' semantics (the contract: README.md, "Semantics"): a key is hidden by the
+// with the fused kernels' semantics (the contract: docs/semantics.md): a key is hidden by the
 // causal rule, the window, key padding or an explicit mask (boolean false or float -inf) and then gets
 // exactly 0, whatever its score (NaN from a NaN in K included); a row with no visible key gets all
 // zeros and LSE -inf (the sink's logit where the head has one). P excludes the sink; LSE includes it. The max

@@ -1,4 +1,4 @@
-// The causal rule (the contract: README.md, "Semantics"), for kernels whose push-constant block `pc` has seq_q and seq_k.
+// The causal rule (the contract: docs/semantics.md), for kernels whose push-constant block `pc` has seq_q and seq_k.
 #ifndef VKATTN_CAUSAL_GLSL
 #define VKATTN_CAUSAL_GLSL
 

@@ -1,4 +1,4 @@
-// The score modifiers (README, "Score modifiers"), shared by every kernel that forms or normalises
+// The score modifiers (docs/semantics.md, "Score modifiers"), shared by every kernel that forms or normalises
 // scores. For query row i and key j, after s = scale * q.k (score.glsl):
 //   softcap -> + ALiBi -> + float mask -> the boolean masks (causal, window, key lengths, bool mask)
 //   -> softmax, with the sink of head h in each row's denominator.

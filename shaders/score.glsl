@@ -1,4 +1,4 @@
-// The f32 score rule, shared by every kernel that forms a product of finite inputs (README,
+// The f32 score rule, shared by every kernel that forms a product of finite inputs (docs/semantics.md,
 // "Scores beyond the f32 range"): finite inputs never give NaN or Inf.
 //   - scale * (q . k) is the f32 value of the exact product, and one beyond the f32 range saturates
 //     to +-FLT_MAX (then + bias, saturating again; a -inf bias masks, NaN / +inf propagate);

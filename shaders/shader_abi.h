@@ -86,7 +86,7 @@
 /* The fused kernels: the grid's z is a work list's items, not (split, batch) (see "Work lists"). */
 #define FLAG_WORK_LIST 2048u
 
-/* ---- Score modifiers (README, "Score modifiers"): the bits of the MODIFIERS specialization constant of
+/* ---- Score modifiers (docs/semantics.md, "Score modifiers"): the bits of the MODIFIERS specialization constant of
  * every kernel that forms or normalises scores (shaders/modifiers.glsl). Off, they compile to nothing. ---- */
 #define MOD_SOFTCAP 1u           /* s = SOFTCAP * tanh(s / SOFTCAP) (finite scores) */
 #define MOD_ALIBI 2u             /* + -slope * |i + off - j|, slopes bound at ALIBI_BINDING */

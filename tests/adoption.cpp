@@ -1,4 +1,4 @@
-// Adoption (README.md, "Embedding"): the application owns instance, device, queue, command buffer and buffers;
+// Adoption (docs/embedding.md): the application owns instance, device, queue, command buffer and buffers;
 // vkattn borrows them (Context::adopt, Buffer::wrap), records into the application's command buffer
 // with no submit of its own, and the application submits, waits and reads back.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Targeted conformance cases for the promises of the contract (README.md, "Semantics") that a random sweep rarely hits, from
+// Targeted conformance cases for the promises of the contract (docs/semantics.md) that a random sweep rarely hits, from
 // the shared catalog (conform/catalog_targeted.cpp), which `vkattn conform` runs too.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The score modifiers (README, "Score modifiers") on every path and kernel, from the shared catalog
+// The score modifiers (docs/semantics.md, "Score modifiers") on every path and kernel, from the shared catalog
 // (conform/catalog_modifiers.cpp), which `vkattn conform` runs too.
 #include <doctest/doctest.h>
 

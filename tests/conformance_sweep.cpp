@@ -1,4 +1,4 @@
-// The conformance sweep (README.md, "Tests") and a few larger shapes, from the shared catalog
+// The conformance sweep (docs/testing.md, "The test suite") and a few larger shapes, from the shared catalog
 // (conform/catalog_sweep.cpp), which `vkattn conform` runs too.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The multi-head layer's score modifiers (README, "Score modifiers") in its fp64 reference, on
+// The multi-head layer's score modifiers (docs/semantics.md, "Score modifiers") in its fp64 reference, on
 // problems small enough to compute by hand: sinks and ALiBi slopes as weights of the layer, the
 // options (window, align, softcap, scale) as inputs, their order (softcap -> ALiBi -> attn_mask), and the checks
 // that name a bad value.

@@ -1,5 +1,5 @@
 // The fp64 multi-head attention layer reference on problems small enough to compute by hand
-// (torch.nn.MultiheadAttention semantics, the contract (README.md, "Semantics")): checked against arithmetic, not itself.
+// (torch.nn.MultiheadAttention semantics, the contract (docs/semantics.md)): checked against arithmetic, not itself.
 #include <doctest/doctest.h>
 
 #include <cmath>

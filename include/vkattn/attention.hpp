@@ -1,4 +1,4 @@
-// Scaled dot-product attention on the GPU (the contract: README.md, "Semantics"):
+// Scaled dot-product attention on the GPU (the contract: docs/semantics.md):
 //   O[b,h,i,:] = sum_j softmax_j(scale * Q[b,h,i,:].K[b,g(h),j,:] + bias[b,h,i,j]) V[b,g(h),j,:]
 #pragma once
 
@@ -37,7 +37,7 @@ struct MaskRef {
 };
 
 // The per-head tensors (base PerHead, vkattn/per_head.hpp: `args.alibi`, ...) are optional score
-// modifiers given in Buffers (README, "Score modifiers").
+// modifiers given in Buffers (docs/semantics.md, "Score modifiers").
 struct AttentionArgs : PerHead<HeadValuesRef> {
   TensorRef q, k, v;  // (B,H,Sq,Dqk), (B,G,Sk,Dqk), (B,G,Sk,Dv); one dtype
   // K and V stored as q.dtype or as q8_0 blocks (AttentionLayouts::kv_quant; the fused path only).

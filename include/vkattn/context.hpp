@@ -163,7 +163,7 @@ struct AdoptedDevice {
 };
 
 // A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several
-// threads at once are serialised where they submit (see README "Threads"). After
+// threads at once are serialised where they submit (see docs/embedding.md, "Threads"). After
 // VK_ERROR_DEVICE_LOST every later call throws Error("... device was lost ..."). A moved-from Context
 // holds no device: any use of it throws Error("... moved-from Context").
 // A pipeline a Context built: host milliseconds in vkCreateComputePipelines (a GPU driver compiles

@@ -15,7 +15,7 @@
 //   - Q (batch, heads, seq_q, dim_qk), O (batch, heads, seq_q, dim_v), LSE (batch, heads, seq_q).
 //     Each sequence is a dense problem of seq_k = len_b keys: causal and the alignment are per
 //     sequence (bottom-right: off = len_b - seq_q), and so is every score modifier
-//     (AttentionOptions and the per-head tensors, README "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
+//     (AttentionOptions and the per-head tensors, docs/semantics.md, "Score modifiers"). A sequence of no keys gives O = 0 and LSE = -inf
 //     (the sink's logit where the head has one). No explicit mask or kv_lengths: cache_lens are the key lengths.
 //   - Values outside the contract (check_paged_values refuses them where the host has them; the
 //     device reads them unchecked) follow one rule on the device, for the attention and the append
@@ -43,7 +43,7 @@ namespace vkattn {
 //   nhd: (page_size, kv_heads, dim), FlashAttention's and vLLM's layout: a token's heads side by side.
 //   hnd: (kv_heads, page_size, dim), FlashInfer's HND: each head's tokens side by side, so one head's
 //        keys of a page are one contiguous run. On CPU devices (lavapipe) decode reads it in about
-//        1.1x a dense cache's time; nhd's strided rows take 1.3-2x (README "Paged KV cache").
+//        1.1x a dense cache's time; nhd's strided rows take 1.3-2x (docs/semantics.md, "Paged KV cache").
 enum class PageOrder { nhd, hnd };
 const char* to_string(PageOrder order);  // "nhd" | "hnd"
 

@@ -1,5 +1,5 @@
 // The multi-head attention layer on the GPU, with torch.nn.MultiheadAttention(batch_first=True)
-// semantics (README.md, "Semantics"; the deliberate differences are listed in mha_reference.hpp):
+// semantics (docs/semantics.md; the deliberate differences are listed in mha_reference.hpp):
 //   Q = query·Wqᵀ + bq, K = key·Wkᵀ + bk, V = value·Wvᵀ + bv   (projections, heads split to BHSD)
 //   A = attention(Q, K, V) per head (GQA when kv_heads < num_heads)
 //   out = merge_heads(A)·Woᵀ + bo

@@ -1,9 +1,9 @@
 // The fp64 CPU reference of the multi-head attention layer, with the semantics of
-// torch.nn.MultiheadAttention(batch_first=True) (the contract: README.md, "Semantics"): input projections, split heads,
+// torch.nn.MultiheadAttention(batch_first=True) (the contract: docs/semantics.md): input projections, split heads,
 // scaled dot-product attention, merge heads, output projection. It is the yardstick for the GPU layer,
 // so it is a plain loop nest computed in double precision from the f32 values it is given.
 //
-// Differences from PyTorch, by design (the contract: README.md, "Semantics"):
+// Differences from PyTorch, by design (the contract: docs/semantics.md):
 //   - A query row whose keys are all masked (causal and/or key_padding_mask) gets an attention output
 //     of exactly 0 and all-zero weights, so its layer output is out_proj_bias (0 without bias).
 //     PyTorch gives NaN there.
@@ -12,7 +12,7 @@
 //     kv_heads == num_heads (the default) the two agree.
 //   - Causal masking may be top-left (PyTorch is_causal: key j visible to query i when j <= i) or
 //     bottom-right (j <= i + seq_k - seq_q).
-//   - The score modifiers (README, "Score modifiers"): those that are options from MhaInputs::options,
+//   - The score modifiers (docs/semantics.md, "Score modifiers"): those that are options from MhaInputs::options,
 //     the per-head ones from MhaWeights, applied as attention() applies them (reference.hpp). PyTorch's
 //     layer has none of them.
 #pragma once

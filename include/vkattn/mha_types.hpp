@@ -1,6 +1,6 @@
 // The parameters and inputs of the multi-head attention layer, shared by the GPU layer
 // (vkattn/mha.hpp) and its fp64 CPU reference (vkattn/mha_reference.hpp). Semantics follow
-// torch.nn.MultiheadAttention(batch_first=True) (the contract: README.md, "Semantics"); see mha_reference.hpp for the
+// torch.nn.MultiheadAttention(batch_first=True) (the contract: docs/semantics.md); see mha_reference.hpp for the
 // (deliberate) differences.
 #pragma once
 
@@ -28,7 +28,7 @@ struct MhaWeights {
   std::vector<float> in_proj_bias;     // (E + 2*kv_dim): q, k, v biases; empty when !bias
   std::vector<float> out_proj_weight;  // (E, E)
   std::vector<float> out_proj_bias;    // (E); empty when !bias
-  // Score modifiers that are weights of the layer (README, "Score modifiers"), f32, each empty (none)
+  // Score modifiers that are weights of the layer (docs/semantics.md, "Score modifiers"), f32, each empty (none)
   // or (num_heads), finite: attention-sink logits (gpt-oss; each row's softmax denominator gains
   // e^sink[h], with no value) and ALiBi slopes (BLOOM, MPT; bias -slope[h]·|i + off - j|).
   std::vector<float> sinks;

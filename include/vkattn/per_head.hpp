@@ -1,4 +1,4 @@
-// The score modifiers given as tensors of one f32 value per head (README, "Score modifiers"):
+// The score modifiers given as tensors of one f32 value per head (docs/semantics.md, "Score modifiers"):
 //   alibi: ALiBi slopes, (heads) or (batch, heads): bias -slope * |i + off - j| on every score;
 //   sinks: attention-sink logits, (heads): each row's softmax denominator gains e^sink, with no value.
 // Every call's layouts, buffers and reference inputs hold them through the bases below, so the code

@@ -1,5 +1,5 @@
 // Argument checking for scaled dot-product attention, shared by the Vulkan path and the CPU
-// reference: one set of rules (the contract: README.md, "Semantics"), one set of messages.
+// reference: one set of rules (the contract: docs/semantics.md), one set of messages.
 #pragma once
 
 #include <optional>

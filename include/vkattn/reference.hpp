@@ -1,4 +1,4 @@
-// The fp64 CPU reference: the same semantics as the Vulkan kernels (the contract: README.md, "Semantics"), computed in double
+// The fp64 CPU reference: the same semantics as the Vulkan kernels (the contract: docs/semantics.md), computed in double
 // precision from the f32 values it is given. Feed it the inputs already rounded to the storage dtype
 // (vkattn::round_to) to compare with a GPU result computed in f16 or bf16.
 #pragma once
@@ -14,7 +14,7 @@
 namespace vkattn::reference {
 
 // The per-head tensors (base PerHeadValues, vkattn/per_head.hpp: `alibi_layout` and `alibi`, ...) are
-// score modifiers (README, "Score modifiers").
+// score modifiers (docs/semantics.md, "Score modifiers").
 struct Inputs : PerHeadValues {
   // Element i of each span is the element at index i of the layout (strides and offsets apply);
   // dtype in the layouts is only checked for agreement, the values are already f32.

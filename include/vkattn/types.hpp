@@ -93,7 +93,7 @@ struct MaskLayout {
   std::string describe() const;
 };
 
-// Which kernels compute attention (README.md, "How it works").
+// Which kernels compute attention (docs/design.md, "How it works").
 //   fused:     one flash-style pass; memory O(seq_q + seq_k), never the (seq_q, seq_k) scores.
 //   unfused:   the three-stage path (scores Q·Kᵀ, masked row softmax, P·V); materialises the weights
 //              P (batch, heads, seq_q, seq_k) in f32, so its memory grows with seq_q·seq_k.
@@ -125,13 +125,13 @@ enum class KvQuant { none, q8_0 };
 
 const char* to_string(KvQuant quant);  // "none" | "q8_0"
 
-// Options that are not tensors. The score modifiers (README, "Score modifiers") apply in this order
+// Options that are not tensors. The score modifiers (docs/semantics.md, "Score modifiers") apply in this order
 // to the score of query i and key j: s = scale * q.k -> softcap -> + ALiBi -> + float mask -> the
 // boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sink logit (a per-head
 // tensor of the call, vkattn/per_head.hpp, as ALiBi's slopes are) in its denominator.
 struct AttentionOptions {
   // Default 1/sqrt(dim_qk); any finite value. A score scale * (q . k) (+ float-mask bias) beyond
-  // the f32 range saturates to +-FLT_MAX, so finite inputs never give NaN (README, Semantics).
+  // the f32 range saturates to +-FLT_MAX, so finite inputs never give NaN (docs/semantics.md).
   std::optional<float> scale;
   Causal causal = Causal::none;
   // Sliding window (each side >= 0, or -1 unbounded); absent: no window.

@@ -29,7 +29,7 @@ ROW_KEYS = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "dim_qk", "dim_v", "
             "ms_min", "tflops", "gbps", "max_err_over_max_v", "max_weight_err", "status", "reason", "first_run_ms",
             "first_run_pipelines", "first_dispatches", "layout", "page_size", "kv_lengths", "q_lengths", "kv_bytes", "kv_gbps"]
 MEASURED = ["device_bytes", "peak_device_bytes", "ms_median", "ms_min", "tflops", "gbps"]
-F16_TOLERANCE = 2e-3  # README.md, "Precision"
+F16_TOLERANCE = 2e-3  # docs/testing.md, "Precision and the tolerances the tests use"
 
 
 class Checks:

@@ -9,7 +9,7 @@ with --device naming no device, so a check made after opening it would report th
     python3 tests/cli/check_mha.py --list | --errors-only
 
 The layer output is compared relative to max|out| of the reference, the attention weights absolutely
-(they are probabilities), both against the tolerance (README.md, "Precision") of the compute dtype; the reference
+(they are probabilities), both against the tolerance (docs/testing.md, "Precision and the tolerances the tests use") of the compute dtype; the reference
 is fed the weights and inputs rounded to that dtype (the GPU also rounds its intermediates, which
 the tolerance absorbs). Masked keys must weigh exactly 0. Exits 1 when any case fails.
 """
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mha_reference  # noqa: E402
 from sdpa_reference import round_to  # noqa: E402
 
-TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # README.md, "Precision"
+TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # docs/testing.md, "Precision and the tolerances the tests use"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUTPUTS = ("out.npy", "p.npy", "heads.png")
 

@@ -6,7 +6,7 @@ checks that bad inputs fail cleanly (one stderr line, non-zero exit, no output f
     python3 tests/cli/check_run.py --case dim_203 --case bf16_from_f32 --vkattn build/release/tools/vkattn
     python3 tests/cli/check_run.py --list
 
-One line per case: PASS/FAIL, the max error of O normalised by max|V| against the README's
+One line per case: PASS/FAIL, the max error of O normalised by max|V| against docs/testing.md's
 ("Precision") tolerance of the compute dtype, the LSE error, and for the cases that ask for them (--weights) the max
 error of the attention weights P against the same tolerance (P's entries are at most 1, so no
 normalisation; masked keys and fully masked rows must be exactly 0). Exits 1 when any case fails.

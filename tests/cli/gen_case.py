@@ -66,7 +66,7 @@ class Case:
         return self.dtype or ("f16" if self.file_dtype == "f2" else "f32")
 
 
-# Everything the contract (README.md, "Semantics") promises, on sizes small enough for lavapipe, plus the long-KV decode case.
+# Everything the contract (docs/semantics.md) promises, on sizes small enough for lavapipe, plus the long-KV decode case.
 CASES = [
     Case("basic_f32", batch=2, heads=3, seq_q=65, dim=64),
     Case("basic_f32_unfused", batch=2, heads=3, seq_q=65, dim=64, path="unfused"),

@@ -1,5 +1,5 @@
 """An independent fp64 NumPy reference of torch.nn.MultiheadAttention(batch_first=True), as vkattn
-defines it (the contract: README.md, "Semantics"), for checking `vkattn mha` with code that shares nothing with the library:
+defines it (the contract: docs/semantics.md), for checking `vkattn mha` with code that shares nothing with the library:
 
     Q = query·Wqᵀ + bq,  K = key·Wkᵀ + bk,  V = value·Wvᵀ + bv          (heads split: E/H features each)
     A[b,h] = softmax(Q[b,h]·K[b,g(h)]ᵀ / sqrt(E/H) + attn_mask, masked) · V[b,g(h)]
@@ -11,7 +11,7 @@ float one added (-inf masks); causal top-left (j <= i) or bottom-right (j <= i +
 Where vkattn differs from torch on purpose: a query row with every key masked gives an attention
 output of 0 (so the layer output is out_proj.bias) and all-zero weights, where torch gives NaN.
 
-vkattn's score modifiers (README, "Score modifiers"), which torch's layer lacks: with the diagonal
+vkattn's score modifiers (docs/semantics.md, "Score modifiers"), which torch's layer lacks: with the diagonal
 offset off = 0 (top-left) or Sk - Sq (bottom-right; causal's alignment when causal is set, else
 `align`, default bottom-right), the score s = scale·q·k becomes c·tanh(s/c) (softcap c), then
 s - slope[h]·|i + off - j| (state_dict 'alibi_slopes'), then s + attn_mask; a window (L, R) hides

@@ -2,7 +2,7 @@
 max error of an output against its reference, inf where non-finite values disagree)."""
 import numpy as np
 
-TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # README.md, "Precision", normalised by max|V|
+TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # docs/testing.md, "Precision and the tolerances the tests use", normalised by max|V|
 LSE_TOLERANCE = 1e-4  # |LSE - ref| <= tol * (1 + |ref|): f32 arithmetic on the same rounded inputs
 
 

@@ -1,4 +1,4 @@
-"""An independent fp64 NumPy reference of vkattn's attention contract (README.md, "Semantics").
+"""An independent fp64 NumPy reference of vkattn's attention contract (docs/semantics.md).
 
 Written from the contract, not from the C++ reference, so that `vkattn run` can be checked against
 something that shares no code with the library:
@@ -10,7 +10,7 @@ with g(h) = h // (H // G); causal top-left (j <= i) or bottom-right (j <= i + Sk
 broadcast over batch and heads. A fully masked row gives O = 0 and LSE = -inf; a masked key never
 influences the output even when its K or V holds NaN or Inf.
 
-Score modifiers (README.md, "Score modifiers"), in this order on each score: softcap c·tanh(s/c) (finite
+Score modifiers (docs/semantics.md, "Score modifiers"), in this order on each score: softcap c·tanh(s/c) (finite
 scores only), + ALiBi -slope·|i + off - j|, + float mask; a sliding window (left, right) hides keys
 outside i + off - left .. i + off + right (-1 = unbounded); off = 0 (top-left) or Sk - Sq
 (bottom-right), causal's alignment when causal is set, else `align` (default bottom-right); sink

@@ -4,7 +4,7 @@
 // vkattn::Error with a one-line message; never a crash, undefined behaviour (signed overflow in the
 // extent arithmetic) or another exception. Only the checks run: nothing is allocated from the sizes.
 //
-// What is accepted must be what the contract says (README.md, "Semantics"): sizes >= 1, dims <= 256, GQA
+// What is accepted must be what the contract says (docs/semantics.md): sizes >= 1, dims <= 256, GQA
 // divisibility, agreeing shapes and dtypes, a finite scale, a broadcasting mask, and an output whose
 // distinct elements have distinct indices (verified element by element when the output is small).
 #include <fuzzer/FuzzedDataProvider.h>
@@ -102,7 +102,7 @@ void check_accepted(const vkattn::AttentionLayouts& l, const vkattn::AttentionPr
       violated("an invalid mask type");
     if (m.required_elements() < m.seq_k) violated("mask required_elements below seq_k");
   }
-  // The modifiers as README.md, "Score modifiers" allows them.
+  // The modifiers as docs/semantics.md, "Score modifiers" allows them.
   if (const char* what = vkattn::fuzz::modifiers_violation(l.options, l.alibi, l.sinks, p, p.batch)) violated(what);
   const TensorLayout& o = l.out;
   // In double: the product of checked sizes may exceed int64 (the check bounds each, not all).

@@ -1,4 +1,4 @@
-// The score modifiers (README.md, "Score modifiers") as the argument fuzzers draw them, and what an
+// The score modifiers (docs/semantics.md, "Score modifiers") as the argument fuzzers draw them, and what an
 // accepted call must then satisfy. Shared by fuzz_check_attention, fuzz_varlen_args and
 // fuzz_paged_args, since the dense, packed and paged checks take the same AttentionOptions and
 // ALiBi/sinks layouts and must accept and refuse them alike. The values are the edges where a check

@@ -1,4 +1,4 @@
-// `vkattn bench`'s command-line options (README.md, "Command line": bench), registered into
+// `vkattn bench`'s command-line options (docs/command-line.md, "vkattn bench"), registered into
 // BenchOptions in the order --help lists them.
 #pragma once
 

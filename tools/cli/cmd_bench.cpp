@@ -1,6 +1,6 @@
 // `vkattn bench`: GPU-timestamp timing of the attention kernels on random inputs, with an optional
 // check against the fp64 reference. Every figure is printed with the device, driver and library
-// version it was measured with (README.md, "Command line": bench). The shapes come from the command line or from a
+// version it was measured with (docs/command-line.md, "vkattn bench"). The shapes come from the command line or from a
 // preset (`--sweep`, bench_sweep.hpp); the writers are in bench_output.hpp.
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The score modifiers on the command line (README, "Score modifiers"), shared by `vkattn run`,
+// The score modifiers on the command line (docs/semantics.md, "Score modifiers"), shared by `vkattn run`,
 // `bench` and `mha`: those that are options of the call, registered here once for every command (the
 // per-head tensors are per_head_options.hpp's). Every bad value is one Error naming the option and
 // the value.

@@ -16,7 +16,7 @@
 
 namespace vkattn::cli {
 
-// README.md, "Precision": max-abs error normalised by max|V| (O is a convex combination of V's rows).
+// docs/testing.md, "Precision and the tolerances the tests use": max-abs error normalised by max|V| (O is a convex combination of V's rows).
 double check_tolerance(DType dtype);
 
 // Up to 64 query rows spread evenly over seq_q (first and last included), fewer when the reference

@@ -6,7 +6,7 @@
 //            q_proj_weight (E, E), k_proj_weight (kv_heads·E/H, kdim), v_proj_weight (kv_heads·E/H, vdim)
 // plus out_proj.weight (E, E) in both, and the biases in_proj_bias (E + 2·kv_heads·E/H) and
 // out_proj.bias (E): both present (bias on) or both absent (bias off). E is out_proj.weight's size.
-// Optional, vkattn's score modifiers (README, "Score modifiers"), not torch's: the per-head weights,
+// Optional, vkattn's score modifiers (docs/semantics.md, "Score modifiers"), not torch's: the per-head weights,
 // (H) each, named as MhaWeights' members (per_head_weight_name: the ALiBi slopes are alibi_slopes).
 // Any other array name is an error listing the expected ones: a mistyped name must not silently
 // turn a bias off.

@@ -1,4 +1,4 @@
-// The sliding window on the command line, "L:R" (README, "Score modifiers"): the left and right sides
+// The sliding window on the command line, "L:R" (docs/semantics.md, "Score modifiers"): the left and right sides
 // of the visible band around the diagonal, each an integer >= 0 or -1 for unbounded ("4096:0" is
 // Mistral's, "-1:0" causal). Shared by the commands that take --window.
 #pragma once
