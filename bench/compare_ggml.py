@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times ggml's Vulkan flash attention (test-backend-ops perf) and vkattn bench on the same shapes, alternating.
 
-ggml is not part of vkattn: build its test-backend-ops yourself (bench/results/README.md says how), then
+ggml is not part of vkattn: build its test-backend-ops yourself (docs/performance.md says how), then
 
     /usr/bin/python3 bench/compare_ggml.py --ggml /path/to/ggml-build/bin/test-backend-ops \\
         --vkattn build/release/tools/vkattn --json results.json
@@ -529,7 +529,7 @@ def format_table(doc):
 
 def parse_args(argv):
     p = ct.Parser(prog=PROG, description=__doc__.splitlines()[0],
-                  epilog="See bench/results/README.md for building test-backend-ops and for a recorded run.")
+                  epilog="See docs/performance.md for building test-backend-ops and for a recorded run.")
     p.add_argument("--ggml", metavar="PATH", help="ggml's test-backend-ops binary, built with -DGGML_VULKAN=ON "
                                                   "-DGGML_BUILD_TESTS=ON (required unless --from-json)")
     p.add_argument("--vkattn", default=None, help=f"the vkattn binary (default: {ct.DEFAULT_VKATTN})")
@@ -585,7 +585,7 @@ def parse_args(argv):
             p.error(f"--json {args.json}: {'a directory' if os.path.isdir(args.json) else 'its directory does not exist'}")
     if not args.dry_run:
         if not ct.is_executable(args.ggml):
-            p.error(f"--ggml {args.ggml}: no such executable (ggml's test-backend-ops; bench/results/README.md says "
+            p.error(f"--ggml {args.ggml}: no such executable (ggml's test-backend-ops; docs/performance.md says "
                     "how to build it)")
         if not ct.is_executable(args.vkattn):
             p.error(f"--vkattn {args.vkattn}: no such executable (build it: cmake --preset release && "
