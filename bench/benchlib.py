@@ -123,11 +123,13 @@ def run_case(binary, driver, args, extra=(), timeout=1800):
     return command, doc, row
 
 
-def device_slug(device):
-    """File-name form of a device name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3', llvmpipe -> lavapipe."""
+def device_slug(device, driver=""):
+    """File-name form of a device: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'; llvmpipe ->
+    'lavapipe-mesa-22.3.6' (two Mesa versions are two devices)."""
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     if slug.startswith("llvmpipe"):
-        return "lavapipe"
+        mesa = re.search(r"Mesa ([0-9.]+)", driver or "")
+        return "lavapipe" + (f"-mesa-{mesa.group(1)}" if mesa else "")
     return slug or "unknown-device"
 
 
@@ -139,8 +141,8 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def results_path(results_dir, device, date):
-    return os.path.join(results_dir, f"{device_slug(device)}-{date}.json")
+def results_path(results_dir, device, driver, date):
+    return os.path.join(results_dir, f"{device_slug(device, driver)}-{date}.json")
 
 
 def add_run(path, meta, run):

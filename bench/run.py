@@ -7,7 +7,7 @@
 
 Case files are bench/cases/*.txt (by path, or by name: `issue12`); each case runs in its own
 process. The results go to bench/results/<device>-<date>.json (device as the run reports it, date in
-UTC): one file per device and date, each invocation appended to it as one run holding the command,
+UTC; lavapipe as lavapipe-mesa-VERSION): one file per device and date, each invocation appended to it as one run holding the command,
 the binary's version, VK_DRIVER_FILES, and each case's result record as `vkattn bench --json` gave
 it. `--out FILE` writes elsewhere (a proof run, a scratch file); `--results-dir` changes the folder.
 bench/report.py turns bench/results/*.json into docs/performance.md's tables and plots.
@@ -93,7 +93,7 @@ def main(argv=None):
                   f" x{row.get('splits')}", flush=True)
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
         sys.exit(f"run.py: {' '.join(str(e).split())}")
-    path = args.out or bl.results_path(args.results_dir, meta["device"], meta["date"])
+    path = args.out or bl.results_path(args.results_dir, meta["device"], meta["driver"], meta["date"])
     try:
         bl.add_run(path, meta, run)
     except bl.CaseError as e:
