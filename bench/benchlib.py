@@ -13,8 +13,10 @@ A results file (bench/results/<device>-<date>.json) is one device and one date:
                           "command": [...], "result": the result record of `vkattn bench --json`}]}]}
 
 A run is one program (one vkattn build, or a peer: then "program" names it and "result" holds what
-that peer's adapter measured: at least ms_median and tflops). Rounds of a comparison are cases with
-the same name and their own "round".
+that peer's adapter measured: at least ms_median and tflops). The runs of one comparison share a
+"comparison" name (bench/compare.py: "A vs B"); their rounds are cases with the same name and their
+own "round". bench/report.py shows a comparison of two vkattn runs as before/after, one of vkattn
+and peers as ratios, and runs without a comparison as each device's latest figures.
 """
 import datetime
 import hashlib

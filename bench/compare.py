@@ -160,7 +160,8 @@ def main(argv=None):
                             meta.setdefault(driver, {"device": doc["device"], "driver": doc["driver"],
                                                      "host_cpu": doc.get("host_cpu")})
                         run = runs.setdefault((driver, i), {
-                            "label": prog.label, "program": prog.kind, "binary": prog.path, "version": prog.version(),
+                            "label": prog.label, "program": prog.kind,
+                            "comparison": f"{programs[0].label} vs {programs[1].label}", "binary": prog.path, "version": prog.version(),
                             "vk_driver_files": None if driver == "system" or prog.kind != "vkattn" else driver,
                             "started": bl.now(), "cases": []})
                         run["cases"].append({"name": name, "case_file": case_file, "args": case_args, "round": rnd + 1,

@@ -144,13 +144,13 @@ def builds_table(docs):
     lines = []
     for doc in docs:
         for comparison, runs in groups(doc).items():
-            labels = [r["label"] for r in runs]
-            if comparison is None or labels != ["before", "after"]:
+            if comparison is None or len(runs) != 2 or any(r.get("program") != "vkattn" for r in runs):
                 continue
             before, after = per_case(runs[0]), per_case(runs[1])
+            b_label, a_label = runs[0]["label"], runs[1]["label"]
             rounds = max(len(set(c.get("round") for c in r["cases"])) for r in runs)
             lines += [f"{comparison}: {source(doc, runs)}; {rounds} alternating rounds. GFLOP/s, median [best]:", "",
-                      "| case | before | after | after / before (medians) |", "|---|---|---|---|"]
+                      f"| case | {b_label} | {a_label} | {a_label} / {b_label} (medians) |", "|---|---|---|---|"]
             for name, b in before.items():
                 a = after.get(name)
                 if a is None:
