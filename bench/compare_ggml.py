@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times ggml's Vulkan flash attention (test-backend-ops perf) and vkattn bench on the same shapes, alternating.
 
-ggml is not part of vkattn: build its test-backend-ops yourself (bench/results/README.md says how), then
+ggml is not part of vkattn: build its test-backend-ops yourself (docs/performance.md says how), then
 
     /usr/bin/python3 bench/compare_ggml.py --ggml /path/to/ggml-build/bin/test-backend-ops \\
         --vkattn build/release/tools/vkattn --json results.json
@@ -27,7 +27,7 @@ one; on lavapipe ggml took 2-5 minutes per call of it and 10-17 minutes per roun
 Exact shapes (--test-file FILE). test-backend-ops --test-file reads cases from a file instead of its
 list: one line per op, "OP TYPE ne0 ne1 ne2 ne3 N_PARAMS params... N_SRC (TYPE ne0..ne3 nb0..nb3)... NAME"
 (numbers as ggml's enums; nb all 0 for contiguous sources; op_params as int32, floats by their bits).
-bench/ggml-issue12-shapes.txt holds issue 12's four shapes that way: FLASH_ATTN_EXT (op 74 in the
+bench/cases/ggml-issue12-shapes.txt holds issue 12's four shapes that way: FLASH_ATTN_EXT (op 74 in the
 ggml this was written against; check ggml.h's enum for yours) with an f32 output (type 0), scale
 1/sqrt(dim), no max_bias or softcap, prec f32 (10), sources Q f32, K and V f16 (type 1), no mask:
 prefill H8 1024x1024 d64 and d128, and decode H32 over KV8, d128, 8k and 32k keys. Such cases print
@@ -38,7 +38,7 @@ so the GFLOP/s come from us/run and the FLOP count below. Mind the time: test-ba
 generic case's graph by memory, not FLOPs (32 GiB / the op's bytes, up to ~8000 runs), so a prefill
 case of a few MB runs thousands of times — hours on lavapipe (measured: the 1024x1024 d64 case had not
 finished after 5 minutes on a quiet machine, nor its round after 67 minutes under load). The decode
-cases (33 and 131 MB) take one and a few minutes: `--test-file bench/ggml-issue12-shapes.txt
+cases (33 and 131 MB) take one and a few minutes: `--test-file bench/cases/ggml-issue12-shapes.txt
 --params decode` runs those.
 
 What differs between the two sides is printed under the table (and kept in the JSON): ggml's test
@@ -529,7 +529,7 @@ def format_table(doc):
 
 def parse_args(argv):
     p = ct.Parser(prog=PROG, description=__doc__.splitlines()[0],
-                  epilog="See bench/results/README.md for building test-backend-ops and for a recorded run.")
+                  epilog="See docs/performance.md for building test-backend-ops and for a recorded run.")
     p.add_argument("--ggml", metavar="PATH", help="ggml's test-backend-ops binary, built with -DGGML_VULKAN=ON "
                                                   "-DGGML_BUILD_TESTS=ON (required unless --from-json)")
     p.add_argument("--vkattn", default=None, help=f"the vkattn binary (default: {ct.DEFAULT_VKATTN})")
@@ -541,7 +541,7 @@ def parse_args(argv):
                         f"cases nearest to issue 12's shapes, {DEFAULT_PARAMS}; with --test-file, none)")
     p.add_argument("--test-file", metavar="FILE",
                    help="test-backend-ops --test-file: run the cases of FILE instead of ggml's perf list (e.g. "
-                        "bench/ggml-issue12-shapes.txt, issue 12's exact shapes)")
+                        "bench/cases/ggml-issue12-shapes.txt, issue 12's exact shapes)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, help=f"test-backend-ops -b (default {DEFAULT_BACKEND})")
     p.add_argument("--ggml-commit", metavar="TEXT", help="the ggml commit the binary was built from, for the record "
                                                          "(test-backend-ops built outside a git checkout prints none)")
@@ -585,7 +585,7 @@ def parse_args(argv):
             p.error(f"--json {args.json}: {'a directory' if os.path.isdir(args.json) else 'its directory does not exist'}")
     if not args.dry_run:
         if not ct.is_executable(args.ggml):
-            p.error(f"--ggml {args.ggml}: no such executable (ggml's test-backend-ops; bench/results/README.md says "
+            p.error(f"--ggml {args.ggml}: no such executable (ggml's test-backend-ops; docs/performance.md says "
                     "how to build it)")
         if not ct.is_executable(args.vkattn):
             p.error(f"--vkattn {args.vkattn}: no such executable (build it: cmake --preset release && "

@@ -648,7 +648,7 @@ def name_list(choices):
 
 def parse_args(argv):
     p = Parser(prog=PROG, description=__doc__.splitlines()[0],
-               epilog="See bench/results/README.md for running it on a GPU machine.")
+               epilog="See docs/performance.md for running it on a GPU machine.")
     p.add_argument("--vkattn", default=None, help=f"the vkattn binary (default: {DEFAULT_VKATTN})")
     p.add_argument("--device", help="passed to vkattn bench --device (index or name substring); torch uses the "
                                     "current CUDA device (CUDA_VISIBLE_DEVICES)")

@@ -472,7 +472,7 @@ def format_table(doc):
 
 def parse_args(argv):
     p = ct.Parser(prog=PROG, description=__doc__.splitlines()[0],
-                  epilog="See bench/results/README.md for a recorded run.")
+                  epilog="See docs/performance.md for a recorded run.")
     p.add_argument("--vkattn", default=None, help=f"the vkattn binary (default: {ct.DEFAULT_VKATTN})")
     p.add_argument("--device", help="passed to vkattn bench --device (index or name substring; default: vkattn's "
                                     "choice, lavapipe on a machine without a GPU)")

@@ -10,23 +10,17 @@
 # The kernel column is what the plan chose on this device (d256 prefill: the subgroup kernel; d256
 # GQA decode: the subgroup kernel's decode form).
 # Usage: bash bench/first_dispatch.sh VKATTN [--shape 'NAME|BENCH ARGS']... [ICD_JSON...]   (CSV on stdout)
-# --shape (repeatable) replaces the default shapes below.
+# --shape (repeatable) replaces the default shapes, those of bench/cases/first-dispatch.txt.
 set -euo pipefail
 vkattn=$1; shift
 given=()
 while [ "${1:-}" = --shape ]; do given+=("$2"); shift 2; done
-shapes=(
-  "prefill_d64_f32|--heads 8 --seq-q 1024 --dim 64 --dtype f32"
-  "prefill_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16"
-  "prefill_d128_f16|--heads 8 --seq-q 1024 --dim 128 --dtype f16"
-  "prefill_d128_bf16|--heads 8 --seq-q 1024 --dim 128 --dtype bf16"
-  "prefill_d256_f16|--heads 8 --seq-q 256 --dim 256 --dtype f16"
-  "decode_8k_f16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype f16"
-  "decode_8k_bf16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype bf16"
-  "decode_8k_q8_0|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 128 --dtype f16 --kv-dtype q8_0"
-  "decode_8k_d256_f16|--heads 32 --kv-heads 8 --seq-q 1 --seq-k 8192 --dim 256 --dtype f16"
-  "unfused_d64_f16|--heads 8 --seq-q 1024 --dim 64 --dtype f16 --path unfused"
-)
+# The default shapes: bench/cases/first-dispatch.txt (a name, then the vkattn bench arguments).
+shapes=()
+while read -r name args; do
+  case $name in ''|'#'*) continue ;; esac
+  shapes+=("$name|${args%%#*}")
+done < "$(dirname "$0")/cases/first-dispatch.txt"
 if [ ${#given[@]} -gt 0 ]; then shapes=("${given[@]}"); fi
 echo "driver,shape,kernel,first_run_ms,first_run_pipelines,ms_median,jit_ms,per_pipeline_ms"
 for driver in system "$@"; do

@@ -210,12 +210,12 @@ class Cases(unittest.TestCase):
             cg.case_of(PARAMS_8K.replace("kv=8192", "kv=0"))
 
 
-# What test-backend-ops --test-file prints for a case of bench/ggml-issue12-shapes.txt (test_generic_op)
+# What test-backend-ops --test-file prints for a case of bench/cases/ggml-issue12-shapes.txt (test_generic_op)
 GENERIC_32K = ("name=decode_h32_kv8_d128_sk32768_nomask,type=f32,ne=[128,32,1,1],op_params=[0:1035273459,3:10],"
                "sources=f32[128,1,32,1],f16[128,32768,8,1],f16[128,32768,8,1]")
 GENERIC_D64 = ("name=prefill_h8_d64_s1024_nomask,type=f32,ne=[64,8,1024,1],op_params=[0:1040187392,3:10],"
                "sources=f32[64,1024,8,1],f16[64,1024,8,1],f16[64,1024,8,1]")
-SHAPES_FILE = os.path.join(HERE, "ggml-issue12-shapes.txt")
+SHAPES_FILE = os.path.join(HERE, "cases", "ggml-issue12-shapes.txt")
 
 
 class TestFileCases(unittest.TestCase):
@@ -266,7 +266,7 @@ class TestFileCases(unittest.TestCase):
             cg.case_of(GENERIC_32K.replace("sources=f32[", "sources=f32("))
 
     def test_committed_shapes_file_is_issue_12s(self):
-        """bench/ggml-issue12-shapes.txt, read the way make_test_cases_from_file reads it."""
+        """bench/cases/ggml-issue12-shapes.txt, read the way make_test_cases_from_file reads it."""
         shapes = []
         with open(SHAPES_FILE) as f:
             for line in f:

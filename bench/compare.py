@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Two programs side by side on the cases of case files, alternating in rounds: the ratio table.
+
+    /usr/bin/python3 bench/compare.py --a OLD/tools/vkattn --b build/release/tools/vkattn issue12 serving
+    /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-cpu issue12 --rounds 3
+    /usr/bin/python3 bench/compare.py --a OLD/vkattn --b NEW/vkattn --driver system \\
+        --driver /opt/vkattn/mesa-25.0.7/lvp_icd.json --case decode-h32-kv8-d128-k32768-f16 --json out.json issue12
+
+A program (--a, --b; --before and --after are the same) is a vkattn binary, run as `vkattn bench
+--json CASE-ARGS` in a process per case, optionally named `LABEL=PATH`; or `torch-cpu`, PyTorch on the
+CPU timing the textbook attention in float32 (bench/compare_torch_cpu.py's adapter; needs torch,
+takes the plain dense cases: batch, heads, kv-heads, seq-q, seq-k, dim, dim-v, dtype, causal).
+A driver is `system` (the Vulkan loader's own choice) or an ICD manifest, given to the loader through
+VK_DRIVER_FILES: two Mesa versions of lavapipe are two devices. Each round runs every case on every
+driver with A then B, their order swapped every other round, so both see the same machine; a shared
+machine's load shows as spread between the rounds, which the table keeps: GFLOP/s as the median over
+rounds of each run's median, and the best round, and B/A of both.
+
+Case files: bench/cases/*.txt (default: issue12 and serving). --json writes every run in the results
+format of bench/run.py (bench/benchlib.py), one run per program and driver, each case once per round,
+plus the summary.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+
+import benchlib as bl
+
+DEFAULT_CASES = ["issue12", "serving"]
+TORCH_CPU = "torch-cpu"
+
+
+class Program:
+    def __init__(self, spec, side, warmup=None, iters=None):
+        self.warmup, self.iters = warmup, iters
+        label, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        self.kind = TORCH_CPU if path == TORCH_CPU else "vkattn"
+        self.path = path
+        self.label = label or (TORCH_CPU if self.kind == TORCH_CPU else side)
+        self.torch = None
+
+    def check(self):
+        if self.kind == "vkattn" and not os.access(self.path, os.X_OK):
+            raise bl.CaseError(f"{self.path} is not an executable file")
+
+    def version(self):
+        if self.kind == "vkattn":
+            return bl.binary_version(self.path)
+        return f"torch {self.torch_side().torch.__version__}, {self.torch_side().threads} threads, float32"
+
+    def torch_side(self):
+        if self.torch is None:
+            import compare_torch_cpu as ctc
+            from optional_deps import import_torch
+            torch = import_torch(purpose="compare.py's torch-cpu program")
+            given = self.warmup is not None or self.iters is not None
+            self.torch = ctc.TorchCpu(torch, len(os.sched_getaffinity(0)), 3 if self.warmup is None else self.warmup,
+                                      10 if self.iters is None else self.iters, 5.0, given, seed=1)
+        return self.torch
+
+    def run(self, driver, case_args, extra):
+        """(command, document or None, result record) of one case."""
+        if self.kind == "vkattn":
+            return bl.run_case(self.path, driver, case_args, extra)
+        shape = dense_shape(case_args)
+        rec = self.torch_side().run(shape)
+        if "unsupported" in rec:
+            raise RuntimeError(f"torch-cpu refused {' '.join(case_args)}: {rec['unsupported']}")
+        import compare_torch as ct
+        row = dict(shape, ms_median=rec["ms"], ms_min=rec["ms_min"], iters=rec["iters"], status="ok",
+                   tflops=ct.tflops(shape, rec["ms"]), kernel="textbook f32", splits=None)
+        return [TORCH_CPU, *case_args], None, row
+
+
+def dense_shape(case_args):
+    """The shape of a plain dense case (what torch-cpu takes), with vkattn bench's defaults."""
+    p = argparse.ArgumentParser(prog="torch-cpu", add_help=False, exit_on_error=False)
+    for flag, default in (("--batch", 1), ("--heads", 8), ("--kv-heads", None), ("--seq-q", 1024), ("--seq-k", None),
+                          ("--dim", 64), ("--dim-v", None)):
+        p.add_argument(flag, type=int, default=default)
+    p.add_argument("--dtype", default="f32")
+    p.add_argument("--causal", default="none")
+    try:
+        a, rest = p.parse_known_args(case_args)
+    except argparse.ArgumentError as e:
+        raise RuntimeError(f"torch-cpu: {e}")
+    if rest:
+        raise RuntimeError(f"torch-cpu takes plain dense cases; not {' '.join(rest)}")
+    return {"batch": a.batch, "heads": a.heads, "kv_heads": a.kv_heads or a.heads, "seq_q": a.seq_q,
+            "seq_k": a.seq_k or a.seq_q, "dim_qk": a.dim, "dim_v": a.dim_v or a.dim, "causal": a.causal,
+            "dtype": a.dtype}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="Case files: bench/cases/README.md.")
+    p.add_argument("case_files", nargs="*", help=f"case files (paths, or names in bench/cases; default: {' '.join(DEFAULT_CASES)})")
+    p.add_argument("--a", "--before", dest="a", required=True, help="program A: a vkattn binary ([LABEL=]PATH) or torch-cpu")
+    p.add_argument("--b", "--after", dest="b", required=True, help="program B, the one whose ratio B/A is shown")
+    p.add_argument("--driver", action="append", default=None,
+                   help="'system' or an ICD manifest (VK_DRIVER_FILES); repeat for several (default: system)")
+    p.add_argument("--case", action="append", help="run only this case (repeatable)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, help="vkattn bench --warmup")
+    p.add_argument("--iters", type=int, help="vkattn bench --iters")
+    p.add_argument("--json", dest="json_out", help="write every run and the summary here")
+    return p.parse_args(argv)
+
+
+def ratio(b, a):
+    return b / a if a and b else None
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    programs = [Program(args.a, "A", args.warmup, args.iters), Program(args.b, "B", args.warmup, args.iters)]
+    if programs[0].label == programs[1].label:
+        programs[1].label += "'"
+    drivers = args.driver or ["system"]
+    extra = []
+    if args.warmup is not None:
+        extra += ["--warmup", str(args.warmup)]
+    if args.iters is not None:
+        extra += ["--iters", str(args.iters)]
+    try:
+        if args.rounds < 1:
+            raise bl.CaseError(f"--rounds must be at least 1 (got {args.rounds})")
+        cases = bl.load_cases(args.case_files or DEFAULT_CASES, args.case)
+        for prog in programs:
+            prog.check()
+            if prog.kind == TORCH_CPU:  # refuse what it cannot run before anything runs
+                for _, name, case_args in cases:
+                    try:
+                        dense_shape(case_args)
+                    except RuntimeError as e:
+                        raise bl.CaseError(f"case {name}: {e}")
+    except (bl.CaseError, OSError) as e:
+        sys.exit(f"compare.py: {e}")
+
+    runs = {}  # (driver, program index) -> run record
+    meta = {}  # driver -> device, driver name
+    try:
+        for rnd in range(args.rounds):
+            order = (0, 1) if rnd % 2 == 0 else (1, 0)
+            for driver in drivers:
+                for case_file, name, case_args in cases:
+                    for i in order:
+                        prog = programs[i]
+                        command, doc, row = prog.run(driver, case_args, extra)
+                        if doc is not None:
+                            meta.setdefault(driver, {"device": doc["device"], "driver": doc["driver"],
+                                                     "host_cpu": doc.get("host_cpu")})
+                        run = runs.setdefault((driver, i), {
+                            "label": prog.label, "program": prog.kind,
+                            "comparison": f"{programs[0].label} vs {programs[1].label}", "binary": prog.path, "version": prog.version(),
+                            "vk_driver_files": None if driver == "system" or prog.kind != "vkattn" else driver,
+                            "started": bl.now(), "cases": []})
+                        run["cases"].append({"name": name, "case_file": case_file, "args": case_args, "round": rnd + 1,
+                                             "command": [os.path.basename(command[0]), *command[1:]], "result": row})
+                        print(f"round {rnd + 1} {meta.get(driver, {}).get('driver', driver)} | {name} | {prog.label}: "
+                              f"{bl.gflops(row):.3f} GFLOP/s ({row.get('kernel')})", file=sys.stderr, flush=True)
+    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, IndexError) as e:
+        sys.exit(f"compare.py: {' '.join(str(e).split())}")
+    except Exception as e:  # noqa: BLE001 (a missing torch: optional_deps says what to install)
+        if type(e).__name__ != "MissingDependency":
+            raise
+        sys.exit(f"compare.py: {e}")
+
+    a, b = programs[0].label, programs[1].label
+    summary = []
+    for driver in drivers:
+        name = meta.get(driver, {}).get("driver", driver)
+        print(f"\n{name} ({args.rounds} rounds, alternating; GFLOP/s median over rounds [best]; A = {a}, B = {b})")
+        print("| case | A | B | B/A median | B/A best | ms A / B (median) | kernel B |")
+        print("|---|---|---|---|---|---|---|")
+        for _, case, _ in cases:
+            sa = bl.summarise([c["result"] for c in runs[(driver, 0)]["cases"] if c["name"] == case])
+            sb = bl.summarise([c["result"] for c in runs[(driver, 1)]["cases"] if c["name"] == case])
+            rm, rb = ratio(sb["gflops_median"], sa["gflops_median"]), ratio(sb["gflops_best"], sa["gflops_best"])
+            splits = f" x{sb['splits']}" if sb.get("splits") else ""
+            print(f"| {case} | {fmt(sa['gflops_median'])} [{fmt(sa['gflops_best'])}] | {fmt(sb['gflops_median'])} "
+                  f"[{fmt(sb['gflops_best'])}] | {fmt(rm, '.2f')}x | {fmt(rb, '.2f')}x | {fmt(sa['ms_median'], '.3f')} / "
+                  f"{fmt(sb['ms_median'], '.3f')} | {sb['kernel']}{splits} |")
+            summary.append({"driver": name, "case": case, "a": sa, "b": sb, "ratio_median": rm, "ratio_best": rb})
+    if args.json_out:
+        first = meta.get(drivers[0], {"device": "?", "driver": "?", "host_cpu": None})
+        doc = {"format": bl.FORMAT, **first, "date": bl.today(),
+               "compare": {"command": shlex.join(["bench/compare.py", *argv]), "a": a, "b": b, "rounds": args.rounds,
+                           "summary": summary},
+               "runs": [dict(run, command=shlex.join(["bench/compare.py", *argv]),
+                             device=meta.get(d, {}).get("device"), driver=meta.get(d, {}).get("driver"))
+                        for (d, _), run in sorted(runs.items(), key=lambda kv: (drivers.index(kv[0][0]), kv[0][1]))]}
+        bl.write_json(args.json_out, doc)
+        print(f"\nresults: {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
