@@ -14,7 +14,7 @@ constexpr uint32_t kTileSharedBudget = 32768;
 constexpr uint64_t kGpuTargetWorkgroups = 256;
 // A GPU with fewer workgroups than its target (decode): at most this many keys per split, so that
 // the longest sequence of a batch is not left to a few workgroups. Measured on an H100
-// (bench/results/README.md, "First runs on a GPU"): batch 8 (32768 + 7 x 512 keys, GQA 32/8, d128,
+// (the benchmark notebook (docs/performance.md), "First runs on a GPU"): batch 8 (32768 + 7 x 512 keys, GQA 32/8, d128,
 // paged 16) 15.5 ms with the 4 splits the target alone gave, 10.0 ms with 32 (1024 keys a split);
 // batch 1 x 32768 keys already had 32.
 constexpr uint64_t kGpuKeysPerSplit = 1024;
@@ -28,7 +28,7 @@ constexpr uint64_t kGpuDecodeMinKeysPerSplit = 32;
 // so that a work list cuts them by their keys even where the batch alone fills the target. Without
 // one, the grid's z is the batch, and lavapipe's threads each take one contiguous run of it: one long
 // sequence among short ones ran on one thread (batch 16384 + 2 x 256 keys, GQA 32/8, d128, f16: 31-41
-// ms, against 16 ms for the 16384 keys alone; bench/results/README.md, issue 14).
+// ms, against 16 ms for the 16384 keys alone; the benchmark notebook (docs/performance.md), issue 14).
 constexpr uint64_t kCpuOwnLengthsMinSplits = 2;
 
 // One row per FusedKernel, in its order.

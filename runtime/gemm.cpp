@@ -35,7 +35,7 @@ GemmTile choose_tile(int64_t m) {
 // of A and CJ x lanes of B per lane (B by vec4 where the layout allows) for BM x CJ x lanes
 // multiply-adds. 32 x 8 (a 32 x 64 tile on 8 lanes): 64 x 8 and 32 x 12 ran 5-8% faster on lavapipe
 // but took 1.0 s and more to JIT against 0.6 s, and 64 columns fit P·V's dim_v 64 and 128 exactly
-// (bench/results/lavapipe-2026-11-25-gemm.txt). Fewer rows (decode: one query row) or columns (a
+// (the benchmark notebook's lavapipe-2026-11-25-gemm.txt, docs/performance.md). Fewer rows (decode: one query row) or columns (a
 // small dim_v) take a short tile rather than compute what does not exist; few sizes keep the number
 // of pipelines, each JIT-compiled on its first dispatch, small.
 struct SubgroupTile {

@@ -1,6 +1,6 @@
 // Step choose_kernel (plan_steps.hpp): which fused kernel (fused_kernels.hpp) runs the call, and its
 // tiles: each kernel's speed and its pipelines' JIT time depend on the device class and the shape
-// (prefill or decode, head dims), measured on lavapipe and GPUs (bench/results/README.md).
+// (prefill or decode, head dims), measured on lavapipe and GPUs (the benchmark notebook (docs/performance.md)).
 #include <algorithm>
 #include <bit>
 #include <string>
@@ -19,17 +19,17 @@ std::string str(uint64_t v) { return std::to_string(v); }
 // (and packed or BSHD K/V) are kv_heads * dim elements apart, a few lines each, so the CPU's
 // prefetchers never learn them and every row was a demand miss (TLB walk and memory) on the
 // critical path; the touching loads take those misses for all of a row's lines at once, early.
-// Measured on lavapipe (bench/results/README.md, issue 14): issue 14's batch (32k + 7 x 512 keys,
+// Measured on lavapipe (the benchmark notebook (docs/performance.md), issue 14): issue 14's batch (32k + 7 x 512 keys,
 // GQA 32/8, d128, f16), nhd pages of 16 107 -> 52 ms, hnd 40 -> 36 ms, packed 244 -> 100 ms, BSHD
 // K/V 120-137 -> 50-64 ms; 16 keys ahead as fast as 32, 64 a little slower.
 constexpr uint32_t kCpuPrefetchKeys = 16;
 
 // Keys per iteration of the subgroup kernel with one query row per invocation (decode), up to 128
-// dims: measured on lavapipe (bench/results/README.md).
+// dims: measured on lavapipe (the benchmark notebook (docs/performance.md)).
 constexpr uint32_t kDecodeKeysPerIteration = 1;
 
 // The subgroup kernel's decode form (attention_subgroup_decode.comp), measured on lavapipe (Mesa
-// 22.3.6, bench/results/README.md): for packed tiles (a GQA group's heads x seq_q) of up to 16 rows,
+// 22.3.6, the benchmark notebook (docs/performance.md)): for packed tiles (a GQA group's heads x seq_q) of up to 16 rows,
 // in workgroups of up to 4 rows that every lane holds whole (8 rows: about 10% faster, but a d128
 // pipeline's first dispatch JITs for 2-2.5 s); the lanes-own-rows form is as fast or faster past 16.
 // Keys per iteration: 4 for 1-2 rows, 2 for 4 (1 to 4 cost about the same at 4 rows; more keys per
@@ -37,7 +37,7 @@ constexpr uint32_t kDecodeKeysPerIteration = 1;
 // loads of K per iteration (keys x the lane's chunks of a row) pass 16, or those times the rows pass
 // 32: the fast loop is unrolled over them, and Mesa 25.0.7's JIT time grows fast with them (d256
 // f32, 8 chunks a lane: 4 rows at 2 keys JIT for 6.3 s there, at 1 key 3.8 s; one row at 4 keys 5.1 s,
-// at 2 keys 2.6 s and 25% faster on 22.3.6: bench/results/README.md, "d256 f32 decode").
+// at 2 keys 2.6 s and 25% faster on 22.3.6: the benchmark notebook (docs/performance.md), "d256 f32 decode").
 constexpr uint64_t kDecodeMaxRows = 4;
 constexpr uint64_t kDecodeMaxTileRows = 16;
 uint32_t decode_keys_per_iteration(uint32_t rows, uint64_t chunks_per_lane) {
@@ -112,7 +112,7 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   c.lanes = subgroup_lanes_or_throw(device);
   const uint32_t lanes = c.lanes;
   // Rows per invocation x keys per iteration, by the padded head dim: measured on lavapipe (Mesa
-  // 22.3.6, bench/results/README.md) for speed with a first-dispatch JIT time under 2 s. d64: 4 x 4
+  // 22.3.6, the benchmark notebook (docs/performance.md)) for speed with a first-dispatch JIT time under 2 s. d64: 4 x 4
   // (4 x 8 spills, 8 x 2 and 8 x 4 JIT for 2.4-3.4 s); d128: 4 x 1 (4 x 2: 2.6 s); d256: 2 x 1 (4 x 1: 4.7 s).
   const uint64_t padded = ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes;
   uint32_t rows_per_invocation = padded <= 64 ? 4 : padded <= 128 ? 4 : 2;
@@ -194,21 +194,21 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
 // The kernel family the call runs: the variant asked for, or automatically by the device class and
 // the shape. On CPU devices rowwise wins once its 32-row workgroups have rows to work on; below that
 // (decode, short chunks) the tiled kernel's lanes share few rows instead (measured on lavapipe, see
-// bench/results/README.md).
+// the benchmark notebook (docs/performance.md)).
 // The subgroup kernel (where the device has subgroup shuffles) is about 5x faster than rowwise on
 // lavapipe for prefill at d64 and d128, 4-6x at d256, and for decode (seq_q < 16: a GQA group's
 // heads packed into its rows, one row per invocation) 4-15x faster than tiled
-// (bench/results/README.md). Every head dim takes it (up to kMaxHeadDim, padded to a subgroup of
+// (the benchmark notebook (docs/performance.md)). Every head dim takes it (up to kMaxHeadDim, padded to a subgroup of
 // at most 128 lanes, it always fits): at d256 each of its two prefill pipelines JITs in under 2 s on Mesa 22.3.6 (1.3 and 0.8 s),
 // where rowwise now takes 2.3 s or more ("d256 prefill: the subgroup kernel").
 // Decode (a packed tile of up to kDecodeMaxTileRows rows) runs the subgroup kernel's decode form
 // up to 256 dims (a GQA group's query rows in every lane, the lanes across the head dim and keys, K
 // and V read once in 16-byte loads): on GPUs whose subgroups have one size (NVIDIA's 32), or whose
 // pipelines can require one (AMD, Intel: 32 lanes, subgroup_kernel_lanes), where the tiled kernel's
-// decode tile is a prefill tile with the group's few useful rows (bench/results/README.md, "GPU
+// decode tile is a prefill tile with the group's few useful rows (the benchmark notebook (docs/performance.md), "GPU
 // decode form"); and on CPU devices past 128 dims too, where it is 11x faster than tiled at d256
 // on lavapipe 22.3.6 and 4x on 25.0.7 (GQA 32/8, 32k keys) and JITs in about as long as the d128
-// prefill pipeline (bench/results/README.md, "d256 decode"). A CPU device's seq_q of 16 or more is
+// prefill pipeline (the benchmark notebook (docs/performance.md), "d256 decode"). A CPU device's seq_q of 16 or more is
 // prefill.
 // (The subgroup family's configuration picks between the subgroup kernel and its decode form.)
 FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool packing_allowed) {

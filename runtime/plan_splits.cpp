@@ -20,7 +20,7 @@ std::string str(uint64_t v) { return std::to_string(v); }
 // are kv_heads * dim elements apart, and a decode workgroup streams one head: over a long key
 // range it reads 256 of every 2048 bytes (8 KV heads, d128, f16), which the CPU's prefetchers do not
 // follow. With short splits, the workgroups of all KV heads (consecutive in the grid) read one narrow
-// window of the cache at about the same time. Measured on lavapipe (bench/results/README.md, issue
+// window of the cache at about the same time. Measured on lavapipe (the benchmark notebook (docs/performance.md), issue
 // 14): batch 1, 32k keys, GQA 32/8, d128, f16, page 16: 75-102 ms with the default splits, 54 ms
 // with 1024 keys per split, 53-58 ms for dense K/V. A packed batch (32k + 7 x 512 keys, the same
 // heads), decode: 100 -> 50 ms (2 splits before).

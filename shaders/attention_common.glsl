@@ -78,7 +78,7 @@ uint binding_key(uint j) { return (MODIFIERS & MOD_BAND_SPLITS) != 0u ? j : j - 
 // The grid's z covers (split, batch) split-major: z = split * batches + b (batches: of this dispatch).
 // lavapipe hands each of its threads a contiguous run of the grid's workgroups (x fastest, then y,
 // then z): batch-major, one long sequence among short ones put all of its splits on one thread
-// (bench/results/README.md, issue 14); split-major spreads them over all.
+// (the benchmark notebook (docs/performance.md), issue 14); split-major spreads them over all.
 // With FLAG_WORK_LIST (a paged call's split-KV, shader_abi.h "Work lists") z runs an item of the work
 // list, which names its sequence and split, and the list's chunk is the keys per split; the items run
 // in bit-reversed order of their index in the list, for the same reason.

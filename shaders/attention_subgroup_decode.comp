@@ -13,7 +13,7 @@
 //     every load whose address is not constant runs lane by lane, each lane's share a few scalar
 //     loads behind a bounds check: a 16-byte load costs little more than a 2-byte one, and
 //     attention_subgroup.comp's one element per lane and load made the loads its bound (about 8x
-//     as many lane-by-lane loads per key; bench/results/README.md).
+//     as many lane-by-lane loads per key; the benchmark notebook (docs/performance.md)).
 //   - Per iteration of the key loop, BC keys (KB per group): each lane forms the partial dot
 //     products of its dims with every row, a butterfly of subgroupShuffleXor sums them over the
 //     group's lanes (every lane of the group gets its keys' scores), the online softmax runs on those
@@ -85,7 +85,7 @@ layout(binding = ATTENTION_V_BINDING) readonly buffer VChunks { CHUNK_T v_chunks
 // VEC: O and the split partials are written a chunk at a time too (the plan's chunk rule covers O;
 // the partials' rows are DV floats, a multiple of E). One 16-byte store per chunk instead of E
 // element stores: on lavapipe each store runs lane by lane, and a kernel's stores are a large part
-// of its JIT time (bench/results/README.md, "d256 decode's first dispatch").
+// of its JIT time (the benchmark notebook (docs/performance.md), "d256 decode's first dispatch").
 layout(binding = ATTENTION_O_BINDING) writeonly buffer OChunks { CHUNK_T o_chunks[]; };
 layout(binding = ATTENTION_PARTIAL_O_BINDING) writeonly buffer PartialOVecs { vec4 partial_o_vecs[]; };
 
@@ -174,7 +174,7 @@ float block_scale(float d) {
 // scale (the lanes of a block share the one half 0 read). The callers convert each byte where they
 // use it and apply the scale once per row (to a partial dot, or to the weight), not to each value:
 // on lavapipe every operation of the key loop counts, and so do the values live at once (converting
-// all 16 first measured slower: bench/results/README.md, "q8_0 decode: a cheaper realignment").
+// all 16 first measured slower: the benchmark notebook (docs/performance.md), "q8_0 decode: a cheaper realignment").
 #define Q8_HALF_ROW(vecs)                                                                          \
   void q8_half_row_##vecs(uint row, out uint qw[4], out float d) {                                 \
     q8_0_half_words_##vecs(lane_block(row), lane_half(), qw, d);                                   \
@@ -228,7 +228,7 @@ Q8_HALF_ROWS(v_vecs)
 // one would: in nhd pages, packed and BSHD K/V a head's rows are far apart (kv_heads x dim elements), so
 // the CPU's prefetchers never learn them, and without this every row was a demand miss (a TLB walk,
 // then memory) in the middle of the key loop, K's and V's apart; here all of a row's lines miss
-// together, ahead. On lavapipe 107 -> 52 ms on issue 14's decode batch (bench/results/README.md).
+// together, ahead. On lavapipe 107 -> 52 ms on issue 14's decode batch (the benchmark notebook (docs/performance.md)).
 // A row's 16-byte words, and the word that holds element e0 of a binding whose push offset is `off`.
 const uint K_ROW_VECS = KV_Q8_0 ? (DQK / 32u * 34u + 15u) / 16u : (DQK + E - 1u) / E;
 const uint V_ROW_VECS = KV_Q8_0 ? (DV / 32u * 34u + 15u) / 16u : (DV + E - 1u) / E;

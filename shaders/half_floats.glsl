@@ -10,7 +10,7 @@
 
 // Widening one f16 value: unpackHalf2x16, one instruction on GPUs. llvmpipe runs it on a single
 // 16-bit value far slower than integer operations and selects (f16 prefill on lavapipe 1.2-1.4x
-// faster with them: bench/results/README.md, "f16 widening on CPU devices"), so the CPU devices'
+// faster with them: the benchmark notebook (docs/performance.md), "f16 widening on CPU devices"), so the CPU devices'
 // kernels define F16_WIDEN_BY_BITS before including this file. (Pairs from a 32-bit word, as the
 // decode form reads them, keep unpackHalf2x16: that is not slower there.)
 #ifdef F16_WIDEN_BY_BITS

@@ -228,7 +228,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("planner presets: a GPU's decode form splits keys finely and fills the device") {
     // The decode form's workgroups are one subgroup each: a GPU wants about 2048 of them, in splits of
-    // 32 to 256 keys (H100, bench/results/README.md "GPU decode form": batch 1 x 8192 keys 0.072 ms
+    // 32 to 256 keys (H100, the benchmark notebook (docs/performance.md) "GPU decode form": batch 1 x 8192 keys 0.072 ms
     // with 64 splits, 0.054 with 256; the combine shares a row's splits over 256 invocations).
     for (const DeviceProfile& preset : device_profiles()) {
       if (preset.info.is_cpu() || !preset.info.supports_f16()) continue;

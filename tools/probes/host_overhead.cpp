@@ -12,7 +12,7 @@
 // Built with -DVKATTN_HOST_OVERHEAD_BEFORE against commit 5de1111 (the library before plans were
 // executable: record_attention planned every call, looked pipelines up by module-name string and
 // pushed descriptors with vkCmdPushDescriptorSetKHR), it measures record_attention and forward() as
-// they were, for the before/after figures in bench/results/README.md.
+// they were, for the before/after figures in the benchmark notebook (docs/performance.md).
 #include <dlfcn.h>
 
 #include <algorithm>
