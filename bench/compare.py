@@ -15,6 +15,10 @@ flash attention, `ggml=PATH` (or any PATH named test-backend-ops): `test-backend
 plain dense cases without causal, dtype f32, f16 or bf16 for K and V, Q and O in f32 as in ggml's test,
 no mask; GFLOP/s from ggml's mean us/run; --ggml-backend picks the backend, default Vulkan0; ggml-vulkan
 leaves lavapipe out unless GGML_VK_VISIBLE_DEVICES names it). The driver's VK_DRIVER_FILES applies to it too.
+Or `torch-gpu[:BACKEND]`, torch.nn.functional.scaled_dot_product_attention on CUDA with one backend
+allowed (flash, the default; efficient, cudnn or math; flash and cudnn refuse f32), timed with CUDA
+events after a 256 MiB memset (bench/compare_torch.py's adapter; needs torch >= 2.0 with CUDA; dense
+cases, causal too; --warmup/--iters as for vkattn, else compare_torch's caps within 2 s per case).
 A driver is `system` (the Vulkan loader's own choice) or an ICD manifest, given to the loader through
 VK_DRIVER_FILES: two Mesa versions of lavapipe are two devices. Each round runs every case on every
 driver with A then B, their order swapped every other round, so both see the same machine; a shared
@@ -38,24 +42,33 @@ import benchlib as bl
 DEFAULT_CASES = ["issue12", "serving"]
 TORCH_CPU = "torch-cpu"
 GGML = "ggml"
+TORCH_GPU = "torch-gpu"
 
 
 class Program:
     def __init__(self, spec, side, warmup=None, iters=None, ggml_backend="Vulkan0"):
         self.warmup, self.iters, self.ggml_backend = warmup, iters, ggml_backend
         label, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        self.sdpa_backend = None
         if path == TORCH_CPU:
             self.kind = TORCH_CPU
+        elif path == TORCH_GPU or path.startswith(TORCH_GPU + ":"):
+            self.kind = TORCH_GPU
+            self.sdpa_backend = path.partition(":")[2] or "flash"
         elif label == GGML or os.path.basename(path) == "test-backend-ops":
             self.kind = GGML
         else:
             self.kind = "vkattn"
         self.path = path
-        self.label = label or (self.kind if self.kind != "vkattn" else side)
+        self.label = label or (path if self.kind in (TORCH_CPU, TORCH_GPU) else self.kind if self.kind == GGML else side)
         self.torch = None
 
     def check(self):
-        if self.kind != TORCH_CPU and not os.access(self.path, os.X_OK):
+        if self.kind == TORCH_GPU:
+            import compare_torch as ct
+            if self.sdpa_backend not in ct.BACKENDS:
+                raise bl.CaseError(f"{self.path}: the backend is one of {', '.join(ct.BACKENDS)}")
+        elif self.kind != TORCH_CPU and not os.access(self.path, os.X_OK):
             raise bl.CaseError(f"{self.path} is not an executable file")
 
     def refuse(self, name, case_args):
@@ -75,6 +88,10 @@ class Program:
             return bl.binary_version(self.path)
         if self.kind == GGML:
             return f"ggml test-backend-ops, FLASH_ATTN_EXT on {self.ggml_backend} (Q and O f32)"
+        if self.kind == TORCH_GPU:
+            torch = self.torch_gpu_side().torch
+            return (f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}, "
+                    f"SDPA backend {self.sdpa_backend}")
         return f"torch {self.torch_side().torch.__version__}, {self.torch_side().threads} threads, float32"
 
     def torch_side(self):
@@ -87,12 +104,30 @@ class Program:
                                       10 if self.iters is None else self.iters, 5.0, given, seed=1)
         return self.torch
 
+    def torch_gpu_side(self):
+        if self.torch is None:
+            import compare_torch as ct
+            from optional_deps import import_torch
+            torch = import_torch(min_version=(2, 0), need_cuda=True, purpose="compare.py's torch-gpu program")
+            given = self.warmup is not None or self.iters is not None
+            self.torch = ct.TorchSide(torch, [self.sdpa_backend], ct.DEFAULT_WARMUP if self.warmup is None else self.warmup,
+                                      self.iters or ct.DEFAULT_ITERS, 2.0, given, seed=1)
+        return self.torch
+
     def run(self, driver, case_args, extra, name="case"):
         """(command, document or None, result record) of one case."""
         if self.kind == "vkattn":
             return bl.run_case(self.path, driver, case_args, extra)
         shape = dense_shape(case_args, self.kind)
         import compare_torch as ct
+        if self.kind == TORCH_GPU:
+            records, note = self.torch_gpu_side().run(shape)
+            rec = records[self.sdpa_backend]
+            if "unsupported" in rec:
+                raise RuntimeError(f"{self.path} refused {name}: {rec['unsupported']}")
+            row = dict(shape, ms_median=rec["ms"], ms_min=rec["ms_min"], iters=rec["iters"], status="ok",
+                       tflops=rec["tflops"], kernel=f"sdpa {self.sdpa_backend}", splits=None, torch_call=note)
+            return [self.path, *case_args], None, row
         if self.kind == GGML:
             import compare_ggml as cg
             try:
@@ -135,14 +170,14 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="Case files: bench/cases/README.md.")
     p.add_argument("case_files", nargs="*", help=f"case files (paths, or names in bench/cases; default: {' '.join(DEFAULT_CASES)})")
-    p.add_argument("--a", "--before", dest="a", required=True, help="program A: a vkattn binary ([LABEL=]PATH), torch-cpu or ggml=PATH/test-backend-ops")
+    p.add_argument("--a", "--before", dest="a", required=True, help="program A: a vkattn binary ([LABEL=]PATH), torch-cpu, torch-gpu[:BACKEND] or ggml=PATH/test-backend-ops")
     p.add_argument("--b", "--after", dest="b", required=True, help="program B, the one whose ratio B/A is shown")
     p.add_argument("--driver", action="append", default=None,
                    help="'system' or an ICD manifest (VK_DRIVER_FILES); repeat for several (default: system)")
     p.add_argument("--case", action="append", help="run only this case (repeatable)")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--warmup", type=int, help="vkattn bench --warmup")
-    p.add_argument("--iters", type=int, help="vkattn bench --iters")
+    p.add_argument("--warmup", type=int, help="vkattn bench --warmup (and torch's warm-up calls)")
+    p.add_argument("--iters", type=int, help="vkattn bench --iters (and torch's timed calls)")
     p.add_argument("--ggml-backend", default="Vulkan0", help="the ggml program's test-backend-ops -b (default: %(default)s)")
     p.add_argument("--json", dest="json_out", help="write every run and the summary here")
     return p.parse_args(argv)
@@ -196,7 +231,7 @@ def main(argv=None):
                         run = runs.setdefault((driver, i), {
                             "label": prog.label, "program": prog.kind,
                             "comparison": f"{programs[0].label} vs {programs[1].label}", "binary": prog.path, "version": prog.version(),
-                            "vk_driver_files": None if driver == "system" or prog.kind == TORCH_CPU else driver,
+                            "vk_driver_files": None if driver == "system" or prog.kind in (TORCH_CPU, TORCH_GPU) else driver,
                             "started": bl.now(), "cases": []})
                         run["cases"].append({"name": name, "case_file": case_file, "args": case_args, "round": rnd + 1,
                                              "command": [os.path.basename(command[0]), *command[1:]], "result": row})
