@@ -207,6 +207,10 @@ def main(argv=None):
     try:
         if args.rounds < 1:
             raise bl.CaseError(f"--rounds must be at least 1 (got {args.rounds})")
+        for given in args.case_files:
+            if os.path.basename(bl.resolve_case_file(given)).startswith("ggml-"):
+                raise bl.CaseError(f"{given} holds ggml test-backend-ops --test-file lines, not vkattn cases: give the "
+                                   "vkattn case file (e.g. issue12) and --b ggml=PATH, which writes those lines itself")
         cases = bl.load_cases(args.case_files or DEFAULT_CASES, args.case)
         for prog in programs:
             prog.check()

@@ -527,6 +527,11 @@ class CompareProgram(unittest.TestCase):
             self.assertEqual(done.returncode, 1)
             self.assertTrue(done.stderr.startswith("compare.py: "), done.stderr)
             self.assertEqual(fakes.events(), [])
+            done = subprocess.run([sys.executable, self.COMPARE, "--a", fakes.vkattn, "--b", f"ggml={fakes.ggml}",
+                                   "ggml-issue12-shapes"], capture_output=True, text=True, env=fakes.env(), timeout=300)
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("not vkattn cases", done.stderr)
+            self.assertEqual(fakes.events(), [])
 
 
 RECORDED_US = [174906664.0, 113577.84, 325823.13]  # us/run of RECORDED's three lines, read off the file
