@@ -3,6 +3,8 @@
 
     /usr/bin/python3 bench/compare.py --a OLD/tools/vkattn --b build/release/tools/vkattn issue12 serving
     /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-cpu issue12 --rounds 3
+    /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b ggml=GGML-BUILD/bin/test-backend-ops issue12
+    /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-gpu:flash --case decode-h32-kv8-d128-k8192-f16 issue12
     /usr/bin/python3 bench/compare.py --a OLD/vkattn --b NEW/vkattn --driver system \\
         --driver /opt/vkattn/mesa-25.0.7/lvp_icd.json --case decode-h32-kv8-d128-k32768-f16 --json out.json issue12
 
@@ -121,7 +123,9 @@ class Program:
         shape = dense_shape(case_args, self.kind)
         import compare_torch as ct
         if self.kind == TORCH_GPU:
-            records, note = self.torch_gpu_side().run(shape)
+            side = self.torch_gpu_side()
+            side.cache.pop(ct.shape_key(shape), None)  # TorchSide keeps a shape's records; each round times anew
+            records, note = side.run(shape)
             rec = records[self.sdpa_backend]
             if "unsupported" in rec:
                 raise RuntimeError(f"{self.path} refused {name}: {rec['unsupported']}")

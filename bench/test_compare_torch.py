@@ -244,6 +244,25 @@ class CompareProgram(unittest.TestCase):
             self.assertEqual({r["iters"] for r in rows}, {3})
             self.assertEqual(rows[0]["kernel"], "sdpa efficient")
 
+    def test_each_round_times_anew(self):
+        import compare  # noqa: PLC0415
+
+        class Side:  # TorchSide.run's caching, counted
+            def __init__(self):
+                self.cache, self.timed = {}, 0
+
+            def run(self, shape):
+                key = ct.shape_key(shape)
+                if key not in self.cache:
+                    self.timed += 1
+                    self.cache[key] = ({"flash": {"ms": 1.0, "ms_min": 1.0, "tflops": 1.0, "iters": 1}}, None)
+                return self.cache[key]
+        prog = compare.Program("torch-gpu", "B")
+        prog.torch = Side()
+        for _ in range(3):
+            prog.run("system", ["--heads", "2", "--seq-q", "4", "--dtype", "f16"], [], "x")
+        self.assertEqual(prog.torch.timed, 3)
+
     def test_refusal_is_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
             done, _ = self.run_compare(tmp, "--b", "torch-gpu")  # flash refuses f32
