@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Times ggml's Vulkan flash attention (test-backend-ops perf) and vkattn bench on the same shapes, alternating.
 
+Its parser and test_file_line/run_shape are also the adapter of bench/compare.py's ggml=PATH program,
+which runs the cases of bench/cases files instead of ggml's perf list.
+
 ggml is not part of vkattn: build its test-backend-ops yourself (docs/performance.md says how), then
 
     /usr/bin/python3 bench/compare_ggml.py --ggml /path/to/ggml-build/bin/test-backend-ops \\
@@ -317,12 +320,13 @@ def ggml_command(args):
     return cmd
 
 
-def run_ggml(args, log):
+def run_ggml(args, log, env=None):
     """One ggml process: (parsed output with only this backend's FLASH_ATTN_EXT results, raw text)."""
     cmd = ggml_command(args)
     log(f"running {' '.join(cmd)}")
     try:
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                              env=env)
     except OSError as e:
         raise ct.Failure(f"cannot run {cmd[0]}: {e.strerror}") from None
     parsed = parse_ggml_output(done.stdout)
@@ -340,6 +344,61 @@ def run_ggml(args, log):
             "result(s) it printed")
     parsed["exit_code"] = done.returncode
     return parsed, done.stdout
+
+
+# ---------------------------------------------------------------------------------------------------
+# One vkattn shape as a --test-file case (bench/compare.py's ggml program)
+
+# FLASH_ATTN_EXT in ggml.h's enum ggml_op of the ggml this was written against (check yours), and the
+# ggml_type of each vkattn storage dtype
+FLASH_ATTN_EXT_OP = 74
+GGML_TYPE = {"f32": 0, "f16": 1, "bf16": 30}
+
+
+def test_file_line(shape, name, op=FLASH_ATTN_EXT_OP):
+    """The `test-backend-ops --test-file` line of a dense vkattn shape (bench/cases/ggml-issue12-shapes.txt's
+    form): output f32 [Dv, H, seq_q, B]; op_params scale 1/sqrt(dim) (as float bits), no max_bias or softcap,
+    prec f32 (10); sources Q f32 [D, seq_q, H, B], K [D, seq_k, KVH, B] and V [Dv, seq_k, KVH, B] in the
+    shape's dtype, contiguous (nb all 0); no mask. Refuses what ggml's case cannot say (causal, other dtypes)."""
+    if shape["causal"] not in (None, "none"):
+        raise ct.Failure(f"ggml: causal {shape['causal']} needs a mask, which the generated case does not have")
+    kv_type = GGML_TYPE.get(shape["dtype"])
+    if kv_type is None:
+        raise ct.Failure(f"ggml: dtype {shape['dtype']} has no ggml storage type here ({', '.join(GGML_TYPE)})")
+    if shape["heads"] % shape["kv_heads"]:
+        raise ct.Failure(f"ggml: {shape['heads']} query heads are not a multiple of {shape['kv_heads']} KV heads")
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+        raise ct.Failure(f"ggml: case name {name!r} is not one word")
+    b, h, kvh, sq, sk = shape["batch"], shape["heads"], shape["kv_heads"], shape["seq_q"], shape["seq_k"]
+    d, dv = shape["dim_qk"], shape["dim_v"]
+    scale = struct.unpack("<i", struct.pack("<f", d ** -0.5))[0]
+    words = [op, 0, dv, h, sq, b, 4, scale, 0, 0, 10, 3,
+             0, d, sq, h, b, 0, 0, 0, 0,
+             kv_type, d, sk, kvh, b, 0, 0, 0, 0,
+             kv_type, dv, sk, kvh, b, 0, 0, 0, 0, name]
+    return " ".join(str(w) for w in words)
+
+
+def run_shape(binary, shape, name, backend=DEFAULT_BACKEND, env=None, log=lambda text: None):
+    """test-backend-ops perf on one dense vkattn shape, through a temporary --test-file of its one line:
+    (the line, ggml's result record, case_of of what ggml ran). Fails when ggml ran another shape."""
+    import tempfile  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+    line = test_file_line(shape, name)
+    with tempfile.TemporaryDirectory(prefix="vkattn-ggml-") as tmp:
+        path = os.path.join(tmp, "case.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(line + "\n")
+        parsed, _ = run_ggml(SimpleNamespace(ggml=binary, backend=backend, test_file=path, params=None), log, env)
+    ran = [r for r in parsed["results"] if r.get("supported")]
+    if not ran:
+        raise ct.Failure(f"ggml ({binary}, {backend}) does not support case {name}: {line}")
+    if len(ran) != 1:
+        raise ct.Failure(f"ggml ({binary}) printed {len(ran)} {OP} results for the one case {name}")
+    case = case_of(ran[0]["params"])
+    if case["shape"] != dict(shape, causal="none"):
+        raise ct.Failure(f"ggml ran {case['shape']}, not case {name}'s {shape}")
+    return line, ran[0], case, parsed.get("device")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ see bench/testdata/README.md): the cases, us/run, runs, the device; the shapes a
 from them must agree with the GFLOP/s ggml printed. A fake test-backend-ops (printing one of those
 captures) and the fake vkattn of bench/bench_test_helpers.py stand for the two programs: the rounds
 must alternate, the table, the JSON, --from-json, --dry-run and the one-line errors are checked. With
---vkattn, a tiny case also runs through the real binary.
+--vkattn, a tiny case also runs through the real binary. bench/compare.py's ggml=PATH program is checked
+too: the --test-file lines it writes (issue 12's are bench/cases/ggml-issue12-shapes.txt's) and a run on the fakes.
 """
 import json
 import os
@@ -467,6 +468,70 @@ class Rounds(unittest.TestCase):
             self.assertEqual(e["vkattn"]["status"], "ok")
             live = e["vkattn"]["rounds"][0]
             self.assertAlmostEqual(live["tflops"] * 1e3, live["gflops"], delta=1e-6 * live["gflops"])
+
+
+class CompareProgram(unittest.TestCase):
+    """bench/compare.py's ggml program: each case as a generated --test-file line (compare_ggml.test_file_line)."""
+
+    COMPARE = os.path.join(HERE, "compare.py")
+
+    def test_lines_of_issue12_are_the_shapes_file(self):
+        import compare  # noqa: PLC0415
+        wanted = [line.split()[:-1] for line in read(SHAPES_FILE).splitlines() if line.strip() and not line.startswith("#")]
+        cases = dict((name, args) for _, name, args in compare.bl.load_cases(["issue12"]))
+        made = [cg.test_file_line(compare.dense_shape(cases[name], "ggml"), name).split()[:-1]
+                for name in ("prefill-h8-s1024-d64-f16", "prefill-h8-s1024-d128-f16", "decode-h32-kv8-d128-k8192-f16",
+                             "decode-h32-kv8-d128-k32768-f16")]
+        self.assertEqual(made, wanted)
+        f32 = cg.test_file_line(compare.dense_shape(cases["prefill-h8-s1024-d64-f32"], "ggml"), "x").split()
+        self.assertEqual((f32[21], f32[30]), ("0", "0"))  # K and V f32
+        for bad in (["--causal", "top-left"], ["--dtype", "q8_0"], ["--heads", "6", "--kv-heads", "4"]):
+            with self.assertRaises(ct.Failure):
+                cg.test_file_line(compare.dense_shape(bad, "ggml"), "x")
+
+    def test_compare_runs_ggml_and_vkattn(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            cases = os.path.join(tmp, "cases.txt")
+            args = "--batch 1 --heads 32 --kv-heads 8 --seq-q 1 --seq-k 32768 --dim 128 --dim-v 128 --causal none"
+            bh.write(cases, f"decode-32k {args} --dtype f16\n")
+            capture = os.path.join(tmp, "ggml.txt")
+            bh.write(capture, "Testing 2 devices\n\nBackend 1/2: Vulkan0\n  Device description: llvmpipe (fake)\n"
+                              f"  FLASH_ATTN_EXT({GENERIC_32K}):  200 runs - 4000.00 us/run -  16384 kB/run - 4.00 GB/s\n")
+            out = os.path.join(tmp, "r.json")
+            done = subprocess.run([sys.executable, self.COMPARE, "--a", fakes.vkattn, "--b", f"ggml={fakes.ggml}",
+                                   "--rounds", "2", "--iters", "3", "--json", out, cases],
+                                  capture_output=True, text=True, env=fakes.env(out=capture), timeout=300)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            # rounds alternate (A B, B A); each vkattn call is its --version and its bench
+            self.assertEqual(bh.collapse(fakes.events()), [("vkattn", 2), ("ggml", 2), ("vkattn", 2)])
+            ggml_args = fakes.ggml_args()[0]
+            self.assertEqual(ggml_args[:6], ["perf", "-o", "FLASH_ATTN_EXT", "-b", "Vulkan0", "--test-file"])
+            flops = 2 * 32 * 1 * 32768 * 256
+            # the fake vkattn prints no tflops: A shows "-"
+            self.assertIn(f"| decode-32k | - [-] | {flops / 4e6:.2f} [{flops / 4e6:.2f}] | -x | -x | 1.000 / 4.000 | "
+                          "ggml FLASH_ATTN_EXT |", done.stdout)
+            doc = json.loads(read(out))
+            ggml_run = doc["runs"][1]
+            self.assertEqual((ggml_run["label"], ggml_run["program"], ggml_run["comparison"]), ("ggml", "ggml", "A vs ggml"))
+            row = ggml_run["cases"][0]["result"]
+            self.assertEqual((row["ms_median"], row["iters"]), (4.0, 200))
+            self.assertTrue(row["ggml_case"].startswith("74 0 128 32 1 1 4 1035273459 0 0 10 3 "))
+
+    def test_compare_refuses_what_ggml_cannot_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            done = subprocess.run([sys.executable, self.COMPARE, "--a", fakes.vkattn, "--b", f"ggml={fakes.ggml}",
+                                   "--case", "decode-h32-kv8-d128-k8192-f16", "--case", "x", "serving"],
+                                  capture_output=True, text=True, env=fakes.env(), timeout=300)
+            self.assertEqual(done.returncode, 1)
+            self.assertTrue(done.stderr.startswith("compare.py: "), done.stderr)
+            self.assertEqual(fakes.events(), [])
+            done = subprocess.run([sys.executable, self.COMPARE, "--a", fakes.vkattn, "--b", f"ggml={fakes.ggml}",
+                                   "ggml-issue12-shapes"], capture_output=True, text=True, env=fakes.env(), timeout=300)
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("not vkattn cases", done.stderr)
+            self.assertEqual(fakes.events(), [])
 
 
 RECORDED_US = [174906664.0, 113577.84, 325823.13]  # us/run of RECORDED's three lines, read off the file

@@ -210,6 +210,68 @@ def fake_cuda_torch(root, new_api):
             f.write(textwrap.dedent(body))
 
 
+class CompareProgram(unittest.TestCase):
+    """bench/compare.py's torch-gpu[:BACKEND] program on the fake CUDA torch (TorchSide is its adapter)."""
+
+    def run_compare(self, tmp, *args):
+        import bench_test_helpers as bh  # noqa: PLC0415
+        fake_cuda_torch(os.path.join(tmp, "fake"), True)
+        vkattn = os.path.join(tmp, "bin", "vkattn")
+        bh.write(vkattn, f"#!{sys.executable}\n" + bh.FAKE_VKATTN, 0o755)
+        cases = os.path.join(tmp, "cases.txt")
+        dense = "--batch 1 --heads 8 --kv-heads 2 --seq-q 64 --seq-k 128 --dim 64 --dim-v 64"
+        bh.write(cases, f"gqa-f16 {dense} --dtype f16 --causal bottom-right\ngqa-f32 {dense} --dtype f32 --causal none\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(tmp, "fake"))
+        out = os.path.join(tmp, "r.json")
+        done = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), "--a", vkattn, *args, "--rounds", "2",
+                               "--warmup", "1", "--iters", "3", "--json", out, cases],
+                              capture_output=True, text=True, env=env, timeout=120)
+        return done, out
+
+    def test_compare_runs_torch_gpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            done, out = self.run_compare(tmp, "--b", "torch-gpu:efficient")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("| gqa-f32 |", done.stdout)
+            with open(out, encoding="utf-8") as f:
+                doc = json.load(f)
+            run = doc["runs"][1]
+            self.assertEqual((run["label"], run["program"], run["vk_driver_files"]),
+                             ("torch-gpu:efficient", "torch-gpu", None))
+            self.assertIn("SDPA backend efficient", run["version"])
+            rows = [c["result"] for c in run["cases"]]
+            self.assertEqual([r["ms_median"] for r in rows], [FAKE_MS["EFFICIENT_ATTENTION"]] * 4)
+            self.assertEqual({r["iters"] for r in rows}, {3})
+            self.assertEqual(rows[0]["kernel"], "sdpa efficient")
+
+    def test_each_round_times_anew(self):
+        import compare  # noqa: PLC0415
+
+        class Side:  # TorchSide.run's caching, counted
+            def __init__(self):
+                self.cache, self.timed = {}, 0
+
+            def run(self, shape):
+                key = ct.shape_key(shape)
+                if key not in self.cache:
+                    self.timed += 1
+                    self.cache[key] = ({"flash": {"ms": 1.0, "ms_min": 1.0, "tflops": 1.0, "iters": 1}}, None)
+                return self.cache[key]
+        prog = compare.Program("torch-gpu", "B")
+        prog.torch = Side()
+        for _ in range(3):
+            prog.run("system", ["--heads", "2", "--seq-q", "4", "--dtype", "f16"], [], "x")
+        self.assertEqual(prog.torch.timed, 3)
+
+    def test_refusal_is_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            done, _ = self.run_compare(tmp, "--b", "torch-gpu")  # flash refuses f32
+            self.assertEqual(done.returncode, 1, done.stderr)
+            self.assertNotIn("Traceback", done.stderr)
+            self.assertTrue(done.stderr.splitlines()[-1].startswith("compare.py: torch-gpu refused gqa-f32: "),
+                            done.stderr)
+
+
 class Flops(unittest.TestCase):
     def test_equals_vkattn_on_recorded_rows(self):
         # vkattn's tflops = its FLOPs / ms_median: the script's formula must give the same FLOPs.

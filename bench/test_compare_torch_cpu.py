@@ -323,6 +323,41 @@ class Rounds(unittest.TestCase):
         self.assertTrue(all(abs(m - 100.0) < 1e-6 for m in ms))
 
 
+class CompareProgram(unittest.TestCase):
+    """bench/compare.py's torch-cpu program (TorchCpu is its adapter) with the fake vkattn and fake torch."""
+
+    def test_compare_runs_torch_cpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            cases = os.path.join(tmp, "cases.txt")
+            dense = "--batch 1 --heads 4 --kv-heads 2 --seq-q 8 --seq-k 16 --dim 8 --dim-v 8"
+            write(cases, f"gqa-causal {dense} --dtype f32 --causal bottom-right\n")
+            out = os.path.join(tmp, "r.json")
+            done = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), "--a", fakes.vkattn, "--b",
+                                   "torch-cpu", "--rounds", "2", "--warmup", "1", "--iters", "2", "--json", out, cases],
+                                  capture_output=True, text=True, env=fakes.env(), timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            # round 1: vkattn (--version, bench), torch (1 warm-up, 2 timed); round 2 swapped
+            self.assertEqual(collapse(fakes.events()), [("vkattn", 2), ("torch", 6), ("vkattn", 2)])
+            with open(out, encoding="utf-8") as f:
+                doc = json.load(f)
+            run = doc["runs"][1]
+            self.assertEqual((run["label"], run["program"], run["comparison"]), ("torch-cpu", "torch-cpu", "A vs torch-cpu"))
+            self.assertIn("torch 1.13.0+fake", run["version"])
+            row = run["cases"][0]["result"]
+            self.assertEqual((row["iters"], row["kernel"], row["causal"]), (2, "textbook f32", "bottom-right"))
+            self.assertIn("| gqa-causal |", done.stdout)
+
+    def test_refuses_other_cases_before_running(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            done = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), "--a", fakes.vkattn, "--b",
+                                   "torch-cpu", "serving"], capture_output=True, text=True, env=fakes.env(), timeout=120)
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("torch-cpu takes plain dense cases", done.stderr)
+            self.assertEqual(fakes.events(), [])
+
+
 class FreshRun(unittest.TestCase):
     """The script end to end with the fake vkattn and the numpy-backed fake torch."""
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks vkattn's score modifiers against PyTorch, an implementation vkattn shares no code with.
 
-    /usr/bin/python3 bench/check_modifiers_torch.py [--vkattn build/release/tools/vkattn]
+    /usr/bin/python3 tests/torch/check_modifiers_torch.py [--vkattn build/release/tools/vkattn]
 
 Debian's python3-torch (1.13) has no scaled_dot_product_attention, so the modifiers are written the
 way model code writes them, in torch ops on float64: scores = scale * q @ k^T; softcap as
@@ -25,7 +25,7 @@ try:
 except ImportError as e:
     sys.exit(f"check_modifiers_torch: error: {e.name} is required (Debian: apt install python3-numpy python3-torch)")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3}  # docs/testing.md, "Precision and the tolerances the tests use": max |O - ref| / max |V|
 LSE_TOLERANCE = 1e-4
 

@@ -7,7 +7,7 @@ weights (biases too: torch initialises them to 0, which would hide a bias bug), 
 state_dict with numpy.savez exactly as a user would, runs the CLI, and compares O and the attention
 weights with torch's, computed in float64.
 
-    /usr/bin/python3 bench/compare_mha_torch.py --vkattn build/release/tools/vkattn
+    /usr/bin/python3 tests/torch/compare_mha_torch.py --vkattn build/release/tools/vkattn
 
 Differences by design (see include/vkattn/mha_reference.hpp): rows whose keys are all masked are
 0 in vkattn and NaN in torch, so cases here never mask a whole row.
@@ -20,7 +20,8 @@ import tempfile
 
 import numpy as np
 
-from optional_deps import MissingDependency, import_torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from optional_deps import MissingDependency, import_torch  # noqa: E402
 
 torch = None  # imported by main(): without it, one line instead of a traceback
 
