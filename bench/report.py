@@ -90,6 +90,11 @@ def groups(doc):
     return out
 
 
+def round_count(runs):
+    """The most rounds any of `runs` recorded (its cases' distinct `round` values)."""
+    return max(len(set(c.get("round") for c in r["cases"])) for r in runs)
+
+
 def figures_table(docs):
     lines = []
     latest = {}
@@ -98,7 +103,7 @@ def figures_table(docs):
         if singles:
             latest[doc["device"]] = (doc, singles)
     for doc, runs in latest.values():
-        lines += [f"{source(doc, runs)}; {max(len(set(c.get('round') for c in r['cases'])) for r in runs)} rounds, "
+        lines += [f"{source(doc, runs)}; {round_count(runs)} rounds, "
                   "GFLOP/s of each run's median, median of the rounds [best]:", "",
                   "| case | program | GFLOP/s | ms | K/V GB/s | copy shader GB/s |", "|---|---|---|---|---|---|"]
         for run in runs:
@@ -121,7 +126,7 @@ def peers_table(docs):
                 continue
             vk = per_case(mine[0])
             theirs = [(r["label"], per_case(r)) for r in others]
-            rounds = max(len(set(c.get("round") for c in r["cases"])) for r in runs)
+            rounds = round_count(runs)
             head = "| case | vkattn | " + " | ".join(f"{label} | vkattn / {label}" for label, _ in theirs) + " |"
             lines += [f"vkattn beside {', '.join(label for label, _ in theirs)}: {source(doc, runs)}; "
                       f"{rounds} round{'s' if rounds > 1 else ''}. GFLOP/s, median [best]; the ratio of medians "
@@ -148,7 +153,7 @@ def builds_table(docs):
                 continue
             before, after = per_case(runs[0]), per_case(runs[1])
             b_label, a_label = runs[0]["label"], runs[1]["label"]
-            rounds = max(len(set(c.get("round") for c in r["cases"])) for r in runs)
+            rounds = round_count(runs)
             lines += [f"{comparison}: {source(doc, runs)}; {rounds} alternating rounds. GFLOP/s, median [best]:", "",
                       f"| case | {b_label} | {a_label} | {a_label} / {b_label} (medians) |", "|---|---|---|---|"]
             for name, b in before.items():

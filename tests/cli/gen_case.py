@@ -154,6 +154,29 @@ def make_mask(case, rng):
     return mask.astype(np.float16 if case.mask == "f16" else np.float32)
 
 
+def add_modifiers(case, rng, batch, heads, files, args):
+    """The score modifiers of a case: --window, --align and --softcap added to `args`, then the ALiBi
+    slopes ((heads) or (batch, heads)) and the sinks drawn from `rng` in this order into `files`, with
+    their options. Returns (alibi, sinks), None where the case has none. Shared by every generator of
+    `vkattn run` cases (dense here, paged and packed in run_serving_cases.py)."""
+    if case.window is not None:
+        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
+    if case.align:
+        args += ["--align", case.align]
+    if case.softcap is not None:
+        args += ["--softcap", repr(case.softcap)]
+    alibi = sinks = None
+    if case.alibi:
+        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
+        files["alibi"] = alibi
+        args += ["--alibi", "alibi.npy"]
+    if case.sinks:
+        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
+        files["sinks"] = sinks
+        args += ["--sinks", "sinks.npy"]
+    return alibi, sinks
+
+
 def generate(case, seed=0):
     """Returns (files {name: array}, `vkattn run` args [str], reference (out, lse, weights P), V as the
     GPU sees it)."""
@@ -195,22 +218,7 @@ def generate(case, seed=0):
         args += ["--heatmap", "heads.png"]
     if case.path:
         args += ["--path", case.path]
-    alibi = sinks = None
-    if case.window is not None:
-        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
-    if case.align:
-        args += ["--align", case.align]
-    if case.softcap is not None:
-        args += ["--softcap", repr(case.softcap)]
-    if case.alibi:
-        shape = (case.heads,) if case.alibi == "h" else (case.batch, case.heads)
-        alibi = (rng.random(shape) * 0.5).astype(np.float32)
-        files["alibi"] = alibi
-        args += ["--alibi", "alibi.npy"]
-    if case.sinks:
-        sinks = (rng.random(case.heads) * 4.0 - 1.0).astype(np.float32)
-        files["sinks"] = sinks
-        args += ["--sinks", "sinks.npy"]
+    alibi, sinks = add_modifiers(case, rng, case.batch, case.heads, files, args)
 
     dtype = case.compute_dtype
     seen = [sdpa_reference.round_to(x, dtype) for x in (q, k, v)]

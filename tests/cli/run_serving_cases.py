@@ -83,21 +83,7 @@ def add_call_options(case, rng, batch, heads, files, args):
         args += ["--causal", case.causal]
     if case.dtype:
         args += ["--dtype", case.dtype]
-    if case.window is not None:
-        args += ["--window", f"{case.window[0]}:{case.window[1]}"]
-    if case.align:
-        args += ["--align", case.align]
-    if case.softcap is not None:
-        args += ["--softcap", repr(case.softcap)]
-    alibi = sinks = None
-    if case.alibi:
-        alibi = (rng.random((heads,) if case.alibi == "h" else (batch, heads)) * 0.5).astype(np.float32)
-        files["alibi"] = alibi
-        args += ["--alibi", "alibi.npy"]
-    if case.sinks:
-        sinks = (rng.random(heads) * 4.0 - 1.0).astype(np.float32)
-        files["sinks"] = sinks
-        args += ["--sinks", "sinks.npy"]
+    alibi, sinks = gen_case.add_modifiers(case, rng, batch, heads, files, args)
     if case.check:
         args += ["--check"]
     if case.kv_dtype:
