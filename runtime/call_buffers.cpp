@@ -192,6 +192,19 @@ bool all_fit(const ContextImpl& context, const CallNeeds& needs, const std::arra
   return true;
 }
 
+// The extents in the order overlaps are looked for (and so which pair an Error names first): the
+// inputs, the per-head tensors, then the outputs and the workspace.
+constexpr std::array<CallNeeds::Argument, CallNeeds::count> kOverlapOrder = [] {
+  std::array<CallNeeds::Argument, CallNeeds::count> order{};
+  std::size_t n = 0;
+  for (const CallNeeds::Argument a :
+       {CallNeeds::q, CallNeeds::k, CallNeeds::v, CallNeeds::out, CallNeeds::mask, CallNeeds::kv_lengths})
+    order[n++] = a;
+  for (int a = CallNeeds::per_head; a < CallNeeds::weights; ++a) order[n++] = CallNeeds::Argument(a);
+  for (const CallNeeds::Argument a : {CallNeeds::lse, CallNeeds::weights, CallNeeds::workspace}) order[n++] = a;
+  return order;
+}();
+
 }  // namespace
 
 void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, const AttentionBuffers& b,
@@ -203,14 +216,6 @@ void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, cons
   given[CallNeeds::weights] = b.weights;
   given[CallNeeds::workspace] = workspace ? *workspace : BufferSlice{};
   if (all_fit(context, needs, given, workspace == nullptr)) return;
-  // The extents in the order overlaps are looked for (and so which pair an Error names first).
-  std::array<CallNeeds::Argument, CallNeeds::count> overlap_order{CallNeeds::q,   CallNeeds::k,    CallNeeds::v,
-                                                                  CallNeeds::out, CallNeeds::mask, CallNeeds::kv_lengths};
-  for (std::size_t i = 0; i < kPerHeadTensors.size(); ++i)
-    overlap_order[6 + i] = CallNeeds::per_head_argument(kPerHeadTensors[i]);
-  overlap_order[CallNeeds::count - 3] = CallNeeds::lse;
-  overlap_order[CallNeeds::count - 2] = CallNeeds::weights;
-  overlap_order[CallNeeds::count - 1] = CallNeeds::workspace;
   for (int a = 0; a < CallNeeds::count; ++a) {
     const CallNeeds::Need& n = needs.need[a];
     const BufferSlice& g = given[a];
@@ -244,7 +249,7 @@ void check_call_buffers(const ContextImpl& context, const CallNeeds& needs, cons
 
   std::array<BufferExtent, CallNeeds::count> extents;
   std::size_t count = 0;
-  for (const CallNeeds::Argument a : overlap_order) {
+  for (const CallNeeds::Argument a : kOverlapOrder) {
     const CallNeeds::Need& n = needs.need[a];
     const BufferSlice& g = given[a];
     if (!n.planned || !g.buffer) continue;  // (only the scratch workspace is planned but not given)

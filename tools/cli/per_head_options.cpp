@@ -97,13 +97,6 @@ PerHeadInputs PerHeadInputs::fixed(const PerHead<bool>& given, int64_t heads) {
   return in;
 }
 
-PerHeadLayouts PerHeadInputs::layouts() const {
-  PerHeadLayouts l;
-  for (PerHeadTensor t : kPerHeadTensors)
-    if (tensors[t]) l[t] = tensors[t]->layout;
-  return l;
-}
-
 PerHeadValues PerHeadInputs::reference() const {
   PerHeadValues r;
   for (PerHeadTensor t : kPerHeadTensors) {
@@ -118,10 +111,7 @@ PerHead<const Buffer*> PerHeadInputs::upload(Context& context, PerHead<std::opti
   PerHead<const Buffer*> buffers;
   for (PerHeadTensor t : kPerHeadTensors) {
     if (!tensors[t]) continue;
-    const std::vector<float>& v = tensors[t]->values;
-    Buffer& b = storage[t].emplace(allocate_at_least(context, v.size() * sizeof(float)));
-    if (!v.empty()) b.upload(v.data(), v.size() * sizeof(float));
-    buffers[t] = &b;
+    buffers[t] = &storage[t].emplace(upload_encoded(context, DType::f32, tensors[t]->values));
   }
   return buffers;
 }

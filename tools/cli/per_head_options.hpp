@@ -51,7 +51,6 @@ struct PerHeadInputs {
   // 2^(-8(h+1)/H), exact for a power of two; sink logits around 0, as a trained model's are), (heads).
   static PerHeadInputs fixed(const PerHead<bool>& given, int64_t heads);
 
-  PerHeadLayouts layouts() const;
   // Spans into `tensors`, with their layouts, for the references.
   PerHeadValues reference() const;
   // Uploads each (f32) into `storage` and returns the buffers (nullptr where absent).
