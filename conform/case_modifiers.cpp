@@ -12,9 +12,7 @@ namespace vkattn::conform {
 
 std::string attention_text(const CaseModifiers& m) {
   std::ostringstream s;
-  if (m.window) s << " window=" << m.window->left << ":" << m.window->right;
-  if (m.align) s << " align=" << to_string(*m.align);
-  if (m.softcap) s << " softcap=" << *m.softcap;
+  s << score_options_text(m.options, "=");
   if (m.alibi_batch) s << " alibi=" << (m.alibi_batch > 1 ? "(B,H)" : "(H)");
   if (m.alibi_batch && m.alibi_scale != 1.0f) s << "x" << m.alibi_scale;
   if (m.sinks) s << " sinks";
@@ -24,9 +22,7 @@ std::string attention_text(const CaseModifiers& m) {
 
 std::string serving_text(const CaseModifiers& m) {
   std::ostringstream s;
-  if (m.window) s << " window " << m.window->left << ":" << m.window->right;
-  if (m.align) s << " align " << to_string(*m.align);
-  if (m.softcap) s << " softcap " << *m.softcap;
+  s << score_options_text(m.options, " ");
   if (m.alibi_batch) s << " alibi (" << (m.alibi_batch > 1 ? "B,H" : "H") << ")";
   if (m.alibi_batch && m.alibi_scale != 1.0f) s << " x" << m.alibi_scale;
   // (" sinks <value> sinks": the wording the case descriptions have always had.)
@@ -37,9 +33,7 @@ std::string serving_text(const CaseModifiers& m) {
 
 std::string layer_text(const CaseModifiers& m) {
   std::ostringstream s;
-  if (m.window) s << " window=" << m.window->left << ":" << m.window->right;
-  if (m.align) s << " align=" << to_string(*m.align);
-  if (m.softcap) s << " softcap=" << *m.softcap;
+  s << score_options_text(m.options, "=");
   if (m.sink_value) s << " sinks=" << *m.sink_value;
   if (m.alibi_batch && m.alibi_scale != 1.0f) s << " alibi x" << m.alibi_scale;
   s << (m.sinks ? " sinks" : "") << (m.alibi_batch ? " alibi" : "");
@@ -48,17 +42,13 @@ std::string layer_text(const CaseModifiers& m) {
 
 void add_attention_features(const CaseModifiers& m, Causal causal, FeatureTags& f) {
   int modifiers = 0;
-  if (m.window) {
-    const bool both = m.window->left >= 0 && m.window->right >= 0;
-    f.emplace_back("modifiers", both ? "window, two-sided" : "window, one-sided");
-    ++modifiers;
-  }
+  for (const ScoreOption& option : score_options())
+    if (const std::string tag = option.feature(m.options); !tag.empty()) {
+      f.emplace_back("modifiers", tag);
+      ++modifiers;
+    }
   if (m.alibi_batch) {
     f.emplace_back("modifiers", m.alibi_batch > 1 ? "ALiBi (B,H)" : "ALiBi (H)");
-    ++modifiers;
-  }
-  if (m.softcap) {
-    f.emplace_back("modifiers", "softcap");
     ++modifiers;
   }
   if (m.sinks) {
@@ -66,30 +56,30 @@ void add_attention_features(const CaseModifiers& m, Causal causal, FeatureTags& 
     ++modifiers;
   }
   // Causal fixes the alignment; without it the window and ALiBi use align's (bottom-right by default).
-  if ((m.window || m.alibi_batch) && causal == Causal::none)
-    f.emplace_back("modifiers", std::string("aligned ") + to_string(m.align.value_or(Align::bottom_right)));
+  if ((m.options.window || m.alibi_batch) && causal == Causal::none)
+    f.emplace_back("modifiers", std::string("aligned ") + to_string(m.options.align.value_or(Align::bottom_right)));
   if (modifiers == 0) f.emplace_back("modifiers", "none");
   if (modifiers > 1) f.emplace_back("modifiers", "combined");
 }
 
 void add_serving_features(const CaseModifiers& m, FeatureTags& f) {
-  if (m.window) f.emplace_back("modifier", "window");
-  if (m.softcap) f.emplace_back("modifier", "softcap");
+  for (const ScoreOption& option : score_options())
+    if (const std::string tag = option.feature(m.options); !tag.empty()) f.emplace_back("modifier", tag);
   if (m.alibi_batch) f.emplace_back("modifier", "alibi");
   if (m.sinks) f.emplace_back("modifier", "sinks");
 }
 
 void add_layer_features(const CaseModifiers& m, FeatureTags& f) {
-  if (m.window) f.emplace_back("layer", "sliding window");
-  if (m.softcap) f.emplace_back("layer", "softcap");
+  for (const ScoreOption& option : score_options())
+    if (const std::string tag = option.feature(m.options); !tag.empty()) f.emplace_back("layer", tag);
   if (m.sinks) f.emplace_back("layer", "attention sinks");
   if (m.alibi_batch) f.emplace_back("layer", "ALiBi");
 }
 
 CaseModifiers every_modifier(Window window, float cap, int64_t alibi_batch) {
   CaseModifiers m;
-  m.window = window;
-  m.softcap = cap;
+  m.options.window = window;
+  m.options.softcap = cap;
   m.alibi_batch = alibi_batch;
   m.sinks = true;
   return m;

@@ -2,8 +2,9 @@
 // runners do with them: their text in a case's description, their feature tags, the call options
 // they set, and the per-head tensors (ALiBi slopes, sink logits) drawn from the case's generator,
 // given to the reference and bound to the call. Every kind of case (AttentionCase, PagedCase,
-// VarlenCase, LayerCase) holds one CaseModifiers, so that adding a modifier touches this file and
-// the catalogs that use it, not each runner.
+// VarlenCase, LayerCase) holds one CaseModifiers, so that adding a per-head tensor touches this file
+// and the catalogs that use it, not each runner; the options are described and tagged from the table
+// of score options (vkattn/score_options.hpp), so adding one touches only the catalogs here.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,9 @@
 namespace vkattn::conform {
 
 struct CaseModifiers {
-  // Options of the call.
-  std::optional<Window> window;
-  std::optional<Align> align;
-  std::optional<float> softcap;
+  // The call's score options (vkattn/score_options.hpp: window, align, softcap); its other options
+  // (causal, scale, ...) are the case's own.
+  AttentionOptions options;
   // Per-head tensors drawn from the seed: ALiBi slopes (0: none; 1: (H); the batch: (B, H) — the
   // layer takes 0 or 1, its slopes being weights, one per head) and one sink logit per head.
   int64_t alibi_batch = 0;
@@ -52,13 +52,9 @@ void add_attention_features(const CaseModifiers& m, Causal causal, FeatureTags& 
 void add_serving_features(const CaseModifiers& m, FeatureTags& f);
 void add_layer_features(const CaseModifiers& m, FeatureTags& f);
 
-// The modifiers that are options (window, align, softcap) set on a call's options, which every
-// source's layouts and the layer's inputs hold alike.
-inline void apply_options(const CaseModifiers& m, AttentionOptions& options) {
-  options.window = m.window;
-  options.align = m.align;
-  options.softcap = m.softcap;
-}
+// The modifiers that are options set on a call's options, which every source's layouts and the
+// layer's inputs hold alike.
+inline void apply_options(const CaseModifiers& m, AttentionOptions& options) { copy_score_options(m.options, options); }
 
 // The per-head tensors' values and their layouts; none for a modifier the case lacks.
 struct HeadValues {

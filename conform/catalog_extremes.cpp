@@ -53,29 +53,29 @@ void add_window_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   AttentionCase c = base(DType::f32, 37, 53, 40);
   c.heads = 4;
   c.kv_heads = 2;
-  c.modifiers.window = Window{kInt64Max, kInt64Max};
+  c.modifiers.options.window = Window{kInt64Max, kInt64Max};
   cases.push_back(c);
   // 0 : 2^31 - 1 (its right side once wrapped to negative in 32 bits: every row masked).
   c = base(DType::f16, 29, 45, 32);
-  c.modifiers.window = Window{0, kInt32Max};
+  c.modifiers.options.window = Window{0, kInt32Max};
   c.poison_hidden_kv = true;
   cases.push_back(c);
   // 2^32 : 0 (once cut to 32 bits as 0 : 0), key lengths.
   c = base(DType::bf16, 21, 40, 24);
   c.batch = 2;
-  c.modifiers.window = Window{int64_t(1) << 32, 0};
+  c.modifiers.options.window = Window{int64_t(1) << 32, 0};
   c.kv_lengths = {40, 13};
   c.poison_hidden_kv = true;
   cases.push_back(c);
   // Sides just inside the call's reach (seq_q + seq_k - 1: bounded, yet wider than every key), top-left
   // with seq_q > seq_k (rows whose diagonal lies past every key) and causal bottom-right.
   c = base(DType::f32, 53, 37, 40);
-  c.modifiers.window = Window{89, 89};
-  c.modifiers.align = Align::top_left;
+  c.modifiers.options.window = Window{89, 89};
+  c.modifiers.options.align = Align::top_left;
   c.poison_hidden_kv = true;
   cases.push_back(c);
   c = base(DType::f32, 37, 53, 40);
-  c.modifiers.window = Window{89, -1};
+  c.modifiers.options.window = Window{89, -1};
   c.causal = Causal::bottom_right;
   c.poison_hidden_kv = true;
   cases.push_back(c);
@@ -83,8 +83,8 @@ void add_window_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   c = base(DType::f16, 2, 3000, 64);
   c.heads = 8;
   c.kv_heads = 2;
-  c.modifiers.window = Window{kInt32Max, kInt32Max};
-  c.modifiers.align = Align::top_left;
+  c.modifiers.options.window = Window{kInt32Max, kInt32Max};
+  c.modifiers.options.align = Align::top_left;
   cases.push_back(c);
 }
 
@@ -93,22 +93,22 @@ void add_softcap_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   // Softcaps: 1e4 and 1e8 (once off by 2.4e-5 and 8e-2: 1 - e^-2|x| cancelled), FLT_MAX (scores of
   // f32 range through it), and the smallest normal cap (every score +-FLT_MIN: uniform rows).
   AttentionCase c = base(DType::f32, 29, 41, 64);
-  c.modifiers.softcap = 1e4f;
+  c.modifiers.options.softcap = 1e4f;
   c.qk_range = 3.0f;
   cases.push_back(c);
   c = base(DType::f32, 17, 23, 64);
-  c.modifiers.softcap = 1e8f;
+  c.modifiers.options.softcap = 1e8f;
   c.qk_range = 30.0f;
   c.causal = Causal::bottom_right;
   cases.push_back(c);
   c = base(DType::bf16, 17, 23, 64);
-  c.modifiers.softcap = kFloatMax;
+  c.modifiers.options.softcap = kFloatMax;
   c.qk_range = 1e20f;  // scores beyond the f32 range: saturated, then capped
   c.mask = MaskKind::boolean;
   c.mask_blank_rows = {3};
   cases.push_back(c);
   c = base(DType::f16, 21, 30, 40);
-  c.modifiers.softcap = kFloatMin;
+  c.modifiers.options.softcap = kFloatMin;
   c.modifiers.sinks = true;
   cases.push_back(c);
 }
@@ -136,7 +136,7 @@ void add_alibi_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   c.heads = 2;
   c.modifiers.alibi_batch = 1;
   c.modifiers.alibi_scale = 1e-39f;
-  c.modifiers.align = Align::top_left;
+  c.modifiers.options.align = Align::top_left;
   c.mask = MaskKind::f32;
   cases.push_back(c);
 }
@@ -162,11 +162,11 @@ void add_sink_extremes(DenseCases& base, std::vector<AttentionCase>& cases) {
   c.batch = 2;
   c.heads = 4;
   c.kv_heads = 2;
-  c.modifiers.window = Window{kInt64Max, 0};
+  c.modifiers.options.window = Window{kInt64Max, 0};
   c.causal = Causal::bottom_right;
   c.modifiers.alibi_batch = 2;
   c.modifiers.alibi_scale = -2e38f;
-  c.modifiers.softcap = 1e8f;
+  c.modifiers.options.softcap = 1e8f;
   c.modifiers.sinks = true;
   c.mask = MaskKind::f16;
   c.kv_lengths = {57, 20};
@@ -195,11 +195,11 @@ CaseSection paged(uint64_t base_seed) {
   add({.name = "window 2^63-1 : 2^31-1 with an append, softcap 1e30, ALiBi -2e38, sinks FLT_MAX", .dtype = DType::f32,
        .heads = 4, .kv_heads = 2, .seq_q = 2, .page_size = 16, .cache_lens = {100, 0, 257}, .seq_new = 1,
        .causal = Causal::none,
-       .modifiers = {.window = Window{kInt64Max, kInt32Max}, .softcap = 1e30f, .alibi_batch = 3, .sinks = true,
-                     .alibi_scale = -2e38f, .sink_value = kFloatMax}});
+       .modifiers = {.options = {.window = Window{kInt64Max, kInt32Max}, .softcap = 1e30f},
+                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = kFloatMax}});
   add({.name = "window 2^32 : 0, decode, ALiBi FLT_MAX", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
        .cache_lens = {0, 1, 16, 37},
-       .modifiers = {.window = Window{int64_t(1) << 32, 0}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
+       .modifiers = {.options = {.window = Window{int64_t(1) << 32, 0}}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
   s.quick = {0, 1};
   return s;
 }
@@ -212,12 +212,11 @@ CaseSection varlen(uint64_t base_seed) {
   };
   add({.name = "window 2^31-1 : 2^31-1, softcap 1e30, ALiBi -2e38, sinks -FLT_MAX", .dtype = DType::f32, .heads = 4,
        .kv_heads = 2, .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45},
-       .modifiers = {.window = Window{kInt32Max, kInt32Max}, .softcap = 1e30f, .alibi_batch = 3, .sinks = true,
-                     .alibi_scale = -2e38f, .sink_value = -kFloatMax}});
+       .modifiers = {.options = {.window = Window{kInt32Max, kInt32Max}, .softcap = 1e30f},
+                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = -kFloatMax}});
   add({.name = "window 0 : 2^63-1 top-left, ALiBi FLT_MAX", .dtype = DType::bf16, .heads = 2, .kv_heads = 1,
        .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
-       .modifiers = {.window = Window{0, kInt64Max}, .align = Align::top_left, .alibi_batch = 1,
-                     .alibi_scale = kFloatMax}});
+       .modifiers = {.options = {.window = Window{0, kInt64Max}, .align = Align::top_left}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
   s.quick = {0, 1};
   return s;
 }
@@ -226,8 +225,8 @@ CaseSection layer(uint64_t base_seed) {
   CaseSection s = section("extremes-layer", "conformance-extremes", "the multi-head layer under extreme modifier values");
   LayerCase c;
   c.seq_q = c.seq_k = 17;
-  c.modifiers.window = Window{kInt64Max, kInt32Max};
-  c.modifiers.softcap = 1e30f;
+  c.modifiers.options.window = Window{kInt64Max, kInt32Max};
+  c.modifiers.options.softcap = 1e30f;
   c.modifiers.alibi_batch = 1;
   c.modifiers.alibi_scale = -2e38f;
   c.seed = case_seed(base_seed, 12300);
@@ -237,7 +236,7 @@ CaseSection layer(uint64_t base_seed) {
   c.causal = Causal::bottom_right;
   c.self_attention = false;
   c.seq_q = 6, c.seq_k = 11;
-  c.modifiers.window = Window{int64_t(1) << 32, 0};
+  c.modifiers.options.window = Window{int64_t(1) << 32, 0};
   c.modifiers.sinks = true;
   c.modifiers.sink_value = kFloatMax;
   c.seed = case_seed(base_seed, 12301);

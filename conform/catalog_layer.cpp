@@ -132,7 +132,7 @@ void add_modifier_cases(LayerCases& add) {
   {
     LayerCase c;  // Mistral's window (left side, causal) with gpt-oss's sinks; padding hides batch 1
     c.causal = Causal::top_left;
-    c.modifiers.window = Window{5, -1};
+    c.modifiers.options.window = Window{5, -1};
     c.modifiers.sinks = true;
     c.padding = true;
     c.seq_q = c.seq_k = 20;
@@ -144,7 +144,7 @@ void add_modifier_cases(LayerCases& add) {
     c.self_attention = false;
     c.seq_q = 6, c.seq_k = 19;
     c.modifiers = every_modifier(Window{3, 2}, 1.0f, 1);
-    c.modifiers.align = Align::top_left;
+    c.modifiers.options.align = Align::top_left;
     c.modifiers.sinks = false;
     add(c, 7101, false);
   }
@@ -174,7 +174,7 @@ void add_modifier_cases(LayerCases& add) {
     c.embed = 48, c.heads = 6, c.kv_heads = 2;
     c.self_attention = false;
     c.causal = Causal::bottom_right;
-    c.modifiers.window = Window{64, -1};
+    c.modifiers.options.window = Window{64, -1};
     c.modifiers.sinks = true;
     c.modifiers.alibi_batch = 1;
     c.seq_q = 1, c.seq_k = 300;

@@ -40,26 +40,26 @@ CaseSection windows(Builder& b) {
     AttentionCase c = b.base(dtype, 37, 53, 40);
     c.heads = 4;
     c.kv_heads = 2;
-    c.modifiers.window = Window{7, 3};
+    c.modifiers.options.window = Window{7, 3};
     c.poison_hidden_kv = true;
     s.cases.push_back(c);
     // Top-left with seq_q > seq_k: the last rows' windows lie past every key (O = 0, LSE -inf).
     c = b.base(dtype, 53, 37, 40);
-    c.modifiers.window = Window{7, 3};
-    c.modifiers.align = Align::top_left;
+    c.modifiers.options.window = Window{7, 3};
+    c.modifiers.options.align = Align::top_left;
     c.poison_hidden_kv = true;
     s.cases.push_back(c);
     // Mistral's: left side and causal (right 0), bottom-right, seq_q < seq_k, key lengths.
     c = b.base(dtype, 20, 70, 64);
     c.batch = 2;
-    c.modifiers.window = Window{16, -1};
+    c.modifiers.options.window = Window{16, -1};
     c.causal = Causal::bottom_right;
     c.kv_lengths = {70, 33};
     c.poison_hidden_kv = true;
     s.cases.push_back(c);
     // The same window with causal top-left and seq_q > seq_k.
     c = b.base(dtype, 70, 40, 64);
-    c.modifiers.window = Window{16, -1};
+    c.modifiers.options.window = Window{16, -1};
     c.causal = Causal::top_left;
     c.heads = 3;
     c.kv_heads = 1;
@@ -68,7 +68,7 @@ CaseSection windows(Builder& b) {
     s.cases.push_back(c);
     // Right side only, with a boolean mask.
     c = b.base(dtype, 33, 65, 24);
-    c.modifiers.window = Window{-1, 5};
+    c.modifiers.options.window = Window{-1, 5};
     c.mask = MaskKind::boolean;
     c.poison_hidden_kv = true;
     s.cases.push_back(c);
@@ -76,14 +76,14 @@ CaseSection windows(Builder& b) {
   // Longer keys: many key tiles outside every window (skipped) and a band split across workgroups.
   AttentionCase c = b.base(DType::f16, 300, 2500, 64);
   c.heads = 2;
-  c.modifiers.window = Window{16, -1};
+  c.modifiers.options.window = Window{16, -1};
   c.causal = Causal::bottom_right;
   c.poison_hidden_kv = true;
   s.cases.push_back(c);
   c = b.base(DType::f32, 4, 3000, 64);  // decode against a long cache, window 7 + 3
   c.heads = 8;
   c.kv_heads = 2;
-  c.modifiers.window = Window{7, 3};
+  c.modifiers.options.window = Window{7, 3};
   c.poison_hidden_kv = true;
   s.cases.push_back(c);
   s.quick = {0, 12};  // two-sided GQA f32; left + causal with key lengths, bf16
@@ -109,8 +109,8 @@ CaseSection alibi(Builder& b) {
     c = b.base(dtype, 30, 17, 32);  // top-left, seq_q > seq_k, + softcap + float mask
     c.heads = 2;
     c.modifiers.alibi_batch = 1;
-    c.modifiers.align = Align::top_left;
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.align = Align::top_left;
+    c.modifiers.options.softcap = 5.0f;
     c.mask = MaskKind::f32;
     c.mask_heads = 2;
     s.cases.push_back(c);
@@ -123,17 +123,17 @@ CaseSection softcaps(Builder& b) {
   CaseSection s = section("modifiers-softcap", "logit softcap: plain, on scores beyond the f32 range, NaN rows");
   for (const DType dtype : kDTypes) {
     AttentionCase c = b.base(dtype, 29, 41, 64);
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.softcap = 5.0f;
     c.qk_range = 3.0f;
     s.cases.push_back(c);
     c = b.base(dtype, 17, 23, 64);  // scores far beyond the cap (bf16, f32: beyond the f32 range too)
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.softcap = 5.0f;
     c.qk_range = dtype == DType::f16 ? 200.0f : 1e20f;  // f16 holds no value whose products overflow f32
     c.mask = MaskKind::boolean;
     c.mask_blank_rows = {3};
     s.cases.push_back(c);
     c = b.base(dtype, 21, 30, 40);  // NaN in a query row stays in it
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.softcap = 5.0f;
     c.nan_q_rows = {2, 11};
     c.causal = Causal::bottom_right;
     s.cases.push_back(c);
@@ -181,10 +181,10 @@ CaseSection combined(Builder& b) {
     c.batch = 2;
     c.heads = 4;
     c.kv_heads = 2;
-    c.modifiers.window = Window{16, -1};
+    c.modifiers.options.window = Window{16, -1};
     c.causal = Causal::bottom_right;
     c.modifiers.alibi_batch = 2;
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.softcap = 5.0f;
     c.modifiers.sinks = true;
     c.mask = MaskKind::f16;
     c.kv_lengths = {57, 20};
@@ -194,10 +194,10 @@ CaseSection combined(Builder& b) {
     c = b.base(dtype, 2, 700, 64);  // decode-like, window on both sides, split-KV
     c.heads = 8;
     c.kv_heads = 2;
-    c.modifiers.window = Window{7, 3};
-    c.modifiers.align = Align::top_left;
+    c.modifiers.options.window = Window{7, 3};
+    c.modifiers.options.align = Align::top_left;
     c.modifiers.alibi_batch = 1;
-    c.modifiers.softcap = 5.0f;
+    c.modifiers.options.softcap = 5.0f;
     c.modifiers.sinks = true;
     c.poison_hidden_kv = true;
     s.cases.push_back(c);
@@ -215,7 +215,7 @@ CaseSection long_keys(Builder& b) {
   AttentionCase c = b.base(DType::f16, 3, 70000, 64);
   c.heads = 8;
   c.kv_heads = 2;
-  c.modifiers.window = Window{4096, 0};
+  c.modifiers.options.window = Window{4096, 0};
   c.modifiers.sinks = true;
   c.modifiers.alibi_batch = 1;
   c.poison_hidden_kv = true;
@@ -225,7 +225,7 @@ CaseSection long_keys(Builder& b) {
   c.kv_heads = 4;
   c.causal = Causal::bottom_right;
   c.modifiers.sinks = true;
-  c.modifiers.softcap = 5.0f;
+  c.modifiers.options.softcap = 5.0f;
   s.cases.push_back(c);
   s.quick = {};  // the long suites run them; --quick stays quick
   return s;

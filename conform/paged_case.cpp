@@ -340,7 +340,7 @@ std::vector<PagedCase> paged_cases(uint64_t base_seed, bool long_cases) {
        .page_size = 16, .cache_lens = {100, 0, 257}, .modifiers = every_modifier(Window{64, 0}, 30.0f, 3)});
   add({.name = "two-sided window top-left, ALiBi (H), sinks, no causal", .dtype = DType::f16, .heads = 4,
        .kv_heads = 1, .seq_q = 3, .page_size = 8, .cache_lens = {50, 3}, .causal = Causal::none,
-       .modifiers = {.window = Window{20, 5}, .align = Align::top_left, .alibi_batch = 1, .sinks = true}});
+       .modifiers = {.options = {.window = Window{20, 5}, .align = Align::top_left}, .alibi_batch = 1, .sinks = true}});
   // q8_0 caches: the decode form (GQA packed), the element-wise kernels' reads with modifiers, and
   // prefill rows.
   add({.name = "q8_0, decode with an append, page 16, GQA 8:2", .dtype = DType::f16, .quant = KvQuant::q8_0,

@@ -332,7 +332,7 @@ std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
        .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3)});
   add({.name = "two-sided window top-left, ALiBi (H), no causal, d128", .dtype = DType::f16, .heads = 2,
        .kv_heads = 1, .dim_qk = 128, .dim_v = 128, .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
-       .modifiers = {.window = Window{10, 4}, .align = Align::top_left, .alibi_batch = 1}});
+       .modifiers = {.options = {.window = Window{10, 4}, .align = Align::top_left}, .alibi_batch = 1}});
   add({.name = "forced split-KV: few queries, long keys, loose max_seqlen, sinks", .dtype = DType::f32, .heads = 2,
        .kv_heads = 2, .seq_q = {1, 2, 1}, .seq_k = {300, 7, 120}, .loose_max = true, .causal = Causal::none,
        .modifiers = {.sinks = true}, .min_splits = 2});

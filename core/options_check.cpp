@@ -2,11 +2,11 @@
 #include "options_check.hpp"
 
 #include <cmath>
-#include <limits>
 #include <sstream>
 #include <string>
 
 #include "vkattn/error.hpp"
+#include "vkattn/score_options.hpp"
 
 namespace vkattn::detail {
 namespace {
@@ -27,32 +27,12 @@ void check_causal(const AttentionOptions& o) {
 }
 
 CheckedOptions check_score_options(const AttentionOptions& o) {
+  for (const ScoreOption& option : score_options())
+    if (option.is_set(o)) option.check(o);
   CheckedOptions checked;
-  if (o.align && *o.align != Align::top_left && *o.align != Align::bottom_right)
-    throw Error("align: invalid value " + std::to_string(static_cast<int>(*o.align)));
   checked.align = o.align.value_or(Align::bottom_right);
-  if (o.causal != Causal::none) {
-    const Align causal_align = o.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
-    if (o.align && *o.align != causal_align)
-      throw Error(std::string("align (") + to_string(*o.align) + ") must agree with causal (" + to_string(o.causal) +
-                  ") or be absent: one alignment serves causal, the window and ALiBi");
-    checked.align = causal_align;
-  }
-  if (o.window) {
-    const Window& w = *o.window;
-    if (w.left < -1 || w.right < -1)
-      throw Error("window: (" + std::to_string(w.left) + ", " + std::to_string(w.right) +
-                  ") sides must be >= 0, or -1 for unbounded");
-    checked.window = w;
-  }
-  if (o.softcap) {
-    const float c = *o.softcap;
-    if (!std::isfinite(c) || !(c > 0.0f)) throw Error("softcap: must be finite and > 0, got " + float_str(c));
-    // A cap flushed to 0 on a device would turn s / c into NaN for s = 0.
-    if (c < std::numeric_limits<float>::min())
-      throw Error("softcap: " + float_str(c) +
-                  " is subnormal (below 1.17549e-38, the smallest normal f32), which devices may flush to 0");
-  }
+  if (o.causal != Causal::none) checked.align = o.causal == Causal::top_left ? Align::top_left : Align::bottom_right;
+  checked.window = o.window;
   return checked;
 }
 

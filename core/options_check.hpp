@@ -20,9 +20,9 @@ struct CheckedOptions {
 // Throws Error "causal: invalid value N" for a value outside the enum.
 void check_causal(const AttentionOptions& options);
 
-// Checks the score modifiers that are options (types.hpp, AttentionOptions): align (a known value,
-// agreeing with causal), the window's sides and every value's range; throws Error naming the option
-// and its value.
+// Checks the score modifiers that are options (vkattn/score_options.hpp: each row's check: the
+// window's sides, align a known value agreeing with causal, every value's range) and resolves the
+// call's alignment; throws Error naming the option and its value.
 CheckedOptions check_score_options(const AttentionOptions& options);
 
 // The call's scale: options.scale (finite, else Error "scale: ...") or 1/sqrt(dim_qk).

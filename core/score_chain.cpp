@@ -6,13 +6,13 @@
 #include <cmath>
 
 #include "score_rule.hpp"
+#include "vkattn/score_options.hpp"
 
 namespace vkattn::reference::detail {
 
 double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias) {
-  // Softcap bends finite scores only: NaN/Inf inputs propagate.
   double score = vkattn::detail::score(m.scale, dot, 0.0);
-  if (m.softcap > 0.0 && std::isfinite(score)) score = m.softcap * std::tanh(score / m.softcap);
+  for (const ScoreStep& step : m.steps) score = step.apply(score, step.value);
   if (m.alibi) score = vkattn::detail::add_bias(score, vkattn::detail::alibi_bias(alibi_slope, distance));
   return vkattn::detail::add_bias(score, mask_bias);
 }
@@ -20,7 +20,12 @@ double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, i
 ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bool alibi, bool sink) {
   ScoreModifiers m;
   m.scale = scale;
-  m.softcap = options.softcap ? static_cast<double>(*options.softcap) : 0.0;
+  for (const ScoreOption& option : score_options())
+    if (option.score && option.is_set(options)) {
+      // A real-valued option (the only kind with a score step): its value as the call has it.
+      const auto member = std::get<std::optional<float> AttentionOptions::*>(option.member);
+      m.steps.push_back({option.score, static_cast<double>(*(options.*member))});
+    }
   m.alibi = alibi;
   m.sink = sink;
   return m;

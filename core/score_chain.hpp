@@ -1,7 +1,8 @@
 // The contract's score chain for one query row (docs/semantics.md), the one implementation every
 // fp64 reference runs: SDPA (reference.cpp, and through it the paged and packed references, which
 // attend each sequence as a dense call) and the multi-head layer (mha_reference.cpp). A new score
-// modifier is added here, once. For query i and key j, in this order:
+// modifier that is a per-head tensor is added here, once; one that is an option is a row of
+// vkattn/score_options.hpp, whose score step the chain runs. For query i and key j, in this order:
 //   s = scale·q·k -> softcap c·tanh(s/c) -> + ALiBi -slope·|i + off - j| -> + float mask
 //   -> the boolean masks (causal, window, key lengths, bool mask) -> softmax with the sink logit σ:
 //   O = Σ e^s V / (e^σ + Σ e^s), LSE = log(e^σ + Σ e^s); a fully masked row: O = 0, LSE = σ (-inf
@@ -22,12 +23,18 @@
 
 namespace vkattn::reference::detail {
 
+// One score option's step (vkattn/score_options.hpp, ScoreOption::score) with the call's value.
+struct ScoreStep {
+  double (*apply)(double score, double value);
+  double value;
+};
+
 // The call's score modifiers: the same for every row.
 struct ScoreModifiers {
   double scale = 1.0;
-  double softcap = 0.0;  // > 0: finite scores pass through softcap·tanh(s / softcap)
-  bool alibi = false;    // ALiBi's bias joins the scores
-  bool sink = false;     // a sink logit joins each row's max and denominator
+  std::vector<ScoreStep> steps;  // the set score options' steps (softcap), in the table's order
+  bool alibi = false;            // ALiBi's bias joins the scores
+  bool sink = false;             // a sink logit joins each row's max and denominator
 };
 
 // The call's modifiers from its options (checked: check_score_options), its scale as the call uses
@@ -45,7 +52,8 @@ ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, co
 // The values of (b, h) in them.
 HeadModifiers head_modifiers(const PerHeadValues& per_head, int64_t b, int64_t h);
 
-// scale·dot -> softcap -> + ALiBi (`distance` = i + off - j) -> + the float mask's `mask_bias`.
+// scale·dot -> the score options' steps (softcap) -> + ALiBi (`distance` = i + off - j) -> + the float
+// mask's `mask_bias`.
 double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias);
 
 // How O divides by the softmax's denominator. The SDPA reference sums e^s·V and divides once (as

@@ -17,6 +17,7 @@
 #include "vkattn/problem.hpp"
 #include "vkattn/q8_0.hpp"
 #include "vkattn/reference.hpp"
+#include "vkattn/score_options.hpp"
 #include "vkattn/serving_reference.hpp"
 #include "vkattn/timer.hpp"
 #include "vkattn/types.hpp"

@@ -176,7 +176,7 @@ def paged_error_cases(q, kv):
 # The message an error case must give, where the wording is the point of the case.
 EXPECTED_MESSAGE = {
     "window_side_below_minus_1": "--window: the left side -2 must be >= 0, or -1 for unbounded",
-    "softcap_zero": "--softcap: 0 must be > 0",
+    "softcap_zero": "--softcap: must be finite and > 0, got 0",
     "q8_0_f16_overflow_v": "--v (v.npy) as q8_0 blocks: 1 value overflows f16 (largest magnitude 200025 > 65504)",
     "varlen_q8_0_f16_overflow_v": "--v (v.npy) as q8_0 blocks: 1 value overflows f16 (largest magnitude 200025 > 65504)",
     "paged_q8_0_f16_overflow_v":

@@ -1,7 +1,8 @@
+// The score options on the command line: one --NAME per row of vkattn/score_options.hpp, its value
+// read by the syntax of its type (a real, a window L:R, an alignment) and checked by the row's check.
 #include "modifier_options.hpp"
 
-#include <cmath>
-#include <limits>
+#include <type_traits>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -10,61 +11,82 @@
 #include "run_inputs.hpp"
 #include "window_option.hpp"
 #include "vkattn/error.hpp"
+#include "vkattn/score_options.hpp"
 
 namespace vkattn::cli {
 namespace {
 
-// --softcap's value: a finite float32 > 0; throws Error "--softcap: ..." naming the value.
-float parse_softcap(const std::string& text) {
-  const float c = parse_float32(text, "--softcap");
-  if (!(c > 0.0f)) throw Error("--softcap: " + text + " must be > 0");
-  // (The library refuses the same: a device may flush a subnormal cap to 0.)
-  if (c < std::numeric_limits<float>::min())
-    throw Error("--softcap: " + text + " is subnormal (below 1.17549e-38, the smallest normal f32)");
-  return c;
+// `text` as `row`'s value, set in `options`; throws Error "--NAME: ..." naming the value (the row's
+// check included: what the library would refuse is a usage error here).
+void parse_into(const ScoreOption& row, const std::string& text, AttentionOptions& options) {
+  const std::string flag = "--" + std::string(row.name);
+  std::visit(
+      [&](auto member) {
+        using Value = typename std::remove_reference_t<decltype(options.*member)>::value_type;
+        if constexpr (std::is_same_v<Value, float>) options.*member = parse_float32(text, flag);
+        if constexpr (std::is_same_v<Value, Window>) options.*member = parse_window(text, flag);
+        if constexpr (std::is_same_v<Value, Align>) {
+          if (text != "top-left" && text != "bottom-right")
+            throw Error(flag + ": '" + text + "' is not top-left or bottom-right");
+          options.*member = parse_align(text);
+        }
+      },
+      row.member);
+  AttentionOptions alone;  // the value alone: whether it agrees with causal is the call's check
+  row.copy(options, alone);
+  try {
+    row.check(alone);
+  } catch (const Error& e) {
+    throw Error("--" + std::string(e.what()));
+  }
+}
+
+const char* value_name(const ScoreOption& row) {
+  switch (row.member.index()) {
+    case 0:
+      return "FLOAT";
+    case 1:
+      return "L:R";
+    default:
+      return "top-left|bottom-right";
+  }
 }
 
 }  // namespace
 
 void add_modifier_options(CLI::App* app, AttentionOptions* parsed) {
-  // Each value is checked first (parsed_by: a bad one is a usage error naming it), then stored.
-  app->add_option_function<std::string>(
-         "--window", [parsed](const std::string& s) { parsed->window = parse_window(s); },
-         "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (each side >= 0, "
-         "or -1 for unbounded; e.g. 4096:0 with --causal)")
-      ->type_name("L:R")
-      ->check(parsed_by("--window", [](const std::string& s) { parse_window(s); }));
-  app->add_option_function<std::string>(
-         "--align", [parsed](const std::string& s) { parsed->align = parse_align(s); },
-         "Diagonal of the window and ALiBi without --causal (default bottom-right: off = seq_k - seq_q; "
-         "top-left: off = 0); with --causal it must agree or be absent")
-      ->check(CLI::IsMember({"top-left", "bottom-right"}));
-  app->add_option_function<std::string>(
-         "--softcap", [parsed](const std::string& s) { parsed->softcap = parse_softcap(s); },
-         "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)")
-      ->type_name("FLOAT")
-      ->check(parsed_by("--softcap", [](const std::string& s) { parse_softcap(s); }));
+  for (const ScoreOption& row : score_options()) {
+    const std::string flag = "--" + std::string(row.name);
+    // Checked first (parsed_by: a bad value is a usage error naming it), then stored.
+    app->add_option_function<std::string>(
+           flag, [parsed, &row](const std::string& s) { parse_into(row, s, *parsed); }, std::string(row.help))
+        ->type_name(value_name(row))
+        ->check(parsed_by(flag, [&row](const std::string& s) {
+          AttentionOptions scratch;
+          parse_into(row, s, scratch);
+        }));
+  }
 }
 
 void add_modifier_option_fields(const AttentionOptions& o, nlohmann::ordered_json& fields) {
-  using Json = nlohmann::ordered_json;
-  fields["window"] = o.window ? Json::array({o.window->left, o.window->right}) : Json(nullptr);
-  fields["align"] = o.align ? Json(to_string(*o.align)) : Json(nullptr);
-  fields["softcap"] = o.softcap ? Json(*o.softcap) : Json(nullptr);
+  for (const ScoreOption& row : score_options())
+    std::visit(
+        [&](auto member) {
+          const auto& value = o.*member;
+          using Value = typename std::remove_cvref_t<decltype(value)>::value_type;
+          nlohmann::ordered_json& field = fields[std::string(row.name)];
+          if (!value) field = nullptr;
+          else if constexpr (std::is_same_v<Value, Window>) field = {value->left, value->right};
+          else if constexpr (std::is_same_v<Value, Align>) field = to_string(*value);
+          else field = *value;
+        },
+        row.member);
 }
 
-std::string modifier_options_text(const AttentionOptions& o) {
-  std::string text;
-  if (o.window) text += " window " + std::to_string(o.window->left) + ":" + std::to_string(o.window->right);
-  if (o.align) text += std::string(" align ") + to_string(*o.align);
-  if (o.softcap) text += " softcap " + nlohmann::ordered_json(*o.softcap).dump();
-  return text;
-}
+std::string modifier_options_text(const AttentionOptions& o) { return score_options_text(o, " "); }
 
 void apply_modifier_options(const AttentionOptions& parsed, AttentionOptions& options) {
-  options.window = parsed.window;
-  options.align = parsed.align;
-  options.softcap = parsed.softcap;
+  copy_score_options(parsed, options);
 }
 
 }  // namespace vkattn::cli
