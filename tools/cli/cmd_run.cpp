@@ -12,6 +12,7 @@
 #include "modifier_options.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
+#include "run_call.hpp"
 #include "run_inputs.hpp"
 #include "run_paged.hpp"
 #include "run_varlen.hpp"
@@ -60,80 +61,29 @@ int run(const RunOptions& options) {
   if (want_weights)
     check_weights_fit(problem.batch, problem.heads, problem.seq_q, problem.seq_k, context.device_info(), flags);
 
-  Buffer q = upload_encoded(context, layouts.q.dtype, inputs.q);
-  // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
-  Buffer k = upload_kv(context, layouts.k.dtype, layouts.kv_quant, inputs.k, inputs.k_q8_0);
-  Buffer v = upload_kv(context, layouts.v.dtype, layouts.kv_quant, inputs.v, inputs.v_q8_0);
-  const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * dtype_size(layouts.out.dtype);
-  Buffer out = allocate_at_least(context, out_bytes);
-  const uint64_t rows = static_cast<uint64_t>(problem.batch * problem.heads * problem.seq_q);
-  // Optional buffers: std::optional rather than default-constructed Buffers (see the report on
-  // buffer.hpp: Buffer() = default needs Allocation complete).
-  std::optional<Buffer> lse, mask, kv_lengths, weights;
-  PerHead<std::optional<Buffer>> per_head;
-
-  AttentionArgs args;
-  args.q = {&q, layouts.q};
-  args.k = {&k, layouts.k};
-  args.v = {&v, layouts.v};
-  args.kv_quant = layouts.kv_quant;
-  args.out = {&out, layouts.out};
-  args.options = layouts.options;
-  args.path = path;
-  if (want_weights) {
-    weights.emplace(
-        allocate_at_least(context, weights_bytes(problem.batch, problem.heads, problem.seq_q, problem.seq_k)));
-    args.weights = {&*weights, 0};
-  }
-  if (layouts.has_lse) {
-    lse.emplace(allocate_at_least(context, rows * sizeof(float)));
-    args.lse = {&*lse, 0};
-  }
-  if (layouts.mask) {
-    mask.emplace(allocate_at_least(context, inputs.mask.size()));
-    if (!inputs.mask.empty()) mask->upload(inputs.mask.data(), inputs.mask.size());
-    args.mask = {&*mask, *layouts.mask};
-  }
-  if (layouts.has_kv_lengths) {
-    kv_lengths.emplace(allocate_at_least(context, inputs.kv_lengths.size() * sizeof(int32_t)));
-    if (!inputs.kv_lengths.empty())
-      kv_lengths->upload(inputs.kv_lengths.data(), inputs.kv_lengths.size() * sizeof(int32_t));
-    args.kv_lengths = {&*kv_lengths, 0};
-  }
-
-  const PerHead<const Buffer*> per_head_buffers = inputs.per_head.upload(context, per_head);
-  for (PerHeadTensor t : kPerHeadTensors)
-    if (per_head_buffers[t]) args[t] = {per_head_buffers[t], *layouts[t]};
-
-  attention(context, args);
+  // All of P for --weights; for --heatmap alone only the heads of batch 0 it draws.
+  const int64_t weight_heads = options.weights.empty() ? heatmap_heads(problem.heads) : problem.batch * problem.heads;
+  const uint64_t weight_count = want_weights ? uint64_t(weight_heads * problem.seq_q * problem.seq_k) : 0;
+  const CallValues values{.q = inputs.q, .k = inputs.k, .v = inputs.v, .k_q8_0 = inputs.k_q8_0,
+                          .v_q8_0 = inputs.v_q8_0, .mask = inputs.mask, .kv_lengths = inputs.kv_lengths,
+                          .per_head = &inputs.per_head};
+  const CallResults r = run_call(context, AttentionSpec::dense(layouts, want_weights, path), values, weight_count);
 
   // O in Q's file dtype ('<f2' stays '<f2'), or float32 when computed in bf16 (numpy has no bf16).
-  std::vector<std::byte> out_raw(out_bytes);
-  if (out_bytes) out.download(out_raw.data(), out_bytes);
   const std::vector<int64_t> out_shape = {layouts.out.batch, layouts.out.heads, layouts.out.seq, layouts.out.dim};
-  const std::vector<std::byte> out_file = output_npy(out_raw, layouts.out.dtype, out_shape, inputs.out_f16);
+  const std::vector<std::byte> out_file = output_npy(r.out, layouts.out.dtype, out_shape, inputs.out_f16);
 
   OutputFiles files;
   files.stage(options.out, out_file);
   if (layouts.has_lse) {
-    std::vector<float> values(rows);
-    if (rows) lse->download(values.data(), rows * sizeof(float));
     const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q};
-    files.stage(options.lse, npy::serialize_floats(shape, values, false));
+    files.stage(options.lse, npy::serialize_floats(shape, r.lse, false));
   }
-  if (want_weights) {
-    // All of P for --weights; for --heatmap alone only the heads of batch 0 it draws.
-    const int64_t row = problem.seq_q * problem.seq_k;  // one head's (seq_q, seq_k) block
-    const int64_t heads = options.weights.empty() ? heatmap_heads(problem.heads) : problem.batch * problem.heads;
-    std::vector<float> values(static_cast<std::size_t>(heads * row));
-    if (!values.empty()) weights->download(values.data(), values.size() * sizeof(float));
-    if (!options.weights.empty()) {
-      const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q, problem.seq_k};
-      files.stage(options.weights, npy::serialize_floats(shape, values, false));
-    }
-    if (!options.heatmap.empty())
-      stage_heatmap(files, options.heatmap, values, problem.heads, problem.seq_q, problem.seq_k);
+  if (!options.weights.empty()) {
+    const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q, problem.seq_k};
+    files.stage(options.weights, npy::serialize_floats(shape, r.weights, false));
   }
+  if (!options.heatmap.empty()) stage_heatmap(files, options.heatmap, r.weights, problem.heads, problem.seq_q, problem.seq_k);
   files.commit();
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "cli_numbers.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
+#include "run_call.hpp"
 #include "run_varlen.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
@@ -231,18 +232,6 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
               to_string(dtype), cmp.worst, caches.c_str());
 }
 
-Buffer upload_ints(Context& context, const std::vector<int32_t>& values) {
-  Buffer buffer = allocate_at_least(context, values.size() * sizeof(int32_t));
-  if (!values.empty()) buffer.upload(values.data(), values.size() * sizeof(int32_t));
-  return buffer;
-}
-
-std::vector<std::byte> download(const Buffer& buffer, uint64_t bytes) {
-  std::vector<std::byte> raw(bytes);
-  if (bytes) buffer.download(raw.data(), bytes);
-  return raw;
-}
-
 }  // namespace
 
 std::string run_usage_error(const RunOptions& o) {
@@ -309,42 +298,14 @@ int run_paged(const RunOptions& o) {
   ContextOptions context_options;
   context_options.device = o.device;
   Context context(context_options);
-  // The library's own refusals (a cache beyond one binding) come from planning.
-  const PreparedAttention prepared(context, AttentionSpec::paged(l));
   const bool q8_0 = in.problem.quant == KvQuant::q8_0;
-
-  Buffer q = upload_encoded(context, dtype, in.q);
-  Buffer k_cache = upload_kv(context, dtype, in.problem.quant, in.k_cache, in.k_cache_q8_0);
-  Buffer v_cache = upload_kv(context, dtype, in.problem.quant, in.v_cache, in.v_cache_q8_0);
-  Buffer table = upload_ints(context, in.block_table);
-  Buffer lens = upload_ints(context, in.cache_lens);
-  const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
-  const uint64_t rows = uint64_t(l.out.batch * l.out.heads * l.out.seq);
-  Buffer out = allocate_at_least(context, out_bytes);
-  std::optional<Buffer> k_new, v_new, lse;
-  PerHead<std::optional<Buffer>> per_head;
-  AttentionBuffers b;  // k and v: the caches
-  b.q = &q;
-  b.k = &k_cache;
-  b.v = &v_cache;
-  b.out = &out;
-  b.block_table = {&table, 0};
-  b.cache_lens = {&lens, 0};
-  if (l.k_new) {
-    b.k_new = &k_new.emplace(upload_encoded(context, dtype, in.k_new));
-    b.v_new = &v_new.emplace(upload_encoded(context, dtype, in.v_new));
-  }
-  if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
-  b.per_head() = in.per_head.upload(context, per_head);
-  prepared.run(b);
-
-  const std::vector<std::byte> out_raw = download(out, out_bytes);
-  std::vector<float> lse_values(l.has_lse ? rows : 0);
-  if (!lse_values.empty()) lse->download(lse_values.data(), rows * sizeof(float));
+  CallValues values{.q = in.q, .k = in.k_cache, .v = in.v_cache, .k_q8_0 = in.k_cache_q8_0,
+                    .v_q8_0 = in.v_cache_q8_0, .source_a = in.block_table, .source_b = in.cache_lens,
+                    .k_new = in.k_new, .v_new = in.v_new, .per_head = &in.per_head};
   const bool caches_wanted = !o.k_cache_out.empty() || !o.v_cache_out.empty() || (o.check && in.problem.has_append());
-  const uint64_t k_bytes = uint64_t(l.k_cache.required_bytes()), v_bytes = uint64_t(l.v_cache.required_bytes());
-  const std::vector<std::byte> k_after = caches_wanted ? download(k_cache, k_bytes) : std::vector<std::byte>();
-  const std::vector<std::byte> v_after = caches_wanted ? download(v_cache, v_bytes) : std::vector<std::byte>();
+  const CallResults r = run_call(context, AttentionSpec::paged(l), values, 0, caches_wanted);
+  const std::vector<std::byte>&out_raw = r.out, &k_after = r.k_after, &v_after = r.v_after;
+  const std::vector<float>& lse_values = r.lse;
   if (o.check) check_paged(in, out_raw, lse_values, k_after, v_after);
 
   OutputFiles files;

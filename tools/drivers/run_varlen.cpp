@@ -14,6 +14,7 @@
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"
+#include "run_call.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
@@ -189,12 +190,6 @@ void check_varlen(const VarlenInputs& in, std::span<const std::byte> out_raw, st
               l.weights ? " and P" : "", to_string(dtype), worst);
 }
 
-Buffer upload_ints(Context& context, const std::vector<int32_t>& values) {
-  Buffer buffer = allocate_at_least(context, values.size() * sizeof(int32_t));
-  if (!values.empty()) buffer.upload(values.data(), values.size() * sizeof(int32_t));
-  return buffer;
-}
-
 }  // namespace
 
 std::string varlen_usage_error(const RunOptions& o) {
@@ -236,40 +231,12 @@ int run_varlen(const RunOptions& o) {
   Context context(context_options);
   // Before anything is allocated: P grows with total_q·total_k and is the one buffer that may not fit.
   if (l.weights) check_weights_fit(1, l.q.heads, l.q.seq, l.k.seq, context.device_info(), "--weights");
-  // The library's own refusals (a tensor beyond one binding, a grid too large, q8_0 on the
-  // three-stage path) come from planning.
-  const PreparedAttention prepared(context, AttentionSpec::packed(l));
-
-  Buffer q = upload_encoded(context, dtype, in.q);
-  // --kv-dtype q8_0: K and V uploaded as their blocks; else encoded in the dtype.
-  Buffer k = upload_kv(context, dtype, l.kv_quant, in.k, in.k_q8_0);
-  Buffer v = upload_kv(context, dtype, l.kv_quant, in.v, in.v_q8_0);
-  Buffer cu_q = upload_ints(context, in.cu_q);
-  Buffer cu_k = upload_ints(context, in.cu_k);
-  const uint64_t out_bytes = uint64_t(l.out.element_count()) * dtype_size(dtype);
-  const uint64_t rows = uint64_t(l.out.heads * l.out.seq);
-  Buffer out = allocate_at_least(context, out_bytes);
-  std::optional<Buffer> lse, weights;
-  PerHead<std::optional<Buffer>> per_head;
-  AttentionBuffers b;
-  b.q = &q;
-  b.k = &k;
-  b.v = &v;
-  b.out = &out;
-  b.cu_seqlens_q = {&cu_q, 0};
-  b.cu_seqlens_k = {&cu_k, 0};
-  if (l.has_lse) b.lse = {&lse.emplace(allocate_at_least(context, rows * sizeof(float))), 0};
-  b.per_head() = in.per_head.upload(context, per_head);
-  const uint64_t weight_count = l.weights ? rows * uint64_t(l.k.seq) : 0;
-  if (l.weights) b.weights = {&weights.emplace(allocate_at_least(context, weights_bytes(1, l.q.heads, l.q.seq, l.k.seq))), 0};
-  prepared.run(b);
-
-  std::vector<std::byte> out_raw(out_bytes);
-  if (out_bytes) out.download(out_raw.data(), out_bytes);
-  std::vector<float> lse_values(l.has_lse ? rows : 0);
-  if (!lse_values.empty()) lse->download(lse_values.data(), rows * sizeof(float));
-  std::vector<float> weight_values(weight_count);
-  if (!weight_values.empty()) weights->download(weight_values.data(), weight_count * sizeof(float));
+  const CallValues values{.q = in.q, .k = in.k, .v = in.v, .k_q8_0 = in.k_q8_0, .v_q8_0 = in.v_q8_0,
+                          .source_a = in.cu_q, .source_b = in.cu_k, .per_head = &in.per_head};
+  const uint64_t weight_count = l.weights ? uint64_t(l.out.heads * l.out.seq * l.k.seq) : 0;
+  const CallResults r = run_call(context, AttentionSpec::packed(l), values, weight_count);
+  const std::vector<std::byte>& out_raw = r.out;
+  const std::vector<float>&lse_values = r.lse, &weight_values = r.weights;
   if (o.check) check_varlen(in, out_raw, lse_values, weight_values);
 
   OutputFiles files;
