@@ -86,6 +86,11 @@ class Program:
         if reason:
             raise bl.CaseError(f"case {name}: {reason}")
 
+    def load(self):
+        """Imports what the program needs (torch) before anything runs: a missing one is one line, at once."""
+        if self.adapter is not None:
+            self.adapter.load()
+
     def version(self):
         return bl.binary_version(self.path) if self.adapter is None else self.adapter.version()
 
@@ -265,6 +270,8 @@ def main(argv=None):
     except (bl.CaseError, OSError, RuntimeError) as e:
         sys.exit(f"compare.py: {e}")
     try:
+        for prog in programs:
+            prog.load()
         runs, meta = run_rounds(args, programs, drivers, cases, extra)
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, IndexError) as e:
         sys.exit(f"compare.py: {' '.join(str(e).split())}")

@@ -278,6 +278,9 @@ class Ggml:
     def describe(self, shape, name="CASE"):
         return f"{' '.join(ggml_command(self.binary, self.backend, 'FILE'))}, FILE: {test_file_line(shape, name)}"
 
+    def load(self):
+        pass  # nothing to import: test-backend-ops runs in its own process
+
     def version(self):
         return f"ggml test-backend-ops, {OP} on {self.backend} (Q and O f32)"
 

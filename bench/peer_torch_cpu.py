@@ -162,6 +162,9 @@ class TorchCpu:
     def describe(self, shape):
         return f"{METHOD}; {self.threads()} threads"
 
+    def load(self):
+        self.side()
+
     def side(self):
         if self.timer is None:
             from optional_deps import import_torch  # noqa: PLC0415 (torch only when a case runs)

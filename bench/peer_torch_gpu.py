@@ -183,6 +183,9 @@ class TorchGpu:
         return (f"torch.nn.functional.scaled_dot_product_attention on CUDA, backend {self.backend} alone, "
                 f"{shape['dtype']}, causal {shape['causal']}")
 
+    def load(self):
+        self.side()
+
     def side(self):
         if self.timer is None:
             from optional_deps import import_torch  # noqa: PLC0415 (torch only when a case runs)
