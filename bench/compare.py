@@ -19,8 +19,9 @@ A program (--a, and --b, repeatable: each B is shown against A; --before and --a
   `test-backend-ops perf --test-file` on each case written as a --test-file line (bench/peer_ggml.py;
   --ggml-backend picks the backend, default Vulkan0; the driver's VK_DRIVER_FILES applies to it too).
 The peers take plain dense cases (batch, heads, kv-heads, seq-q, seq-k, dim, dim-v, dtype, causal; ggml
-no causal) and are refused any other before anything runs. Their counts: --warmup/--iters exactly when
-given, else each adapter's caps within a few seconds per case (vkattn bench's --budget rule).
+no causal) and are refused any other before anything runs. Counts as vkattn bench takes them: --warmup/
+--iters exactly when given alone; with --budget SECONDS they are caps within that budget per case, on
+vkattn and the torch programs alike (ggml's counts are its own).
 A driver is `system` (the Vulkan loader's own choice) or an ICD manifest, given to the loader through
 VK_DRIVER_FILES: two Mesa versions of lavapipe are two devices. Each round runs every case on every
 driver with every program, in reverse order every other round, so all see the same machine; a shared
@@ -51,14 +52,14 @@ VKATTN = "vkattn"
 class Program:
     """One program of the comparison: a vkattn binary, or a peer through its adapter (bench/peer_*.py)."""
 
-    def __init__(self, spec, side, warmup=None, iters=None, ggml_backend=peer_ggml.DEFAULT_BACKEND):
+    def __init__(self, spec, side, warmup=None, iters=None, ggml_backend=peer_ggml.DEFAULT_BACKEND, budget_s=None):
         label, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
         kind, _, option = path.partition(":")
         self.path, self.adapter = path, None
         if kind == peer_torch_cpu.KIND:
-            self.kind, self.adapter = kind, peer_torch_cpu.TorchCpu(option, warmup, iters)
+            self.kind, self.adapter = kind, peer_torch_cpu.TorchCpu(option, warmup, iters, budget_s)
         elif kind == peer_torch_gpu.KIND:
-            self.kind, self.adapter = kind, peer_torch_gpu.TorchGpu(option, warmup, iters)
+            self.kind, self.adapter = kind, peer_torch_gpu.TorchGpu(option, warmup, iters, budget_s)
         elif label == peer_ggml.KIND or os.path.basename(path) == "test-backend-ops":
             self.kind, self.adapter = peer_ggml.KIND, peer_ggml.Ggml(path, ggml_backend)
         else:
@@ -144,6 +145,8 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, help="vkattn bench --warmup (and the peers' warm-up calls)")
     p.add_argument("--iters", type=int, help="vkattn bench --iters (and the peers' timed calls)")
+    p.add_argument("--budget", type=float, help="vkattn bench --budget, and the torch programs' budget: seconds of timed "
+                   "runs per case, --warmup/--iters becoming caps (on both sides alike)")
     p.add_argument("--ggml-backend", default=peer_ggml.DEFAULT_BACKEND,
                    help="the ggml program's test-backend-ops -b (default: %(default)s)")
     p.add_argument("--json", dest="json_out", help="write every run and the summary here")
@@ -170,7 +173,7 @@ def check_case_file(given):
 
 def prepare(args):
     """(programs, drivers, cases, extra vkattn options), every program checked on every case: CaseError."""
-    programs = [Program(spec, side, args.warmup, args.iters, args.ggml_backend)
+    programs = [Program(spec, side, args.warmup, args.iters, args.ggml_backend, args.budget)
                 for spec, side in [(args.a, "A")] + [(b, "B" if len(args.b) == 1 else f"B{i + 1}")
                                                       for i, b in enumerate(args.b)]]
     labels = set()
@@ -183,6 +186,10 @@ def prepare(args):
         extra += ["--warmup", str(args.warmup)]
     if args.iters is not None:
         extra += ["--iters", str(args.iters)]
+    if args.budget is not None:
+        if not args.budget > 0:
+            raise bl.CaseError(f"--budget must be positive (got {args.budget:g})")
+        extra += ["--budget", f"{args.budget:g}"]
     if args.rounds < 1:
         raise bl.CaseError(f"--rounds must be at least 1 (got {args.rounds})")
     for given in args.case_files:

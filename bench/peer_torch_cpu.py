@@ -12,8 +12,8 @@ transformers' repeat_kv does). It needs no scaled_dot_product_attention, so Debi
 vkattn's storage). torch.set_num_threads is THREADS, default the cores this process may use.
 
 Timing: a monotonic clock around each call, the median of the timed runs after the warm-ups, on random
-float32 inputs; counts: --warmup/--iters exactly when given, else at most 3 and 10 within 5 s per case
-(vkattn bench's --budget rule; lavapipe takes about a second per prefill run on a 2-core machine).
+float32 inputs; counts: --warmup/--iters exactly when given alone, else at most those (default 3 and
+10, vkattn bench's) within --budget seconds per case (default 5, vkattn bench's --budget rule).
 Takes plain dense cases (compare.dense_shape); FLOPs by vkattn's convention (benchlib.attention_flops).
 """
 import os
@@ -144,9 +144,9 @@ class TextbookTimer:
 class TorchCpu:
     """The adapter: `torch-cpu[:THREADS]` as a program of bench/compare.py."""
 
-    def __init__(self, threads, warmup=None, iters=None):
+    def __init__(self, threads, warmup=None, iters=None, budget_s=None):
         self.threads_text = threads
-        self.warmup, self.iters = warmup, iters
+        self.warmup, self.iters, self.budget_s = warmup, iters, budget_s
         self.timer = None
 
     def check(self):
@@ -169,9 +169,11 @@ class TorchCpu:
         if self.timer is None:
             from optional_deps import import_torch  # noqa: PLC0415 (torch only when a case runs)
             torch = import_torch(purpose="compare.py's torch-cpu program")
-            given = self.warmup is not None or self.iters is not None
+            # as vkattn bench: given counts are exact, unless a budget is given too: then they are its caps
+            given = (self.warmup is not None or self.iters is not None) and self.budget_s is None
             self.timer = TextbookTimer(torch, self.threads(), DEFAULT_WARMUP if self.warmup is None else self.warmup,
-                                       DEFAULT_ITERS if self.iters is None else self.iters, DEFAULT_BUDGET_S, given)
+                                       DEFAULT_ITERS if self.iters is None else self.iters,
+                                       self.budget_s or DEFAULT_BUDGET_S, given)
         return self.timer
 
     def version(self):

@@ -10,8 +10,8 @@ give --b once per backend to see several. Needs torch >= 2.0 with CUDA, imported
 Timing: CUDA events around each call, the median of the timed runs after the warm-ups; before each run
 a 256 MiB buffer is zeroed, which evicts the L2 cache (as vkattn's input rotation does) and keeps the
 GPU busy while the call is enqueued, so host launch overhead is not counted (vkattn's GPU timestamps do
-not count it either). Counts: --warmup/--iters exactly when given, else at most 10 and 50 within 2 s
-per case (vkattn bench's --budget rule). FLOPs: vkattn's convention (benchlib.attention_flops).
+not count it either). Counts: --warmup/--iters exactly when given alone, else at most those (default
+10 and 50) within --budget seconds per case (default 2; vkattn bench's --budget rule). FLOPs: vkattn's convention (benchlib.attention_flops).
 
 A shape torch cannot run this way (GQA before torch 2.5's enable_gqa, bottom-right causal with seq_q !=
 seq_k without causal_lower_right, flash or cuDNN with f32) is refused with torch's reason.
@@ -166,9 +166,9 @@ class SdpaTimer:
 class TorchGpu:
     """The adapter: `torch-gpu[:BACKEND]` as a program of bench/compare.py."""
 
-    def __init__(self, backend, warmup=None, iters=None):
+    def __init__(self, backend, warmup=None, iters=None, budget_s=None):
         self.backend = backend or "flash"
-        self.warmup, self.iters = warmup, iters
+        self.warmup, self.iters, self.budget_s = warmup, iters, budget_s
         self.timer = None
 
     def check(self):
@@ -190,9 +190,10 @@ class TorchGpu:
         if self.timer is None:
             from optional_deps import import_torch  # noqa: PLC0415 (torch only when a case runs)
             torch = import_torch(min_version=(2, 0), need_cuda=True, purpose="compare.py's torch-gpu program")
-            given = self.warmup is not None or self.iters is not None
+            # as vkattn bench: given counts are exact, unless a budget is given too: then they are its caps
+            given = (self.warmup is not None or self.iters is not None) and self.budget_s is None
             self.timer = SdpaTimer(torch, self.backend, DEFAULT_WARMUP if self.warmup is None else self.warmup,
-                                   self.iters or DEFAULT_ITERS, DEFAULT_BUDGET_S, given)
+                                   self.iters or DEFAULT_ITERS, self.budget_s or DEFAULT_BUDGET_S, given)
         return self.timer
 
     def version(self):

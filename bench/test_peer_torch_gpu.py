@@ -227,6 +227,11 @@ class CompareRuns(unittest.TestCase):
             done, doc = self.run_compare(tmp, "--b", "torch-gpu:math", counts=())
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual({c["result"]["iters"] for c in doc["runs"][1]["cases"]}, {50})
+        with tempfile.TemporaryDirectory() as tmp:  # --iters 5 as a cap: 8 ms hold two 4 ms calls, on both sides
+            done, doc = self.run_compare(tmp, "--b", "torch-gpu:math", counts=("--iters", "5", "--budget", "0.008"))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual({c["result"]["iters"] for c in doc["runs"][1]["cases"]}, {2})
+        self.assertEqual(doc["runs"][0]["cases"][0]["command"][-4:], ["--iters", "5", "--budget", "0.008"])
 
     def test_refusal_is_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
