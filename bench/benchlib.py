@@ -1,5 +1,6 @@
-"""What bench/run.py, bench/compare.py and bench/report.py share: case files, running one case, the
-results file format. Not a script itself.
+"""What bench/run.py, bench/compare.py, its peers' adapters (bench/peer_*.py) and bench/report.py share:
+case files, running one case, the results file format, vkattn's FLOP count and budget rule. Not a
+script itself.
 
 A case file (bench/cases/*.txt) holds one case a line: a stable name, then the `vkattn bench`
 arguments of the shape. `#` starts a comment.
@@ -13,7 +14,7 @@ A results file (bench/results/<device>-<date>.json) is one device and one date:
                           "command": [...], "result": the result record of `vkattn bench --json`}]}]}
 
 A run is one program (one vkattn build, or a peer: then "program" names it and "result" holds what
-that peer's adapter measured: at least ms_median and tflops). The runs of one comparison share a
+that peer's adapter, bench/peer_*.py, measured: at least ms_median and tflops). The runs of one comparison share a
 "comparison" name (bench/compare.py: "A vs B"); their rounds are cases with the same name and their
 own "round". bench/report.py shows a comparison of two vkattn runs as before/after, one of vkattn
 and peers as ratios, and runs without a comparison as each device's latest figures.
