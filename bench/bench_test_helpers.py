@@ -1,13 +1,20 @@
-"""What the offline tests of the bench/ comparison scripts share: a fake `vkattn`, files, one-line errors.
+"""What the offline tests of bench/compare.py's peers share: a fake `vkattn`, running compare.py, --vkattn.
 
-Not a test itself (bench/test_compare_torch_cpu.py and bench/test_compare_ggml.py import it).
+Not a test itself (bench/test_peer_torch_gpu.py, bench/test_peer_torch_cpu.py and bench/test_peer_ggml.py
+import it).
 """
 import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPARE = os.path.join(HERE, "compare.py")
+TESTDATA = os.path.join(HERE, "testdata")
 
 
-# A stand-in for `vkattn bench --json`: one row per call from the shape options (ms by dtype, so the two
-# dtypes of a shape differ), or the recorded decode sweep. Appends "vkattn" to $FAKE_LOG; exits 3 with a
-# message when $FAKE_VKATTN_FAIL is set.
+# A stand-in for `vkattn bench --json` (and `vkattn --version`): one row per call from the shape options
+# (ms by dtype, so the two dtypes of a shape differ; no tflops). Appends "vkattn" to $FAKE_LOG; exits 3
+# with a message when $FAKE_VKATTN_FAIL is set. The test case files give every shape option.
 FAKE_VKATTN = r'''
 import json, os, sys
 args = sys.argv[1:]
@@ -19,16 +26,15 @@ if os.environ.get("FAKE_LOG"):
 if os.environ.get("FAKE_VKATTN_FAIL"):
     print("vkattn: error: no Vulkan device", file=sys.stderr)
     sys.exit(3)
-if opt("--sweep") == "decode":
-    with open(os.environ["FAKE_DECODE"]) as f:
-        sys.stdout.write(f.read())
+if args == ["--version"]:
+    print("vkattn 0.0.0-fake")
     sys.exit(0)
 dtype = opt("--dtype", "f32")
 row = {"batch": int(opt("--batch")), "heads": int(opt("--heads")), "kv_heads": int(opt("--kv-heads")),
        "seq_q": int(opt("--seq-q")), "seq_k": int(opt("--seq-k")), "dim_qk": int(opt("--dim")),
-       "dim_v": int(opt("--dim-v")), "dtype": dtype, "causal": opt("--causal"), "path": "fused",
+       "dim_v": int(opt("--dim-v")), "dtype": dtype, "causal": opt("--causal", "none"), "path": "fused",
        "kernel": "rowwise", "splits": 1, "ms_median": 2.0 if dtype == "f32" else 1.0, "ms_min": 0.5,
-       "tflops": None, "status": "ok", "reason": None, "iters": int(opt("--iters"))}
+       "tflops": None, "status": "ok", "reason": None, "iters": int(opt("--iters", "10"))}
 print(json.dumps({"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "driver": "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)",
                   "version": "0.1.0", "sweep": None, "results": [row]}))
 '''
@@ -41,13 +47,32 @@ def write(path, text, mode=0o644):
     os.chmod(path, mode)
 
 
-def one_line_error(test, done, code, text, prog, progress=("running ",)):
-    """done (a finished subprocess) exited with code and printed one line "<prog>: error: ...text..." on
-    stderr, besides progress lines (those starting with one of progress), and no traceback."""
-    test.assertEqual(done.returncode, code, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if not line.startswith(tuple(progress))]
+def take_vkattn_arg(argv):
+    """The --vkattn PATH of a test's command line (the built binary, for the live checks), taken off argv
+    before unittest sees it; None when not given."""
+    if "--vkattn" not in argv[:-1]:
+        return None
+    i = argv.index("--vkattn")
+    path = argv[i + 1]
+    del argv[i:i + 2]
+    return path
+
+
+def run_compare(*args, env=None, timeout=300):
+    """bench/compare.py with these arguments, finished; PYTHONPATH dropped unless env sets it."""
+    if env is None:
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, COMPARE, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def one_line_error(test, done, text):
+    """compare.py (a finished subprocess) exited with 1 and its last stderr line is "compare.py: ...text...",
+    after round progress lines only, and no traceback."""
+    test.assertEqual(done.returncode, 1, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("round ")]
     test.assertEqual(len(lines), 1, done.stderr)
-    test.assertTrue(lines[0].startswith(f"{prog}: error: "), lines[0])
+    test.assertTrue(lines[0].startswith("compare.py: "), lines[0])
     test.assertIn(text, lines[0])
     test.assertNotIn("Traceback", done.stderr)
 

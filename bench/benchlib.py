@@ -1,5 +1,6 @@
-"""What bench/run.py, bench/compare.py and bench/report.py share: case files, running one case, the
-results file format. Not a script itself.
+"""What bench/run.py, bench/compare.py, its peers' adapters (bench/peer_*.py) and bench/report.py share:
+case files, running one case, the results file format, vkattn's FLOP count and budget rule. Not a
+script itself.
 
 A case file (bench/cases/*.txt) holds one case a line: a stable name, then the `vkattn bench`
 arguments of the shape. `#` starts a comment.
@@ -13,7 +14,7 @@ A results file (bench/results/<device>-<date>.json) is one device and one date:
                           "command": [...], "result": the result record of `vkattn bench --json`}]}]}
 
 A run is one program (one vkattn build, or a peer: then "program" names it and "result" holds what
-that peer's adapter measured: at least ms_median and tflops). The runs of one comparison share a
+that peer's adapter, bench/peer_*.py, measured: at least ms_median and tflops). The runs of one comparison share a
 "comparison" name (bench/compare.py: "A vs B"); their rounds are cases with the same name and their
 own "round". bench/report.py shows a comparison of two vkattn runs as before/after, one of vkattn
 and peers as ratios, and runs without a comparison as each device's latest figures.
@@ -180,6 +181,57 @@ def read_results(path):
 
 def gflops(row):
     return row["tflops"] * 1e3 if row.get("tflops") is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the peers' adapters (bench/peer_*.py) share with vkattn: its FLOP count and its budget rule
+
+
+def visible_pairs(seq_q, seq_k, causal):
+    """(query, key) pairs a causal mask leaves visible in one (batch, head): row i sees
+    min(seq_k, max(0, i + 1 + off)) keys, off = 0 top-left or seq_k - seq_q bottom-right."""
+    if causal in (None, "none"):
+        return seq_q * seq_k
+    off = seq_k - seq_q if causal == "bottom-right" else 0
+    first = min(max(-off, 0), seq_q)                    # first row that sees a key
+    full = min(max(seq_k - 1 - off, first), seq_q)      # first row that sees every key
+    ramp = full - first
+    return ramp * (first + 1 + off) + ramp * (ramp - 1) // 2 + (seq_q - full) * seq_k
+
+
+def attention_flops(shape):
+    """FLOPs of one attention call by vkattn's convention (tools/drivers/bench_metrics.hpp): 2·(Dqk+Dv) per
+    visible (query, key) pair, so a peer's TFLOP/s and vkattn's compare as times do."""
+    pairs = visible_pairs(shape["seq_q"], shape["seq_k"], shape["causal"])
+    return 2.0 * shape["batch"] * shape["heads"] * pairs * (shape["dim_qk"] + shape["dim_v"])
+
+
+def tflops(shape, ms):
+    return attention_flops(shape) / (ms * 1e-3) * 1e-12 if ms and ms > 0 else None
+
+
+def run_counts(probe_ms, warmup, iters, budget_s):
+    """(warm-ups, timed runs) within a budget of seconds, as `vkattn bench --budget` chooses them, so that a
+    peer timed without --warmup/--iters gets the counts vkattn would."""
+    probe_ms = max(probe_ms, 1e-3)
+    budget_ms = budget_s * 1e3
+    return (min(max(int(0.2 * budget_ms / probe_ms), 0), max(warmup - 1, 0)),
+            min(max(int(budget_ms / probe_ms), 1), iters))
+
+
+def refusal_reason(error, caught=()):
+    """One line from a peer's exception and the warnings it gave on the way (torch says why a backend
+    declined in its warnings, and only "No available kernel" in the exception)."""
+    parts = []
+    for w in caught:
+        text = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", str(getattr(w, "message", w)))
+        text = " ".join(text.split())
+        if text and text not in parts:
+            parts.append(text)
+    message = " ".join(str(error).split()) or type(error).__name__
+    parts.append(f"{type(error).__name__}: {message}")
+    reason = "; ".join(parts)
+    return reason if len(reason) <= 600 else reason[:597] + "..."
 
 
 def summarise(rows):

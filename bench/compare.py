@@ -1,158 +1,118 @@
 #!/usr/bin/env python3
-"""Two programs side by side on the cases of case files, alternating in rounds: the ratio table.
+"""Programs side by side on the cases of case files, alternating in rounds: the ratio table.
 
     /usr/bin/python3 bench/compare.py --a OLD/tools/vkattn --b build/release/tools/vkattn issue12 serving
     /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-cpu issue12 --rounds 3
     /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b ggml=GGML-BUILD/bin/test-backend-ops issue12
-    /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-gpu:flash --case decode-h32-kv8-d128-k8192-f16 issue12
+    /usr/bin/python3 bench/compare.py --a build/release/tools/vkattn --b torch-gpu:flash --b torch-gpu:cudnn \\
+        --b torch-gpu:efficient --b torch-gpu:math --json h100.json decode-gpu prefill-gpu
     /usr/bin/python3 bench/compare.py --a OLD/vkattn --b NEW/vkattn --driver system \\
         --driver /opt/vkattn/mesa-25.0.7/lvp_icd.json --case decode-h32-kv8-d128-k32768-f16 --json out.json issue12
+    /usr/bin/python3 bench/compare.py --dry-run --a build/release/tools/vkattn --b torch-cpu:2 smoke
 
-A program (--a, --b; --before and --after are the same) is a vkattn binary, run as `vkattn bench
---json CASE-ARGS` in a process per case, optionally named `LABEL=PATH`; or `torch-cpu`, PyTorch on the
-CPU timing the textbook attention in float32 (bench/compare_torch_cpu.py's adapter; needs torch,
-takes the plain dense cases: batch, heads, kv-heads, seq-q, seq-k, dim, dim-v, dtype, causal); or ggml's
-flash attention, `ggml=PATH` (or any PATH named test-backend-ops): `test-backend-ops perf -o FLASH_ATTN_EXT
--b BACKEND --test-file` on each case written as a --test-file line (bench/compare_ggml.py's adapter;
-plain dense cases without causal, dtype f32, f16 or bf16 for K and V, Q and O in f32 as in ggml's test,
-no mask; GFLOP/s from ggml's mean us/run; --ggml-backend picks the backend, default Vulkan0; ggml-vulkan
-leaves lavapipe out unless GGML_VK_VISIBLE_DEVICES names it). The driver's VK_DRIVER_FILES applies to it too.
-Or `torch-gpu[:BACKEND]`, torch.nn.functional.scaled_dot_product_attention on CUDA with one backend
-allowed (flash, the default; efficient, cudnn or math; flash and cudnn refuse f32), timed with CUDA
-events after a 256 MiB memset (bench/compare_torch.py's adapter; needs torch >= 2.0 with CUDA; dense
-cases, causal too; --warmup/--iters as for vkattn, else compare_torch's caps within 2 s per case).
+A program (--a, and --b, repeatable: each B is shown against A; --before and --after are the same) is
+- a vkattn binary, run as `vkattn bench --json CASE-ARGS` in a process per case, optionally `LABEL=PATH`;
+- `torch-cpu[:THREADS]`, PyTorch on the CPU timing the textbook attention in float32 (bench/peer_torch_cpu.py);
+- `torch-gpu[:BACKEND]`, torch.nn.functional.scaled_dot_product_attention on CUDA with one backend allowed
+  (flash, the default; efficient, cudnn or math), timed with CUDA events (bench/peer_torch_gpu.py);
+- `ggml=PATH` (or `LABEL=PATH` with PATH named test-backend-ops): ggml's FLASH_ATTN_EXT through
+  `test-backend-ops perf --test-file` on each case written as a --test-file line (bench/peer_ggml.py;
+  --ggml-backend picks the backend, default Vulkan0; the driver's VK_DRIVER_FILES applies to it too).
+The peers take plain dense cases (batch, heads, kv-heads, seq-q, seq-k, dim, dim-v, dtype, causal; ggml
+no causal) and are refused any other before anything runs. Counts as vkattn bench takes them: --warmup/
+--iters exactly when given alone; with --budget SECONDS they are caps within that budget per case, on
+vkattn and the torch programs alike (ggml's counts are its own).
 A driver is `system` (the Vulkan loader's own choice) or an ICD manifest, given to the loader through
 VK_DRIVER_FILES: two Mesa versions of lavapipe are two devices. Each round runs every case on every
-driver with A then B, their order swapped every other round, so both see the same machine; a shared
+driver with every program, in reverse order every other round, so all see the same machine; a shared
 machine's load shows as spread between the rounds, which the table keeps: GFLOP/s as the median over
 rounds of each run's median, and the best round, and B/A of both.
 
 Case files: bench/cases/*.txt (default: issue12 and serving). --json writes every run in the results
 format of bench/run.py (bench/benchlib.py), one run per program and driver, each case once per round,
-plus the summary.
+plus the summary; bench/report.py draws the recorded files. --dry-run prints what each program would
+run on each case and runs nothing (no torch needed).
 """
 import argparse
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 
 import benchlib as bl
+import peer_ggml
+import peer_torch_cpu
+import peer_torch_gpu
 
 DEFAULT_CASES = ["issue12", "serving"]
-TORCH_CPU = "torch-cpu"
-GGML = "ggml"
-TORCH_GPU = "torch-gpu"
+VKATTN = "vkattn"
 
 
 class Program:
-    def __init__(self, spec, side, warmup=None, iters=None, ggml_backend="Vulkan0"):
-        self.warmup, self.iters, self.ggml_backend = warmup, iters, ggml_backend
+    """One program of the comparison: a vkattn binary, or a peer through its adapter (bench/peer_*.py)."""
+
+    def __init__(self, spec, side, warmup=None, iters=None, ggml_backend=peer_ggml.DEFAULT_BACKEND, budget_s=None):
         label, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
-        self.sdpa_backend = None
-        if path == TORCH_CPU:
-            self.kind = TORCH_CPU
-        elif path == TORCH_GPU or path.startswith(TORCH_GPU + ":"):
-            self.kind = TORCH_GPU
-            self.sdpa_backend = path.partition(":")[2] or "flash"
-        elif label == GGML or os.path.basename(path) == "test-backend-ops":
-            self.kind = GGML
+        kind, _, option = path.partition(":")
+        self.path, self.adapter = path, None
+        if kind == peer_torch_cpu.KIND:
+            self.kind, self.adapter = kind, peer_torch_cpu.TorchCpu(option, warmup, iters, budget_s)
+        elif kind == peer_torch_gpu.KIND:
+            self.kind, self.adapter = kind, peer_torch_gpu.TorchGpu(option, warmup, iters, budget_s)
+        elif label == peer_ggml.KIND or os.path.basename(path) == "test-backend-ops":
+            self.kind, self.adapter = peer_ggml.KIND, peer_ggml.Ggml(path, ggml_backend)
         else:
-            self.kind = "vkattn"
-        self.path = path
-        self.label = label or (path if self.kind in (TORCH_CPU, TORCH_GPU) else self.kind if self.kind == GGML else side)
-        self.torch = None
+            self.kind = VKATTN
+        self.label = label or (path if self.kind in (peer_torch_cpu.KIND, peer_torch_gpu.KIND)
+                               else self.kind if self.kind == peer_ggml.KIND else side)
 
     def check(self):
-        if self.kind == TORCH_GPU:
-            import compare_torch as ct
-            if self.sdpa_backend not in ct.BACKENDS:
-                raise bl.CaseError(f"{self.path}: the backend is one of {', '.join(ct.BACKENDS)}")
-        elif self.kind != TORCH_CPU and not os.access(self.path, os.X_OK):
+        if self.adapter is not None:
+            self.adapter.check()
+        elif not os.access(self.path, os.X_OK):
             raise bl.CaseError(f"{self.path} is not an executable file")
+
+    def runs_a_binary(self):
+        return self.kind in (VKATTN, peer_ggml.KIND)
 
     def refuse(self, name, case_args):
         """Raises CaseError when this program cannot run the case (before anything runs)."""
-        if self.kind == "vkattn":
+        if self.adapter is None:
             return
         try:
-            shape = dense_shape(case_args, self.kind)
-            if self.kind == GGML:
-                import compare_ggml as cg
-                cg.test_file_line(shape, name)
-        except Exception as e:  # noqa: BLE001 (RuntimeError, compare_torch.Failure)
-            raise bl.CaseError(f"case {name}: {e}")
+            reason = self.adapter.refuse(name, dense_shape(case_args, self.kind))
+        except RuntimeError as e:
+            reason = str(e)
+        if reason:
+            raise bl.CaseError(f"case {name}: {reason}")
+
+    def load(self):
+        """Imports what the program needs (torch) before anything runs: a missing one is one line, at once."""
+        if self.adapter is not None:
+            self.adapter.load()
 
     def version(self):
-        if self.kind == "vkattn":
-            return bl.binary_version(self.path)
-        if self.kind == GGML:
-            return f"ggml test-backend-ops, FLASH_ATTN_EXT on {self.ggml_backend} (Q and O f32)"
-        if self.kind == TORCH_GPU:
-            torch = self.torch_gpu_side().torch
-            return (f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}, "
-                    f"SDPA backend {self.sdpa_backend}")
-        return f"torch {self.torch_side().torch.__version__}, {self.torch_side().threads} threads, float32"
+        return bl.binary_version(self.path) if self.adapter is None else self.adapter.version()
 
-    def torch_side(self):
-        if self.torch is None:
-            import compare_torch_cpu as ctc
-            from optional_deps import import_torch
-            torch = import_torch(purpose="compare.py's torch-cpu program")
-            given = self.warmup is not None or self.iters is not None
-            self.torch = ctc.TorchCpu(torch, len(os.sched_getaffinity(0)), 3 if self.warmup is None else self.warmup,
-                                      10 if self.iters is None else self.iters, 5.0, given, seed=1)
-        return self.torch
-
-    def torch_gpu_side(self):
-        if self.torch is None:
-            import compare_torch as ct
-            from optional_deps import import_torch
-            torch = import_torch(min_version=(2, 0), need_cuda=True, purpose="compare.py's torch-gpu program")
-            given = self.warmup is not None or self.iters is not None
-            self.torch = ct.TorchSide(torch, [self.sdpa_backend], ct.DEFAULT_WARMUP if self.warmup is None else self.warmup,
-                                      self.iters or ct.DEFAULT_ITERS, 2.0, given, seed=1)
-        return self.torch
+    def describe(self, driver, name, case_args, extra):
+        """What --dry-run prints for one case."""
+        if self.adapter is None:
+            prefix = "" if driver == "system" else f"VK_DRIVER_FILES={shlex.quote(driver)} "
+            return prefix + shlex.join([self.path, "bench", "--json", *case_args, *extra])
+        shape = dense_shape(case_args, self.kind)
+        return self.adapter.describe(shape, name) if self.kind == peer_ggml.KIND else self.adapter.describe(shape)
 
     def run(self, driver, case_args, extra, name="case"):
         """(command, document or None, result record) of one case."""
-        if self.kind == "vkattn":
+        if self.adapter is None:
             return bl.run_case(self.path, driver, case_args, extra)
-        shape = dense_shape(case_args, self.kind)
-        import compare_torch as ct
-        if self.kind == TORCH_GPU:
-            side = self.torch_gpu_side()
-            side.cache.pop(ct.shape_key(shape), None)  # TorchSide keeps a shape's records; each round times anew
-            records, note = side.run(shape)
-            rec = records[self.sdpa_backend]
-            if "unsupported" in rec:
-                raise RuntimeError(f"{self.path} refused {name}: {rec['unsupported']}")
-            row = dict(shape, ms_median=rec["ms"], ms_min=rec["ms_min"], iters=rec["iters"], status="ok",
-                       tflops=rec["tflops"], kernel=f"sdpa {self.sdpa_backend}", splits=None, torch_call=note)
-            return [self.path, *case_args], None, row
-        if self.kind == GGML:
-            import compare_ggml as cg
-            try:
-                line, rec, case, _ = cg.run_shape(self.path, shape, name, self.ggml_backend, bl.driver_env(driver))
-            except ct.Failure as e:
-                raise RuntimeError(str(e)) from None
-            ms = rec["us_per_run"] / 1e3
-            row = dict(shape, ms_median=ms, ms_min=None, iters=rec["runs"], status="ok",
-                       tflops=case["flops"] / (rec["us_per_run"] * 1e6), kernel="ggml FLASH_ATTN_EXT", splits=None,
-                       ggml_case=line, ggml_params=rec["params"], notes=case["notes"])
-            return [self.path, "perf", "-o", cg.OP, "-b", self.ggml_backend, "--test-file", "CASE"], None, row
-        rec = self.torch_side().run(shape)
-        if "unsupported" in rec:
-            raise RuntimeError(f"torch-cpu refused {' '.join(case_args)}: {rec['unsupported']}")
-        row = dict(shape, ms_median=rec["ms"], ms_min=rec["ms_min"], iters=rec["iters"], status="ok",
-                   tflops=ct.tflops(shape, rec["ms"]), kernel="textbook f32", splits=None)
-        return [TORCH_CPU, *case_args], None, row
+        command, row = self.adapter.run(name, dense_shape(case_args, self.kind), case_args, driver)
+        return command, None, row
 
 
-def dense_shape(case_args, prog=TORCH_CPU):
-    """The shape of a plain dense case (what torch-cpu and ggml take), with vkattn bench's defaults."""
+def dense_shape(case_args, prog=peer_torch_cpu.KIND):
+    """The shape of a plain dense case (what the peers take), with vkattn bench's defaults."""
     p = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
     for flag, default in (("--batch", 1), ("--heads", 8), ("--kv-heads", None), ("--seq-q", 1024), ("--seq-k", None),
                           ("--dim", 64), ("--dim-v", None)):
@@ -172,18 +132,25 @@ def dense_shape(case_args, prog=TORCH_CPU):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog="Case files: bench/cases/README.md.")
+                                epilog="Case files: bench/cases/README.md. The peers: bench/peer_*.py.")
     p.add_argument("case_files", nargs="*", help=f"case files (paths, or names in bench/cases; default: {' '.join(DEFAULT_CASES)})")
-    p.add_argument("--a", "--before", dest="a", required=True, help="program A: a vkattn binary ([LABEL=]PATH), torch-cpu, torch-gpu[:BACKEND] or ggml=PATH/test-backend-ops")
-    p.add_argument("--b", "--after", dest="b", required=True, help="program B, the one whose ratio B/A is shown")
+    p.add_argument("--a", "--before", dest="a", required=True,
+                   help="program A: a vkattn binary ([LABEL=]PATH), torch-cpu[:THREADS], torch-gpu[:BACKEND] or "
+                        "ggml=PATH/test-backend-ops")
+    p.add_argument("--b", "--after", dest="b", action="append", required=True,
+                   help="program B, whose ratio B/A is shown; repeat for several, each against A")
     p.add_argument("--driver", action="append", default=None,
                    help="'system' or an ICD manifest (VK_DRIVER_FILES); repeat for several (default: system)")
     p.add_argument("--case", action="append", help="run only this case (repeatable)")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--warmup", type=int, help="vkattn bench --warmup (and torch's warm-up calls)")
-    p.add_argument("--iters", type=int, help="vkattn bench --iters (and torch's timed calls)")
-    p.add_argument("--ggml-backend", default="Vulkan0", help="the ggml program's test-backend-ops -b (default: %(default)s)")
+    p.add_argument("--warmup", type=int, help="vkattn bench --warmup (and the peers' warm-up calls)")
+    p.add_argument("--iters", type=int, help="vkattn bench --iters (and the peers' timed calls)")
+    p.add_argument("--budget", type=float, help="vkattn bench --budget, and the torch programs' budget: seconds of timed "
+                   "runs per case, --warmup/--iters becoming caps (on both sides alike)")
+    p.add_argument("--ggml-backend", default=peer_ggml.DEFAULT_BACKEND,
+                   help="the ggml program's test-backend-ops -b (default: %(default)s)")
     p.add_argument("--json", dest="json_out", help="write every run and the summary here")
+    p.add_argument("--dry-run", action="store_true", help="print what each program would run on each case; run nothing")
     return p.parse_args(argv)
 
 
@@ -195,56 +162,124 @@ def fmt(x, spec=".2f"):
     return "-" if x is None else format(x, spec)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    programs = [Program(args.a, "A", args.warmup, args.iters, args.ggml_backend),
-                Program(args.b, "B", args.warmup, args.iters, args.ggml_backend)]
-    if programs[0].label == programs[1].label:
-        programs[1].label += "'"
-    drivers = args.driver or ["system"]
+def check_case_file(given):
+    """A vkattn case file, not a test-backend-ops --test-file (whose lines start with ggml's op number)."""
+    with open(bl.resolve_case_file(given), encoding="utf-8") as f:
+        first = next((line.split() for line in f if line.split("#", 1)[0].strip()), [""])
+    if first[0].isdigit():
+        raise bl.CaseError(f"{given} holds ggml test-backend-ops --test-file lines, not vkattn cases: give the vkattn "
+                           "case file (e.g. issue12) and --b ggml=PATH, which writes those lines itself")
+
+
+def prepare(args):
+    """(programs, drivers, cases, extra vkattn options), every program checked on every case: CaseError."""
+    programs = [Program(spec, side, args.warmup, args.iters, args.ggml_backend, args.budget)
+                for spec, side in [(args.a, "A")] + [(b, "B" if len(args.b) == 1 else f"B{i + 1}")
+                                                      for i, b in enumerate(args.b)]]
+    labels = set()
+    for prog in programs:
+        while prog.label in labels:
+            prog.label += "'"
+        labels.add(prog.label)
     extra = []
     if args.warmup is not None:
         extra += ["--warmup", str(args.warmup)]
     if args.iters is not None:
         extra += ["--iters", str(args.iters)]
-    try:
-        if args.rounds < 1:
-            raise bl.CaseError(f"--rounds must be at least 1 (got {args.rounds})")
-        for given in args.case_files:
-            if os.path.basename(bl.resolve_case_file(given)).startswith("ggml-"):
-                raise bl.CaseError(f"{given} holds ggml test-backend-ops --test-file lines, not vkattn cases: give the "
-                                   "vkattn case file (e.g. issue12) and --b ggml=PATH, which writes those lines itself")
-        cases = bl.load_cases(args.case_files or DEFAULT_CASES, args.case)
-        for prog in programs:
+    if args.budget is not None:
+        if not args.budget > 0:
+            raise bl.CaseError(f"--budget must be positive (got {args.budget:g})")
+        extra += ["--budget", f"{args.budget:g}"]
+    if args.rounds < 1:
+        raise bl.CaseError(f"--rounds must be at least 1 (got {args.rounds})")
+    for given in args.case_files:
+        check_case_file(given)
+    cases = bl.load_cases(args.case_files or DEFAULT_CASES, args.case)
+    for prog in programs:
+        if not (args.dry_run and prog.runs_a_binary()):  # a dry run says which binary is missing instead
             prog.check()
-            for _, name, case_args in cases:  # refuse what it cannot run before anything runs
-                prog.refuse(name, case_args)
-    except (bl.CaseError, OSError) as e:
-        sys.exit(f"compare.py: {e}")
+        for _, name, case_args in cases:  # refuse what it cannot run before anything runs
+            prog.refuse(name, case_args)
+    return programs, args.driver or ["system"], cases, extra
 
-    runs = {}  # (driver, program index) -> run record
-    meta = {}  # driver -> device, driver name
+
+def dry_run(args, programs, drivers, cases, extra):
+    print(f"plan (dry run: nothing runs): {args.rounds} round(s), each: every case on every driver with "
+          f"{', '.join(p.label for p in programs)} (reversed every other round)")
+    for prog in programs:
+        missing = "   (binary not found)" if prog.runs_a_binary() and not os.access(prog.path, os.X_OK) else ""
+        print(f"{prog.label} ({prog.kind}){missing}:")
+        for driver in drivers:
+            for _, name, case_args in cases:
+                print(f"  {name}: {prog.describe(driver, name, case_args, extra)}")
+    print(f"output: {args.json_out or '(no --json: the table only)'}")
+    return 0
+
+
+def run_rounds(args, programs, drivers, cases, extra):
+    """Every round: every driver, case and program, the programs' order reversed every other round.
+    Returns (runs {(driver, program index): run record}, meta {driver: device, driver name, host})."""
+    runs, meta = {}, {}
+    comparison = f"{programs[0].label} vs {', '.join(p.label for p in programs[1:])}"
+    for rnd in range(args.rounds):
+        order = list(range(len(programs)))[::1 if rnd % 2 == 0 else -1]
+        for driver in drivers:
+            for case_file, name, case_args in cases:
+                for i in order:
+                    prog = programs[i]
+                    command, doc, row = prog.run(driver, case_args, extra, name)
+                    if doc is not None:
+                        meta.setdefault(driver, {"device": doc["device"], "driver": doc["driver"],
+                                                 "host_cpu": doc.get("host_cpu")})
+                    run = runs.setdefault((driver, i), {
+                        "label": prog.label, "program": prog.kind, "comparison": comparison, "binary": prog.path,
+                        "version": prog.version(),
+                        "vk_driver_files": None if driver == "system" or prog.kind in (peer_torch_cpu.KIND,
+                                                                                       peer_torch_gpu.KIND) else driver,
+                        "started": bl.now(), "cases": []})
+                    run["cases"].append({"name": name, "case_file": case_file, "args": case_args, "round": rnd + 1,
+                                         "command": [os.path.basename(command[0]), *command[1:]], "result": row})
+                    print(f"round {rnd + 1} {meta.get(driver, {}).get('driver', driver)} | {name} | {prog.label}: "
+                          f"{fmt(bl.gflops(row), '.3f')} GFLOP/s ({row.get('kernel')})", file=sys.stderr, flush=True)
+    return runs, meta
+
+
+def print_tables(args, programs, drivers, cases, runs, meta):
+    """The ratio table of each B against A on each driver; returns the summary rows."""
+    summary = []
+    a = programs[0].label
+    for driver in drivers:
+        name = meta.get(driver, {}).get("driver", driver)
+        for i, prog in enumerate(programs[1:], 1):
+            print(f"\n{name} ({args.rounds} rounds, alternating; GFLOP/s median over rounds [best]; A = {a}, B = {prog.label})")
+            print("| case | A | B | B/A median | B/A best | ms A / B (median) | kernel B |")
+            print("|---|---|---|---|---|---|---|")
+            for _, case, _ in cases:
+                sa = bl.summarise([c["result"] for c in runs[(driver, 0)]["cases"] if c["name"] == case])
+                sb = bl.summarise([c["result"] for c in runs[(driver, i)]["cases"] if c["name"] == case])
+                rm, rb = ratio(sb["gflops_median"], sa["gflops_median"]), ratio(sb["gflops_best"], sa["gflops_best"])
+                splits = f" x{sb['splits']}" if sb.get("splits") else ""
+                print(f"| {case} | {fmt(sa['gflops_median'])} [{fmt(sa['gflops_best'])}] | {fmt(sb['gflops_median'])} "
+                      f"[{fmt(sb['gflops_best'])}] | {fmt(rm, '.2f')}x | {fmt(rb, '.2f')}x | {fmt(sa['ms_median'], '.3f')} / "
+                      f"{fmt(sb['ms_median'], '.3f')} | {sb['kernel']}{splits} |")
+                summary.append({"driver": name, "case": case, "b_label": prog.label, "a": sa, "b": sb,
+                                "ratio_median": rm, "ratio_best": rb})
+    return summary
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
     try:
-        for rnd in range(args.rounds):
-            order = (0, 1) if rnd % 2 == 0 else (1, 0)
-            for driver in drivers:
-                for case_file, name, case_args in cases:
-                    for i in order:
-                        prog = programs[i]
-                        command, doc, row = prog.run(driver, case_args, extra, name)
-                        if doc is not None:
-                            meta.setdefault(driver, {"device": doc["device"], "driver": doc["driver"],
-                                                     "host_cpu": doc.get("host_cpu")})
-                        run = runs.setdefault((driver, i), {
-                            "label": prog.label, "program": prog.kind,
-                            "comparison": f"{programs[0].label} vs {programs[1].label}", "binary": prog.path, "version": prog.version(),
-                            "vk_driver_files": None if driver == "system" or prog.kind in (TORCH_CPU, TORCH_GPU) else driver,
-                            "started": bl.now(), "cases": []})
-                        run["cases"].append({"name": name, "case_file": case_file, "args": case_args, "round": rnd + 1,
-                                             "command": [os.path.basename(command[0]), *command[1:]], "result": row})
-                        print(f"round {rnd + 1} {meta.get(driver, {}).get('driver', driver)} | {name} | {prog.label}: "
-                              f"{fmt(bl.gflops(row), '.3f')} GFLOP/s ({row.get('kernel')})", file=sys.stderr, flush=True)
+        programs, drivers, cases, extra = prepare(args)
+        if args.dry_run:
+            return dry_run(args, programs, drivers, cases, extra)
+    except (bl.CaseError, OSError, RuntimeError) as e:
+        sys.exit(f"compare.py: {e}")
+    try:
+        for prog in programs:
+            prog.load()
+        runs, meta = run_rounds(args, programs, drivers, cases, extra)
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, IndexError) as e:
         sys.exit(f"compare.py: {' '.join(str(e).split())}")
     except Exception as e:  # noqa: BLE001 (a missing torch: optional_deps says what to install)
@@ -252,29 +287,15 @@ def main(argv=None):
             raise
         sys.exit(f"compare.py: {e}")
 
-    a, b = programs[0].label, programs[1].label
-    summary = []
-    for driver in drivers:
-        name = meta.get(driver, {}).get("driver", driver)
-        print(f"\n{name} ({args.rounds} rounds, alternating; GFLOP/s median over rounds [best]; A = {a}, B = {b})")
-        print("| case | A | B | B/A median | B/A best | ms A / B (median) | kernel B |")
-        print("|---|---|---|---|---|---|---|")
-        for _, case, _ in cases:
-            sa = bl.summarise([c["result"] for c in runs[(driver, 0)]["cases"] if c["name"] == case])
-            sb = bl.summarise([c["result"] for c in runs[(driver, 1)]["cases"] if c["name"] == case])
-            rm, rb = ratio(sb["gflops_median"], sa["gflops_median"]), ratio(sb["gflops_best"], sa["gflops_best"])
-            splits = f" x{sb['splits']}" if sb.get("splits") else ""
-            print(f"| {case} | {fmt(sa['gflops_median'])} [{fmt(sa['gflops_best'])}] | {fmt(sb['gflops_median'])} "
-                  f"[{fmt(sb['gflops_best'])}] | {fmt(rm, '.2f')}x | {fmt(rb, '.2f')}x | {fmt(sa['ms_median'], '.3f')} / "
-                  f"{fmt(sb['ms_median'], '.3f')} | {sb['kernel']}{splits} |")
-            summary.append({"driver": name, "case": case, "a": sa, "b": sb, "ratio_median": rm, "ratio_best": rb})
+    summary = print_tables(args, programs, drivers, cases, runs, meta)
     if args.json_out:
+        command = shlex.join(["bench/compare.py", *argv])
         first = meta.get(drivers[0], {"device": "?", "driver": "?", "host_cpu": None})
         doc = {"format": bl.FORMAT, **first, "date": bl.today(),
-               "compare": {"command": shlex.join(["bench/compare.py", *argv]), "a": a, "b": b, "rounds": args.rounds,
-                           "summary": summary},
-               "runs": [dict(run, command=shlex.join(["bench/compare.py", *argv]),
-                             device=meta.get(d, {}).get("device"), driver=meta.get(d, {}).get("driver"))
+               "compare": {"command": command, "a": programs[0].label, "b": ", ".join(p.label for p in programs[1:]),
+                           "rounds": args.rounds, "summary": summary},
+               "runs": [dict(run, command=command, device=meta.get(d, {}).get("device"),
+                             driver=meta.get(d, {}).get("driver"))
                         for (d, _), run in sorted(runs.items(), key=lambda kv: (drivers.index(kv[0][0]), kv[0][1]))]}
         bl.write_json(args.json_out, doc)
         print(f"\nresults: {args.json_out}")

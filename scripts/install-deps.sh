@@ -10,7 +10,7 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers
   doctest-dev libcli11-dev nlohmann-json3-dev
   python3-numpy
-  # bench/compare_torch.py's charts, and its offline test (ctest compare_torch_offline).
+  # bench/report.py's plots (docs/perf/*.png), which CI's performance docs step redraws.
   python3-matplotlib
   zlib1g-dev libpng-dev
   # The libFuzzer targets (scripts/fuzz.sh): clang and its runtime libraries (libFuzzer, ASan, UBSan).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks `vkattn bench --sweep` end to end on tiny versions of its presets (--max-seq): the JSON
-schema bench/compare_torch.py reads, the shapes of each preset, CSV that parses and agrees with the
+schema bench/run.py and bench/compare.py record, the shapes of each preset, CSV that parses and agrees with the
 JSON, the scaling fits of both paths, --check, skipped shapes with their reason, usage errors (one
 stderr line, non-zero exit, nothing on stdout), and the progress line: on a terminal only. Also the
 paged KV cache (--paged), per-sequence key lengths (--lengths) and packed variable-length batches
@@ -208,7 +208,7 @@ def check_first_run(checks, vkattn):
 
 
 def check_counts_and_budget(checks, vkattn):
-    """--warmup/--iters alone are exact; with --budget they are caps (compare_torch.py relies on both)."""
+    """--warmup/--iters alone are exact; with --budget they are caps (bench/compare.py --budget relies on both)."""
     # Large enough that one run takes far more than 1 ms on lavapipe once its pipeline is built (the
     # probe run follows the shape's first run, so it no longer includes building the pipeline).
     shape = ["--seq-q", "1024", "--heads", "2", "--json"]

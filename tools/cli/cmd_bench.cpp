@@ -444,8 +444,8 @@ Command add_bench_command(CLI::App& parent) {
   return {app, [o, warmup = f.warmup, iters = f.iters, budget = f.budget, dtype = f.dtype, batch,
                shape_options = f.shape_options]() {
             // Counts on the command line are honoured exactly, unless --budget is given as well: then
-            // they are the caps of the budget rule (how bench/compare_torch.py gets the same counts
-            // and the same budget on both sides).
+            // they are the caps of the budget rule (how bench/compare.py --budget gets the same counts
+            // and the same budget on vkattn and its torch peers).
             o->counts_given = (warmup->count() > 0 || iters->count() > 0) && budget->count() == 0;
             o->dtype_given = dtype->count() > 0;
             o->batch_given = batch->count() > 0;

@@ -32,7 +32,7 @@ Json measured(const BenchResult& r, T value) {
   return r.skipped ? Json(nullptr) : Json(value);
 }
 
-// One result with the keys bench/compare_torch.py reads (keep them), then a few more.
+// One result with the keys bench/benchlib.py and bench/report.py read (keep them), then a few more.
 Json first_dispatches_json(const BenchResult& r) {
   Json out = Json::array();
   for (const PipelineFirstDispatch& p : r.first_dispatches)
