@@ -1,8 +1,8 @@
 // A conformance case's score modifiers (docs/semantics.md, "Score modifiers") as one value, and everything the
 // runners do with them: their text in a case's description, their feature tags, the call options
 // they set, and the per-head tensors (ALiBi slopes, sink logits) drawn from the case's generator,
-// given to the reference and bound to the call. Every kind of case (AttentionCase, PagedCase,
-// VarlenCase, LayerCase) holds one CaseModifiers, so that adding a per-head tensor touches this file
+// given to the reference and bound to the call. Every kind of case (AttentionCase, ServingCase,
+// LayerCase) holds one CaseModifiers, so that adding a per-head tensor touches this file
 // and the catalogs that use it, not each runner; the options are described and tagged from the table
 // of score options (vkattn/score_options.hpp), so adding one touches only the catalogs here.
 #pragma once

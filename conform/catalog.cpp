@@ -20,10 +20,10 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
                          paged_cases(base_seed, true), {}};
   sections.push_back(std::move(long_paged));
   CaseSection varlen{"varlen", "varlen", "packed variable-length batches: empty and uneven sequences, decode, modifiers, q8_0",
-                     {}, {}, {}, {0, 3, 5, 7}, varlen_cases(base_seed, false)};
+                     {}, {}, packed_cases(base_seed, false), {0, 3, 5, 7}};
   sections.push_back(std::move(varlen));
   CaseSection long_varlen{"long-varlen", "long", "packed variable-length batch with a sequence of 70,000 keys", {}, {},
-                          {}, {}, varlen_cases(base_seed, true)};
+                          packed_cases(base_seed, true), {}};
   sections.push_back(std::move(long_varlen));
   return sections;
 }

@@ -10,8 +10,7 @@
 
 #include "conform/attention_case.hpp"
 #include "conform/layer_case.hpp"
-#include "conform/paged_case.hpp"
-#include "conform/varlen_case.hpp"
+#include "conform/serving_case.hpp"
 
 namespace vkattn::conform {
 
@@ -19,16 +18,16 @@ struct CaseSection {
   std::string name;   // e.g. "sweep-f16": the first part of each case id
   std::string suite;  // the doctest suite that runs it: conformance, conformance-masks, conformance-mha, long, representative
   std::string title;  // what the section is about, one line
-  // A section holds attention cases, or multi-head layer cases (the "layer" section), or paged-KV-cache
-  // cases (the "paged" sections), or packed variable-length cases (the "varlen" sections); one kind only.
+  // A section holds attention cases (dense keys and values), or multi-head layer cases (the "layer"
+  // section), or serving cases (a paged KV cache or packed sequences: the "paged" and "varlen"
+  // sections); one kind only.
   std::vector<AttentionCase> cases;
   std::vector<LayerCase> layer_cases;
-  std::vector<PagedCase> paged_cases;
+  std::vector<ServingCase> serving_cases;
   // Indices of the cases `vkattn conform --quick` runs (a spread over every axis of the section).
   std::vector<std::size_t> quick;
-  std::vector<VarlenCase> varlen_cases;  // (after `quick`: the sections written as aggregates keep their order)
 
-  std::size_t size() const { return cases.size() + layer_cases.size() + paged_cases.size() + varlen_cases.size(); }
+  std::size_t size() const { return cases.size() + layer_cases.size() + serving_cases.size(); }
 };
 
 // Every section, in the order `vkattn conform` runs them.

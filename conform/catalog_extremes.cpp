@@ -188,35 +188,38 @@ CaseSection dense(uint64_t base_seed) {
 
 CaseSection paged(uint64_t base_seed) {
   CaseSection s = section("extremes-paged", "conformance-extremes", "paged KV cache under extreme modifier values");
-  const auto add = [&](PagedCase c) {
-    c.seed = case_seed(base_seed, 12100 + s.paged_cases.size());
-    s.paged_cases.push_back(std::move(c));
+  const auto add = [&](ServingCase c) {
+    c.seed = case_seed(base_seed, 12100 + s.serving_cases.size());
+    s.serving_cases.push_back(std::move(c));
   };
   add({.name = "window 2^63-1 : 2^31-1 with an append, softcap 1e30, ALiBi -2e38, sinks FLT_MAX", .dtype = DType::f32,
-       .heads = 4, .kv_heads = 2, .seq_q = 2, .page_size = 16, .cache_lens = {100, 0, 257}, .seq_new = 1,
-       .causal = Causal::none,
+       .heads = 4, .kv_heads = 2, .causal = Causal::none,
        .modifiers = {.options = {.window = Window{kInt64Max, kInt32Max}, .softcap = 1e30f},
-                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = kFloatMax}});
+                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = kFloatMax},
+       .kv = PagedSource{.seq_q = 2, .page_size = 16, .cache_lens = {100, 0, 257}, .seq_new = 1}});
   add({.name = "window 2^32 : 0, decode, ALiBi FLT_MAX", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
-       .cache_lens = {0, 1, 16, 37},
-       .modifiers = {.options = {.window = Window{int64_t(1) << 32, 0}}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
+       .modifiers = {.options = {.window = Window{int64_t(1) << 32, 0}}, .alibi_batch = 1, .alibi_scale = kFloatMax},
+       .kv = PagedSource{.cache_lens = {0, 1, 16, 37}}});
   s.quick = {0, 1};
   return s;
 }
 
 CaseSection varlen(uint64_t base_seed) {
   CaseSection s = section("extremes-varlen", "conformance-extremes", "packed variable-length batches under extreme modifier values");
-  const auto add = [&](VarlenCase c) {
-    c.seed = case_seed(base_seed, 12200 + s.varlen_cases.size());
-    s.varlen_cases.push_back(std::move(c));
+  const auto add = [&](ServingCase c) {
+    c.seed = case_seed(base_seed, 12200 + s.serving_cases.size());
+    s.serving_cases.push_back(std::move(c));
   };
   add({.name = "window 2^31-1 : 2^31-1, softcap 1e30, ALiBi -2e38, sinks -FLT_MAX", .dtype = DType::f32, .heads = 4,
-       .kv_heads = 2, .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45},
+       .kv_heads = 2,
        .modifiers = {.options = {.window = Window{kInt32Max, kInt32Max}, .softcap = 1e30f},
-                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = -kFloatMax}});
+                     .alibi_batch = 3, .sinks = true, .alibi_scale = -2e38f, .sink_value = -kFloatMax},
+       .kv = PackedSource{.seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}}});
   add({.name = "window 0 : 2^63-1 top-left, ALiBi FLT_MAX", .dtype = DType::bf16, .heads = 2, .kv_heads = 1,
-       .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
-       .modifiers = {.options = {.window = Window{0, kInt64Max}, .align = Align::top_left}, .alibi_batch = 1, .alibi_scale = kFloatMax}});
+       .causal = Causal::none,
+       .modifiers = {.options = {.window = Window{0, kInt64Max}, .align = Align::top_left}, .alibi_batch = 1,
+                     .alibi_scale = kFloatMax},
+       .kv = PackedSource{.seq_q = {12, 30}, .seq_k = {50, 9}}});
   s.quick = {0, 1};
   return s;
 }

@@ -77,13 +77,9 @@ void run_section(Context& ctx, const std::string& name) {
   const conform::CaseSection s = conform::catalog_section(name, base_seed());
   run_cases(ctx, quick_subset(s.cases, s.quick));
   run_layer_cases(ctx, quick_subset(s.layer_cases, s.quick));
-  for (const conform::PagedCase& c : quick_subset(s.paged_cases, s.quick)) {
+  for (const conform::ServingCase& c : quick_subset(s.serving_cases, s.quick)) {
     INFO("case: " << describe_with_path(c));
-    report(conform::run_paged_case(ctx, c, test_run_options()), describe_with_path(c));
-  }
-  for (const conform::VarlenCase& c : quick_subset(s.varlen_cases, s.quick)) {
-    INFO("case: " << describe_with_path(c));
-    report(conform::run_varlen_case(ctx, c, test_run_options()), describe_with_path(c));
+    report(conform::run_serving_case(ctx, c, test_run_options()), describe_with_path(c));
   }
 }
 

@@ -278,10 +278,10 @@ TEST_SUITE("faults") {
     // Whole calls: the representative cases (poisoned outputs, guard bytes, split-KV scratch) and
     // the paged cases (an append writes the caches), checked against the fp64 reference.
     run_cases(ctx, catalog_cases("representative"));
-    for (const conform::PagedCase& c : conform::catalog_section("paged", base_seed()).paged_cases) {
+    for (const conform::ServingCase& c : conform::catalog_section("paged", base_seed()).serving_cases) {
       if (!device_supports(c.dtype)) continue;
       INFO(conform::describe(c));
-      const conform::PagedResult r = conform::run_paged_case(ctx, c);
+      const conform::ServingResult r = conform::run_serving_case(ctx, c);
       CHECK_MESSAGE(r.ok, r.text);
     }
   }

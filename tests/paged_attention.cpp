@@ -22,12 +22,11 @@ using namespace vkattn::test;
 namespace {
 
 // The paged cases run on the fused kernels only: the --path=unfused runs of a suite skip them.
-void run_all(const std::vector<conform::PagedCase>& cases) {
-  if (attention_path() == AttentionPath::unfused) return;
-  for (const conform::PagedCase& c : cases) {
-    if (!device_supports(c.dtype)) continue;
+void run_all(const std::vector<conform::ServingCase>& cases) {
+  for (const conform::ServingCase& c : cases) {
+    if (!device_supports(c.dtype) || !conform::runs_on(c, attention_path())) continue;
     INFO(conform::describe(c));
-    const conform::PagedResult r = conform::run_paged_case(context(), c);
+    const conform::ServingResult r = conform::run_serving_case(context(), c, attention_path());
     INFO(r.plan);
     CHECK_MESSAGE(r.ok, r.text);
     expect_no_validation_messages();
@@ -135,7 +134,7 @@ void check_bad_paged_values(const std::vector<int32_t>& table_in, const std::vec
 
 TEST_SUITE("paged") {
   TEST_CASE("paged KV cache: page sizes, shared pages, appends, modifiers, every dtype") {
-    run_all(conform::catalog_section("paged", base_seed()).paged_cases);
+    run_all(conform::catalog_section("paged", base_seed()).serving_cases);
   }
 
   TEST_CASE("paged KV cache: q8_0 caches are sized in blocks, and their dims are whole blocks") {
@@ -363,5 +362,5 @@ TEST_SUITE("paged") {
 }
 
 TEST_SUITE("long") {
-  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append") { run_all(conform::catalog_section("long-paged", base_seed()).paged_cases); }
+  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append") { run_all(conform::catalog_section("long-paged", base_seed()).serving_cases); }
 }

@@ -21,11 +21,11 @@ namespace {
 
 // On the suite's path: the fused kernels, or with --path=unfused the three-stage path with the
 // weights (q8_0 cases: its refusal).
-void run_all(const std::vector<conform::VarlenCase>& cases) {
-  for (const conform::VarlenCase& c : cases) {
+void run_all(const std::vector<conform::ServingCase>& cases) {
+  for (const conform::ServingCase& c : cases) {
     if (!device_supports(c.dtype)) continue;
     INFO(conform::describe(c));
-    const conform::VarlenResult r = conform::run_varlen_case(context(), c, attention_path());
+    const conform::ServingResult r = conform::run_serving_case(context(), c, attention_path());
     INFO(r.plan);
     CHECK_MESSAGE(r.ok, r.text);
     expect_no_validation_messages();
@@ -135,7 +135,7 @@ void check_past_bounds(int64_t max_q, int64_t max_k, Causal causal, int num_spli
 
 TEST_SUITE("varlen") {
   TEST_CASE("varlen: empty and uneven sequences, decode, GQA, modifiers, split-KV, every dtype") {
-    run_all(conform::catalog_section("varlen", base_seed()).varlen_cases);
+    run_all(conform::catalog_section("varlen", base_seed()).serving_cases);
   }
 
   TEST_CASE("varlen: q8_0 K and V are sized in blocks, and their dims are whole blocks") {
@@ -278,6 +278,6 @@ TEST_SUITE("varlen") {
 
 TEST_SUITE("long") {
   TEST_CASE("varlen: a sequence of 70,000 keys beside short ones") {
-    run_all(conform::catalog_section("long-varlen", base_seed()).varlen_cases);
+    run_all(conform::catalog_section("long-varlen", base_seed()).serving_cases);
   }
 }

@@ -122,16 +122,15 @@ bool selected(const std::vector<std::string>& filters, const std::string& sectio
 
 struct SelectedCase {
   std::string id, section;
-  std::variant<conform::AttentionCase, conform::LayerCase, conform::PagedCase, conform::VarlenCase> c;
+  std::variant<conform::AttentionCase, conform::LayerCase, conform::ServingCase> c;
 
   std::string description() const {
     return std::visit([](const auto& x) { return conform::describe(x); }, c);
   }
   conform::CaseResult run(Context& context, const conform::RunOptions& options) const {
     if (const auto* layer = std::get_if<conform::LayerCase>(&c)) return conform::run_layer_case(context, *layer, options);
-    if (const auto* paged = std::get_if<conform::PagedCase>(&c)) return conform::run_paged_case(context, *paged, options);
-    if (const auto* varlen = std::get_if<conform::VarlenCase>(&c))
-      return conform::run_varlen_case(context, *varlen, options);
+    if (const auto* serving = std::get_if<conform::ServingCase>(&c))
+      return conform::run_serving_case(context, *serving, options);
     return conform::run_case(context, std::get<conform::AttentionCase>(c), options);
   }
 };
@@ -148,8 +147,7 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
       const std::string id = s.name + "/" + std::to_string(i);
       if (!selected(o.filters, s.name, id)) continue;
       if (!s.layer_cases.empty()) cases.push_back({id, s.name, s.layer_cases[i]});
-      else if (!s.paged_cases.empty()) cases.push_back({id, s.name, s.paged_cases[i]});
-      else if (!s.varlen_cases.empty()) cases.push_back({id, s.name, s.varlen_cases[i]});
+      else if (!s.serving_cases.empty()) cases.push_back({id, s.name, s.serving_cases[i]});
       else cases.push_back({id, s.name, s.cases[i]});
     }
   }

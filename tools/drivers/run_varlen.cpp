@@ -10,7 +10,7 @@
 
 #include "cli_numbers.hpp"
 #include "conform/compare.hpp"
-#include "conform/varlen_case.hpp"
+#include "conform/serving_case.hpp"
 #include "dtype_overflow.hpp"
 #include "npy.hpp"
 #include "output_files.hpp"

@@ -1,6 +1,8 @@
-// Packed variable-length conformance cases (varlen_case.hpp): built from the seed, run through
-// the PreparedAttention of a PackedKv spec with poisoned, guarded outputs, compared with reference::varlen_attention.
-#include "conform/varlen_case.hpp"
+// A serving case's packed variable-length sequences (serving_case.hpp, PackedSource): Q, K, V and O
+// as packed rows drawn from the seed, run through the PreparedAttention of a PackedKv spec with
+// poisoned, guarded outputs (twice: the sequences in order, then reversed), compared with
+// reference::varlen_attention (and, on the three-stage path, the weights P).
+#include "conform/serving_sources.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -66,19 +68,19 @@ reference::Outputs as_batch_one(const reference::VarlenOutputs& v) {
   return o;
 }
 
-std::string describe(const VarlenCase& c) {
+std::string describe(const ServingCase& c, const PackedSource& p) {
   std::ostringstream s;
   s << c.name << ": " << to_string(c.dtype);
   if (c.quant != KvQuant::none) s << " K/V " << to_string(c.quant);
   s << " H" << c.heads << "/KV" << c.kv_heads << " d" << c.dim_qk << "/"
     << c.dim_v << " seq_q/seq_k {";
-  for (std::size_t b = 0; b < c.seq_q.size(); ++b) s << (b ? ", " : "") << c.seq_q[b] << "/" << c.seq_k[b];
+  for (std::size_t b = 0; b < p.seq_q.size(); ++b) s << (b ? ", " : "") << p.seq_q[b] << "/" << p.seq_k[b];
   s << "}";
-  if (c.loose_max) s << " max_seqlen 0";
-  if (c.row_pad) s << " row pad " << c.row_pad;
+  if (p.loose_max) s << " max_seqlen 0";
+  if (p.row_pad) s << " row pad " << p.row_pad;
   s << " causal " << to_string(c.causal);
   s << serving_text(c.modifiers);
-  if (c.min_splits > 1) s << " split-KV";
+  if (p.min_splits > 1) s << " split-KV";
   s << " seed " << c.seed;
   return s.str();
 }
@@ -96,19 +98,20 @@ struct VarlenData {
 };
 
 // The layouts: packed rows `row_pad` apart, the longest sequences as the bounds (or none).
-VarlenAttentionLayouts varlen_layouts(const VarlenCase& c, AttentionPath path, const VarlenData& d) {
+VarlenAttentionLayouts varlen_layouts(const ServingCase& c, const PackedSource& p, AttentionPath path,
+                                      const VarlenData& d) {
   int64_t longest_q = 0, longest_k = 0;
-  for (std::size_t b = 0; b < c.seq_q.size(); ++b)
-    longest_q = std::max<int64_t>(longest_q, c.seq_q[b]), longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
+  for (std::size_t b = 0; b < p.seq_q.size(); ++b)
+    longest_q = std::max<int64_t>(longest_q, p.seq_q[b]), longest_k = std::max<int64_t>(longest_k, p.seq_k[b]);
   VarlenAttentionLayouts layouts;
-  layouts.q = padded_layout(c.dtype, d.total_q, c.heads, c.dim_qk, c.row_pad);
-  layouts.k = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_qk, c.row_pad);
-  layouts.v = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_v, c.row_pad);
-  layouts.out = padded_layout(c.dtype, d.total_q, c.heads, c.dim_v, c.row_pad);
+  layouts.q = padded_layout(c.dtype, d.total_q, c.heads, c.dim_qk, p.row_pad);
+  layouts.k = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_qk, p.row_pad);
+  layouts.v = padded_layout(c.dtype, d.total_k, c.kv_heads, c.dim_v, p.row_pad);
+  layouts.out = padded_layout(c.dtype, d.total_q, c.heads, c.dim_v, p.row_pad);
   layouts.batch = d.batch;
   layouts.kv_quant = c.quant;
-  layouts.max_seqlen_q = c.loose_max ? 0 : longest_q;
-  layouts.max_seqlen_k = c.loose_max ? 0 : longest_k;
+  layouts.max_seqlen_q = p.loose_max ? 0 : longest_q;
+  layouts.max_seqlen_k = p.loose_max ? 0 : longest_k;
   layouts.has_lse = c.lse;
   layouts.path = path;
   layouts.weights = path == AttentionPath::unfused;
@@ -119,7 +122,7 @@ VarlenAttentionLayouts varlen_layouts(const VarlenCase& c, AttentionPath path, c
 
 // q8_0: the blocks of K and V (the gaps between rows, NaN: blocks of NaN scale), and the values they
 // hold for the reference; else the dtype's encoding.
-void encode_kv(const VarlenCase& c, VarlenData& d) {
+void encode_kv(const ServingCase& c, VarlenData& d) {
   if (c.quant == KvQuant::q8_0) {
     d.k.resize((d.k.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
     d.v.resize((d.v.size() + kQ8_0BlockElements - 1) / kQ8_0BlockElements * kQ8_0BlockElements, 0.0f);
@@ -131,18 +134,18 @@ void encode_kv(const VarlenCase& c, VarlenData& d) {
   }
 }
 
-VarlenData draw_varlen_data(const VarlenCase& c, AttentionPath path) {
+VarlenData draw_varlen_data(const ServingCase& c, const PackedSource& p, AttentionPath path) {
   std::mt19937_64 rng(c.seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   const std::function<float()> rounded = [&]() { return round_to(c.dtype, uniform(rng)); };
   VarlenData d;
-  d.batch = static_cast<int64_t>(c.seq_q.size());
+  d.batch = static_cast<int64_t>(p.seq_q.size());
   int64_t longest_k = 0;
-  for (std::size_t b = 0; b < c.seq_q.size(); ++b) {
-    d.total_q += c.seq_q[b], d.total_k += c.seq_k[b];
-    longest_k = std::max<int64_t>(longest_k, c.seq_k[b]);
+  for (std::size_t b = 0; b < p.seq_q.size(); ++b) {
+    d.total_q += p.seq_q[b], d.total_k += p.seq_k[b];
+    longest_k = std::max<int64_t>(longest_k, p.seq_k[b]);
   }
-  d.layouts = varlen_layouts(c, path, d);
+  d.layouts = varlen_layouts(c, p, path, d);
   d.q = fill(d.layouts.q, rounded);
   d.k = fill(d.layouts.k, rounded);
   d.v = fill(d.layouts.v, rounded, &d.v_scale);
@@ -164,7 +167,7 @@ struct VarlenDevice {
   std::optional<GuardedBuffer> weights;
   AttentionBuffers bufs;
 
-  VarlenDevice(Context& ctx, const VarlenCase& c, const VarlenData& d)
+  VarlenDevice(Context& ctx, const ServingCase& c, const VarlenData& d)
       : q(upload_bytes(ctx, encoded(c.dtype, d.q).data(), d.q.size() * dtype_size(c.dtype))),
         k(upload_bytes(ctx, d.k_bytes.data(), d.k_bytes.size())),
         v(upload_bytes(ctx, d.v_bytes.data(), d.v_bytes.size())),
@@ -193,8 +196,8 @@ struct VarlenDevice {
 };
 
 // The three-stage path reads no q8_0: it must refuse before anything is built, naming the path that works.
-VarlenResult expect_q8_0_refusal(Context& ctx, const VarlenAttentionLayouts& layouts) {
-  VarlenResult result;
+ServingResult expect_q8_0_refusal(Context& ctx, const VarlenAttentionLayouts& layouts) {
+  ServingResult result;
   try {
     (void)PreparedAttention(ctx, AttentionSpec::packed(layouts));
     result.text = "the three-stage path accepted q8_0 K and V, which it cannot read\n";
@@ -224,7 +227,7 @@ reference::VarlenOutputs varlen_reference(const VarlenData& d, std::span<const i
 }
 
 // O's rows (packed, padded) as (1, heads, total_q, dim_v).
-std::vector<float> unpacked_out(const VarlenCase& c, const VarlenData& d, const std::vector<float>& all_out) {
+std::vector<float> unpacked_out(const ServingCase& c, const VarlenData& d, const std::vector<float>& all_out) {
   std::vector<float> gpu_out(std::size_t(d.total_q * c.heads * c.dim_v));
   const TensorLayout& ol = d.layouts.out;
   for (int64_t i = 0; i < d.total_q; ++i)
@@ -237,7 +240,7 @@ std::vector<float> unpacked_out(const VarlenCase& c, const VarlenData& d, const 
 
 // One batch of the plan with the sequences of lengths len_q/len_k, on fresh poison: what differs
 // from the reference.
-std::string run_step(const VarlenCase& c, const VarlenData& d, const PreparedAttention& prepared,
+std::string run_step(const ServingCase& c, const VarlenData& d, const PreparedAttention& prepared,
                      VarlenDevice& dev, const std::vector<int32_t>& len_q, const std::vector<int32_t>& len_k,
                      double& worst) {
   const std::vector<int32_t> cu_q = offsets(len_q), cu_k = offsets(len_k);
@@ -270,23 +273,23 @@ std::string run_step(const VarlenCase& c, const VarlenData& d, const PreparedAtt
 
 }  // namespace
 
-VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath path) {
-  const VarlenData d = draw_varlen_data(c, path);
+ServingResult run_source(Context& ctx, const ServingCase& c, const PackedSource& p, AttentionPath path) {
+  const VarlenData d = draw_varlen_data(c, p, path);
   VarlenDevice dev(ctx, c, d);
   if (d.layouts.weights && c.quant != KvQuant::none) return expect_q8_0_refusal(ctx, d.layouts);
   if (d.layouts.weights) dev.add_weights(ctx);
   const PreparedAttention prepared(ctx, AttentionSpec::packed(d.layouts));
-  VarlenResult result;
+  ServingResult result;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
-  if (!d.layouts.weights && prepared.plan().splits < c.min_splits) {  // (the fused path's split-KV)
-    result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(c.min_splits) +
+  if (!d.layouts.weights && prepared.plan().splits < p.min_splits) {  // (the fused path's split-KV)
+    result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(p.min_splits) +
                   " ways: the case no longer tests split-KV\n";
     return result;
   }
   // Two batches of one plan, each on fresh poison: the sequences in the case's order, then in reverse
   // (the same packed rows cut elsewhere; the bounds still hold).
   for (int step = 0; step < 2; ++step) {
-    std::vector<int32_t> len_q = c.seq_q, len_k = c.seq_k;
+    std::vector<int32_t> len_q = p.seq_q, len_k = p.seq_k;
     if (step == 1) std::reverse(len_q.begin(), len_q.end()), std::reverse(len_k.begin(), len_k.end());
     const std::string text = run_step(c, d, prepared, dev, len_q, len_k, result.worst);
     if (!text.empty()) {
@@ -299,53 +302,11 @@ VarlenResult run_varlen_case(Context& ctx, const VarlenCase& c, AttentionPath pa
   return result;
 }
 
-std::vector<std::pair<std::string, std::string>> features(const VarlenCase& c) {
-  std::vector<std::pair<std::string, std::string>> f = {{"dtype", to_string(c.dtype)}, {"layout", "varlen"}};
-  if (c.row_pad) f.emplace_back("layout", "strided");
+FeatureTags features(const ServingCase& c, const PackedSource& p) {
+  FeatureTags f = {{"dtype", to_string(c.dtype)}, {"layout", "varlen"}};
+  if (p.row_pad) f.emplace_back("layout", "strided");
   add_serving_features(c, f);
   return f;
-}
-
-CaseResult run_varlen_case(Context& context, const VarlenCase& c, const RunOptions& options) {
-  return run_serving_case(context, c.dtype, options, "packed variable-length batch",
-                          [&] { return run_varlen_case(context, c, options.path); }, true);
-}
-
-std::vector<VarlenCase> varlen_cases(uint64_t base_seed, bool long_cases) {
-  std::vector<VarlenCase> cases;
-  const auto add = [&](VarlenCase c) {
-    c.seed = case_seed(base_seed, 9500 + (long_cases ? 100 : 0) + cases.size());
-    cases.push_back(std::move(c));
-  };
-  if (long_cases) {
-    add({.name = "decode against 70,000 keys beside short sequences", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
-         .seq_q = {1, 1, 1}, .seq_k = {70000, 300, 0}});
-    return cases;
-  }
-  add({.name = "decode, GQA 8:2, d128, empty sequences (no keys; no queries)", .dtype = DType::f16, .heads = 8,
-       .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1, 1}, .seq_k = {37, 0, 5, 1, 200}});
-  add({.name = "prefill, one long and several short, MHA, seq_q > seq_k, both empty", .dtype = DType::f32, .heads = 2,
-       .kv_heads = 2, .seq_q = {150, 3, 0, 7, 20, 0}, .seq_k = {150, 3, 4, 2, 0, 0}});
-  add({.name = "GQA 4:1, causal top-left, padded row strides", .dtype = DType::bf16, .heads = 4, .kv_heads = 1,
-       .seq_q = {33, 17, 64}, .seq_k = {40, 17, 64}, .row_pad = 3, .causal = Causal::top_left});
-  add({.name = "every modifier", .dtype = DType::f32, .heads = 4, .kv_heads = 2,
-       .seq_q = {20, 1, 45}, .seq_k = {60, 0, 45}, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3)});
-  add({.name = "two-sided window top-left, ALiBi (H), no causal, d128", .dtype = DType::f16, .heads = 2,
-       .kv_heads = 1, .dim_qk = 128, .dim_v = 128, .seq_q = {12, 30}, .seq_k = {50, 9}, .causal = Causal::none,
-       .modifiers = {.options = {.window = Window{10, 4}, .align = Align::top_left}, .alibi_batch = 1}});
-  add({.name = "forced split-KV: few queries, long keys, loose max_seqlen, sinks", .dtype = DType::f32, .heads = 2,
-       .kv_heads = 2, .seq_q = {1, 2, 1}, .seq_k = {300, 7, 120}, .loose_max = true, .causal = Causal::none,
-       .modifiers = {.sinks = true}, .min_splits = 2});
-  add({.name = "prefill, GQA 8:2, d128, no causal", .dtype = DType::f16, .heads = 8, .kv_heads = 2, .dim_qk = 128,
-       .dim_v = 128, .seq_q = {40, 8}, .seq_k = {40, 8}, .causal = Causal::none});
-  // q8_0 K and V: the decode form (GQA packed, split keys), and prefill rows with padded row strides
-  // (gaps of whole blocks) and the modifiers.
-  add({.name = "q8_0, decode, GQA 8:2, d128, empty sequences", .dtype = DType::f16, .quant = KvQuant::q8_0,
-       .heads = 8, .kv_heads = 2, .dim_qk = 128, .dim_v = 128, .seq_q = {1, 1, 0, 1}, .seq_k = {1500, 0, 5, 31}});
-  add({.name = "q8_0, prefill, padded rows, every modifier", .dtype = DType::bf16,
-       .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .dim_qk = 32, .dim_v = 64, .seq_q = {20, 1, 33},
-       .seq_k = {60, 0, 33}, .row_pad = 32, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3)});
-  return cases;
 }
 
 }  // namespace vkattn::conform
