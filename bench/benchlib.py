@@ -111,10 +111,13 @@ def binary_version(binary):
     return f"{text} (sha256 {digest.hexdigest()[:12]})"
 
 
-def run_case(binary, driver, args, extra=(), timeout=1800):
-    """One `vkattn bench --json` process: (command, its document, its one result record)."""
+def run_case(binary, driver, args, extra=(), timeout=1800, env_extra=None):
+    """One `vkattn bench --json` process: (command, its document, its one result record). `env_extra`:
+    more environment variables for it (e.g. MESA_SHADER_CACHE_DIR)."""
     command = [binary, "bench", "--json", *args, *extra]
-    proc = subprocess.run(command, capture_output=True, text=True, env=driver_env(driver), timeout=timeout)
+    env = driver_env(driver)
+    env.update(env_extra or {})
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}: exit {proc.returncode}: " + " ".join(proc.stderr.split())[-300:])
     doc = json.loads(proc.stdout)

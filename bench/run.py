@@ -11,6 +11,15 @@ UTC; lavapipe as lavapipe-mesa-VERSION): one file per device and date, each invo
 the binary's version, VK_DRIVER_FILES, and each case's result record as `vkattn bench --json` gave
 it. `--out FILE` writes elsewhere (a proof run, a scratch file); `--results-dir` changes the folder.
 bench/report.py turns bench/results/*.json into docs/performance.md's tables and plots.
+
+First-dispatch (JIT) time, what building and compiling a shape's pipelines costs on lavapipe:
+
+    /usr/bin/python3 bench/run.py --cold-shader-cache --warmup 1 --iters 3 first-dispatch \
+        [--driver /opt/vkattn/mesa-25.0.7/lvp_icd.json]
+
+runs each case with Mesa's shader cache in a new, empty folder (MESA_SHADER_CACHE_DIR), so that its
+first run builds and JIT-compiles every pipeline; the record's first_run_ms (less ms_median: the JIT
+time) and first_dispatches (per pipeline: build_ms + first_ms - warm_ms) are the figures.
 """
 import argparse
 import json
@@ -18,6 +27,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 
 import benchlib as bl
 
@@ -41,6 +51,9 @@ def parse_args(argv):
     p.add_argument("--note", help="a line saying why or how this run was made, kept with it")
     p.add_argument("--results-dir", default=bl.RESULTS_DIR, help="where <device>-<date>.json goes (default bench/results)")
     p.add_argument("--out", help="write (or append) to this file instead of <results-dir>/<device>-<date>.json")
+    p.add_argument("--cold-shader-cache", action="store_true",
+                   help="run each case with Mesa's shader cache in a new, empty folder (MESA_SHADER_CACHE_DIR): "
+                        "its first run builds and JIT-compiles every pipeline (first-dispatch time)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     return p.parse_args(argv)
 
@@ -58,6 +71,14 @@ def extra_options(args):
     return extra
 
 
+def run_one(args, case_args, extra):
+    """One case's process; with --cold-shader-cache, Mesa's shader cache a new, empty folder of its own."""
+    if not args.cold_shader_cache:
+        return bl.run_case(args.vkattn, args.driver, case_args, extra)
+    with tempfile.TemporaryDirectory(prefix="vkattn-shader-cache-") as cache:
+        return bl.run_case(args.vkattn, args.driver, case_args, extra, env_extra={"MESA_SHADER_CACHE_DIR": cache})
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -67,6 +88,8 @@ def main(argv=None):
     extra = extra_options(args)
     if args.dry_run:
         prefix = "" if args.driver == "system" else f"VK_DRIVER_FILES={shlex.quote(args.driver)} "
+        if args.cold_shader_cache:
+            prefix += "MESA_SHADER_CACHE_DIR=<new empty folder> "
         for _, name, case_args in cases:
             print(f"{name}: {prefix}{shlex.join([args.vkattn, 'bench', '--json', *case_args, *extra])}")
         return 0
@@ -81,7 +104,7 @@ def main(argv=None):
     meta = None
     try:
         for case_file, name, case_args in cases:
-            command, doc, row = bl.run_case(args.vkattn, args.driver, case_args, extra)
+            command, doc, row = run_one(args, case_args, extra)
             if meta is None:
                 meta = {"device": doc["device"], "driver": doc["driver"], "host_cpu": doc.get("host_cpu"),
                         "date": run["started"][:10]}
@@ -89,8 +112,12 @@ def main(argv=None):
             run["cases"].append({"name": name, "case_file": case_file, "args": case_args,
                                  "command": [os.path.basename(command[0]), *command[1:]], "result": row})
             g = bl.gflops(row)
+            first = ""
+            if args.cold_shader_cache and row.get("first_run_ms") is not None:
+                first = (f", first run {row['first_run_ms']:.0f} ms ({row.get('first_run_pipelines')} pipelines built,"
+                         f" JIT {row['first_run_ms'] - row['ms_median']:.0f} ms)")
             print(f"{name}: {row['ms_median']:.3f} ms median, {g:.3f} GFLOP/s, {row.get('kernel')}"
-                  f" x{row.get('splits')}", flush=True)
+                  f" x{row.get('splits')}{first}", flush=True)
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
         sys.exit(f"run.py: {' '.join(str(e).split())}")
     path = args.out or bl.results_path(args.results_dir, meta["device"], meta["driver"], meta["date"])
