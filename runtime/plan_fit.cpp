@@ -56,6 +56,10 @@ void check_plan_fits(const PathPlan& planned, const AttentionLayouts& layouts, b
     const UnfusedPlan& up = *planned.unfused;
     const AttentionProblem& p = up.problem;
     if (up.chunks > 0) {
+      // Each chunk's GEMMs put its heads on the grid's z (emit_gemm), whole batches per dispatch.
+      if (uint64_t(up.head_chunk) > device.max_workgroup_count[2])
+        throw Error("the plan's chunks of " + str(uint64_t(up.head_chunk)) + " heads exceed maxComputeWorkGroupCount[2] (" +
+                    str(device.max_workgroup_count[2]) + ") of " + device.name);
       check_gemm_shape(device, up.gemm, "unfused path, scores", up.row_chunk, p.seq_k, p.dim_qk);
       check_gemm_shape(device, up.gemm, "unfused path, P·V", up.row_chunk, p.dim_v, p.seq_k);
     }

@@ -51,6 +51,20 @@ TEST_SUITE("conformance-profiles") {
     CHECK(contains(refused, "would refuse this call"));
     CHECK(contains(refused, "storageBuffer16BitAccess"));
     CHECK(contains(error_message([] { (void)conform::find_device_profile("h200"); }), "profiles: h100, rdna3"));
+
+    // A three-stage plan whose GEMMs put more heads on the grid's z than this device allows (Apple's
+    // profile: MoltenVK's 2^30; here 65535 or fewer) is a skip too, found before anything is built.
+    if (ctx.device_info().max_workgroup_count[2] < 70000) {
+      AttentionSpec grid;
+      grid.q = TensorLayout::bhsd(DType::f32, 1, 70000, 3, 16);
+      grid.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, 35000, 5, 16), TensorLayout::bhsd(DType::f32, 1, 35000, 5, 16)};
+      grid.out = TensorLayout::bhsd(DType::f32, 1, 70000, 3, 16);
+      grid.path = AttentionPath::unfused;
+      const std::string skipped =
+          error_message([&] { (void)PreparedAttention(ctx, grid, conform::find_device_profile("apple").info); });
+      CHECK(contains(skipped, "does not fit"));
+      CHECK(contains(skipped, "heads exceed maxComputeWorkGroupCount[2]"));
+    }
   }
 
   TEST_CASE("the quick attention cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
