@@ -17,6 +17,7 @@
 #include "bench_copy.hpp"
 #include "bench_result.hpp"
 #include "bench_timing.hpp"
+#include "run_call.hpp"
 #include <variant>
 
 #include "vkattn/attention_spec.hpp"
@@ -40,12 +41,6 @@ struct ServingValues {
   uint64_t q_bytes, k_bytes, v_bytes, out_bytes;
   int64_t out_elements;
 };
-
-// The source's two int32 arrays (ServingValues::ints_a, ints_b) as a call's buffers take them.
-inline void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& b, AttentionBuffers& buffers) {
-  if (std::holds_alternative<PagedKv>(spec.kv)) buffers.block_table = {&a, 0}, buffers.cache_lens = {&b, 0};
-  if (std::holds_alternative<PackedKv>(spec.kv)) buffers.cu_seqlens_q = {&a, 0}, buffers.cu_seqlens_k = {&b, 0};
-}
 
 // Uploads `values`, times a PreparedAttention of `spec` recorded over the rotated sets, and fills
 // `result`'s timing, plan, memory and throughput figures (`flops`: the work the call is credited

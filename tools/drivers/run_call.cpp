@@ -48,6 +48,11 @@ uint64_t all_weights_bytes(const AttentionSpec& spec) {
 
 }  // namespace
 
+void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& b, AttentionBuffers& buffers) {
+  if (std::holds_alternative<PagedKv>(spec.kv)) buffers.block_table = {&a, 0}, buffers.cache_lens = {&b, 0};
+  if (std::holds_alternative<PackedKv>(spec.kv)) buffers.cu_seqlens_q = {&a, 0}, buffers.cu_seqlens_k = {&b, 0};
+}
+
 CallResults run_call(Context& context, const AttentionSpec& spec, const CallValues& values, uint64_t weight_elements,
                      bool read_kv) {
   const PreparedAttention prepared(context, spec);
@@ -67,8 +72,7 @@ CallResults run_call(Context& context, const AttentionSpec& spec, const CallValu
 
   AttentionBuffers b;
   b.q = &q, b.k = &k, b.v = &v, b.out = &out;
-  if (std::holds_alternative<PagedKv>(spec.kv)) b.block_table = {&source_a, 0}, b.cache_lens = {&source_b, 0};
-  if (std::holds_alternative<PackedKv>(spec.kv)) b.cu_seqlens_q = {&source_a, 0}, b.cu_seqlens_k = {&source_b, 0};
+  bind_source_ints(spec, source_a, source_b, b);
   if (const auto* paged = std::get_if<PagedKv>(&spec.kv); paged && paged->k_new) {
     b.k_new = &k_new.emplace(upload_encoded(context, dtype, values.k_new));
     b.v_new = &v_new.emplace(upload_encoded(context, dtype, values.v_new));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "per_head_options.hpp"
+#include "vkattn/attention.hpp"
 #include "vkattn/attention_spec.hpp"
 #include "vkattn/context.hpp"
 
@@ -35,6 +36,10 @@ struct CallResults {
   std::vector<float> weights;              // spec.weights: P's first `weight_elements`
   std::vector<std::byte> k_after, v_after;  // `read_kv`: K's and V's buffers after the call (an append)
 };
+
+// A source's two int32 arrays as a call's buffers take them: paged block_table and cache_lens,
+// packed cu_seqlens_q and cu_seqlens_k (nothing for dense keys and values). Shared with the bench.
+void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& b, AttentionBuffers& buffers);
 
 // Plans `spec` on `context`, uploads `values`, runs the call once and downloads its outputs:
 // `weight_elements` of P (all of it, or the heads a heatmap draws), and with `read_kv` K and V (a
