@@ -125,6 +125,13 @@ enum class KvQuant { none, q8_0 };
 
 const char* to_string(KvQuant quant);  // "none" | "q8_0"
 
+// Dropout's parameters (vkattn/dropout.hpp has the generator and which weights it keeps).
+struct Dropout {
+  float p = 0.0f;        // the probability that a weight is dropped, in [0, 1)
+  uint64_t seed = 0;     // Philox's key
+  uint32_t offset = 0;   // the counter's last word: another offset, another mask from the same seed
+};
+
 // Options that are not tensors. The score modifiers (docs/semantics.md, "Score modifiers") apply in this order
 // to the score of query i and key j: s = scale * q.k -> softcap -> + ALiBi -> + float mask -> the
 // boolean masks (causal, window, key lengths, bool mask) -> softmax, with the sink logit (a per-head
@@ -147,6 +154,11 @@ struct AttentionOptions {
   // and the shape. A request: capped at the key tiles of the range, and raised where a device limit
   // needs more (lavapipe's loop limit, one storage binding). The three-stage path does not split.
   uint32_t num_splits = 0;
+  // Dropout on the normalised weights P (PyTorch's and FlashAttention's dropout_p), vkattn/dropout.hpp:
+  // O = (P∘Z)·V with Z = keep/(1-p), keep drawn per (batch, head, query, key) from Philox 4x32-10 keyed
+  // by the seed and offset; the LSE and the weights P a call returns are not affected. Absent or p = 0:
+  // none. p must be in [0, 1).
+  std::optional<Dropout> dropout;
 };
 
 }  // namespace vkattn
