@@ -4,22 +4,17 @@
 #include "vkattn/score_options.hpp"
 
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "options_check.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {
 namespace {
 
-// The shortest text that reads back to `v` ("5", "1e+08", "3.4028235e+38", "nan", "inf").
-std::string float_text(float v) {
-  std::array<char, 32> buf{};
-  const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  return std::string(buf.data(), result.ptr);
-}
+using detail::float_text;  // the shortest text that reads back to the value
 
 void check_window(const AttentionOptions& o) {
   const Window& w = *o.window;
