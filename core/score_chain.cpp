@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "score_rule.hpp"
+#include "vkattn/dropout.hpp"
 #include "vkattn/score_options.hpp"
 
 namespace vkattn::reference::detail {
@@ -28,6 +29,7 @@ ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bo
     }
   m.alibi = alibi;
   m.sink = sink;
+  if (options.dropout && options.dropout->p > 0.0f) m.dropout = options.dropout;
   return m;
 }
 
@@ -51,6 +53,7 @@ void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
   keys_.clear();
   scores_.clear();
   weights_.clear();
+  factors_.clear();
 }
 
 void ScoreRow::softmax() {
@@ -67,6 +70,13 @@ void ScoreRow::softmax() {
   for (const double w : weights_) sum += w;
   sum_ = sum;
   lse_ = max + std::log(sum);
+}
+
+void ScoreRow::apply_dropout(int64_t heads, int64_t b, int64_t h, int64_t i) {
+  if (!m_.dropout) return;
+  const double kept = 1.0 / (1.0 - static_cast<double>(m_.dropout->p));
+  factors_.clear();
+  for (const int64_t j : keys_) factors_.push_back(dropout_keep(*m_.dropout, heads, b, h, i, j) ? kept : 0.0);
 }
 
 double ScoreRow::lse() const { return keys_.empty() ? head_.sink : lse_; }
