@@ -18,6 +18,16 @@ double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, i
   return vkattn::detail::add_bias(score, mask_bias);
 }
 
+double score_derivative(const ScoreModifiers& m, double dot) {
+  double score = vkattn::detail::score(m.scale, dot, 0.0);
+  double derivative = 1.0;
+  for (const ScoreStep& step : m.steps) {
+    derivative *= step.derivative(score, step.value);
+    score = step.apply(score, step.value);
+  }
+  return derivative;
+}
+
 ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bool alibi, bool sink) {
   ScoreModifiers m;
   m.scale = scale;
@@ -25,7 +35,7 @@ ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bo
     if (option.score && option.is_set(options)) {
       // A real-valued option (the only kind with a score step): its value as the call has it.
       const auto member = std::get<std::optional<float> AttentionOptions::*>(option.member);
-      m.steps.push_back({option.score, static_cast<double>(*(options.*member))});
+      m.steps.push_back({option.score, option.score_derivative, static_cast<double>(*(options.*member))});
     }
   m.alibi = alibi;
   m.sink = sink;
@@ -51,6 +61,7 @@ void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
   head_ = head;
   diagonal_ = diagonal;
   keys_.clear();
+  dots_.clear();
   scores_.clear();
   weights_.clear();
   factors_.clear();

@@ -24,9 +24,11 @@
 
 namespace vkattn::reference::detail {
 
-// One score option's step (vkattn/score_options.hpp, ScoreOption::score) with the call's value.
+// One score option's step (vkattn/score_options.hpp, ScoreOption::score) and its derivative
+// (ScoreOption::score_derivative) with the call's value.
 struct ScoreStep {
   double (*apply)(double score, double value);
+  double (*derivative)(double score, double value);
   double value;
 };
 
@@ -59,6 +61,11 @@ HeadModifiers head_modifiers(const PerHeadValues& per_head, int64_t b, int64_t h
 // mask's `mask_bias`.
 double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias);
 
+// d modified_score / d(scale·dot): the product of the steps' derivatives, each at the score entering
+// its step (ALiBi's and the mask's biases are constants: their factor is 1). The saturation of scores
+// beyond the f32 range is not differentiated: a saturated score is the contract's edge, not a gradient.
+double score_derivative(const ScoreModifiers& m, double dot);
+
 // How O divides by the softmax's denominator. The SDPA reference sums e^s·V and divides once (as
 // the kernels do); the layer reference forms P first and then P·V (as torch's layer does). Each is
 // kept so that both references' results stay bit for bit what they were.
@@ -81,8 +88,10 @@ class ScoreRow {
     for (int64_t j = begin; j < end; ++j) {
       const std::optional<double> bias = mask_bias(j);
       if (!bias) continue;
+      const double d = dot(j);
       keys_.push_back(j);
-      scores_.push_back(modified_score(m_, head_.alibi_slope, dot(j), diagonal_ - j, *bias));
+      dots_.push_back(d);
+      scores_.push_back(modified_score(m_, head_.alibi_slope, d, diagonal_ - j, *bias));
     }
   }
 
@@ -100,6 +109,9 @@ class ScoreRow {
   std::span<const int64_t> keys() const { return keys_; }
   // P of the n-th visible key, e^(s - max) / (e^(σ - max) + Σ e^(s - max)); the sink takes no share.
   double probability(std::size_t n) const { return weights_[n] / sum_; }
+  // q·k of the n-th visible key, and d s / d(scale·q·k) of its score s (score_derivative).
+  double dot(std::size_t n) const { return dots_[n]; }
+  double score_derivative(std::size_t n) const { return detail::score_derivative(m_, dots_[n]); }
   // Dropout's factor Z of the n-th visible key's weight in O (apply_dropout); 1 without dropout.
   double value_factor(std::size_t n) const { return factors_.empty() ? 1.0 : factors_[n]; }
   // log(e^σ + Σ e^s); with no visible key, the sink's logit alone (its term is the whole sum), or -inf.
@@ -125,6 +137,7 @@ class ScoreRow {
   HeadModifiers head_;
   int64_t diagonal_ = 0;
   std::vector<int64_t> keys_;     // the visible keys, in order
+  std::vector<double> dots_;      // their q·k
   std::vector<double> scores_;    // their modified scores
   std::vector<double> weights_;   // their e^(s - max), after softmax()
   std::vector<double> factors_;   // dropout's Z of each, after apply_dropout(); empty without dropout
