@@ -97,6 +97,7 @@ std::vector<double> attend_heads(const MhaWeights& w, const MhaInputs& in, const
             });
         if (row.empty()) continue;  // fully masked row: attention output 0, weights 0 (not NaN)
         row.softmax();
+        row.apply_dropout(H, b, h, i);  // dropout on the weights in O (not on the weights returned)
         row.output(
             D, detail::ValueSum::probabilities,
             [&](int64_t j, int64_t d) { return x.v[static_cast<std::size_t>((b * Sk + j) * KVD + g * D + d)]; },

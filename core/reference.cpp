@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dense_reference.hpp"
 #include "score_chain.hpp"
 #include "sequence_reference.hpp"
 #include "vkattn/error.hpp"
@@ -18,12 +19,8 @@
 
 namespace vkattn::reference {
 
-namespace {
+namespace detail {
 
-using detail::check_span;
-
-// Validates exactly like the GPU path (the output is the dense BHSD tensor attention returns), then
-// the spans' sizes, the key lengths and the requested rows.
 AttentionProblem check_inputs(const Inputs& in, std::span<const int64_t> rows) {
   AttentionLayouts layouts;
   layouts.q = in.q_layout;
@@ -42,7 +39,7 @@ AttentionProblem check_inputs(const Inputs& in, std::span<const int64_t> rows) {
   check_span("k", in.k.size(), in.k_layout.required_elements());
   check_span("v", in.v.size(), in.v_layout.required_elements());
   if (in.mask_layout) check_span("mask", in.mask.size(), in.mask_layout->required_elements());
-  detail::check_head_value_spans(in);
+  check_head_value_spans(in);
   if (!in.kv_lengths.empty()) {
     if (static_cast<int64_t>(in.kv_lengths.size()) != p.batch) {
       throw Error("kv_lengths: " + std::to_string(in.kv_lengths.size()) + " values given, batch is " +
@@ -65,6 +62,45 @@ AttentionProblem check_inputs(const Inputs& in, std::span<const int64_t> rows) {
   return p;
 }
 
+std::pair<int64_t, int64_t> visible_keys(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t i) {
+  const int64_t kv_len = in.kv_lengths.empty() ? p.seq_k : in.kv_lengths[static_cast<std::size_t>(b)];
+  return {p.visible_key_begin(i), std::min({p.seq_k, kv_len, p.visible_key_end(i)})};
+}
+
+std::optional<double> mask_bias(const Inputs& in, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!in.mask_layout) return 0.0;
+  const MaskLayout& mask = *in.mask_layout;
+  const float m = in.mask[static_cast<std::size_t>(mask.index(b, h, i, j))];
+  if (mask.type == MaskType::boolean) {
+    if (m == 0.0f) return std::nullopt;
+    return 0.0;
+  }
+  // The GPU reads f16 masks in f16: see the same value even if the caller did not round.
+  const float mv = mask.type == MaskType::f16 ? round_to(DType::f16, m) : m;
+  if (mv == -std::numeric_limits<float>::infinity()) return std::nullopt;
+  return static_cast<double>(mv);
+}
+
+void score_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t h, int64_t i, ScoreRow& row) {
+  const int64_t g = h / p.group_size();
+  row.start(head_modifiers(in, b, h), i + p.diagonal_offset());
+  const auto [begin, end] = visible_keys(in, p, b, i);
+  row.score_keys(
+      begin, end, [&](int64_t j) { return mask_bias(in, b, h, i, j); },
+      [&](int64_t j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < p.dim_qk; ++d) {
+          dot += static_cast<double>(in.q[static_cast<std::size_t>(in.q_layout.index(b, h, i, d))]) *
+                 static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
+        }
+        return dot;
+      });
+}
+
+}  // namespace detail
+
+namespace {
+
 // The outputs' shapes, every value NaN until its row is computed (rows not asked for stay NaN).
 Outputs nan_outputs(const AttentionProblem& p, bool weights) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -80,45 +116,13 @@ Outputs nan_outputs(const AttentionProblem& p, bool weights) {
   return o;
 }
 
-// The call's modifiers for the score chain.
-detail::ScoreModifiers score_modifiers(const Inputs& in, const AttentionProblem& p) {
-  return detail::score_modifiers(in.options, static_cast<double>(p.scale), in.per_head_values());
-}
-
-// The mask tensor's say on key j of row i: std::nullopt when it hides the key (a boolean 0, a float
-// -inf), else its float bias (0 for a boolean mask or none).
-std::optional<double> mask_bias(const Inputs& in, int64_t b, int64_t h, int64_t i, int64_t j) {
-  if (!in.mask_layout) return 0.0;
-  const MaskLayout& mask = *in.mask_layout;
-  const float m = in.mask[static_cast<std::size_t>(mask.index(b, h, i, j))];
-  if (mask.type == MaskType::boolean) {
-    if (m == 0.0f) return std::nullopt;
-    return 0.0;
-  }
-  // The GPU reads f16 masks in f16: see the same value even if the caller did not round.
-  const float mv = mask.type == MaskType::f16 ? round_to(DType::f16, m) : m;
-  if (mv == -std::numeric_limits<float>::infinity()) return std::nullopt;
-  return static_cast<double>(mv);
-}
-
 // Row i of head h in batch element b, through the score chain into o (its O, LSE and, when asked, P).
-void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t h, int64_t i, int64_t kv_len,
+void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t h, int64_t i, int64_t dropout_batch,
                 detail::ScoreRow& row, Outputs& o) {
   const int64_t g = h / p.group_size();
-  row.start(detail::head_modifiers(in, b, h), i + p.diagonal_offset());
-  // Causal, the window and the key lengths: the visible key range.
-  const int64_t end = std::min({p.seq_k, kv_len, p.visible_key_end(i)});
-  row.score_keys(
-      p.visible_key_begin(i), end, [&](int64_t j) { return mask_bias(in, b, h, i, j); },
-      [&](int64_t j) {
-        double dot = 0.0;
-        for (int64_t d = 0; d < p.dim_qk; ++d) {
-          dot += static_cast<double>(in.q[static_cast<std::size_t>(in.q_layout.index(b, h, i, d))]) *
-                 static_cast<double>(in.k[static_cast<std::size_t>(in.k_layout.index(b, g, j, d))]);
-        }
-        return dot;
-      });
+  detail::score_row(in, p, b, h, i, row);
   row.softmax();
+  row.apply_dropout(p.heads, dropout_batch + b, h, i);
 
   const std::size_t r = static_cast<std::size_t>((b * p.heads + h) * p.seq_q + i);
   row.output(
@@ -126,7 +130,7 @@ void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t 
       [&](int64_t j, int64_t d) { return static_cast<double>(in.v[static_cast<std::size_t>(in.v_layout.index(b, g, j, d))]); },
       o.out.data() + r * static_cast<std::size_t>(p.dim_v));
   o.lse[r] = row.lse();
-  if (in.weights) {
+  if (in.weights) {  // P itself: dropout's factors are O's, not the weights'
     double* weight_row = o.weights.data() + r * static_cast<std::size_t>(p.seq_k);
     std::fill(weight_row, weight_row + p.seq_k, 0.0);
     const std::span<const int64_t> keys = row.keys();
@@ -136,7 +140,9 @@ void attend_row(const Inputs& in, const AttentionProblem& p, int64_t b, int64_t 
 
 }  // namespace
 
-Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
+namespace detail {
+
+Outputs attention(const Inputs& in, std::span<const int64_t> rows, int64_t dropout_batch) {
   const AttentionProblem p = check_inputs(in, rows);
   Outputs o = nan_outputs(p, in.weights);
 
@@ -147,13 +153,15 @@ Outputs attention(const Inputs& in, std::span<const int64_t> rows) {
     rows = all_rows;
   }
 
-  detail::ScoreRow row(score_modifiers(in, p));
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t kv_len = in.kv_lengths.empty() ? p.seq_k : in.kv_lengths[static_cast<std::size_t>(b)];
+  ScoreRow row(score_modifiers(in.options, static_cast<double>(p.scale), in.per_head_values()));
+  for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
-      for (const int64_t i : rows) attend_row(in, p, b, h, i, kv_len, row, o);
-  }
+      for (const int64_t i : rows) attend_row(in, p, b, h, i, dropout_batch, row, o);
   return o;
 }
+
+}  // namespace detail
+
+Outputs attention(const Inputs& in, std::span<const int64_t> rows) { return detail::attention(in, rows, 0); }
 
 }  // namespace vkattn::reference

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "score_rule.hpp"
+#include "vkattn/dropout.hpp"
 #include "vkattn/score_options.hpp"
 
 namespace vkattn::reference::detail {
@@ -17,6 +18,16 @@ double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, i
   return vkattn::detail::add_bias(score, mask_bias);
 }
 
+double score_derivative(const ScoreModifiers& m, double dot) {
+  double score = vkattn::detail::score(m.scale, dot, 0.0);
+  double derivative = 1.0;
+  for (const ScoreStep& step : m.steps) {
+    derivative *= step.derivative(score, step.value);
+    score = step.apply(score, step.value);
+  }
+  return derivative;
+}
+
 ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bool alibi, bool sink) {
   ScoreModifiers m;
   m.scale = scale;
@@ -24,10 +35,11 @@ ScoreModifiers score_modifiers(const AttentionOptions& options, double scale, bo
     if (option.score && option.is_set(options)) {
       // A real-valued option (the only kind with a score step): its value as the call has it.
       const auto member = std::get<std::optional<float> AttentionOptions::*>(option.member);
-      m.steps.push_back({option.score, static_cast<double>(*(options.*member))});
+      m.steps.push_back({option.score, option.score_derivative, static_cast<double>(*(options.*member))});
     }
   m.alibi = alibi;
   m.sink = sink;
+  if (options.dropout && options.dropout->p > 0.0f) m.dropout = options.dropout;
   return m;
 }
 
@@ -49,8 +61,10 @@ void ScoreRow::start(const HeadModifiers& head, int64_t diagonal) {
   head_ = head;
   diagonal_ = diagonal;
   keys_.clear();
+  dots_.clear();
   scores_.clear();
   weights_.clear();
+  factors_.clear();
 }
 
 void ScoreRow::softmax() {
@@ -67,6 +81,13 @@ void ScoreRow::softmax() {
   for (const double w : weights_) sum += w;
   sum_ = sum;
   lse_ = max + std::log(sum);
+}
+
+void ScoreRow::apply_dropout(int64_t heads, int64_t b, int64_t h, int64_t i) {
+  if (!m_.dropout) return;
+  const double kept = 1.0 / (1.0 - static_cast<double>(m_.dropout->p));
+  factors_.clear();
+  for (const int64_t j : keys_) factors_.push_back(dropout_keep(*m_.dropout, heads, b, h, i, j) ? kept : 0.0);
 }
 
 double ScoreRow::lse() const { return keys_.empty() ? head_.sink : lse_; }

@@ -6,7 +6,8 @@
 //   s = scale·q·k -> softcap c·tanh(s/c) -> + ALiBi -slope·|i + off - j| -> + float mask
 //   -> the boolean masks (causal, window, key lengths, bool mask) -> softmax with the sink logit σ:
 //   O = Σ e^s V / (e^σ + Σ e^s), LSE = log(e^σ + Σ e^s); a fully masked row: O = 0, LSE = σ (-inf
-//   without a sink).
+//   without a sink). With dropout each key's weight in O is also multiplied by Z = keep/(1 - p)
+//   (vkattn/dropout.hpp); P and the LSE are not.
 // Where the masks come from differs by API (a mask tensor, key padding, key lengths), so the caller
 // says which keys are visible and with what float-mask bias; the chain does everything else.
 #pragma once
@@ -23,9 +24,11 @@
 
 namespace vkattn::reference::detail {
 
-// One score option's step (vkattn/score_options.hpp, ScoreOption::score) with the call's value.
+// One score option's step (vkattn/score_options.hpp, ScoreOption::score) and its derivative
+// (ScoreOption::score_derivative) with the call's value.
 struct ScoreStep {
   double (*apply)(double score, double value);
+  double (*derivative)(double score, double value);
   double value;
 };
 
@@ -35,6 +38,8 @@ struct ScoreModifiers {
   std::vector<ScoreStep> steps;  // the set score options' steps (softcap), in the table's order
   bool alibi = false;            // ALiBi's bias joins the scores
   bool sink = false;             // a sink logit joins each row's max and denominator
+  // Dropout (vkattn/dropout.hpp) on the weights in O, when the call has it with p > 0.
+  std::optional<Dropout> dropout;
 };
 
 // The call's modifiers from its options (checked: check_score_options), its scale as the call uses
@@ -55,6 +60,11 @@ HeadModifiers head_modifiers(const PerHeadValues& per_head, int64_t b, int64_t h
 // scale·dot -> the score options' steps (softcap) -> + ALiBi (`distance` = i + off - j) -> + the float
 // mask's `mask_bias`.
 double modified_score(const ScoreModifiers& m, double alibi_slope, double dot, int64_t distance, double mask_bias);
+
+// d modified_score / d(scale·dot): the product of the steps' derivatives, each at the score entering
+// its step (ALiBi's and the mask's biases are constants: their factor is 1). The saturation of scores
+// beyond the f32 range is not differentiated: a saturated score is the contract's edge, not a gradient.
+double score_derivative(const ScoreModifiers& m, double dot);
 
 // How O divides by the softmax's denominator. The SDPA reference sums e^s·V and divides once (as
 // the kernels do); the layer reference forms P first and then P·V (as torch's layer does). Each is
@@ -78,8 +88,10 @@ class ScoreRow {
     for (int64_t j = begin; j < end; ++j) {
       const std::optional<double> bias = mask_bias(j);
       if (!bias) continue;
+      const double d = dot(j);
       keys_.push_back(j);
-      scores_.push_back(modified_score(m_, head_.alibi_slope, dot(j), diagonal_ - j, *bias));
+      dots_.push_back(d);
+      scores_.push_back(modified_score(m_, head_.alibi_slope, d, diagonal_ - j, *bias));
     }
   }
 
@@ -87,20 +99,33 @@ class ScoreRow {
   // to do for a row with no visible key.
   void softmax();
 
+  // Dropout, after softmax(): the call's keep rule (dropout_keep) for this row, query i of head h in
+  // batch element b of a call with `heads` query heads, gives each visible key its factor in O,
+  // Z = 1/(1 - p) when kept and 0 when dropped. Without dropout (or p = 0) nothing changes: every
+  // factor stays 1 and is never multiplied in. P (probability()) and the LSE are not affected.
+  void apply_dropout(int64_t heads, int64_t b, int64_t h, int64_t i);
+
   bool empty() const { return keys_.empty(); }
   std::span<const int64_t> keys() const { return keys_; }
   // P of the n-th visible key, e^(s - max) / (e^(σ - max) + Σ e^(s - max)); the sink takes no share.
   double probability(std::size_t n) const { return weights_[n] / sum_; }
+  // q·k of the n-th visible key, and d s / d(scale·q·k) of its score s (score_derivative).
+  double dot(std::size_t n) const { return dots_[n]; }
+  double score_derivative(std::size_t n) const { return detail::score_derivative(m_, dots_[n]); }
+  // Dropout's factor Z of the n-th visible key's weight in O (apply_dropout); 1 without dropout.
+  double value_factor(std::size_t n) const { return factors_.empty() ? 1.0 : factors_[n]; }
   // log(e^σ + Σ e^s); with no visible key, the sink's logit alone (its term is the whole sum), or -inf.
   double lse() const;
 
   // The row's O, dim values written to out (0 for a fully masked row); value(j, d) reads V. Each key's
-  // weighted row is added in key order, as both references always have.
+  // weighted row is added in key order, as both references always have; with dropout each weight is
+  // first multiplied by its factor Z (value_factor).
   template <class Value>
   void output(int64_t dim, ValueSum how, Value&& value, double* out) const {
     std::fill(out, out + dim, 0.0);
     for (std::size_t n = 0; n < keys_.size(); ++n) {
-      const double w = how == ValueSum::probabilities ? probability(n) : weights_[n];
+      double w = how == ValueSum::probabilities ? probability(n) : weights_[n];
+      if (!factors_.empty()) w *= factors_[n];
       for (int64_t d = 0; d < dim; ++d) out[d] += w * value(keys_[n], d);
     }
     if (how == ValueSum::weights_then_divide && !keys_.empty())
@@ -112,8 +137,10 @@ class ScoreRow {
   HeadModifiers head_;
   int64_t diagonal_ = 0;
   std::vector<int64_t> keys_;     // the visible keys, in order
+  std::vector<double> dots_;      // their q·k
   std::vector<double> scores_;    // their modified scores
   std::vector<double> weights_;   // their e^(s - max), after softmax()
+  std::vector<double> factors_;   // dropout's Z of each, after apply_dropout(); empty without dropout
   double sum_ = 0.0, lse_ = 0.0;  // after softmax(): the denominator e^(σ - max) + Σ e^(s - max), the LSE
 };
 

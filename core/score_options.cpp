@@ -4,22 +4,17 @@
 #include "vkattn/score_options.hpp"
 
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "options_check.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn {
 namespace {
 
-// The shortest text that reads back to `v` ("5", "1e+08", "3.4028235e+38", "nan", "inf").
-std::string float_text(float v) {
-  std::array<char, 32> buf{};
-  const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  return std::string(buf.data(), result.ptr);
-}
+using detail::float_text;  // the shortest text that reads back to the value
 
 void check_window(const AttentionOptions& o) {
   const Window& w = *o.window;
@@ -51,6 +46,13 @@ void check_softcap(const AttentionOptions& o) {
 // c·tanh(s/c) on finite scores; NaN and Inf (from NaN/Inf inputs) propagate as they are.
 double softcap_score(double s, double c) { return std::isfinite(s) ? c * std::tanh(s / c) : s; }
 
+// Its derivative, 1 - tanh²(s/c); 1 where the step leaves the score as it is (NaN, Inf).
+double softcap_derivative(double s, double c) {
+  if (!std::isfinite(s)) return 1.0;
+  const double t = std::tanh(s / c);
+  return 1.0 - t * t;
+}
+
 const std::array kScoreOptions{
     ScoreOption{.name = "window",
                 .help = "Sliding window L:R: key j is visible to query i iff i+off-L <= j <= i+off+R (each side >= 0, "
@@ -66,7 +68,8 @@ const std::array kScoreOptions{
                 .help = "Logit softcap C > 0: s = C*tanh(s/C) (Gemma 2)",
                 .member = &AttentionOptions::softcap,
                 .check = check_softcap,
-                .score = softcap_score},
+                .score = softcap_score,
+                .score_derivative = softcap_derivative},
 };
 
 std::string value_text(float v) { return float_text(v); }

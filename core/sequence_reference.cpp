@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dense_reference.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/q8_0.hpp"
 
@@ -37,8 +38,9 @@ void check_head_value_spans(const PerHeadValues& values) {
     if (values.layout(t)) check_span(to_string(t), values.values(t).size(), values.layout(t)->required_elements());
 }
 
-Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b) {
-  Inputs in;
+SequenceCall::SequenceCall(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head,
+                           int64_t b) {
+  Inputs& in = inputs;
   in.q_layout = s.q_layout;
   in.q = s.q;
   in.options = options;
@@ -52,15 +54,13 @@ Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHead
   }
   // No keys: one zero key behind a key length of 0, so the dense reference's fully-masked rule (O =
   // 0, LSE = -inf or the sink) decides, not a copy of it here.
-  std::vector<float> none;
-  const int32_t no_keys[] = {0};
   if (s.seq_k == 0) {
     in.k_layout = TensorLayout::bhsd(s.k_layout.dtype, 1, s.k_layout.heads, 1, s.k_layout.dim);
     in.v_layout = TensorLayout::bhsd(s.v_layout.dtype, 1, s.v_layout.heads, 1, s.v_layout.dim);
-    none.assign(static_cast<std::size_t>(s.k_layout.heads * std::max(s.k_layout.dim, s.v_layout.dim)), 0.0f);
-    in.k = none;
-    in.v = none;
-    in.kv_lengths = no_keys;
+    none_.assign(static_cast<std::size_t>(s.k_layout.heads * std::max(s.k_layout.dim, s.v_layout.dim)), 0.0f);
+    in.k = none_;
+    in.v = none_;
+    in.kv_lengths = no_keys_;
   } else {
     in.k_layout = s.k_layout;
     in.v_layout = s.v_layout;
@@ -68,7 +68,11 @@ Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHead
     in.v = s.v;
     in.weights = s.weights;
   }
-  return attention(in);
+}
+
+Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b) {
+  const SequenceCall call(s, options, per_head, b);
+  return attention(call.inputs, {}, b);
 }
 
 }  // namespace vkattn::reference::detail

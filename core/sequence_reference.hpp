@@ -31,6 +31,24 @@ struct Sequence {
   int64_t seq_k = 0;
   bool weights = false;  // also P (1, heads, seq_q, seq_k); none with no keys
 };
+
+// Sequence s as the dense call reference::attention takes, its per-head values row b of the call's,
+// for batch element b: `inputs` points into s's spans and, for a sequence with no keys, into this
+// object's one zero key (hidden behind a key length of 0), so it is neither copied nor moved.
+struct SequenceCall {
+  SequenceCall(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b);
+  SequenceCall(const SequenceCall&) = delete;
+  SequenceCall& operator=(const SequenceCall&) = delete;
+
+  Inputs inputs;
+
+ private:
+  std::vector<float> none_;
+  int32_t no_keys_[1] = {0};
+};
+
+// Sequence s attended by the dense reference, with dropout's b = b (its mask is sequence b's, i and j
+// counted within the sequence).
 Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b);
 
 }  // namespace vkattn::reference::detail

@@ -1,7 +1,8 @@
 // The table of score options (vkattn/score_options.hpp): its rows, and what every front end reads
-// from them (presence, copy, text, feature tags, checks, the fp64 score step).
+// from them (presence, copy, text, feature tags, checks, the fp64 score step and its derivative).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -48,6 +49,11 @@ TEST_SUITE("unit") {
     CHECK_FALSE(window_steps);
     CHECK_FALSE(align_steps);
     CHECK(softcap_steps);
+    // A step has its derivative (the backward pass chains them), and an option without a step none.
+    for (const ScoreOption& o : score_options()) {
+      INFO(o.name);
+      CHECK((o.score != nullptr) == (o.score_derivative != nullptr));
+    }
   }
 
   TEST_CASE("score options: presence, copy and text of each member") {
@@ -115,5 +121,25 @@ TEST_SUITE("unit") {
     CHECK(step(-1e300, 5.0) == -5.0);
     CHECK(std::isinf(step(std::numeric_limits<double>::infinity(), 5.0)));
     CHECK(std::isnan(step(std::nan(""), 5.0)));
+  }
+
+  TEST_CASE("score options: each step's derivative agrees with central differences of the step") {
+    for (const ScoreOption& o : score_options()) {
+      if (!o.score) continue;
+      INFO(o.name);
+      for (const double value : {0.5, 5.0, 30.0})
+        for (const double s : {-40.0, -3.0, -0.7, 0.0, 0.2, 1.5, 8.0, 60.0}) {
+          INFO("value " << value << ", s " << s);
+          const double h = 1e-5 * std::max(1.0, std::abs(s));
+          const double numeric = (o.score(s + h, value) - o.score(s - h, value)) / (2 * h);
+          CHECK(o.score_derivative(s, value) == doctest::Approx(numeric).epsilon(1e-6).scale(1.0));
+        }
+    }
+    // The softcap's is 1 - tanh²(s/c): 1 at 0, toward 0 far out; 1 where the step passes the score.
+    const auto derivative = row("softcap").score_derivative;
+    CHECK(derivative(0.0, 5.0) == 1.0);
+    CHECK(derivative(2.0, 5.0) == 1.0 - std::tanh(0.4) * std::tanh(0.4));
+    CHECK(derivative(1e300, 5.0) == 0.0);
+    CHECK(derivative(std::numeric_limits<double>::infinity(), 5.0) == 1.0);
   }
 }

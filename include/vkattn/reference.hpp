@@ -33,7 +33,8 @@ struct Outputs {
   std::vector<double> out;  // (batch, heads, seq_q, dim_v), dense
   std::vector<double> lse;  // (batch, heads, seq_q), dense; -inf for fully masked rows (the sink's logit where the head has one)
   // With Inputs::weights: (batch, heads, seq_q, seq_k), dense; softmax weights, exactly 0 for masked
-  // keys and for every key of a fully masked row.
+  // keys and for every key of a fully masked row. Dropout does not touch them: with
+  // AttentionOptions::dropout, O is (P∘Z)·V (Z = keep/(1 - p), vkattn/dropout.hpp) and these are P.
   int64_t seq_k = 0;
   std::vector<double> weights;
   double at(int64_t b, int64_t h, int64_t i, int64_t d) const {

@@ -1,6 +1,6 @@
 // The score modifiers that are options of a call (AttentionOptions' window, align and softcap) as one
 // table, a row each: the option's name, its help line, its member of AttentionOptions, its check and
-// its step in the fp64 score chain. What takes options from people or prints them reads this table
+// its step in the fp64 score chain (and that step's derivative). What takes options from people or prints them reads this table
 // instead of naming each option: the call's checks run every row's check, the fp64 references run
 // every row's score step, and the command line, the benchmark's records and the conformance suite
 // register, print and tag every row. So a new option of this kind is its field in AttentionOptions,
@@ -32,6 +32,10 @@ struct ScoreOption {
   // ALiBi, given the option's value, in the fp64 references. nullptr for an option that changes no
   // score (the window masks keys; align places the window and ALiBi). Real-valued options only.
   double (*score)(double s, double value) = nullptr;
+  // The step's derivative d score(s, value) / ds at the score s entering it, for the fp64 backward
+  // pass (vkattn/backward_reference.hpp), which chains every step's: set exactly when `score` is.
+  // softcap: 1 - tanh²(s / c).
+  double (*score_derivative)(double s, double value) = nullptr;
 
   bool is_set(const AttentionOptions& options) const;
   // Copies the option's value (or its absence) from `from` to `to`.

@@ -1,7 +1,9 @@
 // The fp64 CPU references of the serving layouts (vkattn/kv_cache.hpp, vkattn/varlen.hpp): a paged
 // KV cache with optional append, and packed variable-length batches. Each builds every sequence's
 // dense problem from its layout and hands it to reference::attention, so the softmax, the masks and
-// the modifiers are the dense reference's, not a copy of them. Feed them values already rounded to
+// the modifiers are the dense reference's, not a copy of them. With dropout, each sequence's mask is
+// that of batch element b = the sequence's index, its queries and keys counted from the sequence's
+// first (vkattn/dropout.hpp). Feed them values already rounded to
 // the call's dtype, as reference::attention.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/dispatch_profile.hpp"
+#include "vkattn/dropout.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/mha.hpp"
