@@ -48,7 +48,7 @@ struct Binding {
 // The placeholder: the whole 256-byte buffer (ContextImpl::dummy).
 inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 
-inline constexpr uint32_t kMaxBindings = 13;  // the most any kernel has (ATTENTION_BINDINGS, shader_abi.h)
+inline constexpr uint32_t kMaxBindings = 14;  // the most any kernel has (BACKWARD_BINDINGS, shader_abi.h)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
 
 struct Dispatch {

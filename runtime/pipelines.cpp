@@ -192,6 +192,31 @@ PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& g) {
   return key;
 }
 
+PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstants& c) {
+  PipelineKey key;
+  key.shader = shader;
+  key.types[0] = dtype;
+  key.spec_count = SPEC_BACKWARD_COUNT;
+  key.spec[SPEC_BACKWARD_DQK] = c.dim_qk;
+  key.spec[SPEC_BACKWARD_DV] = c.dim_v;
+  key.spec[SPEC_BACKWARD_WORKGROUP] = c.workgroup;
+  write_modifier_constants(key, SPEC_BACKWARD_MODIFIERS, c.modifiers);
+  key.spec[SPEC_BACKWARD_VARLEN] = c.varlen;
+  key.spec[SPEC_BACKWARD_PARTIAL] = c.partial;
+  key.spec[SPEC_BACKWARD_DROPOUT] = c.dropout_threshold;
+  key.spec[SPEC_BACKWARD_SINKS_PASS] = c.sinks_pass;
+  return key;
+}
+
+PipelineKey backward_reduce_pipeline(DType dtype, uint32_t workgroup) {
+  PipelineKey key;
+  key.shader = Shader::attention_backward_reduce;
+  key.types[0] = dtype;
+  key.spec_count = SPEC_REDUCE_COUNT;
+  key.spec[SPEC_REDUCE_WORKGROUP] = workgroup;
+  return key;
+}
+
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
   PipelineKey key;
   key.shader = Shader::gemm_subgroup;
@@ -264,7 +289,8 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
       return m;
     };
     static_assert(ATTENTION_BINDINGS <= kMaxBindings && COMBINE_BINDINGS <= kMaxBindings && SOFTMAX_BINDINGS <= kMaxBindings &&
-                  GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings);
+                  GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings &&
+                  BACKWARD_BINDINGS <= kMaxBindings && REDUCE_BINDINGS <= kMaxBindings);
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(
         device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
         bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}),
@@ -278,6 +304,13 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
         device_, KV_APPEND_BINDINGS, sizeof(KvAppendPush), 0, bits({KV_APPEND_K_CACHE_BINDING, KV_APPEND_V_CACHE_BINDING}));
     layouts_[static_cast<int>(KernelKind::work_list)] =
         make_layout(device_, WORK_LIST_BINDINGS, sizeof(WorkListPush), 0, bits({WORK_LIST_WORDS_BINDING}));
+    // The backward kernels: the gradients written; the rows workspace (D) written by the rows kernel
+    // and read by the others, hence read and written for the kind.
+    layouts_[static_cast<int>(KernelKind::backward)] =
+        make_layout(device_, BACKWARD_BINDINGS, sizeof(BackwardPush),
+                    bits({BACKWARD_GRAD_A_BINDING, BACKWARD_GRAD_B_BINDING}), bits({BACKWARD_ROWS_BINDING}));
+    layouts_[static_cast<int>(KernelKind::backward_reduce)] =
+        make_layout(device_, REDUCE_BINDINGS, sizeof(ReducePush), bits({REDUCE_OUT_BINDING}), 0);
   } catch (...) {
     release();
     throw;

@@ -24,7 +24,7 @@
 
 namespace vkattn::detail {
 
-enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list };
+enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types). A new shader is a
 // value here and its row in kShaderRows, in the same order.
@@ -38,7 +38,11 @@ enum class Shader : uint8_t {
   attention_subgroup_decode,
   gemm_subgroup,
   kv_append,
-  attention_work_list
+  attention_work_list,
+  attention_backward_rows,
+  attention_backward_kv,
+  attention_backward_q,
+  attention_backward_reduce
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -62,12 +66,16 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::gemm_subgroup, "gemm_subgroup", 3, KernelKind::gemm},
     {Shader::kv_append, "kv_append", 1, KernelKind::kv_append},
     {Shader::attention_work_list, "attention_work_list", 0, KernelKind::work_list},
+    {Shader::attention_backward_rows, "attention_backward_rows", 1, KernelKind::backward},
+    {Shader::attention_backward_kv, "attention_backward_kv", 1, KernelKind::backward},
+    {Shader::attention_backward_q, "attention_backward_q", 1, KernelKind::backward},
+    {Shader::attention_backward_reduce, "attention_backward_reduce", 1, KernelKind::backward_reduce},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::attention_work_list) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::attention_backward_reduce) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 
@@ -151,6 +159,16 @@ ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionO
 ModifierConstants split_part_modifiers(ModifierConstants whole);
 uint32_t window_side_constant(int64_t side, const AttentionProblem& p);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
+// The backward pass's kernels (SPEC_BACKWARD_*): `shader` attention_backward_rows, _kv or _q.
+struct BackwardConstants {
+  uint32_t dim_qk = 0, dim_v = 0, workgroup = 0;
+  ModifierConstants modifiers;
+  uint32_t varlen = 0, partial = 0;
+  uint32_t dropout_threshold = 0;  // 0: no dropout
+  uint32_t sinks_pass = 0;         // the rows kernel: 1 = its dsinks pass
+};
+PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstants& constants);
+PipelineKey backward_reduce_pipeline(DType dtype, uint32_t workgroup);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 
 // The embedded SPIR-V module `key` runs, e.g. "attention_tiled_f16", "gemm_f16_f16_f32",
@@ -212,7 +230,7 @@ class PipelineRegistry {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;
-  KernelLayout layouts_[6];
+  KernelLayout layouts_[8];
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;

@@ -15,6 +15,7 @@
 #define MOD_KERNEL_ATTENTION 1  // the fused kernels: form scores, every modifier
 #define MOD_KERNEL_SOFTMAX 2    // the three-stage path's row softmax: forms the scores' final values
 #define MOD_KERNEL_COMBINE 3    // the split-KV combine: only the sinks (the split kernels leave them to it)
+#define MOD_KERNEL_BACKWARD 4   // the backward pass's kernels: form scores again, every modifier
 
 #if MOD_KERNEL == MOD_KERNEL_ATTENTION
 #define MOD_SPEC_MODIFIERS SPEC_ATTENTION_MODIFIERS
@@ -26,6 +27,11 @@
 #define MOD_FORMS_SCORES
 #define ALIBI_BINDING SOFTMAX_ALIBI_BINDING
 #define SINKS_BINDING SOFTMAX_SINKS_BINDING
+#elif MOD_KERNEL == MOD_KERNEL_BACKWARD
+#define MOD_SPEC_MODIFIERS SPEC_BACKWARD_MODIFIERS
+#define MOD_FORMS_SCORES
+#define ALIBI_BINDING BACKWARD_ALIBI_BINDING
+#define SINKS_BINDING BACKWARD_SINKS_BINDING
 #elif MOD_KERNEL == MOD_KERNEL_COMBINE
 #define MOD_SPEC_MODIFIERS SPEC_COMBINE_MODIFIERS
 #define SINKS_BINDING COMBINE_SINKS_BINDING
@@ -147,12 +153,16 @@ float softcap_score(float s) {
   return SOFTCAP * sign(x) * ((1.0 - t) / (1.0 + t));
 }
 
-// The score after the score modifiers, in the chain's order (before the float mask): s from scale_dot / scale_rescaled_dot,
+// The score after the score modifiers, in the chain's order (before the float mask); modify_capped_score
+// the steps after the softcap (the backward kernels apply the softcap themselves, for its derivative): s from scale_dot / scale_rescaled_dot,
 // `slope` from alibi_slope (unused without ALiBi). add_bias (score.glsl) keeps the saturation rule.
-float modify_score(float s, float slope, uint i, uint j) {
-  if (HAS_SOFTCAP) s = softcap_score(s);
+float modify_capped_score(float s, float slope, uint i, uint j) {
   if (HAS_ALIBI) s = add_bias(s, alibi_bias(slope, int(i) + diagonal_offset() - int(j)));
   return s;
+}
+float modify_score(float s, float slope, uint i, uint j) {
+  if (HAS_SOFTCAP) s = softcap_score(s);
+  return modify_capped_score(s, slope, i, j);
 }
 #endif
 

@@ -56,6 +56,28 @@
 #define KV_APPEND_BLOCK_TABLE_BINDING 4
 #define KV_APPEND_CACHE_LENS_BINDING 5
 #define KV_APPEND_BINDINGS 6
+/* The backward pass's kernels (attention_backward_common.glsl: attention_backward_rows.comp,
+ * attention_backward_kv.comp, attention_backward_q.comp). The mask, key lengths, ALiBi and sinks keep
+ * the forward's meaning; a packed batch's cu_seqlens_k is at the key lengths' binding. */
+#define BACKWARD_Q_BINDING 0
+#define BACKWARD_K_BINDING 1
+#define BACKWARD_V_BINDING 2
+#define BACKWARD_O_BINDING 3
+#define BACKWARD_DO_BINDING 4
+#define BACKWARD_LSE_BINDING 5
+#define BACKWARD_MASK_BINDING 6
+#define BACKWARD_KV_LENGTHS_BINDING 7       /* or cu_seqlens_k */
+#define BACKWARD_ROWS_BINDING 8             /* D = rowsum(dO * O) per query row: written by the rows kernel */
+#define BACKWARD_ALIBI_BINDING 9
+#define BACKWARD_SINKS_BINDING 10
+#define BACKWARD_CU_SEQLENS_Q_BINDING 11
+#define BACKWARD_GRAD_A_BINDING 12          /* written: dQ (q kernel), dK (kv kernel), dsinks (rows kernel, sinks pass) */
+#define BACKWARD_GRAD_B_BINDING 13          /* written: dV (kv kernel) */
+#define BACKWARD_BINDINGS 14
+/* attention_backward_reduce.comp */
+#define REDUCE_PARTS_BINDING 0
+#define REDUCE_OUT_BINDING 1                /* written */
+#define REDUCE_BINDINGS 2
 /* attention_work_list.comp */
 #define WORK_LIST_LENGTHS_BINDING 0         /* cache_lens, kv_lengths or cu_seqlens_k */
 #define WORK_LIST_WORDS_BINDING 1           /* read and written */
@@ -213,6 +235,20 @@
                                            kernel holds the code of one of the two (on lavapipe each store
                                            costs JIT time, and an `if` compiles both sides) */
 #define SPEC_ATTENTION_COUNT 22
+/* The backward kernels (attention_backward_*.comp) */
+#define SPEC_BACKWARD_DQK 0
+#define SPEC_BACKWARD_DV 1
+#define SPEC_BACKWARD_WORKGROUP 2
+#define SPEC_BACKWARD_MODIFIERS 3       /* the modifiers' block: MOD_SPEC_BLOCK constants (3 .. 6) */
+#define SPEC_BACKWARD_VARLEN 7          /* 1: a packed variable-length batch (as the fused kernels'); else 0 */
+#define SPEC_BACKWARD_PARTIAL 8         /* 1: write f32 partial gradients of this split (GRAD bindings in the
+                                           workspace, [split][batch][head][row][dim]); 0: the gradients */
+#define SPEC_BACKWARD_DROPOUT 9         /* dropout's threshold (vkattn/dropout.hpp: floor(p * 2^32)); 0: none */
+#define SPEC_BACKWARD_SINKS_PASS 10     /* attention_backward_rows.comp: 0 D per row, 1 dsinks per head */
+#define SPEC_BACKWARD_COUNT 11
+/* attention_backward_reduce.comp */
+#define SPEC_REDUCE_WORKGROUP 0
+#define SPEC_REDUCE_COUNT 1
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -344,6 +380,31 @@
   uint p_off, lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets */          \
   uint m_sb, m_sh, m_ss, m_off;                                                              \
   uint varlen_batch; /* with FLAG_VARLEN: the sequences (cu_seqlens hold one more value each) */
+
+/* The backward kernels (attention_backward_*.comp): the forward's strides for Q, K, V and O, whose
+ * gradients dQ, dK, dV and dO share them (the element offsets: low half the tensor's, high half its
+ * gradient's); the mask as the fused kernels' (a packed batch: m_off cu_seqlens_q's offset at
+ * CU_SEQLENS_Q_BINDING, m_sb max_seqlen_q, m_sh max_seqlen_k); split: the query rows (kv kernel) or
+ * keys (q kernel) of one split, the grid's z being split * batches + b; dropout's seed and offset. */
+#define BACKWARD_PUSH_MEMBERS                                                                \
+  uint seq_q, seq_k, heads, group;                                                           \
+  uint flags;                                                                                \
+  float scale;                                                                               \
+  uint q_sb, q_sh, q_ss, q_off;                                                              \
+  uint k_sb, k_sh, k_ss, k_off;                                                              \
+  uint v_sb, v_sh, v_ss, v_off;                                                              \
+  uint o_sb, o_sh, o_ss, o_off;                                                              \
+  uint m_sb, m_sh, m_ss, m_off;                                                              \
+  uint lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets (modifiers.glsl) */ \
+  uint split;                                                                                \
+  uint seed_lo, seed_hi, dropout_offset;
+
+/* Summing split partials (attention_backward_reduce.comp): rows (b, h, s) of dim values, partial
+ * [split][b][h][s][d] dense f32 from element 0, into the gradient at out_off + b*out_sb + h*out_sh +
+ * s*out_ss + d, in the storage type; splits summed in order (deterministic). */
+#define REDUCE_PUSH_MEMBERS                                                                  \
+  uint batch, heads, seq, dim, splits;                                                       \
+  uint out_sb, out_sh, out_ss, out_off;
 
 /* The GEMM (gemm.comp and gemm_subgroup.comp). Batch index z = (b, h) with b = z / heads, h = z % heads. Element (r, c) of
  * operand X is at X_off + b*X_sb + h'*X_sh + r*X_sr + (c / X_cblk)*X_sblk + (c % X_cblk)*X_sc, with

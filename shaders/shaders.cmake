@@ -10,6 +10,11 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_subgroup_decode_${dtype} SOURCE attention_subgroup_decode.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_combine_${dtype} SOURCE attention_combine.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME kv_append_${dtype} SOURCE kv_append.comp DEFINES DTYPE_${DT}=1)
+  # The backward pass: D and dsinks, dK and dV, dQ, and the sum of split partials.
+  vkattn_add_shader(NAME attention_backward_rows_${dtype} SOURCE attention_backward_rows.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_kv_${dtype} SOURCE attention_backward_kv.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_q_${dtype} SOURCE attention_backward_q.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_reduce_${dtype} SOURCE attention_backward_reduce.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 
 # A paged call's work list (no storage type) and the row softmax of the three-stage path (f32

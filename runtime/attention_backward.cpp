@@ -1,0 +1,369 @@
+// The backward pass's command list and its public entry points (vkattn/attention_backward.hpp): the
+// rows kernel (D = rowsum(dO∘O)), then side by side the dK/dV kernel, the dQ kernel and the dsinks
+// pass, then the sums of their split partials where they have splits (backward_plan.hpp).
+#include <array>
+#include <string>
+
+#include "attention_push.hpp"
+#include "attention_record.hpp"
+#include "backward_plan.hpp"
+#include "call_buffers.hpp"
+#include "command_list.hpp"
+#include "context_impl.hpp"
+#include "int_math.hpp"
+#include "per_head_bindings.hpp"
+#include "shader_abi.hpp"
+#include "vkattn/attention_backward.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn {
+namespace detail {
+namespace {
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// The command list's slots of a backward call.
+struct BackwardSlots {
+  static constexpr uint32_t q = 1, k = 2, v = 3, out = 4, lse = 5, mask = 6, kv_lengths = 7, workspace = 8;
+  static constexpr PerHead<uint32_t> per_head{9, 10};
+  static constexpr uint32_t cu_seqlens_q = 11, grad_out = 12, grad_q = 13, grad_k = 14, grad_v = 15, grad_sinks = 16;
+  static constexpr uint32_t count = 17;
+};
+
+// Where each backward kernel reads the per-head tensors: the high halves of kv_len_off (ALiBi) and
+// lse_off (sinks), as the forward kernels.
+PerHead<PerHeadBinding> backward_per_head_bindings() {
+  PerHead<PerHeadBinding> b;
+  b.alibi = {true, BACKWARD_ALIBI_BINDING, offsetof(BackwardPush, kv_len_off) + 2};
+  b.sinks = {true, BACKWARD_SINKS_BINDING, offsetof(BackwardPush, lse_off) + 2};
+  return b;
+}
+
+constexpr std::size_t low(std::size_t member) { return member; }
+constexpr std::size_t high(std::size_t member) { return member + 2; }
+
+// The push constants every backward dispatch shares (split: per kernel).
+BackwardPush backward_push(const BackwardCallPlan& plan) {
+  const AttentionProblem& p = plan.p;
+  const AttentionLayouts& l = plan.forward.dense;
+  BackwardPush push{};
+  push.seq_q = u32(p.seq_q);
+  push.seq_k = u32(p.seq_k);
+  push.heads = u32(p.heads);
+  push.group = u32(p.group_size());
+  push.flags = mask_flags(p.causal, l.mask);
+  if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
+  push.scale = p.scale;
+  push.q_sb = u32(l.q.stride_batch), push.q_sh = u32(l.q.stride_head), push.q_ss = u32(l.q.stride_seq);
+  push.k_sb = u32(l.k.stride_batch), push.k_sh = u32(l.k.stride_head), push.k_ss = u32(l.k.stride_seq);
+  push.v_sb = u32(l.v.stride_batch), push.v_sh = u32(l.v.stride_head), push.v_ss = u32(l.v.stride_seq);
+  push.o_sb = u32(l.out.stride_batch), push.o_sh = u32(l.out.stride_head), push.o_ss = u32(l.out.stride_seq);
+  if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
+  if (plan.varlen) {  // the kernels' batch index is the sequence; the bounds in the mask's strides
+    push.q_sb = push.k_sb = push.v_sb = push.o_sb = 0;
+    push.m_sb = plan.rows_total;
+    push.m_sh = plan.keys_total;
+  }
+  push.seed_lo = u32(int64_t(plan.seed & 0xffffffffu));
+  push.seed_hi = u32(int64_t(plan.seed >> 32));
+  push.dropout_offset = plan.dropout_offset;
+  return push;
+}
+
+// A tensor of the call's dtype in `slot` at `t`, from its first element.
+Binding tensor_binding(uint32_t slot, const TensorLayout& t) {
+  const uint64_t esize = dtype_size(t.dtype);
+  return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
+}
+
+// The bindings every backward kernel reads: Q, K, V, O, dO, LSE, mask, key lengths (or cu_seqlens_k),
+// cu_seqlens_q, the per-head tensors and D.
+void bind_inputs(Dispatch& d, const BackwardCallPlan& plan) {
+  const AttentionProblem& p = plan.p;
+  const AttentionLayouts& l = plan.forward.dense;
+  using S = BackwardSlots;
+  d.bind(BACKWARD_Q_BINDING, tensor_binding(S::q, l.q), low(offsetof(BackwardPush, q_off)));
+  d.bind(BACKWARD_K_BINDING, tensor_binding(S::k, l.k), low(offsetof(BackwardPush, k_off)));
+  d.bind(BACKWARD_V_BINDING, tensor_binding(S::v, l.v), low(offsetof(BackwardPush, v_off)));
+  d.bind(BACKWARD_O_BINDING, tensor_binding(S::out, l.out), low(offsetof(BackwardPush, o_off)));
+  d.bind(BACKWARD_DO_BINDING, tensor_binding(S::grad_out, l.out), high(offsetof(BackwardPush, o_off)));
+  const uint64_t rows = uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
+  d.bind(BACKWARD_LSE_BINDING, Binding{S::lse, 0, 4, rows}, low(offsetof(BackwardPush, lse_off)));
+  if (l.mask) {
+    const uint64_t msize = mask_type_size(l.mask->type);
+    d.bind(BACKWARD_MASK_BINDING,
+           Binding{S::mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)},
+           offsetof(BackwardPush, m_off));
+  }
+  if (plan.varlen) {
+    d.bind(BACKWARD_KV_LENGTHS_BINDING, Binding{S::kv_lengths, 0, 4, uint64_t(plan.batches) + 1},
+           low(offsetof(BackwardPush, kv_len_off)));
+    d.bind(BACKWARD_CU_SEQLENS_Q_BINDING, Binding{S::cu_seqlens_q, 0, 4, uint64_t(plan.batches) + 1},
+           offsetof(BackwardPush, m_off));
+  } else if (l.has_kv_lengths) {
+    d.bind(BACKWARD_KV_LENGTHS_BINDING, Binding{S::kv_lengths, 0, 4, uint64_t(p.batch)}, low(offsetof(BackwardPush, kv_len_off)));
+  }
+  const PerHead<Binding> heads = per_head_slot_bindings(S::per_head, l.per_head());
+  const PerHead<PerHeadBinding> where = backward_per_head_bindings();
+  for (PerHeadTensor t : kPerHeadTensors) d.bind(where[t].binding, heads[t], where[t].push_offset);
+  d.bind(BACKWARD_ROWS_BINDING, Binding{S::workspace, plan.rows_offset, 4, rows});
+}
+
+BackwardConstants backward_constants(const BackwardCallPlan& plan, bool partial) {
+  BackwardConstants k;
+  k.dim_qk = u32(plan.p.dim_qk);
+  k.dim_v = u32(plan.p.dim_v);
+  k.workgroup = plan.workgroup;
+  k.modifiers = modifier_constants(plan.p, plan.forward.dense.options);
+  k.varlen = plan.varlen ? 1u : 0u;
+  k.partial = partial ? 1u : 0u;
+  k.dropout_threshold = plan.dropout_threshold;
+  return k;
+}
+
+Dispatch backward_dispatch(ContextImpl& c, const BackwardCallPlan& plan, Shader shader, const BackwardConstants& k,
+                           const BackwardPush& push, std::array<uint32_t, 3> groups) {
+  Dispatch d;
+  d.use(c.pipelines->layout(KernelKind::backward));
+  d.pipeline = c.pipelines->get(backward_pipeline(plan.p.dtype, shader, k));
+  bind_inputs(d, plan);
+  d.set_push(push);
+  d.groups = groups;
+  return d;
+}
+
+// The sum of a gradient's split partials at `parts_offset` of the workspace into its tensor `t` in
+// `slot`: (batch, heads, seq) rows of t.dim values.
+void emit_reduce(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan, uint64_t parts_offset, uint32_t splits,
+                 uint32_t slot, const TensorLayout& t) {
+  ReducePush push{};
+  push.batch = u32(t.batch);
+  push.heads = u32(t.heads);
+  push.seq = u32(t.seq);
+  push.dim = u32(t.dim);
+  push.splits = splits;
+  push.out_sb = u32(t.stride_batch), push.out_sh = u32(t.stride_head), push.out_ss = u32(t.stride_seq);
+  Dispatch d;
+  d.use(c.pipelines->layout(KernelKind::backward_reduce));
+  d.pipeline = c.pipelines->get(backward_reduce_pipeline(t.dtype, plan.workgroup));
+  const uint64_t elements = uint64_t(splits) * uint64_t(t.batch) * uint64_t(t.heads) * uint64_t(t.seq) * uint64_t(t.dim);
+  d.bind(REDUCE_PARTS_BINDING, Binding{BackwardSlots::workspace, parts_offset, 4, elements});
+  d.bind(REDUCE_OUT_BINDING, tensor_binding(slot, t), offsetof(ReducePush, out_off));
+  d.set_push(push);
+  const uint64_t per_row = uint64_t(t.seq) * uint64_t(t.dim);
+  d.groups = {u32(int64_t(std::min<uint64_t>(ceil_div(per_row, plan.workgroup), c.info.max_workgroup_count[0]))),
+              u32(t.heads), u32(t.batch)};
+  list.dispatch(d);
+}
+
+void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan) {
+  using S = BackwardSlots;
+  const AttentionProblem& p = plan.p;
+  const AttentionLayouts& l = plan.forward.dense;
+  const uint32_t wg = plan.workgroup;
+  list.own_slot(S::workspace);
+  // D of the previous run may still be read by it (a list replayed back to back).
+  list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+
+  BackwardPush push = backward_push(plan);
+  BackwardConstants rows_k = backward_constants(plan, false);
+  list.dispatch(backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, push,
+                                  {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches}));
+  list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
+
+  if (p.per_head.sinks) {
+    rows_k.sinks_pass = 1;
+    BackwardPush sinks_push = push;
+    sinks_push.split = plan.batches;
+    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, sinks_push, {u32(p.heads), 1, 1});
+    d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
+    list.dispatch(d);
+  }
+
+  const bool kv_split = plan.query_splits > 1, q_split = plan.key_splits > 1;
+  const uint64_t all_keys = uint64_t(plan.query_splits) * uint64_t(p.batch) * uint64_t(p.kv_heads) * uint64_t(p.seq_k);
+  {
+    BackwardPush kv_push = push;
+    kv_push.split = plan.split_rows;
+    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_kv, backward_constants(plan, kv_split), kv_push,
+                                   {u32(int64_t(ceil_div(plan.keys_total, wg))), u32(p.kv_heads), plan.batches * plan.query_splits});
+    if (kv_split) {
+      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dk_parts_offset, 4, all_keys * uint64_t(p.dim_qk)});
+      d.bind(BACKWARD_GRAD_B_BINDING, Binding{S::workspace, plan.dv_parts_offset, 4, all_keys * uint64_t(p.dim_v)});
+    } else {
+      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S::grad_k, l.k), high(offsetof(BackwardPush, k_off)));
+      d.bind(BACKWARD_GRAD_B_BINDING, tensor_binding(S::grad_v, l.v), high(offsetof(BackwardPush, v_off)));
+    }
+    list.dispatch(d);
+  }
+  {
+    BackwardPush q_push = push;
+    q_push.split = plan.split_keys;
+    const uint64_t all_rows = uint64_t(plan.key_splits) * uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
+    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_q, backward_constants(plan, q_split), q_push,
+                                   {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches * plan.key_splits});
+    if (q_split)
+      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dq_parts_offset, 4, all_rows * uint64_t(p.dim_qk)});
+    else
+      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S::grad_q, l.q), high(offsetof(BackwardPush, q_off)));
+    list.dispatch(d);
+  }
+  if (kv_split || q_split) {
+    list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
+    if (kv_split) {
+      emit_reduce(c, list, plan, plan.dk_parts_offset, plan.query_splits, S::grad_k, l.k);
+      emit_reduce(c, list, plan, plan.dv_parts_offset, plan.query_splits, S::grad_v, l.v);
+    }
+    if (q_split) emit_reduce(c, list, plan, plan.dq_parts_offset, plan.key_splits, S::grad_q, l.q);
+  }
+}
+
+// The extent of a tensor of `layout` in `buffer` (checked first: given, valid, large enough).
+BufferExtent tensor_extent(const char* name, const Buffer* buffer, const TensorLayout& t, bool output) {
+  const uint64_t esize = dtype_size(t.dtype);
+  check_binding(name, buffer, 0, esize, uint64_t(t.required_elements()));
+  return {name, buffer, buffer->offset() + uint64_t(t.offset) * esize, buffer->offset() + uint64_t(t.required_elements()) * esize,
+          output};
+}
+
+// The backward's own buffers (the forward's are checked as the forward checks them, O and LSE read):
+// each gradient at its tensor's layout, dsinks exactly with sinks, the caller's workspace large
+// enough, and no gradient sharing a byte with another argument.
+void check_backward_buffers(const ContextImpl& c, const BackwardCallPlan& plan, const BackwardBuffers& b,
+                            const BufferSlice* workspace) {
+  check_call(c, plan.forward, b.forward, nullptr);
+  const AttentionLayouts& l = plan.forward.dense;
+  std::array<BufferExtent, 10> extents;
+  std::size_t n = 0;
+  extents[n++] = tensor_extent("q", b.forward.q, l.q, false);
+  extents[n++] = tensor_extent("k", b.forward.k, l.k, false);
+  extents[n++] = tensor_extent("v", b.forward.v, l.v, false);
+  extents[n++] = tensor_extent("out", b.forward.out, l.out, false);
+  extents[n++] = tensor_extent("grad_out", b.grad_out, l.out, false);
+  extents[n++] = tensor_extent("grad_q", b.grad_q, l.q, true);
+  extents[n++] = tensor_extent("grad_k", b.grad_k, l.k, true);
+  extents[n++] = tensor_extent("grad_v", b.grad_v, l.v, true);
+  if (BufferChecks::optional("grad_sinks", b.grad_sinks.buffer != nullptr, plan.p.per_head.sinks)) {
+    const uint64_t heads = uint64_t(plan.p.heads);
+    check_binding("grad_sinks", b.grad_sinks.buffer, b.grad_sinks.offset, 4, heads);
+    const uint64_t start = b.grad_sinks.buffer->offset() + b.grad_sinks.offset;
+    extents[n++] = {"grad_sinks", b.grad_sinks.buffer, start, start + heads * 4, true};
+  }
+  if (workspace && plan.workspace_bytes > 0) {
+    if (!workspace->buffer) throw Error("workspace: the backward pass needs " + std::to_string(plan.workspace_bytes) + " bytes; none given");
+    check_binding("workspace", workspace->buffer, workspace->offset, 1, plan.workspace_bytes + plan.alignment);
+    const uint64_t start = workspace->buffer->offset() + workspace->offset;
+    extents[n++] = {"workspace", workspace->buffer, start, start + plan.workspace_bytes + plan.alignment, true};
+  }
+  check_extents(c, std::span(extents.data(), n));
+}
+
+// The slots of one run.
+std::array<SlotBase, BackwardSlots::count> backward_slots(const BackwardCallPlan& plan, const BackwardBuffers& b,
+                                                          VkBuffer workspace, uint64_t workspace_offset) {
+  const auto tensor = [](const Buffer* buffer) { return buffer ? SlotBase{buffer->handle(), buffer->offset()} : SlotBase{}; };
+  const auto slice = [](const BufferSlice& x) {
+    return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
+  };
+  const AttentionBuffers& f = b.forward;
+  std::array<SlotBase, BackwardSlots::count> s{};
+  using S = BackwardSlots;
+  s[S::q] = tensor(f.q);
+  s[S::k] = tensor(f.k);
+  s[S::v] = tensor(f.v);
+  s[S::out] = tensor(f.out);
+  s[S::lse] = slice(f.lse);
+  s[S::mask] = tensor(f.mask);
+  s[S::kv_lengths] = slice(plan.varlen ? f.cu_seqlens_k : f.kv_lengths);
+  s[S::workspace] = SlotBase{workspace, align_up(workspace_offset, plan.alignment)};
+  for (PerHeadTensor t : kPerHeadTensors) s[S::per_head[t]] = tensor(f[t]);
+  s[S::cu_seqlens_q] = slice(f.cu_seqlens_q);
+  s[S::grad_out] = tensor(b.grad_out);
+  s[S::grad_q] = tensor(b.grad_q);
+  s[S::grad_k] = tensor(b.grad_k);
+  s[S::grad_v] = tensor(b.grad_v);
+  s[S::grad_sinks] = slice(b.grad_sinks);
+  return s;
+}
+
+}  // namespace
+}  // namespace detail
+
+struct PreparedAttentionBackward::Impl {
+  std::shared_ptr<detail::ContextImpl> context;
+  AttentionSpec spec;
+  detail::BackwardCallPlan plan;
+  detail::CommandList list;
+
+  void check(const BackwardBuffers& buffers, const BufferSlice* workspace) const {
+    detail::check_backward_buffers(*context, plan, buffers, workspace);
+  }
+  void replay(VkCommandBuffer cmd, const BackwardBuffers& buffers, VkBuffer workspace, uint64_t offset) const {
+    list.replay(*context, cmd, detail::backward_slots(plan, buffers, workspace, offset));
+  }
+  static std::unique_ptr<Impl> make(Context& context, const AttentionSpec& spec) {
+    detail::ContextImpl& c = detail::impl_of(context);
+    c.check_usable();
+    auto impl = std::make_unique<Impl>();
+    impl->context = detail::shared_impl_of(context);
+    impl->spec = spec;
+    impl->plan = detail::plan_backward(c.info, c.kernel, spec);
+    impl->list = detail::CommandList(impl->plan.alignment);
+    return impl;
+  }
+  void emit() { detail::emit_backward(*context, list, plan); }
+  void run(const BackwardBuffers& buffers) const {
+    // (The scratch is aligned; the workspace slot aligns up, so ask for the alignment's slack too.)
+    const uint64_t bytes = plan.workspace_bytes ? plan.workspace_bytes + plan.alignment : 0;
+    context->submit_with_scratch(bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
+      detail::barrier_before_attention(cmd);
+      replay(cmd, buffers, scratch, 0);
+      detail::barrier_after_attention(cmd);
+    });
+  }
+};
+
+PreparedAttentionBackward::PreparedAttentionBackward(Context& context, const AttentionSpec& spec)
+    : impl_(Impl::make(context, spec)) {
+  impl_->emit();
+}
+PreparedAttentionBackward::PreparedAttentionBackward(PreparedAttentionBackward&&) noexcept = default;
+PreparedAttentionBackward& PreparedAttentionBackward::operator=(PreparedAttentionBackward&&) noexcept = default;
+PreparedAttentionBackward::~PreparedAttentionBackward() = default;
+
+const PreparedAttentionBackward::Impl& PreparedAttentionBackward::impl() const {
+  if (!impl_) throw Error("PreparedAttentionBackward: used after being moved from");
+  return *impl_;
+}
+const AttentionSpec& PreparedAttentionBackward::spec() const { return impl().spec; }
+const BackwardPlan& PreparedAttentionBackward::plan() const { return impl().plan.report; }
+uint64_t PreparedAttentionBackward::workspace_bytes() const {
+  const Impl& p = impl();
+  return p.plan.workspace_bytes ? p.plan.workspace_bytes + p.plan.alignment : 0;
+}
+
+void PreparedAttentionBackward::record(VkCommandBuffer cmd, const BackwardBuffers& buffers, BufferSlice workspace) const {
+  const Impl& p = impl();
+  p.context->check_usable();
+  if (cmd == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
+  p.check(buffers, &workspace);
+  if (p.plan.workspace_bytes == 0)
+    p.replay(cmd, buffers, VK_NULL_HANDLE, 0);
+  else
+    p.replay(cmd, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+}
+
+void PreparedAttentionBackward::run(const BackwardBuffers& buffers) const {
+  const Impl& p = impl();
+  p.check(buffers, nullptr);
+  p.run(buffers);
+}
+
+void attention_backward(Context& context, const AttentionSpec& spec, const BackwardBuffers& buffers) {
+  const std::unique_ptr<PreparedAttentionBackward::Impl> call = PreparedAttentionBackward::Impl::make(context, spec);
+  call->check(buffers, nullptr);
+  call->emit();
+  call->run(buffers);
+}
+
+}  // namespace vkattn

@@ -1,0 +1,121 @@
+#include "backward_plan.hpp"
+
+#include <algorithm>
+#include <string>
+#include <variant>
+
+#include "int_math.hpp"
+#include "llvmpipe_limits.hpp"
+#include "vkattn/dropout.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// What the backward reads of the spec: the forward's inputs and O, LSE; not its weights or path.
+AttentionSpec backward_view(const AttentionSpec& spec) {
+  if (std::holds_alternative<PagedKv>(spec.kv))
+    throw Error("kv: a paged KV cache is an inference layout; the backward pass takes dense or packed K and V");
+  if (spec.kv_quant != KvQuant::none)
+    throw Error("kv_quant: q8_0 K and V are an inference layout; the backward pass takes K and V in the call's dtype");
+  if (!spec.lse) throw Error("lse: the backward pass needs the forward's log-sum-exp (a spec with lse)");
+  AttentionSpec view = spec;
+  view.weights = false;
+  view.path = AttentionPath::automatic;
+  return view;
+}
+
+void check_grid(const DeviceInfo& device, const char* kernel, uint64_t x, uint64_t y, uint64_t z) {
+  const uint64_t grid[3] = {x, y, z};
+  for (int a = 0; a < 3; ++a)
+    if (grid[a] > device.max_workgroup_count[a])
+      throw Error(std::string("backward: the ") + kernel + " kernel's grid needs " + str(grid[a]) + " workgroups along " +
+                  "xyz"[a] + ", " + device.name + " allows " + str(device.max_workgroup_count[a]));
+}
+
+void check_range(const DeviceInfo& device, const char* name, uint64_t bytes) {
+  if (bytes > device.max_storage_buffer_range)
+    throw Error(std::string(name) + ": the backward pass binds it whole, " + str(bytes) + " bytes, and " + device.name +
+                " binds at most " + str(device.max_storage_buffer_range));
+}
+
+uint64_t tensor_bytes(const TensorLayout& t) { return uint64_t(t.required_elements() - t.offset) * dtype_size(t.dtype); }
+
+}  // namespace
+
+BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
+  BackwardCallPlan plan;
+  plan.forward = plan_call(device, variant, backward_view(spec));
+  const AttentionLayouts& l = plan.forward.dense;
+  const AttentionProblem& p = plan.p = plan.forward.planned.problem();
+  plan.alignment = plan.forward.planned.alignment();
+  plan.varlen = plan.forward.source == PlannedCall::Source::packed;
+  // The kernels' index sums (the query rows a key range reaches) stay within int32 below this.
+  if (p.seq_q + p.seq_k >= (int64_t(1) << 29))
+    throw Error("backward: seq_q + seq_k is " + str(uint64_t(p.seq_q + p.seq_k)) + "; the backward pass takes fewer than 2^29");
+  plan.batches = uint32_t(plan.varlen ? plan.forward.packed.batch : p.batch);
+  plan.rows_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_q : p.seq_q);
+  plan.keys_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_k : p.seq_k);
+
+  // Splits: on lavapipe each invocation's loop iterations stay within its budget (the dK/dV kernel
+  // walks the group's query rows, the dQ kernel the keys); elsewhere one split each.
+  const uint64_t group = uint64_t(p.group_size());
+  const uint32_t rows = std::max<uint32_t>(plan.rows_total, 1), keys = std::max<uint32_t>(plan.keys_total, 1);
+  plan.split_rows = device.is_llvmpipe ? uint32_t(std::clamp<uint64_t>(kLlvmpipeLoopBudget / group, 1, rows)) : rows;
+  plan.split_keys = device.is_llvmpipe ? uint32_t(std::min<uint64_t>(kLlvmpipeLoopBudget, keys)) : keys;
+  plan.query_splits = uint32_t(ceil_div(rows, plan.split_rows));
+  plan.key_splits = uint32_t(ceil_div(keys, plan.split_keys));
+  plan.workgroup = std::min<uint32_t>(64, device.max_workgroup_invocations);
+
+  const uint64_t wg = plan.workgroup;
+  check_grid(device, "dK/dV", ceil_div(plan.keys_total, wg), uint64_t(p.kv_heads), uint64_t(plan.batches) * plan.query_splits);
+  check_grid(device, "dQ", ceil_div(plan.rows_total, wg), uint64_t(p.heads), uint64_t(plan.batches) * plan.key_splits);
+  check_grid(device, "rows", ceil_div(plan.rows_total, wg), uint64_t(p.heads), plan.batches);
+  if (device.is_llvmpipe && uint64_t(plan.batches) * (ceil_div(plan.rows_total, wg) + 1) > kLlvmpipeLoopBudget)
+    throw Error("backward: " + str(plan.batches) + " sequences of up to " + str(plan.rows_total) +
+                " query rows are more than the dsinks pass sums within lavapipe's loop limit");
+  for (const auto& [name, t] : {std::pair{"q", l.q}, {"k", l.k}, {"v", l.v}, {"out", l.out}})
+    check_range(device, name, tensor_bytes(t));
+
+  // The workspace: D, then the partials of the split kernels.
+  const uint64_t a = plan.alignment;
+  const uint64_t f32 = 4;
+  uint64_t at = 0;
+  plan.rows_offset = at;
+  const uint64_t rows_bytes = uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q) * f32;
+  check_range(device, "backward's D rows", rows_bytes);
+  at = align_up(at + rows_bytes, a);
+  if (plan.query_splits > 1) {
+    const uint64_t keys_all = uint64_t(plan.query_splits) * uint64_t(p.batch) * uint64_t(p.kv_heads) * uint64_t(p.seq_k);
+    check_range(device, "backward's dK partials", keys_all * uint64_t(p.dim_qk) * f32);
+    check_range(device, "backward's dV partials", keys_all * uint64_t(p.dim_v) * f32);
+    plan.dk_parts_offset = at;
+    at = align_up(at + keys_all * uint64_t(p.dim_qk) * f32, a);
+    plan.dv_parts_offset = at;
+    at = align_up(at + keys_all * uint64_t(p.dim_v) * f32, a);
+  }
+  if (plan.key_splits > 1) {
+    const uint64_t rows_all = uint64_t(plan.key_splits) * uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
+    check_range(device, "backward's dQ partials", rows_all * uint64_t(p.dim_qk) * f32);
+    plan.dq_parts_offset = at;
+    at = align_up(at + rows_all * uint64_t(p.dim_qk) * f32, a);
+  }
+  plan.workspace_bytes = at;
+
+  if (const std::optional<Dropout>& dropout = spec.options.dropout; dropout && dropout->p > 0.0f) {
+    plan.dropout_threshold = dropout_threshold(dropout->p);
+    plan.seed = dropout->seed;
+    plan.dropout_offset = dropout->offset;
+  }
+
+  plan.report.workgroup = plan.workgroup;
+  plan.report.query_splits = plan.query_splits;
+  plan.report.key_splits = plan.key_splits;
+  plan.report.workspace_bytes = plan.workspace_bytes;
+  plan.report.dispatches = 3 + (p.per_head.sinks ? 1 : 0) + (plan.query_splits > 1 ? 2 : 0) + (plan.key_splits > 1 ? 1 : 0);
+  return plan;
+}
+
+}  // namespace vkattn::detail

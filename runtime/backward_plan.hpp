@@ -1,0 +1,39 @@
+// How a backward call runs (vkattn/attention_backward.hpp), planned once from its spec and the device:
+// the forward call's checks and dense view, the splits that bound each invocation's loop iterations
+// (lavapipe's limit), and where the workspace keeps D and the splits' partials. A pure function of the
+// spec and the device description, like the forward's planner.
+#pragma once
+
+#include <cstdint>
+
+#include "planned_call.hpp"
+#include "vkattn/attention_backward.hpp"
+
+namespace vkattn::detail {
+
+struct BackwardCallPlan {
+  PlannedCall forward;  // the forward's checks and the layouts the kernels run on (a packed batch's batch-1 view)
+  AttentionProblem p;   // the problem of those layouts
+  bool varlen = false;
+  uint32_t batches = 0;            // the grid's z per split: batch elements, or a packed batch's sequences
+  uint32_t rows_total = 0;         // query rows per (batch, head) the grid covers: seq_q or max_seqlen_q
+  uint32_t keys_total = 0;         // keys likewise: seq_k or max_seqlen_k
+  uint32_t split_rows = 0, split_keys = 0;  // the dK/dV kernel's query rows per split, the dQ kernel's keys
+  uint32_t query_splits = 1, key_splits = 1;
+  uint32_t workgroup = 64;
+  uint32_t dropout_threshold = 0;  // vkattn/dropout.hpp; 0: none
+  uint64_t seed = 0;
+  uint32_t dropout_offset = 0;
+  // The workspace, from its aligned start: D (f32 per query row), then the partials of dK, dV and dQ
+  // (only where their kernel has splits), each region aligned.
+  uint64_t alignment = 16;
+  uint64_t rows_offset = 0, dk_parts_offset = 0, dv_parts_offset = 0, dq_parts_offset = 0;
+  uint64_t workspace_bytes = 0;
+  BackwardPlan report;
+};
+
+// Checks `spec` for the backward pass (throws Error naming the argument: a paged or q8_0 source, no
+// LSE, a grid or binding the device cannot take) and plans it on `device`.
+BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec);
+
+}  // namespace vkattn::detail
