@@ -47,6 +47,19 @@ struct SequenceCall {
   int32_t no_keys_[1] = {0};
 };
 
+// The packed batch's checks (check_varlen_attention, the spans, cu_seqlens' values), the batch
+// cu_seqlens_q.size() - 1; throws vkattn::Error. K and V's data are checked where they are read
+// (kv_values).
+VarlenProblem check_varlen_inputs(const VarlenInputs& in);
+
+// Sequence b of a packed batch: its rows of Q (from packed row q0) and of K and V (from packed row
+// k0, their f32 values k and v), as windows onto the packed tensors.
+struct PackedSequence {
+  Sequence sequence;
+  int64_t q0 = 0, k0 = 0;
+};
+PackedSequence packed_sequence(const VarlenInputs& in, std::span<const float> k, std::span<const float> v, int64_t b);
+
 // Sequence s attended by the dense reference, with dropout's b = b (its mask is sequence b's, i and j
 // counted within the sequence).
 Outputs attend(const Sequence& s, const AttentionOptions& options, const PerHeadValues& per_head, int64_t b);

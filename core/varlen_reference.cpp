@@ -8,7 +8,9 @@
 
 namespace vkattn::reference {
 
-VarlenOutputs varlen_attention(const VarlenInputs& in) {
+namespace detail {
+
+VarlenProblem check_varlen_inputs(const VarlenInputs& in) {
   if (in.cu_seqlens_q.empty())
     throw Error("cu_seqlens_q: no values given; it holds batch + 1 values (at least 2)");
   const int64_t batch = static_cast<int64_t>(in.cu_seqlens_q.size()) - 1;
@@ -24,10 +26,41 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
   l.per_head() = in.layouts();
   const VarlenProblem p = check_varlen_attention(l);
 
-  detail::check_span("q", in.q.size(), in.q_layout.required_elements());
-  detail::check_head_value_spans(in);
+  check_span("q", in.q.size(), in.q_layout.required_elements());
+  check_head_value_spans(in);
   check_cu_seqlens("cu_seqlens_q", in.cu_seqlens_q, batch, p.total_q(), "total_q (q.seq)");
   check_cu_seqlens("cu_seqlens_k", in.cu_seqlens_k, batch, p.total_k(), "total_k (k.seq)");
+  return p;
+}
+
+PackedSequence packed_sequence(const VarlenInputs& in, std::span<const float> k, std::span<const float> v, int64_t b) {
+  PackedSequence ps;
+  ps.q0 = in.cu_seqlens_q[static_cast<std::size_t>(b)];
+  ps.k0 = in.cu_seqlens_k[static_cast<std::size_t>(b)];
+  const int64_t seq_q = in.cu_seqlens_q[static_cast<std::size_t>(b + 1)] - ps.q0;
+  const int64_t seq_k = in.cu_seqlens_k[static_cast<std::size_t>(b + 1)] - ps.k0;
+  Sequence& s = ps.sequence;
+  s.q_layout = in.q_layout;
+  s.q_layout.seq = seq_q;
+  s.q_layout.offset += ps.q0 * in.q_layout.stride_seq;
+  s.k_layout = in.k_layout;
+  s.v_layout = in.v_layout;
+  s.k_layout.seq = s.v_layout.seq = seq_k;
+  s.k_layout.offset += ps.k0 * in.k_layout.stride_seq;
+  s.v_layout.offset += ps.k0 * in.v_layout.stride_seq;
+  s.q = in.q;
+  s.k = k;
+  s.v = v;
+  s.seq_k = seq_k;
+  s.weights = in.weights;
+  return ps;
+}
+
+}  // namespace detail
+
+VarlenOutputs varlen_attention(const VarlenInputs& in) {
+  const VarlenProblem p = detail::check_varlen_inputs(in);
+  const int64_t batch = p.batch;
   const std::vector<float> k = detail::kv_values("k", in.k, p.kv_quant, in.k_layout.required_elements());
   const std::vector<float> v = detail::kv_values("v", in.v, p.kv_quant, in.v_layout.required_elements());
 
@@ -42,26 +75,10 @@ VarlenOutputs varlen_attention(const VarlenInputs& in) {
   if (in.weights)
     o.weights.assign(static_cast<std::size_t>(vkattn::detail::checked_product("weights", {a.heads, o.total_q, o.total_k})), 0.0);
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t q0 = in.cu_seqlens_q[static_cast<std::size_t>(b)];
-    const int64_t k0 = in.cu_seqlens_k[static_cast<std::size_t>(b)];
-    const int64_t seq_q = in.cu_seqlens_q[static_cast<std::size_t>(b + 1)] - q0;
-    const int64_t seq_k = in.cu_seqlens_k[static_cast<std::size_t>(b + 1)] - k0;
+    const detail::PackedSequence ps = detail::packed_sequence(in, k, v, b);
+    const int64_t q0 = ps.q0, k0 = ps.k0, seq_q = ps.sequence.q_layout.seq, seq_k = ps.sequence.seq_k;
     if (seq_q == 0) continue;
-    detail::Sequence s;
-    s.q_layout = in.q_layout;
-    s.q_layout.seq = seq_q;
-    s.q_layout.offset += q0 * in.q_layout.stride_seq;
-    s.k_layout = in.k_layout;
-    s.v_layout = in.v_layout;
-    s.k_layout.seq = s.v_layout.seq = seq_k;
-    s.k_layout.offset += k0 * in.k_layout.stride_seq;
-    s.v_layout.offset += k0 * in.v_layout.stride_seq;
-    s.q = in.q;
-    s.k = k;
-    s.v = v;
-    s.seq_k = seq_k;
-    s.weights = in.weights;
-    const Outputs r = detail::attend(s, in.options, in, b);
+    const Outputs r = detail::attend(ps.sequence, in.options, in, b);
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t i = 0; i < seq_q; ++i) {
         for (int64_t d = 0; d < a.dim_v; ++d)
