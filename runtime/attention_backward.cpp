@@ -127,6 +127,12 @@ Dispatch backward_dispatch(ContextImpl& c, const BackwardCallPlan& plan, Shader 
   d.use(c.pipelines->layout(KernelKind::backward));
   d.pipeline = c.pipelines->get(backward_pipeline(plan.p.dtype, shader, k));
   bind_inputs(d, plan);
+  // D is written by the rows kernel's first pass and only read by every other dispatch.
+  const uint32_t rows_bit = 1u << BACKWARD_ROWS_BINDING;
+  if (shader == Shader::attention_backward_rows && k.sinks_pass == 0)
+    d.reads &= ~rows_bit;
+  else
+    d.writes &= ~rows_bit;
   d.set_push(push);
   d.groups = groups;
   return d;

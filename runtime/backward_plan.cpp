@@ -24,6 +24,7 @@ AttentionSpec backward_view(const AttentionSpec& spec) {
   AttentionSpec view = spec;
   view.weights = false;
   view.path = AttentionPath::automatic;
+  view.options.dropout.reset();  // (the forward's plan is only its checks and layouts here)
   return view;
 }
 

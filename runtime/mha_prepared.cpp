@@ -14,6 +14,7 @@
 #include "context_impl.hpp"
 #include "gemm.hpp"
 #include "mha_layer.hpp"
+#include "planned_call.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/mha.hpp"
 
@@ -228,6 +229,7 @@ PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   // The layer's per-head tensors: (num_heads), shared by every batch.
   for (PerHeadTensor t : kPerHeadTensors)
     if (layer.per_head[t]) layouts[t] = HeadValuesLayout{1, H, 0};
+  detail::refuse_forward_dropout(layouts.options);
   p->planned = detail::plan_path(device, c.kernel, layouts, spec.weights, spec.path);
   p->report = detail::report_of(*p->planned);
   p->alignment = p->planned->alignment();

@@ -29,6 +29,10 @@ struct PlannedCall {
   VarlenProblem packed;
 };
 
+// Throws Error (unsupported) when `options` ask for dropout (p > 0): the forward kernels do not apply it
+// yet; the backward pass and the fp64 references do.
+void refuse_forward_dropout(const AttentionOptions& options);
+
 // Checks `spec` and plans it on `device` (throws Error as the source's checks do); needs no buffer.
 PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec);
 
