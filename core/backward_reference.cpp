@@ -1,7 +1,8 @@
 // The fp64 reference of attention's backward pass (vkattn/backward_reference.hpp; the contract:
 // docs/semantics.md, "Backward"). Each row is recomputed through the forward's own code (score_row,
-// the score chain's softmax, dropout and O), then differentiated by the textbook formulas. Plain loops
-// in double precision: it is the yardstick for a device's backward pass.
+// the score chain's softmax, dropout and O), then differentiated by the score chain's
+// ScoreRow::backward, which the layer's backward reference shares. Plain loops in double precision:
+// it is the yardstick for a device's backward pass.
 #include "vkattn/backward_reference.hpp"
 
 #include <cmath>
@@ -51,8 +52,7 @@ Gradients attention_backward_at(const Inputs& in, const TensorLayout& g_layout, 
   g.dv.assign(at(p.batch * p.kv_heads * p.seq_k * p.dim_v), 0.0);
   if (in.sinks_layout) g.dsinks.assign(at(in.sinks_layout->batch * in.sinks_layout->heads), 0.0);
 
-  const double scale = static_cast<double>(p.scale);
-  detail::ScoreRow row(detail::score_modifiers(in.options, scale, in.per_head_values()));
+  detail::ScoreRow row(detail::score_modifiers(in.options, static_cast<double>(p.scale), in.per_head_values()));
   std::vector<double> o(at(p.dim_v)), dout(at(p.dim_v));
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -67,33 +67,16 @@ Gradients attention_backward_at(const Inputs& in, const TensorLayout& g_layout, 
         row.softmax();
         row.apply_dropout(p.heads, dropout_batch + b, h, i);
         row.output(p.dim_v, detail::ValueSum::weights_then_divide, v, o.data());
+        for (int64_t d = 0; d < p.dim_v; ++d) dout[at(d)] = static_cast<double>(grad_out[at(g_layout.index(b, h, i, d))]);
 
-        double dot_do_o = 0.0;  // D_i = Σ_d dO_id O_id
-        for (int64_t d = 0; d < p.dim_v; ++d) {
-          dout[at(d)] = static_cast<double>(grad_out[at(g_layout.index(b, h, i, d))]);
-          dot_do_o += dout[at(d)] * o[at(d)];
-        }
-        const std::span<const int64_t> keys = row.keys();
-        for (std::size_t n = 0; n < keys.size(); ++n) {
-          const int64_t j = keys[n];
-          const double prob = row.probability(n), z = row.value_factor(n);
-          double dp = 0.0;  // dP_ij = Z_ij dO_i·V_j
-          for (int64_t d = 0; d < p.dim_v; ++d) {
-            g.dv[at(((b * p.kv_heads + kv) * p.seq_k + j) * p.dim_v + d)] += prob * z * dout[at(d)];
-            dp += dout[at(d)] * v(j, d);
-          }
-          dp *= z;
-          // dS_ij = P_ij (dP_ij - D_i), through every score step (softcap) back to scale·q·k.
-          const double ds = prob * (dp - dot_do_o) * row.score_derivative(n);
-          for (int64_t d = 0; d < p.dim_qk; ++d) {
-            g.dq[at(((b * p.heads + h) * p.seq_q + i) * p.dim_qk + d)] += scale * ds * k(j, d);
-            g.dk[at(((b * p.kv_heads + kv) * p.seq_k + j) * p.dim_qk + d)] += scale * ds * q(i, d);
-          }
-        }
-        if (in.sinks_layout) {  // dσ_h = -e^(σ_h - LSE) D_i: the sink's share of the row
+        const double d_row = row.backward(
+            p.dim_qk, p.dim_v, o.data(), dout.data(), [&](int64_t d) { return q(i, d); }, k, v,
+            [&](int64_t d, double x) { g.dq[at(((b * p.heads + h) * p.seq_q + i) * p.dim_qk + d)] += x; },
+            [&](int64_t j, int64_t d, double x) { g.dk[at(((b * p.kv_heads + kv) * p.seq_k + j) * p.dim_qk + d)] += x; },
+            [&](int64_t j, int64_t d, double x) { g.dv[at(((b * p.kv_heads + kv) * p.seq_k + j) * p.dim_v + d)] += x; });
+        if (in.sinks_layout) {  // dσ_h = -e^(σ_h - LSE) D_i, summed over what the tensor broadcasts
           const HeadValuesLayout& l = *in.sinks_layout;
-          const double sink = static_cast<double>(in.sinks[at(l.index(b, h))]);
-          g.dsinks[at(l.index(b, h) - l.offset)] -= std::exp(sink - row.lse()) * dot_do_o;
+          g.dsinks[at(l.index(b, h) - l.offset)] += row.sink_gradient(d_row);
         }
       }
     }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -131,6 +132,40 @@ class ScoreRow {
     if (how == ValueSum::weights_then_divide && !keys_.empty())
       for (int64_t d = 0; d < dim; ++d) out[d] /= sum_;
   }
+
+  // The row's backward pass (docs/semantics.md, "Backward"), after start, score_keys, softmax and
+  // apply_dropout: o is the row's O (dim_v values, from output()) and dout its gradient dO. Adds the
+  // row's share of each gradient: add_dv(j, d, x) to dV_j, add_dq(d, x) to dQ_i and add_dk(j, d, x) to
+  // dK_j, with D_i = dO·O, dP_ij = Z_ij dO·V_j and dS_ij = P_ij (dP_ij - D_i) times the score steps'
+  // derivative, the scale's factor included (dQ_i = scale Σ_j dS_ij K_j). q(d), k(j, d) and v(j, d)
+  // read the row's query and its keys and values. Returns D_i, of which the sink's gradient is made.
+  template <class Q, class K, class V, class AddQ, class AddK, class AddV>
+  double backward(int64_t dim_qk, int64_t dim_v, const double* o, const double* dout, Q&& q, K&& k, V&& v,
+                  AddQ&& add_dq, AddK&& add_dk, AddV&& add_dv) const {
+    double d_row = 0.0;  // D_i = Σ_d dO_id O_id
+    for (int64_t d = 0; d < dim_v; ++d) d_row += dout[d] * o[d];
+    for (std::size_t n = 0; n < keys_.size(); ++n) {
+      const int64_t j = keys_[n];
+      const double prob = probability(n), z = value_factor(n);
+      double dp = 0.0;  // dP_ij = Z_ij dO_i·V_j
+      for (int64_t d = 0; d < dim_v; ++d) {
+        add_dv(j, d, prob * z * dout[d]);
+        dp += dout[d] * v(j, d);
+      }
+      dp *= z;
+      // dS_ij = P_ij (dP_ij - D_i), through every score step (softcap) back to scale·q·k.
+      const double ds = prob * (dp - d_row) * score_derivative(n);
+      for (int64_t d = 0; d < dim_qk; ++d) {
+        add_dq(d, m_.scale * ds * k(j, d));
+        add_dk(j, d, m_.scale * ds * q(d));
+      }
+    }
+    return d_row;
+  }
+
+  // The sink logit's gradient from this row, -e^(σ - LSE) D_i (its share of the row times -D_i); 0
+  // without a sink or with no visible key (O = 0 whatever the sink).
+  double sink_gradient(double d_row) const { return m_.sink && !keys_.empty() ? -std::exp(head_.sink - lse_) * d_row : 0.0; }
 
  private:
   ScoreModifiers m_;
