@@ -13,6 +13,7 @@
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_call.hpp"
+#include "run_gradients.hpp"
 #include "run_inputs.hpp"
 #include "run_paged.hpp"
 #include "run_varlen.hpp"
@@ -45,11 +46,16 @@ int run(const RunOptions& options) {
   FlagPaths input_files = {{"--q", options.q}, {"--k", options.k}, {"--v", options.v}, {"--mask", options.mask},
                            {"--kv-lens", options.kv_lens}};
   append_per_head_files(options.per_head_files, input_files);
-  OutputFiles::check_destinations(
-      {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}},
-      input_files);
-  const RunInputs inputs = load_run_inputs(options);
+  input_files.push_back({"--grad-out", options.grad_out});
+  FlagPaths outputs = {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}};
+  append_gradient_outputs(options, outputs);
+  OutputFiles::check_destinations(outputs, input_files);
+  RunInputs inputs = load_run_inputs(options);
+  // The backward pass reads the forward's LSE.
+  if (options.backward()) inputs.layouts.has_lse = true;
   const AttentionLayouts& layouts = inputs.layouts;
+  const std::vector<int64_t> out_shape = {layouts.out.batch, layouts.out.heads, layouts.out.seq, layouts.out.dim};
+  const std::vector<float> grad_out = load_grad_out(options, layouts.out.dtype, out_shape);
   const AttentionProblem& problem = inputs.problem;
   if (!options.heatmap.empty())
     check_heatmap(options.heatmap, problem.batch, problem.heads, problem.seq_q, problem.seq_k);
@@ -66,16 +72,18 @@ int run(const RunOptions& options) {
   const uint64_t weight_count = want_weights ? uint64_t(weight_heads * problem.seq_q * problem.seq_k) : 0;
   const CallValues values{.q = inputs.q, .k = inputs.k, .v = inputs.v, .k_q8_0 = inputs.k_q8_0,
                           .v_q8_0 = inputs.v_q8_0, .mask = inputs.mask, .kv_lengths = inputs.kv_lengths,
-                          .per_head = &inputs.per_head};
+                          .per_head = &inputs.per_head, .grad_out = grad_out};
   const CallResults r = run_call(context, AttentionSpec::dense(layouts, want_weights, path), values, weight_count);
 
   // O in Q's file dtype ('<f2' stays '<f2'), or float32 when computed in bf16 (numpy has no bf16).
-  const std::vector<int64_t> out_shape = {layouts.out.batch, layouts.out.heads, layouts.out.seq, layouts.out.dim};
   const std::vector<std::byte> out_file = output_npy(r.out, layouts.out.dtype, out_shape, inputs.out_f16);
 
   OutputFiles files;
   files.stage(options.out, out_file);
-  if (layouts.has_lse) {
+  const auto shape_of = [](const TensorLayout& t) { return std::vector<int64_t>{t.batch, t.heads, t.seq, t.dim}; };
+  stage_gradients(files, options, r, layouts.out.dtype, inputs.out_f16, shape_of(layouts.q), shape_of(layouts.k),
+                  shape_of(layouts.v));
+  if (!options.lse.empty()) {
     const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q};
     files.stage(options.lse, npy::serialize_floats(shape, r.lse, false));
   }
@@ -155,6 +163,13 @@ Command add_run_command(CLI::App& parent) {
                   "LSE (heads, total_q)");
   app->add_option("--cu-seqlens-k", o->cu_seqlens_k,
                   "With --cu-seqlens-q: sequence b attends K/V rows cu_k[b]..cu_k[b+1]-1 only; (batch + 1,)");
+  app->add_option("--grad-out", o->grad_out,
+                  "The backward pass: dO, O's shape; runs the forward, then writes the gradients --dq, --dk, --dv "
+                  "(and --dsinks) in the inputs' layouts and dtype (float32 for bf16); dense or packed K and V");
+  app->add_option("--dq", o->dq, "Output with --grad-out: dQ, Q's shape");
+  app->add_option("--dk", o->dk, "Output with --grad-out: dK, K's shape (summed over each GQA group's query heads)");
+  app->add_option("--dv", o->dv, "Output with --grad-out: dV, V's shape");
+  app->add_option("--dsinks", o->dsinks, "Output with --grad-out and --sinks: dsinks, (heads,) float32");
   app->add_flag("--check", o->check,
                 "Paged cache or packed sequences: compare O, LSE (and the caches after an append) with the fp64 "
                 "CPU reference (one line on stdout; an error, and no outputs, when they differ)");

@@ -7,6 +7,7 @@
 #include "run_inputs.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/attention.hpp"
+#include "vkattn/attention_backward.hpp"
 
 namespace vkattn::cli {
 namespace {
@@ -56,6 +57,9 @@ void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& 
 CallResults run_call(Context& context, const AttentionSpec& spec, const CallValues& values, uint64_t weight_elements,
                      bool read_kv) {
   const PreparedAttention prepared(context, spec);
+  // The backward's refusals (a paged cache, q8_0) come before anything is allocated too.
+  std::optional<PreparedAttentionBackward> backward;
+  if (!values.grad_out.empty()) backward.emplace(context, spec);
   const DType dtype = spec.q.dtype;
   const uint64_t out_bytes = uint64_t(spec.out.element_count()) * dtype_size(dtype);
   const uint64_t rows = uint64_t(spec.out.batch * spec.out.heads * spec.out.seq);
@@ -88,6 +92,31 @@ CallResults run_call(Context& context, const AttentionSpec& spec, const CallValu
   prepared.run(b);
 
   CallResults r;
+  if (backward) {
+    const auto kv_layout = [&](bool is_k) {
+      return std::visit(
+          [&](const auto& kv) -> TensorLayout {
+            if constexpr (std::is_same_v<std::decay_t<decltype(kv)>, PagedKv>) return {};  // (refused above)
+            else return is_k ? kv.k : kv.v;
+          },
+          spec.kv);
+    };
+    const auto bytes_of = [](const TensorLayout& t) { return uint64_t(t.required_elements()) * dtype_size(t.dtype); };
+    const uint64_t q_bytes = bytes_of(spec.q), k_bytes = bytes_of(kv_layout(true)), v_bytes = bytes_of(kv_layout(false));
+    Buffer grad_out = upload_encoded(context, dtype, values.grad_out);
+    Buffer dq = allocate_at_least(context, q_bytes), dk = allocate_at_least(context, k_bytes), dv = allocate_at_least(context, v_bytes);
+    std::optional<Buffer> dsinks;
+    BackwardBuffers bb;
+    bb.forward = b;
+    bb.grad_out = &grad_out;
+    bb.grad_q = &dq, bb.grad_k = &dk, bb.grad_v = &dv;
+    if (spec.sinks) bb.grad_sinks = {&dsinks.emplace(allocate_at_least(context, uint64_t(spec.q.heads) * 4)), 0};
+    backward->run(bb);
+    r.grad_q = download_bytes(dq, q_bytes);
+    r.grad_k = download_bytes(dk, k_bytes);
+    r.grad_v = download_bytes(dv, v_bytes);
+    if (dsinks) r.grad_sinks = download_floats(*dsinks, uint64_t(spec.q.heads));
+  }
   r.out = download_bytes(out, out_bytes);
   if (lse) r.lse = download_floats(*lse, rows);
   if (weights) r.weights = download_floats(*weights, weight_elements);

@@ -27,6 +27,8 @@ struct CallValues {
   std::span<const int32_t> source_a, source_b;
   std::span<const float> k_new, v_new;  // paged with an append (PagedKv::k_new): the rows appended
   const PerHeadInputs* per_head = nullptr;
+  // With dO (O's shape, in its layout's order): the backward pass after the forward (the spec has lse).
+  std::span<const float> grad_out;
 };
 
 // What the call wrote.
@@ -35,13 +37,18 @@ struct CallResults {
   std::vector<float> lse;                  // spec.lse: (rows of O)
   std::vector<float> weights;              // spec.weights: P's first `weight_elements`
   std::vector<std::byte> k_after, v_after;  // `read_kv`: K's and V's buffers after the call (an append)
+  // With CallValues::grad_out: dQ, dK and dV in the dtype at Q's, K's and V's layouts, and dsinks (heads)
+  // when the spec has sinks.
+  std::vector<std::byte> grad_q, grad_k, grad_v;
+  std::vector<float> grad_sinks;
 };
 
 // A source's two int32 arrays as a call's buffers take them: paged block_table and cache_lens,
 // packed cu_seqlens_q and cu_seqlens_k (nothing for dense keys and values). Shared with the bench.
 void bind_source_ints(const AttentionSpec& spec, const Buffer& a, const Buffer& b, AttentionBuffers& buffers);
 
-// Plans `spec` on `context`, uploads `values`, runs the call once and downloads its outputs:
+// Plans `spec` on `context` (and its backward pass, with values.grad_out), uploads `values`, runs the
+// call once (then the backward) and downloads its outputs:
 // `weight_elements` of P (all of it, or the heads a heatmap draws), and with `read_kv` K and V (a
 // paged cache after its append). Throws the library's Error for a call it refuses.
 CallResults run_call(Context& context, const AttentionSpec& spec, const CallValues& values,

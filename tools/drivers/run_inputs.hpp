@@ -40,6 +40,9 @@ struct RunOptions {
   bool check = false;                    // compare with the fp64 reference (paged and varlen only)
   // A packed variable-length batch (run_varlen.hpp): 3-D --q/--k/--v with these; empty = absent.
   std::string cu_seqlens_q, cu_seqlens_k;
+  // The backward pass (run_gradients.hpp): dO in, the gradients out; empty = absent.
+  std::string grad_out, dq, dk, dv, dsinks;
+  bool backward() const { return !grad_out.empty(); }
   bool paged() const { return !k_cache.empty(); }
   bool varlen() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }
 };

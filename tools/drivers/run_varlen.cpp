@@ -15,6 +15,7 @@
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_call.hpp"
+#include "run_gradients.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/numeric.hpp"
@@ -221,10 +222,15 @@ int run_varlen(const RunOptions& o) {
   FlagPaths inputs = {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--cu-seqlens-q", o.cu_seqlens_q},
                       {"--cu-seqlens-k", o.cu_seqlens_k}};
   append_per_head_files(o.per_head_files, inputs);
-  OutputFiles::check_destinations({{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}}, inputs);
-  const VarlenInputs in = load_varlen_inputs(o);
+  inputs.push_back({"--grad-out", o.grad_out});
+  FlagPaths outputs = {{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}};
+  append_gradient_outputs(o, outputs);
+  OutputFiles::check_destinations(outputs, inputs);
+  VarlenInputs in = load_varlen_inputs(o);
+  if (o.backward()) in.layouts.has_lse = true;  // the backward pass reads the forward's LSE
   const VarlenAttentionLayouts& l = in.layouts;
   const DType dtype = l.q.dtype;
+  const std::vector<float> grad_out = load_grad_out(o, dtype, {l.out.seq, l.out.heads, l.out.dim});
 
   ContextOptions context_options;
   context_options.device = o.device;
@@ -232,7 +238,7 @@ int run_varlen(const RunOptions& o) {
   // Before anything is allocated: P grows with total_q·total_k and is the one buffer that may not fit.
   if (l.weights) check_weights_fit(1, l.q.heads, l.q.seq, l.k.seq, context.device_info(), "--weights");
   const CallValues values{.q = in.q, .k = in.k, .v = in.v, .k_q8_0 = in.k_q8_0, .v_q8_0 = in.v_q8_0,
-                          .source_a = in.cu_q, .source_b = in.cu_k, .per_head = &in.per_head};
+                          .source_a = in.cu_q, .source_b = in.cu_k, .per_head = &in.per_head, .grad_out = grad_out};
   const uint64_t weight_count = l.weights ? uint64_t(l.out.heads * l.out.seq * l.k.seq) : 0;
   const CallResults r = run_call(context, AttentionSpec::packed(l), values, weight_count);
   const std::vector<std::byte>& out_raw = r.out;
@@ -241,6 +247,8 @@ int run_varlen(const RunOptions& o) {
 
   OutputFiles files;
   files.stage(o.out, output_npy(out_raw, dtype, {l.out.seq, l.out.heads, l.out.dim}, in.out_f16));
+  const auto shape_of = [](const TensorLayout& t) { return std::vector<int64_t>{t.seq, t.heads, t.dim}; };
+  stage_gradients(files, o, r, dtype, in.out_f16, shape_of(l.q), shape_of(l.k), shape_of(l.v));
   if (!o.lse.empty()) {
     const std::vector<int64_t> shape = {l.out.heads, l.out.seq};
     files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
