@@ -237,7 +237,10 @@ BufferExtent tensor_extent(const char* name, const Buffer* buffer, const TensorL
 // enough, and no gradient sharing a byte with another argument.
 void check_backward_buffers(const ContextImpl& c, const BackwardCallPlan& plan, const BackwardBuffers& b,
                             const BufferSlice* workspace) {
-  check_call(c, plan.forward, b.forward, nullptr);
+  // (The forward's weights P are its own business: the backward neither reads nor needs them.)
+  AttentionBuffers forward = b.forward;
+  forward.weights = {};
+  check_call(c, plan.forward, forward, nullptr);
   const AttentionLayouts& l = plan.forward.dense;
   std::array<BufferExtent, 10> extents;
   std::size_t n = 0;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "vkattn/attention.hpp"
+#include "vkattn/attention_backward.hpp"
 
 namespace vkattn {
 
@@ -13,5 +14,10 @@ namespace vkattn {
 // has no timestamp support.
 std::vector<double> time_attention(Context& context, const std::vector<AttentionArgs>& rotations,
                                    int warmup, int iterations);
+
+// The same for the backward pass of `spec` (vkattn/attention_backward.hpp): one prepared backward,
+// recorded on each of `rotations` in turn (the forward's outputs must already be in them).
+std::vector<double> time_attention_backward(Context& context, const AttentionSpec& spec,
+                                            const std::vector<BackwardBuffers>& rotations, int warmup, int iterations);
 
 }  // namespace vkattn

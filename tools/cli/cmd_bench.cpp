@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_backward.hpp"
 #include "bench_check.hpp"
 #include "bench_common.hpp"
 #include "conform/q8_0_blocks.hpp"
@@ -99,23 +100,6 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     shapes.push_back(s);
   }
   return shapes;
-}
-
-AttentionLayouts bench_layouts(const BenchShape& shape, DType dtype) {
-  AttentionLayouts layouts;
-  layouts.q = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_qk);
-  if (shape.kv_bshd) {
-    layouts.k = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_qk);
-    layouts.v = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_v);
-  } else {
-    layouts.k = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_qk);
-    layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
-  }
-  layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
-  apply_shape_options(shape, layouts);
-  layouts.has_kv_lengths = !shape.kv_lengths.empty();
-  layouts.kv_quant = shape.kv_quant;
-  return layouts;
 }
 
 // The bytes of a call's tensors: K and V as q8_0 blocks under --kv-dtype q8_0.
@@ -341,6 +325,14 @@ void check_usage(const BenchOptions& o) {
                 (o.varlen ? "--varlen" : "--paged"));
   if (o.varlen && o.host_time)
     throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --varlen or --host-time");
+  if (o.backward) {
+    const std::pair<const char*, bool> forward_only[] = {
+        {"--paged", o.page_size > 0}, {"--varlen", o.varlen},          {"--lengths", !o.lengths.empty()},
+        {"--kv-dtype", !o.kv_dtype.empty()}, {"--host-time", o.host_time}, {"--copy", o.copy},
+        {"--path unfused", o.path == "unfused"}};
+    for (const auto& [flag, given] : forward_only)
+      if (given) throw UsageError(std::string("--backward times dense calls' backward pass; drop ") + flag);
+  }
   if (o.varlen && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) == 0)
     throw UsageError("--varlen --lengths: no sequence has a key (packed K and V need a row or more)");
 }
@@ -388,7 +380,8 @@ int run(const BenchOptions& o) {
                     sweep ? sweep_label(*sweep, shape)
                           : "seq_q " + std::to_string(shape.seq_q) + " seq_k " + std::to_string(shape.seq_k));
     try {
-      report.results.push_back(shape.varlen           ? bench_varlen(context, o, shape, dtype)
+      report.results.push_back(o.backward             ? bench_backward(context, o, shape, dtype)
+                               : shape.varlen         ? bench_varlen(context, o, shape, dtype)
                                : shape.page_size > 0 ? bench_paged(context, o, shape, dtype)
                                                      : bench_one(context, o, shape, dtype));
       any_ran = true;

@@ -190,4 +190,21 @@ void time_runs(Context& context, const BenchOptions& o, const RunTimer& timer, B
   result.ms_min = *std::min_element(ms.begin(), ms.end());
 }
 
+AttentionLayouts bench_layouts(const BenchShape& shape, DType dtype) {
+  AttentionLayouts layouts;
+  layouts.q = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_qk);
+  if (shape.kv_bshd) {
+    layouts.k = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_qk);
+    layouts.v = TensorLayout::bshd(dtype, shape.batch, shape.seq_k, shape.kv_heads, shape.dim_v);
+  } else {
+    layouts.k = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_qk);
+    layouts.v = TensorLayout::bhsd(dtype, shape.batch, shape.kv_heads, shape.seq_k, shape.dim_v);
+  }
+  layouts.out = TensorLayout::bhsd(dtype, shape.batch, shape.heads, shape.seq_q, shape.dim_v);
+  apply_shape_options(shape, layouts);
+  layouts.has_kv_lengths = !shape.kv_lengths.empty();
+  layouts.kv_quant = shape.kv_quant;
+  return layouts;
+}
+
 }  // namespace vkattn::cli

@@ -48,6 +48,7 @@ struct BenchOptions {
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each
   bool varlen = false;                // --varlen: one packed variable-length call (bench_varlen.hpp)
   uint32_t num_splits = 0;            // --splits: split-KV parts requested (0: the planner's choice)
+  bool backward = false;              // --backward: time the backward pass (bench_backward.hpp)
 };
 
 // A shape the device cannot hold (memory, buffer limits): a sweep records it as skipped and goes on.
@@ -79,6 +80,10 @@ std::string mib_text(uint64_t bytes);
 // last two as well, but the bench says which shape and why, and skips it in a sweep. The workspace
 // is not known before the buffers exist: a failure to allocate it surfaces as out-of-memory.
 void check_shape_fits(const BenchOptions& o, const DeviceInfo& device, const std::vector<uint64_t>& buffers);
+
+// A dense shape's layouts in `dtype` (BHSD, or BSHD K and V with --kv-layout bshd), its options and
+// per-head tensors applied.
+AttentionLayouts bench_layouts(const BenchShape& shape, DType dtype);
 
 // The keys of each sequence of `shape`: its kv_lengths, or seq_k for every batch entry.
 std::vector<int64_t> sequence_lengths(const BenchShape& shape);

@@ -67,6 +67,8 @@ Json result_json(const BenchResult& r) {
               {"splits", measured(r, r.plan.splits)},
               {"chunks", measured(r, r.plan.chunks)},
               {"weights", s.path == AttentionPath::unfused},
+              // the backward pass (--backward): timed alone, credited 2.5x the forward's FLOPs
+              {"backward", r.backward},
               {"device_bytes", measured(r, r.device_bytes)},
               {"workspace_bytes", measured(r, r.plan.workspace_bytes)},
               {"peak_device_bytes", measured(r, r.peak_device_bytes)},

@@ -78,6 +78,7 @@ struct BenchResult {
 
   AttentionPlan plan;
   bool weights = false;       // P (B,H,Sq,Sk) f32 was written
+  bool backward = false;      // --backward: the backward pass timed (FLOPs credited 2.5x the forward's)
   uint64_t device_bytes = 0;  // computed: Q, K, V, O, P (when written) and the planned workspace
   // Measured (Context::memory_stats): the most device memory the shape had allocated at once — one
   // set of Q, K, V, O, P when written, and the scratch the call used — less the extra input sets
