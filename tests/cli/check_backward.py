@@ -27,7 +27,10 @@ leave no output file (out, lse, dq, dk, dv, dsinks) behind.
 
 --self-test needs no vkattn: it checks sdpa_backward against central differences of
 sdpa_reference.attention (fp64, every element of tiny cases) and, where torch imports, against
-torch.autograd on the same cases; torch's part is skipped (said so) otherwise.
+torch.autograd on the same cases (torch's part is skipped, and said so, otherwise); then it runs a
+few of the cases through fake_vkattn_backward.py, a stand-in writing the references' values: they
+must pass, and each of its deliberate mistakes (a wrong dK, dsinks' sign, no GQA sum in dV, a
+fully masked row's dQ not 0, a NaN, a wrong dtype) must make a case fail.
 """
 import argparse
 import os
@@ -370,9 +373,41 @@ def self_test(seed):
             parts.append(f"torch autograd {t_err:.1e} / 1e-10")
         failures += not ok
         print(f"{'PASS' if ok else 'FAIL'}  {case.name:40s} {'  '.join(parts)}", flush=True)
-    total = len(SELF_TEST_CASES)
+    fake_total, fake_failures = fake_vkattn_runs(seed, use_torch)
+    total = len(SELF_TEST_CASES) + fake_total
+    failures += fake_failures
     print(f"{total - failures}/{total} passed (self-test{'' if use_torch else ', torch skipped'})")
     return 1 if failures else 0
+
+
+# check_case through fake_vkattn_backward.py: right outputs pass, and each way of getting one wrong fails.
+FAKE_CASES = ("sinks_fully_masked_rows", "gqa_dim_v_ne_dim_qk", "varlen_gqa_empty_sequences_sinks")
+FAKE_BREAKS = ("", "dk", "dq_row", "dsinks", "dv_gqa", "dtype", "nan")
+
+
+def fake_vkattn_runs(seed, use_torch):
+    cases = {c.name: c for c in DENSE_CASES + VARLEN_CASES}
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="vkattn-backward-fake-") as root:
+        fake = os.path.join(root, "vkattn")
+        with open(fake, "w") as script:
+            script.write(f"#!/bin/sh\nexec {sys.executable} "
+                         f"{os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fake_vkattn_backward.py')} \"$@\"\n")
+        os.chmod(fake, 0o755)
+        for broken in FAKE_BREAKS:
+            os.environ["FAKE_BACKWARD_BREAK"] = broken
+            results = []
+            for name in FAKE_CASES:
+                ok, detail, _ = check_case(fake, cases[name], os.path.join(root, f"{broken}-{name}"), seed, use_torch)
+                results.append((ok, detail))
+            want_pass = broken == ""
+            ok = all(r[0] for r in results) if want_pass else not all(r[0] for r in results)
+            failures += not ok
+            what = "right outputs pass" if want_pass else f"broken {broken}: caught"
+            print(f"{'PASS' if ok else 'FAIL'}  fake vkattn, {what:30s} "
+                  f"{' | '.join(('ok' if r[0] else 'FAIL') + ' ' + r[1] for r in results)}", flush=True)
+        os.environ.pop("FAKE_BACKWARD_BREAK", None)
+    return len(FAKE_BREAKS), failures
 
 
 def default_vkattn():
