@@ -61,6 +61,9 @@ TOLERANCE = {"f32": 2e-4, "f16": 1e-2, "bf16": 6e-2}  # max|got - want| / max(ma
 FLOOR = 1e-3
 GRADIENTS = ("dq", "dk", "dv", "dsinks")
 OUTPUTS = ("out.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy")
+# A --grad-out not of O's shape is a usage error (the option's contract: exit 2), like a --grad-out
+# without --dq/--dk/--dv.
+SHAPE_EXIT = 2
 
 DENSE_CASES = [
     Case("odd_sizes_f32", batch=2, heads=3, seq_q=33, seq_k=47, dim=37),
@@ -79,6 +82,8 @@ DENSE_CASES = [
     Case("bool_mask_fully_masked_rows", seq_q=40, seq_k=50, mask="bool", mask_shape="b1", masked_rows=5),
     Case("bool_mask_2d_kv_lengths", batch=2, seq_q=24, seq_k=41, mask="bool", kv_lengths=[41, 12]),
     Case("longer_f32", batch=1, heads=2, seq_q=257, seq_k=513, dim=64, causal="bottom-right"),
+    Case("unfused_forward_gqa_mask", heads=4, kv_heads=2, seq_q=21, seq_k=35, mask="bool", window=(-1, 4),
+         path="unfused"),
     Case("f16_files_gqa_softcap", heads=4, kv_heads=2, seq_q=63, seq_k=130, dim=64, file_dtype="f2", softcap=8.0,
          causal="bottom-right"),
     Case("f16_files_float_mask_masked_rows", heads=4, seq_q=33, seq_k=40, file_dtype="f2", mask="f16",
@@ -253,21 +258,31 @@ def error_cases():
     packed_args = ["--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy"]
     return [
         ("grad_out_alone", base, with_grad, 2),
+        ("dq_without_grad_out", base, grads, 2),
+        ("dsinks_without_sinks", base, with_grad + grads + ["--dsinks", "dsinks.npy"], 2),
+        ("grad_out_q8_0", dict(base, **{"q.npy": np.zeros((2, 4, 8, 32), np.float32),
+                                        "k.npy": np.zeros((2, 2, 10, 32), np.float32),
+                                        "v.npy": np.zeros((2, 2, 10, 32), np.float32)}),
+         with_grad + grads + ["--kv-dtype", "q8_0"], 2),
         ("grad_out_without_dq", base, with_grad + grads[2:], 2),
         ("grad_out_without_dk", base, with_grad + grads[:2] + grads[4:], 2),
         ("grad_out_without_dv", base, with_grad + grads[:4], 2),
-        ("grad_out_wrong_dim_v", dict(base, **{"dout.npy": dout[..., :11].copy()}), with_grad + grads, 2),
+        ("grad_out_wrong_dim_v", dict(base, **{"dout.npy": dout[..., :11].copy()}), with_grad + grads, SHAPE_EXIT),
         ("grad_out_dim_qk_not_dim_v", dict(base, **{"dout.npy": np.zeros((2, 4, 8, 16), np.float32)}),
-         with_grad + grads, 2),
-        ("grad_out_wrong_seq_q", dict(base, **{"dout.npy": np.zeros((2, 4, 9, 12), np.float32)}), with_grad + grads, 2),
-        ("grad_out_kv_heads", dict(base, **{"dout.npy": np.zeros((2, 2, 8, 12), np.float32)}), with_grad + grads, 2),
-        ("grad_out_3d_dense", dict(base, **{"dout.npy": dout[0].copy()}), with_grad + grads, 2),
+         with_grad + grads, SHAPE_EXIT),
+        ("grad_out_wrong_seq_q", dict(base, **{"dout.npy": np.zeros((2, 4, 9, 12), np.float32)}), with_grad + grads,
+         SHAPE_EXIT),
+        ("grad_out_kv_heads", dict(base, **{"dout.npy": np.zeros((2, 2, 8, 12), np.float32)}), with_grad + grads,
+         SHAPE_EXIT),
+        ("grad_out_3d_dense", dict(base, **{"dout.npy": dout[0].copy()}), with_grad + grads, SHAPE_EXIT),
         ("varlen_grad_out_wrong_total", dict(packed, **{"dout.npy": np.zeros((10, 4, 16), np.float32)}),
-         packed_args + with_grad + grads, 2),
+         packed_args + with_grad + grads, SHAPE_EXIT),
         ("varlen_grad_out_4d", dict(packed, **{"dout.npy": np.zeros((1, 9, 4, 16), np.float32)}),
-         packed_args + with_grad + grads, 2),
+         packed_args + with_grad + grads, SHAPE_EXIT),
         # Not usage errors by the options' spelling, but must fail cleanly all the same.
         ("grad_out_missing_file", base, ["--grad-out", "nothing.npy"] + grads, None),
+        ("dq_same_file_as_dk", base, with_grad + ["--dq", "dq.npy", "--dk", "dq.npy", "--dv", "dv.npy"], None),
+        ("dq_overwrites_input_q", base, with_grad + ["--dq", "q.npy", "--dk", "dk.npy", "--dv", "dv.npy"], None),
     ]
 
 
