@@ -13,8 +13,10 @@ TESTDATA = os.path.join(HERE, "testdata")
 
 
 # A stand-in for `vkattn bench --json` (and `vkattn --version`): one row per call from the shape options
-# (ms by dtype, so the two dtypes of a shape differ; no tflops). Appends "vkattn" to $FAKE_LOG; exits 3
-# with a message when $FAKE_VKATTN_FAIL is set. The test case files give every shape option.
+# (ms by dtype, so the two dtypes of a shape differ; no tflops); with --backward the row says
+# "backward": true, unless $FAKE_VKATTN_FORWARD_ONLY is set (a vkattn that would not time it). Appends
+# "vkattn" to $FAKE_LOG; exits 3 with a message when $FAKE_VKATTN_FAIL is set. The test case files give
+# every shape option.
 FAKE_VKATTN = r'''
 import json, os, sys
 args = sys.argv[1:]
@@ -35,6 +37,8 @@ row = {"batch": int(opt("--batch")), "heads": int(opt("--heads")), "kv_heads": i
        "dim_v": int(opt("--dim-v")), "dtype": dtype, "causal": opt("--causal", "none"), "path": "fused",
        "kernel": "rowwise", "splits": 1, "ms_median": 2.0 if dtype == "f32" else 1.0, "ms_min": 0.5,
        "tflops": None, "status": "ok", "reason": None, "iters": int(opt("--iters", "10"))}
+if "--backward" in args and not os.environ.get("FAKE_VKATTN_FORWARD_ONLY"):
+    row["backward"] = True
 print(json.dumps({"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "driver": "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)",
                   "version": "0.1.0", "sweep": None, "results": [row]}))
 '''

@@ -202,11 +202,16 @@ def visible_pairs(seq_q, seq_k, causal):
     return ramp * (first + 1 + off) + ramp * (ramp - 1) // 2 + (seq_q - full) * seq_k
 
 
+BACKWARD_FLOP_FACTOR = 2.5  # a backward pass counts 2.5 forwards (FlashAttention's convention, vkattn bench --backward's)
+
+
 def attention_flops(shape):
     """FLOPs of one attention call by vkattn's convention (tools/drivers/bench_metrics.hpp): 2·(Dqk+Dv) per
-    visible (query, key) pair, so a peer's TFLOP/s and vkattn's compare as times do."""
+    visible (query, key) pair, so a peer's TFLOP/s and vkattn's compare as times do; a backward pass
+    (shape["backward"] true) counts BACKWARD_FLOP_FACTOR times that."""
     pairs = visible_pairs(shape["seq_q"], shape["seq_k"], shape["causal"])
-    return 2.0 * shape["batch"] * shape["heads"] * pairs * (shape["dim_qk"] + shape["dim_v"])
+    flops = 2.0 * shape["batch"] * shape["heads"] * pairs * (shape["dim_qk"] + shape["dim_v"])
+    return flops * BACKWARD_FLOP_FACTOR if shape.get("backward") else flops
 
 
 def tflops(shape, ms):

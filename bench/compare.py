@@ -9,6 +9,7 @@
     /usr/bin/python3 bench/compare.py --a OLD/vkattn --b NEW/vkattn --driver system \\
         --driver /opt/vkattn/mesa-25.0.7/lvp_icd.json --case decode-h32-kv8-d128-k32768-f16 --json out.json issue12
     /usr/bin/python3 bench/compare.py --dry-run --a build/release/tools/vkattn --b torch-cpu:2 smoke
+    /usr/bin/python3 bench/compare.py --backward --a build/release/tools/vkattn --b torch-cpu issue12
 
 A program (--a, and --b, repeatable: each B is shown against A; --before and --after are the same) is
 - a vkattn binary, run as `vkattn bench --json CASE-ARGS` in a process per case, optionally `LABEL=PATH`;
@@ -32,6 +33,11 @@ Case files: bench/cases/*.txt (default: issue12 and serving). --json writes ever
 format of bench/run.py (bench/benchlib.py), one run per program and driver, each case once per round,
 plus the summary; bench/report.py draws the recorded files. --dry-run prints what each program would
 run on each case and runs nothing (no torch needed).
+
+--backward (or --backward in a case's line) times the backward pass instead: vkattn as `vkattn bench
+--backward` (its result must say "backward": true), torch-cpu as torch.autograd of its textbook
+attention, the backward alone (bench/peer_torch_cpu.py); FLOPs 2.5x the forward's on both sides
+(benchlib.BACKWARD_FLOP_FACTOR). torch-gpu and ggml refuse backward cases.
 """
 import argparse
 import json
@@ -106,7 +112,11 @@ class Program:
     def run(self, driver, case_args, extra, name="case"):
         """(command, document or None, result record) of one case."""
         if self.adapter is None:
-            return bl.run_case(self.path, driver, case_args, extra)
+            command, doc, row = bl.run_case(self.path, driver, case_args, extra)
+            if "--backward" in case_args and row.get("backward") is not True:
+                raise RuntimeError(f"{' '.join(command)}: its result does not say \"backward\": true "
+                                   "(a vkattn without bench --backward?)")
+            return command, doc, row
         command, row = self.adapter.run(name, dense_shape(case_args, self.kind), case_args, driver)
         return command, None, row
 
@@ -119,15 +129,19 @@ def dense_shape(case_args, prog=peer_torch_cpu.KIND):
         p.add_argument(flag, type=int, default=default)
     p.add_argument("--dtype", default="f32")
     p.add_argument("--causal", default="none")
+    p.add_argument("--backward", action="store_true")
     try:
         a, rest = p.parse_known_args(case_args)
     except argparse.ArgumentError as e:
         raise RuntimeError(f"{prog}: {e}")
     if rest:
         raise RuntimeError(f"{prog} takes plain dense cases; not {' '.join(rest)}")
-    return {"batch": a.batch, "heads": a.heads, "kv_heads": a.kv_heads or a.heads, "seq_q": a.seq_q,
-            "seq_k": a.seq_k or a.seq_q, "dim_qk": a.dim, "dim_v": a.dim_v or a.dim, "causal": a.causal,
-            "dtype": a.dtype}
+    shape = {"batch": a.batch, "heads": a.heads, "kv_heads": a.kv_heads or a.heads, "seq_q": a.seq_q,
+             "seq_k": a.seq_k or a.seq_q, "dim_qk": a.dim, "dim_v": a.dim_v or a.dim, "causal": a.causal,
+             "dtype": a.dtype}
+    if a.backward:
+        shape["backward"] = True  # as vkattn bench --backward's result says it
+    return shape
 
 
 def parse_args(argv):
@@ -149,6 +163,8 @@ def parse_args(argv):
                    "runs per case, --warmup/--iters becoming caps (on both sides alike)")
     p.add_argument("--ggml-backend", default=peer_ggml.DEFAULT_BACKEND,
                    help="the ggml program's test-backend-ops -b (default: %(default)s)")
+    p.add_argument("--backward", action="store_true",
+                   help="time the backward pass: vkattn bench --backward, torch-cpu's autograd (FLOPs 2.5x the forward's)")
     p.add_argument("--json", dest="json_out", help="write every run and the summary here")
     p.add_argument("--dry-run", action="store_true", help="print what each program would run on each case; run nothing")
     return p.parse_args(argv)
@@ -195,6 +211,9 @@ def prepare(args):
     for given in args.case_files:
         check_case_file(given)
     cases = bl.load_cases(args.case_files or DEFAULT_CASES, args.case)
+    if args.backward:
+        cases = [(f, name, case_args if "--backward" in case_args else [*case_args, "--backward"])
+                 for f, name, case_args in cases]
     for prog in programs:
         if not (args.dry_run and prog.runs_a_binary()):  # a dry run says which binary is missing instead
             prog.check()

@@ -268,7 +268,9 @@ class Ggml:
                                "docs/performance.md says how to build it)")
 
     def refuse(self, name, shape):
-        """Why ggml's generated case cannot be this one (causal, a dtype, heads), or None."""
+        """Why ggml's generated case cannot be this one (causal, a dtype, heads, a backward), or None."""
+        if shape.get("backward"):
+            return f"{KIND} has no backward pass of FLASH_ATTN_EXT to time"
         try:
             test_file_line(shape, name)
         except RuntimeError as e:

@@ -15,6 +15,11 @@ Timing: a monotonic clock around each call, the median of the timed runs after t
 float32 inputs; counts: --warmup/--iters exactly when given alone, else at most those (default 3 and
 10, vkattn bench's) within --budget seconds per case (default 5, vkattn bench's --budget rule).
 Takes plain dense cases (compare.dense_shape); FLOPs by vkattn's convention (benchlib.attention_flops).
+
+Backward (a case with --backward, or compare.py --backward, beside `vkattn bench --backward`): the same
+textbook attention with autograd on Q, K and V, and O.backward(dO) for a random dO; each timed call is
+the backward alone, its forward run just before it, untimed (and the gradients cleared); FLOPs 2.5x the
+forward's (benchlib.BACKWARD_FLOP_FACTOR), as vkattn counts its backward.
 """
 import os
 import re
@@ -27,6 +32,9 @@ KIND = "torch-cpu"
 DEFAULT_WARMUP, DEFAULT_ITERS, DEFAULT_BUDGET_S = 3, 10, 5.0
 METHOD = ("textbook attention in float32: S = (scale*Q) @ K^T, masked_fill(-inf) for causal, softmax(dim=-1), "
           "P @ V; GQA: K and V heads repeat_interleave'd inside the timed call; torch.inference_mode")
+METHOD_BACKWARD = ("torch.autograd of the textbook attention in float32 (S = (scale*Q) @ K^T, masked_fill(-inf) for "
+                   "causal, softmax(dim=-1), P @ V; GQA: repeat_interleave'd K and V): O.backward(dO) for dQ, dK, dV, "
+                   "timed alone, the forward run untimed before each call")
 
 
 def cpu_threads():
@@ -76,25 +84,27 @@ def textbook_attention(torch, q, k, v, scale, mask=None):
     return torch.matmul(torch.softmax(s, dim=-1), v)
 
 
-def time_calls(call, warmup, iters, budget_s, counts_given, clock=time.perf_counter):
+def time_calls(call, warmup, iters, budget_s, counts_given, clock=time.perf_counter, setup=None):
     """Times call() as vkattn bench does: exact counts, or a probe run (the first warm-up) and the counts
-    the budget allows (benchlib.run_counts). Returns (timed ms list, warm-ups run)."""
+    the budget allows (benchlib.run_counts). setup(), when given, runs before every call (warm-ups and
+    the probe too), outside the clock. Returns (timed ms list, warm-ups run)."""
+    def timed():
+        if setup is not None:
+            setup()
+        start = clock()
+        call()
+        return (clock() - start) * 1e3
+
     if counts_given:
         for _ in range(warmup):
-            call()
+            timed()
         warmed = warmup
     else:
-        start = clock()
-        call()
-        warmup, iters = bl.run_counts((clock() - start) * 1e3, warmup, iters, budget_s)
+        warmup, iters = bl.run_counts(timed(), warmup, iters, budget_s)
         for _ in range(warmup):
-            call()
+            timed()
         warmed = warmup + 1
-    ms = []
-    for _ in range(iters):
-        start = clock()
-        call()
-        ms.append((clock() - start) * 1e3)
+    ms = [timed() for _ in range(iters)]
     return ms, warmed
 
 
@@ -133,12 +143,35 @@ class TextbookTimer:
                                     (b, g, shape["seq_k"], shape["dim_v"])))
             mask = causal_mask(torch, shape["seq_q"], shape["seq_k"], shape["causal"])
             scale = 1.0 / shape["dim_qk"] ** 0.5
-            with torch.inference_mode():
-                ms, warmed = time_calls(lambda: textbook_attention(torch, q, k, v, scale, mask), self.warmup,
-                                        self.iters, self.budget_s, self.counts_given)
+            if shape.get("backward"):
+                dout = torch.randn((b, h, shape["seq_q"], shape["dim_v"]), dtype=torch.float32, generator=gen)
+                ms, warmed = self.time_backward(q, k, v, dout, scale, mask)
+            else:
+                with torch.inference_mode():
+                    ms, warmed = time_calls(lambda: textbook_attention(torch, q, k, v, scale, mask), self.warmup,
+                                            self.iters, self.budget_s, self.counts_given)
         except (RuntimeError, MemoryError) as e:
             return {"unsupported": bl.refusal_reason(e)}
         return {"ms": statistics.median(ms), "ms_min": min(ms), "iters": len(ms), "warmup": warmed}
+
+    def time_backward(self, q, k, v, dout, scale, mask):
+        """O.backward(dO) through the textbook attention, timed alone: before each call its forward runs
+        (with autograd) and the gradients of Q, K and V are cleared, outside the clock."""
+        torch = self.torch
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        graph = {}
+
+        def forward():
+            for t in (q, k, v):
+                t.grad = None
+            graph["out"] = textbook_attention(torch, q, k, v, scale, mask)
+
+        def backward():
+            graph.pop("out").backward(dout)
+
+        with torch.enable_grad():
+            return time_calls(backward, self.warmup, self.iters, self.budget_s, self.counts_given, setup=forward)
 
 
 class TorchCpu:
@@ -160,7 +193,7 @@ class TorchCpu:
         return None  # any dense shape; torch's own refusals (out of memory) come when it runs
 
     def describe(self, shape):
-        return f"{METHOD}; {self.threads()} threads"
+        return f"{METHOD_BACKWARD if shape.get('backward') else METHOD}; {self.threads()} threads"
 
     def load(self):
         self.side()
@@ -186,5 +219,6 @@ class TorchCpu:
         if "unsupported" in record:
             raise RuntimeError(f"{KIND} refused {name}: {record['unsupported']}")
         row = dict(shape, ms_median=record["ms"], ms_min=record["ms_min"], iters=record["iters"], status="ok",
-                   tflops=bl.tflops(shape, record["ms"]), kernel="textbook f32", splits=None)
+                   tflops=bl.tflops(shape, record["ms"]),
+                   kernel="textbook f32 autograd" if shape.get("backward") else "textbook f32", splits=None)
         return [KIND, *case_args], row

@@ -177,6 +177,8 @@ class TorchGpu:
 
     def refuse(self, name, shape):
         """Why this program cannot run the case before anything runs, or None (torch's refusals come later)."""
+        if shape.get("backward"):
+            return f"{KIND} does not time the backward pass (torch-cpu does)"
         return None
 
     def describe(self, shape):

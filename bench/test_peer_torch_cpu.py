@@ -5,7 +5,10 @@
 
 A fake `torch` backed by numpy and the fake vkattn of bench/bench_test_helpers.py stand for the two
 programs: compare.py's rounds alternate, the torch side's counts and threads, its refusals and a missing
-torch as one line, --dry-run without torch; the timing follows vkattn bench's budget rule. With
+torch as one line, --dry-run without torch; the timing follows vkattn bench's budget rule. The backward
+mode (compare.py --backward, or --backward in a case line): vkattn asked for `bench --backward` and held
+to its "backward": true, torch's backward calls timed alone (each after an untimed forward), FLOPs 2.5x,
+torch-gpu and ggml refusing it. With
 --vkattn, a tiny case also runs through the real binary (fake torch). Where a real torch is installed,
 the textbook attention is checked against a numpy reference (GQA, both causal alignments).
 """
@@ -28,7 +31,7 @@ import peer_torch_cpu as pc  # noqa: E402
 VKATTN = bh.take_vkattn_arg(sys.argv) if __name__ == "__main__" else None
 
 # A stand-in for torch on numpy: just what peer_torch_cpu.py calls. Appends "torch" to $FAKE_LOG at
-# each softmax (once per attention call).
+# each softmax (once per attention call), "backward" at each Tensor.backward.
 FAKE_TORCH = '''
 import contextlib, os
 import numpy as np
@@ -36,8 +39,16 @@ __version__ = "1.13.0+fake"
 float32 = np.float32
 _threads = [1]
 class Tensor:
+    grad = None
     def __init__(self, a):
         self.a = np.asarray(a)
+    def requires_grad_(self, flag=True):
+        return self
+    def backward(self, gradient):
+        assert gradient.shape == self.shape
+        if os.environ.get("FAKE_LOG"):
+            with open(os.environ["FAKE_LOG"], "a") as f:
+                f.write("backward\\n")
     shape = property(lambda self: self.a.shape)
     def __mul__(self, x):
         return Tensor(self.a * x)
@@ -78,6 +89,7 @@ def set_num_threads(n):
 def get_num_threads():
     return _threads[0]
 inference_mode = contextlib.nullcontext
+enable_grad = contextlib.nullcontext
 class __config__:
     @staticmethod
     def show():
@@ -214,6 +226,92 @@ class CompareRuns(unittest.TestCase):
         self.assertEqual([c["result"]["iters"] for c in torch["cases"]], [2, 2])
 
 
+class Backward(unittest.TestCase):
+    def test_backward_rounds_alternate_and_time_the_backward_alone(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            done = fakes.compare("--backward", "--b", "torch-cpu", "--rounds", "2", "--warmup", "1", "--iters", "2")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            # each torch call: its forward (softmax), then the backward; 1 warm-up + 2 timed per round
+            self.assertEqual(bh.collapse(fakes.events()),
+                             [("vkattn", 2)] + [("torch", 1), ("backward", 1)] * 6 + [("vkattn", 2)])
+            doc = fakes.doc()
+        vk, torch = doc["runs"]
+        self.assertEqual(vk["cases"][0]["command"][:3], ["vkattn", "bench", "--json"])
+        self.assertIn("--backward", vk["cases"][0]["command"])
+        self.assertTrue(vk["cases"][0]["result"]["backward"])
+        row = torch["cases"][0]["result"]
+        self.assertEqual((row["backward"], row["kernel"], row["iters"]), (True, "textbook f32 autograd", 2))
+        forward = dict(row, backward=False)
+        self.assertAlmostEqual(row["tflops"], 2.5 * bl.tflops(forward, row["ms_median"]))
+        self.assertAlmostEqual(bl.attention_flops(row), 2.5 * bl.attention_flops(forward))
+        self.assertIn("| gqa-causal |", done.stdout)
+
+    def test_backward_in_a_case_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp, cases="bwd --batch 1 --heads 2 --kv-heads 1 --seq-q 4 --seq-k 6 --dim 8 --dim-v 4 "
+                                     "--dtype f16 --backward\n")
+            done = fakes.compare("--b", "torch-cpu", "--rounds", "1", "--warmup", "0", "--iters", "3")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(fakes.events()[2:], ["torch", "backward"] * 3)
+            vk, torch = fakes.doc()["runs"]
+        self.assertEqual(vk["cases"][0]["command"].count("--backward"), 1)
+        self.assertTrue(torch["cases"][0]["result"]["backward"])
+
+    def test_a_vkattn_not_timing_the_backward_is_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            done = fakes.compare("--backward", "--b", "torch-cpu", FAKE_VKATTN_FORWARD_ONLY="1")
+            bh.one_line_error(self, done, 'its result does not say "backward": true')
+            self.assertFalse(os.path.exists(fakes.out))
+
+    def test_torch_gpu_and_ggml_refuse_backward_cases(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp)
+            bh.one_line_error(self, fakes.compare("--backward", "--b", "torch-gpu"),
+                              "case gqa-causal: torch-gpu does not time the backward pass")
+            bh.one_line_error(self, fakes.compare("--backward", "--b", f"ggml={fakes.vkattn}"),
+                              "case gqa-causal: ggml has no backward pass")
+            self.assertEqual(fakes.events(), [])
+
+    def test_dry_run_backward(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp, torch_body=MISSING_TORCH)
+            done = fakes.compare("--backward", "--b", "torch-cpu:2", "--dry-run")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(fakes.events(), [])
+        self.assertIn("--causal bottom-right --backward\n", done.stdout)
+        self.assertIn("gqa-causal: torch.autograd of the textbook attention in float32", done.stdout)
+
+
+def bench_has_backward(vkattn):
+    """Whether this vkattn's bench takes --backward (its --help says so)."""
+    import subprocess  # noqa: PLC0415
+    try:
+        done = subprocess.run([vkattn, "bench", "--help"], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return False
+    return "--backward" in done.stdout + done.stderr
+
+
+class LiveBackward(unittest.TestCase):
+    @unittest.skipUnless(VKATTN and bench_has_backward(VKATTN), "--vkattn not given, or its bench has no --backward")
+    def test_live_vkattn_backward(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fakes = Fakes(tmp, cases="tiny --heads 4 --kv-heads 2 --seq-q 16 --seq-k 32 --dim 16 --causal bottom-right "
+                                     "--dtype f16\n")
+            done = fakes.compare("--backward", "--b", "torch-cpu", "--rounds", "2", "--warmup", "0", "--iters", "2",
+                                 vkattn=VKATTN)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            vk, torch = fakes.doc()["runs"]
+        for c in vk["cases"]:
+            row = c["result"]
+            self.assertEqual((row["status"], row["iters"], row["backward"]), ("ok", 2, True))
+            # vkattn's backward TFLOP/s follows the count the peers use: 2.5x the forward's FLOPs
+            self.assertAlmostEqual(row["tflops"], bl.tflops(row, row["ms_median"]), delta=1e-6 * row["tflops"])
+        self.assertEqual([c["result"]["backward"] for c in torch["cases"]], [True, True])
+
+
 class Timing(unittest.TestCase):
     def test_time_calls_follows_vkattns_budget_rule(self):
         ticks = iter(range(0, 10 ** 6, 100))
@@ -226,6 +324,24 @@ class Timing(unittest.TestCase):
         calls.clear()
         ms, warmed = pc.time_calls(lambda: calls.append(1), 1, 4, 1.0, True, clock)
         self.assertEqual((len(ms), warmed, len(calls)), (4, 1, 5))
+        self.assertTrue(all(abs(m - 100.0) < 1e-6 for m in ms))
+
+    def test_time_calls_leaves_setup_off_the_clock(self):
+        now = [0.0]
+        clock = lambda: now[0]  # noqa: E731
+        calls = []
+
+        def setup():
+            calls.append("setup")
+            now[0] += 5.0  # the forward: 5 s, untimed
+
+        def call():
+            calls.append("call")
+            now[0] += 0.1  # the backward: 100 ms
+
+        ms, warmed = pc.time_calls(call, 10, 50, 1.0, False, clock, setup=setup)
+        self.assertEqual((len(ms), warmed), (10, 3))  # the budget sees 100 ms calls, not 5.1 s ones
+        self.assertEqual(calls, ["setup", "call"] * 13)
         self.assertTrue(all(abs(m - 100.0) < 1e-6 for m in ms))
 
 
@@ -275,6 +391,50 @@ class RealTorch(unittest.TestCase):
         self.assertLessEqual(record["ms_min"], record["ms"])
         self.assertEqual(timer.threads, 1)
         self.assertTrue(timer.blas().startswith("BLAS "))
+
+    def test_torch_side_times_a_backward(self):
+        timer = pc.TextbookTimer(self.torch, 1, 1, 3, 1.0, True)
+        shape = dict(batch=1, heads=4, kv_heads=2, seq_q=16, seq_k=32, dim_qk=16, dim_v=8, causal="bottom-right",
+                     dtype="f32", backward=True)
+        record = timer.run(shape)
+        self.assertEqual((record["iters"], record["warmup"]), (3, 1))
+        self.assertGreater(record["ms"], 0)
+
+    def test_textbook_backward_matches_numpy(self):
+        """The gradients the timed backward computes: float32 autograd of textbook_attention against
+        float64 numpy (the same formulas as tests/cli/sdpa_backward.py, GQA summed)."""
+        torch = self.torch
+        gen = torch.Generator()
+        gen.manual_seed(5)
+        for heads, kv_heads, sq, sk, d, dv, causal in ((4, 2, 5, 9, 16, 8, "bottom-right"), (3, 3, 7, 4, 8, 8, "top-left")):
+            q = torch.randn((2, heads, sq, d), generator=gen).requires_grad_(True)
+            k = torch.randn((2, kv_heads, sk, d), generator=gen).requires_grad_(True)
+            v = torch.randn((2, kv_heads, sk, dv), generator=gen).requires_grad_(True)
+            dout = torch.randn((2, heads, sq, dv), generator=gen)
+            pc.textbook_attention(torch, q, k, v, 1.0 / d ** 0.5, pc.causal_mask(torch, sq, sk, causal)).backward(dout)
+            want = reference_backward(q.detach().numpy(), k.detach().numpy(), v.detach().numpy(), dout.numpy(), causal)
+            for name, got in (("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+                np.testing.assert_allclose(got.numpy(), want[name], rtol=1e-4, atol=1e-5, err_msg=f"{name} {causal}")
+
+
+def reference_backward(q, k, v, dout, causal):
+    """float64 numpy gradients of sum(dO * reference_attention(...)): dV = Pᵀ dO, dS = P (dO Vᵀ - rowsum(dO O)),
+    dQ = dS K / √d, dK = dSᵀ Q / √d, dK and dV summed over each KV head's query heads."""
+    q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
+    group = q.shape[1] // k.shape[1]
+    kk, vv = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(kk, -1, -2) * scale
+    sq, sk = s.shape[-2:]
+    if causal != "none":
+        off = sk - sq if causal == "bottom-right" else 0
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None] + off, -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    out = p @ vv
+    ds = p * (dout @ np.swapaxes(vv, -1, -2) - (dout * out).sum(axis=-1, keepdims=True))
+    fold = lambda x: x.reshape(x.shape[0], -1, group, *x.shape[2:]).sum(axis=2)  # noqa: E731
+    return {"dq": ds @ kk * scale, "dk": fold(np.swapaxes(ds, -1, -2) @ q * scale), "dv": fold(np.swapaxes(p, -1, -2) @ dout)}
 
 
 if __name__ == "__main__":
