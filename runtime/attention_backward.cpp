@@ -109,11 +109,17 @@ void bind_inputs(Dispatch& d, const BackwardCallPlan& plan) {
   d.bind(BACKWARD_ROWS_BINDING, Binding{S::workspace, plan.rows_offset, 4, rows});
 }
 
-BackwardConstants backward_constants(const BackwardCallPlan& plan, bool partial) {
+// The constants of the rows kernel and, with `walk` (the dK/dV and dQ kernels), of those kernels' form.
+BackwardConstants backward_constants(const ContextImpl& c, const BackwardCallPlan& plan, bool partial, bool walk = false) {
   BackwardConstants k;
   k.dim_qk = u32(plan.p.dim_qk);
   k.dim_v = u32(plan.p.dim_v);
   k.workgroup = plan.workgroup;
+  if (walk && plan.subgroup_form) {
+    k.workgroup = plan.lanes;
+    k.rows = plan.rows_per_lane;
+    k.required_lanes = c.info.required_subgroup_size ? plan.lanes : 0u;
+  }
   k.modifiers = modifier_constants(plan.p, plan.forward.dense.options);
   k.varlen = plan.varlen ? 1u : 0u;
   k.partial = partial ? 1u : 0u;
@@ -172,7 +178,7 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
   list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
 
   BackwardPush push = backward_push(plan);
-  BackwardConstants rows_k = backward_constants(plan, false);
+  BackwardConstants rows_k = backward_constants(c, plan, false);
   list.dispatch(backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, push,
                                   {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches}));
   list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
@@ -191,8 +197,10 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
   {
     BackwardPush kv_push = push;
     kv_push.split = plan.split_rows;
-    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_kv, backward_constants(plan, kv_split), kv_push,
-                                   {u32(int64_t(ceil_div(plan.keys_total, wg))), u32(p.kv_heads), plan.batches * plan.query_splits});
+    const Shader kv_shader = plan.subgroup_form ? Shader::attention_backward_kv_subgroup : Shader::attention_backward_kv;
+    Dispatch d = backward_dispatch(c, plan, kv_shader, backward_constants(c, plan, kv_split, true), kv_push,
+                                   {u32(int64_t(ceil_div(plan.keys_total, plan.kv_tile()))), u32(p.kv_heads),
+                                    plan.batches * plan.query_splits});
     if (kv_split) {
       d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dk_parts_offset, 4, all_keys * uint64_t(p.dim_qk)});
       d.bind(BACKWARD_GRAD_B_BINDING, Binding{S::workspace, plan.dv_parts_offset, 4, all_keys * uint64_t(p.dim_v)});
@@ -206,8 +214,10 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
     BackwardPush q_push = push;
     q_push.split = plan.split_keys;
     const uint64_t all_rows = uint64_t(plan.key_splits) * uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
-    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_q, backward_constants(plan, q_split), q_push,
-                                   {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches * plan.key_splits});
+    const Shader q_shader = plan.subgroup_form ? Shader::attention_backward_q_subgroup : Shader::attention_backward_q;
+    Dispatch d = backward_dispatch(c, plan, q_shader, backward_constants(c, plan, q_split, true), q_push,
+                                   {u32(int64_t(ceil_div(plan.rows_total, plan.q_tile()))), u32(p.heads),
+                                    plan.batches * plan.key_splits});
     if (q_split)
       d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dq_parts_offset, 4, all_rows * uint64_t(p.dim_qk)});
     else

@@ -4,6 +4,7 @@
 #include <string>
 #include <variant>
 
+#include "gemm.hpp"
 #include "int_math.hpp"
 #include "llvmpipe_limits.hpp"
 #include "vkattn/dropout.hpp"
@@ -69,10 +70,22 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
   plan.query_splits = uint32_t(ceil_div(rows, plan.split_rows));
   plan.key_splits = uint32_t(ceil_div(keys, plan.split_keys));
   plan.workgroup = std::min<uint32_t>(64, device.max_workgroup_invocations);
+  // The subgroup forms where the forward would take its subgroup kernel: CPU devices of one subgroup
+  // size with shuffles (the GEMM's rule), unless another kernel variant is forced.
+  const GemmChoice gemm = choose_gemm(device);
+  plan.subgroup_form = gemm.kernel == GemmKernel::subgroup &&
+                       (variant == KernelVariant::subgroup || (variant == KernelVariant::automatic && device.is_cpu()));
+  if (plan.subgroup_form) {
+    plan.lanes = gemm.lanes;
+    // Two keys (rows) a lane up to d128: each shuffled element then feeds two dot products; past it the
+    // private arrays (4 x rows x dim floats) would double the JIT time.
+    plan.rows_per_lane = std::max(p.dim_qk, p.dim_v) <= 128 ? 2 : 1;
+  }
 
   const uint64_t wg = plan.workgroup;
-  check_grid(device, "dK/dV", ceil_div(plan.keys_total, wg), uint64_t(p.kv_heads), uint64_t(plan.batches) * plan.query_splits);
-  check_grid(device, "dQ", ceil_div(plan.rows_total, wg), uint64_t(p.heads), uint64_t(plan.batches) * plan.key_splits);
+  check_grid(device, "dK/dV", ceil_div(plan.keys_total, plan.kv_tile()), uint64_t(p.kv_heads),
+             uint64_t(plan.batches) * plan.query_splits);
+  check_grid(device, "dQ", ceil_div(plan.rows_total, plan.q_tile()), uint64_t(p.heads), uint64_t(plan.batches) * plan.key_splits);
   check_grid(device, "rows", ceil_div(plan.rows_total, wg), uint64_t(p.heads), plan.batches);
   if (device.is_llvmpipe && uint64_t(plan.batches) * (ceil_div(plan.rows_total, wg) + 1) > kLlvmpipeLoopBudget)
     throw Error("backward: " + str(plan.batches) + " sequences of up to " + str(plan.rows_total) +
@@ -111,6 +124,7 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     plan.dropout_offset = dropout->offset;
   }
 
+  plan.report.kernel = plan.subgroup_form ? "subgroup" : "portable";
   plan.report.workgroup = plan.workgroup;
   plan.report.query_splits = plan.query_splits;
   plan.report.key_splits = plan.key_splits;

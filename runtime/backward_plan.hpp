@@ -20,7 +20,13 @@ struct BackwardCallPlan {
   uint32_t keys_total = 0;         // keys likewise: seq_k or max_seqlen_k
   uint32_t split_rows = 0, split_keys = 0;  // the dK/dV kernel's query rows per split, the dQ kernel's keys
   uint32_t query_splits = 1, key_splits = 1;
-  uint32_t workgroup = 64;
+  uint32_t workgroup = 64;  // the rows kernel's and the reduce's; the portable kv and q kernels'
+  // The dK/dV and dQ kernels: the portable ones (a key or a query row per invocation, any device), or on
+  // CPU devices their subgroup forms (one subgroup of `lanes`, `rows_per_lane` keys or rows per lane).
+  bool subgroup_form = false;
+  uint32_t lanes = 0, rows_per_lane = 1;
+  uint32_t kv_tile() const { return subgroup_form ? lanes * rows_per_lane : workgroup; }  // keys per workgroup
+  uint32_t q_tile() const { return subgroup_form ? lanes * rows_per_lane : workgroup; }   // query rows per workgroup
   uint32_t dropout_threshold = 0;  // vkattn/dropout.hpp; 0: none
   uint64_t seed = 0;
   uint32_t dropout_offset = 0;

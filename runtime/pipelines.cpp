@@ -205,6 +205,8 @@ PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstant
   key.spec[SPEC_BACKWARD_PARTIAL] = c.partial;
   key.spec[SPEC_BACKWARD_DROPOUT] = c.dropout_threshold;
   key.spec[SPEC_BACKWARD_SINKS_PASS] = c.sinks_pass;
+  key.spec[SPEC_BACKWARD_ROWS] = c.rows;
+  key.required_subgroup_size = c.required_lanes;
   return key;
 }
 

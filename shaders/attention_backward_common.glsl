@@ -132,6 +132,22 @@ float dropout_factor(uint b, uint h, uint i, uint j) {
   return word >= DROPOUT_THRESHOLD ? keep_scale : 0.0;
 }
 
+// The query rows [lo, hi) that can see a key in [ja, jb) (jb > ja) under causal and the window; the
+// host keeps seq_q + seq_k below 2^29, so no sum here leaves int32. Each pair is still tested alone
+// (key_visible): this only bounds the walk.
+uvec2 query_rows_of_keys(uint ja, uint jb) {
+  int lo = 0, hi = int(g_rows_q);
+  const uint causal = pc.flags & CAUSAL_MASK;
+  if (causal == CAUSAL_TOP_LEFT) lo = max(lo, int(ja));
+  if (causal == CAUSAL_BOTTOM_RIGHT) lo = max(lo, int(ja) + int(SEQ_Q) - int(SEQ_K));
+  if (HAS_WINDOW) {
+    const int off = diagonal_offset();
+    if (WINDOW_RIGHT != WINDOW_UNBOUNDED) lo = max(lo, int(ja) - off - int(WINDOW_RIGHT));
+    if (WINDOW_LEFT != WINDOW_UNBOUNDED) hi = min(hi, int(jb) - off + int(WINDOW_LEFT));
+  }
+  return uvec2(uint(lo), uint(max(lo, hi)));
+}
+
 // The splits of a dispatch: the grid's z is split * batches + b, and the split size covers `total`.
 uint split_count(uint total) { return max((total + pc.split - 1u) / pc.split, 1u); }
 

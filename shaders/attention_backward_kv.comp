@@ -21,22 +21,6 @@ layout(binding = BACKWARD_GRAD_A_BINDING) writeonly buffer DkPartBuf { float dk_
 layout(binding = BACKWARD_GRAD_B_BINDING) writeonly buffer DvBuf { STORAGE_T dv_out[]; };
 layout(binding = BACKWARD_GRAD_B_BINDING) writeonly buffer DvPartBuf { float dv_part[]; };
 
-// The query rows [lo, hi) that can see a key in [ja, jb) (jb > ja) under causal and the window; the
-// host keeps seq_q + seq_k below 2^29, so no sum here leaves int32. Each pair is still tested alone
-// (key_visible): this only bounds the walk.
-uvec2 query_rows_of_keys(uint ja, uint jb) {
-  int lo = 0, hi = int(g_rows_q);
-  const uint causal = pc.flags & CAUSAL_MASK;
-  if (causal == CAUSAL_TOP_LEFT) lo = max(lo, int(ja));
-  if (causal == CAUSAL_BOTTOM_RIGHT) lo = max(lo, int(ja) + int(SEQ_Q) - int(SEQ_K));
-  if (HAS_WINDOW) {
-    const int off = diagonal_offset();
-    if (WINDOW_RIGHT != WINDOW_UNBOUNDED) lo = max(lo, int(ja) - off - int(WINDOW_RIGHT));
-    if (WINDOW_LEFT != WINDOW_UNBOUNDED) hi = min(hi, int(jb) - off + int(WINDOW_LEFT));
-  }
-  return uvec2(uint(lo), uint(max(lo, hi)));
-}
-
 void main() {
   const uint g = gl_WorkGroupID.y;
   const uint rows_total = VARLEN ? pc.m_sb : pc.seq_q;

@@ -245,7 +245,8 @@
                                            workspace, [split][batch][head][row][dim]); 0: the gradients */
 #define SPEC_BACKWARD_DROPOUT 9         /* dropout's threshold (vkattn/dropout.hpp: floor(p * 2^32)); 0: none */
 #define SPEC_BACKWARD_SINKS_PASS 10     /* attention_backward_rows.comp: 0 D per row, 1 dsinks per head */
-#define SPEC_BACKWARD_COUNT 11
+#define SPEC_BACKWARD_ROWS 11           /* the subgroup forms (CPU devices): keys (kv) or query rows (q) per lane */
+#define SPEC_BACKWARD_COUNT 12
 /* attention_backward_reduce.comp */
 #define SPEC_REDUCE_WORKGROUP 0
 #define SPEC_REDUCE_COUNT 1

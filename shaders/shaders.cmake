@@ -14,6 +14,8 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_backward_rows_${dtype} SOURCE attention_backward_rows.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_kv_${dtype} SOURCE attention_backward_kv.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_${dtype} SOURCE attention_backward_q.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_kv_subgroup_${dtype} SOURCE attention_backward_kv_subgroup.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_q_subgroup_${dtype} SOURCE attention_backward_q_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_reduce_${dtype} SOURCE attention_backward_reduce.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 

@@ -31,6 +31,7 @@ struct BackwardBuffers {
 
 // How the backward runs (reported by tools).
 struct BackwardPlan {
+  const char* kernel = "portable";  // the dK/dV and dQ kernels: "portable" (any device) or "subgroup" (CPU devices)
   uint32_t workgroup = 0;        // invocations per workgroup of its kernels
   uint32_t query_splits = 1;     // the dK/dV kernel's splits of the query rows (> 1: partials summed after)
   uint32_t key_splits = 1;       // the dQ kernel's splits of the keys

@@ -127,7 +127,7 @@ BenchResult bench_backward(Context& context, const BenchOptions& o, const BenchS
   const PreparedAttentionBackward planned(context, spec);
   const BackwardPlan& plan = planned.plan();
   result.plan.path = "backward";
-  result.plan.kernel = "kv+q";
+  result.plan.kernel = plan.kernel;
   result.plan.splits = std::max(plan.query_splits, plan.key_splits);
   result.plan.workspace_bytes = planned.workspace_bytes();
   result.plan.chunks = plan.dispatches;
