@@ -300,6 +300,17 @@ std::vector<BackwardCase> cases() {
 }  // namespace
 
 TEST_SUITE("backward") {
+  // lavapipe ends an invocation's loops after 65535 iterations, silently: the walks must be split
+  // (the dQ kernel's over keys, the dK/dV kernel's over its group's query rows) and their partials
+  // summed. Without the splits these come out wrong on lavapipe.
+  TEST_CASE("backward: long sequences, split walks (lavapipe's loop limit)") {
+    run_case({.name = "70000 keys, GQA 2", .heads = 2, .kv_heads = 1, .seq_q = 24, .seq_k = 70000, .dim_qk = 8, .dim_v = 8},
+             case_seed(1000));
+    run_case({.name = "70000 query rows, causal", .heads = 1, .kv_heads = 1, .seq_q = 70000, .seq_k = 40,
+              .dim_qk = 8, .dim_v = 8, .causal = Causal::bottom_right},
+             case_seed(1001));
+  }
+
   TEST_CASE("backward: against the fp64 reference, every dtype, two runs bitwise equal") {
     uint64_t n = 0;
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
