@@ -6,6 +6,7 @@
 
 #include "attention_push.hpp"
 #include "attention_record.hpp"
+#include "backward_dispatch.hpp"
 #include "backward_plan.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
@@ -19,130 +20,6 @@
 namespace vkattn {
 namespace detail {
 namespace {
-
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
-// The command list's slots of a backward call.
-struct BackwardSlots {
-  static constexpr uint32_t q = 1, k = 2, v = 3, out = 4, lse = 5, mask = 6, kv_lengths = 7, workspace = 8;
-  static constexpr PerHead<uint32_t> per_head{9, 10};
-  static constexpr uint32_t cu_seqlens_q = 11, grad_out = 12, grad_q = 13, grad_k = 14, grad_v = 15, grad_sinks = 16;
-  static constexpr uint32_t count = 17;
-};
-
-// Where each backward kernel reads the per-head tensors: the high halves of kv_len_off (ALiBi) and
-// lse_off (sinks), as the forward kernels.
-PerHead<PerHeadBinding> backward_per_head_bindings() {
-  PerHead<PerHeadBinding> b;
-  b.alibi = {true, BACKWARD_ALIBI_BINDING, offsetof(BackwardPush, kv_len_off) + 2};
-  b.sinks = {true, BACKWARD_SINKS_BINDING, offsetof(BackwardPush, lse_off) + 2};
-  return b;
-}
-
-constexpr std::size_t low(std::size_t member) { return member; }
-constexpr std::size_t high(std::size_t member) { return member + 2; }
-
-// The push constants every backward dispatch shares (split: per kernel).
-BackwardPush backward_push(const BackwardCallPlan& plan) {
-  const AttentionProblem& p = plan.p;
-  const AttentionLayouts& l = plan.forward.dense;
-  BackwardPush push{};
-  push.seq_q = u32(p.seq_q);
-  push.seq_k = u32(p.seq_k);
-  push.heads = u32(p.heads);
-  push.group = u32(p.group_size());
-  push.flags = mask_flags(p.causal, l.mask);
-  if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
-  push.scale = p.scale;
-  push.q_sb = u32(l.q.stride_batch), push.q_sh = u32(l.q.stride_head), push.q_ss = u32(l.q.stride_seq);
-  push.k_sb = u32(l.k.stride_batch), push.k_sh = u32(l.k.stride_head), push.k_ss = u32(l.k.stride_seq);
-  push.v_sb = u32(l.v.stride_batch), push.v_sh = u32(l.v.stride_head), push.v_ss = u32(l.v.stride_seq);
-  push.o_sb = u32(l.out.stride_batch), push.o_sh = u32(l.out.stride_head), push.o_ss = u32(l.out.stride_seq);
-  if (l.mask) mask_strides(*l.mask, push.m_sb, push.m_sh, push.m_ss);
-  if (plan.varlen) {  // the kernels' batch index is the sequence; the bounds in the mask's strides
-    push.q_sb = push.k_sb = push.v_sb = push.o_sb = 0;
-    push.m_sb = plan.rows_total;
-    push.m_sh = plan.keys_total;
-  }
-  push.seed_lo = u32(int64_t(plan.seed & 0xffffffffu));
-  push.seed_hi = u32(int64_t(plan.seed >> 32));
-  push.dropout_offset = plan.dropout_offset;
-  return push;
-}
-
-// A tensor of the call's dtype in `slot` at `t`, from its first element.
-Binding tensor_binding(uint32_t slot, const TensorLayout& t) {
-  const uint64_t esize = dtype_size(t.dtype);
-  return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
-}
-
-// The bindings every backward kernel reads: Q, K, V, O, dO, LSE, mask, key lengths (or cu_seqlens_k),
-// cu_seqlens_q, the per-head tensors and D.
-void bind_inputs(Dispatch& d, const BackwardCallPlan& plan) {
-  const AttentionProblem& p = plan.p;
-  const AttentionLayouts& l = plan.forward.dense;
-  using S = BackwardSlots;
-  d.bind(BACKWARD_Q_BINDING, tensor_binding(S::q, l.q), low(offsetof(BackwardPush, q_off)));
-  d.bind(BACKWARD_K_BINDING, tensor_binding(S::k, l.k), low(offsetof(BackwardPush, k_off)));
-  d.bind(BACKWARD_V_BINDING, tensor_binding(S::v, l.v), low(offsetof(BackwardPush, v_off)));
-  d.bind(BACKWARD_O_BINDING, tensor_binding(S::out, l.out), low(offsetof(BackwardPush, o_off)));
-  d.bind(BACKWARD_DO_BINDING, tensor_binding(S::grad_out, l.out), high(offsetof(BackwardPush, o_off)));
-  const uint64_t rows = uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
-  d.bind(BACKWARD_LSE_BINDING, Binding{S::lse, 0, 4, rows}, low(offsetof(BackwardPush, lse_off)));
-  if (l.mask) {
-    const uint64_t msize = mask_type_size(l.mask->type);
-    d.bind(BACKWARD_MASK_BINDING,
-           Binding{S::mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)},
-           offsetof(BackwardPush, m_off));
-  }
-  if (plan.varlen) {
-    d.bind(BACKWARD_KV_LENGTHS_BINDING, Binding{S::kv_lengths, 0, 4, uint64_t(plan.batches) + 1},
-           low(offsetof(BackwardPush, kv_len_off)));
-    d.bind(BACKWARD_CU_SEQLENS_Q_BINDING, Binding{S::cu_seqlens_q, 0, 4, uint64_t(plan.batches) + 1},
-           offsetof(BackwardPush, m_off));
-  } else if (l.has_kv_lengths) {
-    d.bind(BACKWARD_KV_LENGTHS_BINDING, Binding{S::kv_lengths, 0, 4, uint64_t(p.batch)}, low(offsetof(BackwardPush, kv_len_off)));
-  }
-  const PerHead<Binding> heads = per_head_slot_bindings(S::per_head, l.per_head());
-  const PerHead<PerHeadBinding> where = backward_per_head_bindings();
-  for (PerHeadTensor t : kPerHeadTensors) d.bind(where[t].binding, heads[t], where[t].push_offset);
-  d.bind(BACKWARD_ROWS_BINDING, Binding{S::workspace, plan.rows_offset, 4, rows});
-}
-
-// The constants of the rows kernel and, with `walk` (the dK/dV and dQ kernels), of those kernels' form.
-BackwardConstants backward_constants(const ContextImpl& c, const BackwardCallPlan& plan, bool partial, bool walk = false) {
-  BackwardConstants k;
-  k.dim_qk = u32(plan.p.dim_qk);
-  k.dim_v = u32(plan.p.dim_v);
-  k.workgroup = plan.workgroup;
-  if (walk && plan.subgroup_form) {
-    k.workgroup = plan.lanes;
-    k.rows = plan.rows_per_lane;
-    k.required_lanes = c.info.required_subgroup_size ? plan.lanes : 0u;
-  }
-  k.modifiers = modifier_constants(plan.p, plan.forward.dense.options);
-  k.varlen = plan.varlen ? 1u : 0u;
-  k.partial = partial ? 1u : 0u;
-  k.dropout_threshold = plan.dropout_threshold;
-  return k;
-}
-
-Dispatch backward_dispatch(ContextImpl& c, const BackwardCallPlan& plan, Shader shader, const BackwardConstants& k,
-                           const BackwardPush& push, std::array<uint32_t, 3> groups) {
-  Dispatch d;
-  d.use(c.pipelines->layout(KernelKind::backward));
-  d.pipeline = c.pipelines->get(backward_pipeline(plan.p.dtype, shader, k));
-  bind_inputs(d, plan);
-  // D is written by the rows kernel's first pass and only read by every other dispatch.
-  const uint32_t rows_bit = 1u << BACKWARD_ROWS_BINDING;
-  if (shader == Shader::attention_backward_rows && k.sinks_pass == 0)
-    d.reads &= ~rows_bit;
-  else
-    d.writes &= ~rows_bit;
-  d.set_push(push);
-  d.groups = groups;
-  return d;
-}
 
 // The sum of a gradient's split partials at `parts_offset` of the workspace into its tensor `t` in
 // `slot`: (batch, heads, seq) rows of t.dim values.
@@ -159,7 +36,7 @@ void emit_reduce(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan
   d.use(c.pipelines->layout(KernelKind::backward_reduce));
   d.pipeline = c.pipelines->get(backward_reduce_pipeline(t.dtype, plan.workgroup));
   const uint64_t elements = uint64_t(splits) * uint64_t(t.batch) * uint64_t(t.heads) * uint64_t(t.seq) * uint64_t(t.dim);
-  d.bind(REDUCE_PARTS_BINDING, Binding{BackwardSlots::workspace, parts_offset, 4, elements});
+  d.bind(REDUCE_PARTS_BINDING, Binding{BackwardSlots{}.workspace, parts_offset, 4, elements});
   d.bind(REDUCE_OUT_BINDING, tensor_binding(slot, t), offsetof(ReducePush, out_off));
   d.set_push(push);
   const uint64_t per_row = uint64_t(t.seq) * uint64_t(t.dim);
@@ -169,11 +46,11 @@ void emit_reduce(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan
 }
 
 void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan) {
-  using S = BackwardSlots;
+  const BackwardSlots S;
   const AttentionProblem& p = plan.p;
   const AttentionLayouts& l = plan.forward.dense;
   const uint32_t wg = plan.workgroup;
-  list.own_slot(S::workspace);
+  list.own_slot(S.workspace);
   // D of the previous run may still be read by it (a list replayed back to back).
   list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
 
@@ -188,7 +65,7 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
     BackwardPush sinks_push = push;
     sinks_push.split = plan.batches;
     Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, sinks_push, {u32(p.heads), 1, 1});
-    d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
+    d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
     list.dispatch(d);
   }
 
@@ -202,11 +79,11 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
                                    {u32(int64_t(ceil_div(plan.keys_total, plan.kv_tile()))), u32(p.kv_heads),
                                     plan.batches * plan.query_splits});
     if (kv_split) {
-      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dk_parts_offset, 4, all_keys * uint64_t(p.dim_qk)});
-      d.bind(BACKWARD_GRAD_B_BINDING, Binding{S::workspace, plan.dv_parts_offset, 4, all_keys * uint64_t(p.dim_v)});
+      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.workspace, plan.dk_parts_offset, 4, all_keys * uint64_t(p.dim_qk)});
+      d.bind(BACKWARD_GRAD_B_BINDING, Binding{S.workspace, plan.dv_parts_offset, 4, all_keys * uint64_t(p.dim_v)});
     } else {
-      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S::grad_k, l.k), high(offsetof(BackwardPush, k_off)));
-      d.bind(BACKWARD_GRAD_B_BINDING, tensor_binding(S::grad_v, l.v), high(offsetof(BackwardPush, v_off)));
+      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S.grad_k, l.k), high(offsetof(BackwardPush, k_off)));
+      d.bind(BACKWARD_GRAD_B_BINDING, tensor_binding(S.grad_v, l.v), high(offsetof(BackwardPush, v_off)));
     }
     list.dispatch(d);
   }
@@ -219,18 +96,18 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
                                    {u32(int64_t(ceil_div(plan.rows_total, plan.q_tile()))), u32(p.heads),
                                     plan.batches * plan.key_splits});
     if (q_split)
-      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S::workspace, plan.dq_parts_offset, 4, all_rows * uint64_t(p.dim_qk)});
+      d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.workspace, plan.dq_parts_offset, 4, all_rows * uint64_t(p.dim_qk)});
     else
-      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S::grad_q, l.q), high(offsetof(BackwardPush, q_off)));
+      d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S.grad_q, l.q), high(offsetof(BackwardPush, q_off)));
     list.dispatch(d);
   }
   if (kv_split || q_split) {
     list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
     if (kv_split) {
-      emit_reduce(c, list, plan, plan.dk_parts_offset, plan.query_splits, S::grad_k, l.k);
-      emit_reduce(c, list, plan, plan.dv_parts_offset, plan.query_splits, S::grad_v, l.v);
+      emit_reduce(c, list, plan, plan.dk_parts_offset, plan.query_splits, S.grad_k, l.k);
+      emit_reduce(c, list, plan, plan.dv_parts_offset, plan.query_splits, S.grad_v, l.v);
     }
-    if (q_split) emit_reduce(c, list, plan, plan.dq_parts_offset, plan.key_splits, S::grad_q, l.q);
+    if (q_split) emit_reduce(c, list, plan, plan.dq_parts_offset, plan.key_splits, S.grad_q, l.q);
   }
 }
 
@@ -286,22 +163,22 @@ std::array<SlotBase, BackwardSlots::count> backward_slots(const BackwardCallPlan
   };
   const AttentionBuffers& f = b.forward;
   std::array<SlotBase, BackwardSlots::count> s{};
-  using S = BackwardSlots;
-  s[S::q] = tensor(f.q);
-  s[S::k] = tensor(f.k);
-  s[S::v] = tensor(f.v);
-  s[S::out] = tensor(f.out);
-  s[S::lse] = slice(f.lse);
-  s[S::mask] = tensor(f.mask);
-  s[S::kv_lengths] = slice(plan.varlen ? f.cu_seqlens_k : f.kv_lengths);
-  s[S::workspace] = SlotBase{workspace, align_up(workspace_offset, plan.alignment)};
-  for (PerHeadTensor t : kPerHeadTensors) s[S::per_head[t]] = tensor(f[t]);
-  s[S::cu_seqlens_q] = slice(f.cu_seqlens_q);
-  s[S::grad_out] = tensor(b.grad_out);
-  s[S::grad_q] = tensor(b.grad_q);
-  s[S::grad_k] = tensor(b.grad_k);
-  s[S::grad_v] = tensor(b.grad_v);
-  s[S::grad_sinks] = slice(b.grad_sinks);
+  const BackwardSlots S;
+  s[S.q] = tensor(f.q);
+  s[S.k] = tensor(f.k);
+  s[S.v] = tensor(f.v);
+  s[S.out] = tensor(f.out);
+  s[S.lse] = slice(f.lse);
+  s[S.mask] = tensor(f.mask);
+  s[S.kv_lengths] = slice(plan.varlen ? f.cu_seqlens_k : f.kv_lengths);
+  s[S.workspace] = SlotBase{workspace, align_up(workspace_offset, plan.alignment)};
+  for (PerHeadTensor t : kPerHeadTensors) s[S.per_head[t]] = tensor(f[t]);
+  s[S.cu_seqlens_q] = slice(f.cu_seqlens_q);
+  s[S.grad_out] = tensor(b.grad_out);
+  s[S.grad_q] = tensor(b.grad_q);
+  s[S.grad_k] = tensor(b.grad_k);
+  s[S.grad_v] = tensor(b.grad_v);
+  s[S.grad_sinks] = slice(b.grad_sinks);
   return s;
 }
 

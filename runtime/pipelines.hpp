@@ -44,7 +44,8 @@ enum class Shader : uint8_t {
   attention_backward_q,
   attention_backward_reduce,
   attention_backward_kv_subgroup,
-  attention_backward_q_subgroup
+  attention_backward_q_subgroup,
+  attention_dropout_output
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -74,12 +75,13 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::attention_backward_reduce, "attention_backward_reduce", 1, KernelKind::backward_reduce},
     {Shader::attention_backward_kv_subgroup, "attention_backward_kv_subgroup", 1, KernelKind::backward},
     {Shader::attention_backward_q_subgroup, "attention_backward_q_subgroup", 1, KernelKind::backward},
+    {Shader::attention_dropout_output, "attention_dropout_output", 1, KernelKind::backward},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::attention_backward_q_subgroup) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::attention_dropout_output) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 

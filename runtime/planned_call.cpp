@@ -43,11 +43,10 @@ void refuse_foreign(Source source, const AttentionBuffers& b) {
 void refuse_forward_dropout(const AttentionOptions& options) {
   if (options.dropout && options.dropout->p > 0.0f)
     throw Error(ErrorCode::unsupported, "dropout: p = " + std::to_string(options.dropout->p) +
-                                            "; the forward kernels do not apply dropout yet (the backward pass takes it)");
+                                            "; the multi-head layer does not apply dropout yet (attention calls do)");
 }
 
 PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
-  refuse_forward_dropout(spec.options);
   PlannedCall call;
   switch (spec.kv.index()) {
     case 0: {

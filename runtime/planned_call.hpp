@@ -29,8 +29,8 @@ struct PlannedCall {
   VarlenProblem packed;
 };
 
-// Throws Error (unsupported) when `options` ask for dropout (p > 0): the forward kernels do not apply it
-// yet; the backward pass and the fp64 references do.
+// Throws Error (unsupported) when `options` ask for dropout (p > 0): for the multi-head layer, which
+// does not apply it yet (attention calls do: dropout_output.hpp).
 void refuse_forward_dropout(const AttentionOptions& options);
 
 // Checks `spec` and plans it on `device` (throws Error as the source's checks do); needs no buffer.

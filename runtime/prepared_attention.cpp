@@ -3,6 +3,7 @@
 // attention(), record_attention() and plan_attention() are conveniences over the same steps.
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 
 #include "attention_plan.hpp"
@@ -12,6 +13,7 @@
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "dropout_output.hpp"
 #include "plan_fit.hpp"
 #include "planned_call.hpp"
 #include "vkattn/attention.hpp"
@@ -138,6 +140,7 @@ struct PreparedAttention::Impl {
   std::shared_ptr<detail::ContextImpl> context;
   AttentionSpec spec;
   detail::PlannedCall call;
+  std::optional<detail::BackwardCallPlan> dropout;  // with dropout: its output pass (dropout_output.hpp)
   AttentionPlan report;
   detail::CommandList list;
 
@@ -172,12 +175,16 @@ struct PreparedAttention::Impl {
     impl->context = detail::shared_impl_of(context);
     impl->spec = spec;
     impl->call = detail::plan_call(plan_for ? *plan_for : c.info, c.kernel, spec);
+    impl->dropout = detail::plan_dropout_output(plan_for ? *plan_for : c.info, c.kernel, spec);
     impl->report = detail::report_of(impl->call.planned);
     impl->list = detail::CommandList(impl->call.planned.alignment());
     return impl;
   }
   // Builds the pipelines (if this Context has not yet) and the command list.
-  void emit() { detail::emit_call(*context, list, call); }
+  void emit() {
+    detail::emit_call(*context, list, call);
+    if (dropout) detail::emit_dropout_output(*context, list, *dropout, detail::AttentionSlots{});
+  }
 };
 
 PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec) : impl_(Impl::plan(context, spec)) {

@@ -1,6 +1,6 @@
 // The backward pass on the device against the fp64 reference (vkattn/backward_reference.hpp): dense
-// and packed calls over odd sizes, every mask and score modifier, GQA, dropout, every dtype; the
-// gradients poisoned before each run, and two runs bitwise equal (no atomics).
+// and packed calls over odd sizes, every mask and score modifier, GQA, dropout (the forward's O too:
+// its output pass), every dtype; the outputs poisoned before each run, and two runs bitwise equal (no atomics).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -205,8 +205,7 @@ void run_case(const BackwardCase& c, uint64_t seed) {
     want = reference::attention_backward(in, ol, grad_out.values);
   }
 
-  // The forward's O and LSE: the device's own without dropout; the reference's (rounded to the dtype)
-  // with it (the forward kernels take no dropout yet).
+  // The forward on the device (with dropout: its output pass), O against the reference's.
   Buffer out = Buffer::allocate(ctx, std::max<uint64_t>(uint64_t(ol.required_elements()) * dtype_size(c.dtype), 4));
   Buffer lse = Buffer::allocate(ctx, std::max<uint64_t>(ref_lse.size() * 4, 4));
   AttentionBuffers fb;
@@ -217,18 +216,23 @@ void run_case(const BackwardCase& c, uint64_t seed) {
   if (alibi) fb.alibi = &*alibi;
   if (sinks) fb.sinks = &*sinks;
   if (packed) fb.cu_seqlens_q = {&*cu_q_buffer, 0}, fb.cu_seqlens_k = {&*cu_k_buffer, 0};
+  out.fill(0xFF);
+  attention(ctx, spec, fb);
+  // (Dense (B, H, Sq, Dv) and packed (total_q, H, Dv): the reference's O is dense in the same order.)
+  const std::vector<float> forward_out = download(out, c.dtype, std::size_t(ol.required_elements()));
+  expect_close("out", forward_out, ref_out, c.dtype);
   if (c.dropout > 0.0f) {
-    // Dense (B, H, Sq, Dv) and packed (total_q, H, Dv): the reference's O is dense in the same order
-    // as the output layouts used here.
-    std::vector<float> o(ref_out.size()), l(ref_lse.size());
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = float(ref_out[i]);
-    for (std::size_t i = 0; i < l.size(); ++i) l[i] = float(ref_lse[i]);
-    std::vector<std::byte> bytes(o.size() * dtype_size(c.dtype));
-    encode(c.dtype, o.data(), bytes.data(), o.size());
-    if (!bytes.empty()) out.upload(bytes.data(), bytes.size());
-    if (!l.empty()) lse.upload(l.data(), l.size() * 4);
-  } else {
+    // The same seed gives the same bits; another seed another mask.
+    out.fill(0xFF);
     attention(ctx, spec, fb);
+    const std::vector<float> again = download(out, c.dtype, forward_out.size());
+    CHECK_MESSAGE(std::memcmp(again.data(), forward_out.data(), again.size() * 4) == 0, "O differs between two runs");
+    AttentionSpec reseeded = spec;
+    reseeded.options.dropout->seed ^= 1;
+    attention(ctx, reseeded, fb);
+    const std::vector<float> other = download(out, c.dtype, forward_out.size());
+    CHECK_MESSAGE(std::memcmp(other.data(), forward_out.data(), other.size() * 4) != 0, "another seed gave the same O");
+    attention(ctx, spec, fb);  // (the backward below reads this seed's O)
   }
 
   const auto grad_buffer = [&](const TensorLayout& t) {
