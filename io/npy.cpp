@@ -40,6 +40,7 @@ std::size_t kind_size(Kind kind) {
     case Kind::boolean: return 1;
     case Kind::i32: return 4;
     case Kind::i64: return 8;
+    case Kind::u8: return 1;
   }
   return 1;
 }
@@ -54,6 +55,9 @@ std::optional<Kind> kind_of(std::string_view descr) {
   if (descr.size() == 3 && descr.substr(1) == "b1" &&
       (descr[0] == '|' || descr[0] == '<' || descr[0] == '>' || descr[0] == '='))
     return Kind::boolean;
+  if (descr.size() == 3 && descr.substr(1) == "u1" &&
+      (descr[0] == '|' || descr[0] == '<' || descr[0] == '>' || descr[0] == '='))
+    return Kind::u8;
   return std::nullopt;
 }
 
@@ -64,6 +68,7 @@ std::string descr_of(Kind kind) {
     case Kind::boolean: return "|b1";
     case Kind::i32: return "<i4";
     case Kind::i64: return "<i8";
+    case Kind::u8: return "|u1";
   }
   return "?";
 }
@@ -252,8 +257,8 @@ std::vector<int64_t> to_ints(const Array& array, std::string_view name) {
 std::vector<std::byte> serialize(std::span<const int64_t> shape, std::string_view descr,
                                  std::span<const std::byte> data) {
   const auto kind = kind_of(descr);
-  if (!kind || (*kind != Kind::f32 && *kind != Kind::f16))
-    throw Error("npy::serialize: unsupported dtype '" + std::string(descr) + "' (writes <f4 or <f2)");
+  if (!kind || (*kind != Kind::f32 && *kind != Kind::f16 && *kind != Kind::u8))
+    throw Error("npy::serialize: unsupported dtype '" + std::string(descr) + "' (writes <f4, <f2 or |u1)");
   uint64_t count = 1;
   for (int64_t d : shape) {
     if (d < 0) throw Error("npy::serialize: negative dimension");

@@ -16,7 +16,7 @@
 namespace vkattn::npy {
 
 // The element types a .npy file may hold here, by their numpy `descr` string.
-enum class Kind { f16, f32, boolean, i32, i64 };
+enum class Kind { f16, f32, boolean, i32, i64, u8 };
 
 struct Array {
   std::vector<int64_t> shape;  // () for a scalar
@@ -49,7 +49,7 @@ std::vector<uint8_t> to_bools(const Array& array, std::string_view name);
 std::vector<int64_t> to_ints(const Array& array, std::string_view name);
 
 // The bytes of a .npy file (format 1.0, or 2.0 when the header needs it) holding a C-order array.
-// `descr` is "<f4" or "<f2"; `data` must hold product(shape) * item size bytes.
+// `descr` is "<f4", "<f2" or "|u1"; `data` must hold product(shape) * item size bytes.
 std::vector<std::byte> serialize(std::span<const int64_t> shape, std::string_view descr,
                                  std::span<const std::byte> data);
 // Convenience for the common case: float values stored as "<f4", or rounded to "<f2".

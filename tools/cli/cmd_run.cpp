@@ -13,6 +13,7 @@
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_call.hpp"
+#include "run_dropout.hpp"
 #include "run_gradients.hpp"
 #include "run_inputs.hpp"
 #include "run_paged.hpp"
@@ -47,12 +48,13 @@ int run(const RunOptions& options) {
                            {"--kv-lens", options.kv_lens}};
   append_per_head_files(options.per_head_files, input_files);
   input_files.push_back({"--grad-out", options.grad_out});
-  FlagPaths outputs = {{"--out", options.out}, {"--lse", options.lse}, {"--weights", options.weights}, {"--heatmap", options.heatmap}};
+  FlagPaths outputs = {{"--out", options.out},         {"--lse", options.lse}, {"--weights", options.weights},
+                       {"--heatmap", options.heatmap}, {"--dropout-mask", options.dropout_mask}};
   append_gradient_outputs(options, outputs);
   OutputFiles::check_destinations(outputs, input_files);
   RunInputs inputs = load_run_inputs(options);
-  // The backward pass reads the forward's LSE.
-  if (options.backward()) inputs.layouts.has_lse = true;
+  // The backward pass and dropout's output pass read the forward's LSE.
+  if (apply_dropout_option(options, inputs.layouts.options) || options.backward()) inputs.layouts.has_lse = true;
   const AttentionLayouts& layouts = inputs.layouts;
   const std::vector<int64_t> out_shape = {layouts.out.batch, layouts.out.heads, layouts.out.seq, layouts.out.dim};
   const std::vector<float> grad_out = load_grad_out(options, layouts.out.dtype, out_shape);
@@ -83,6 +85,7 @@ int run(const RunOptions& options) {
   const auto shape_of = [](const TensorLayout& t) { return std::vector<int64_t>{t.batch, t.heads, t.seq, t.dim}; };
   stage_gradients(files, options, r, layouts.out.dtype, inputs.out_f16, shape_of(layouts.q), shape_of(layouts.k),
                   shape_of(layouts.v));
+  stage_dense_dropout_mask(files, options, layouts.options, problem.batch, problem.heads, problem.seq_q, problem.seq_k);
   if (!options.lse.empty()) {
     const std::vector<int64_t> shape = {problem.batch, problem.heads, problem.seq_q};
     files.stage(options.lse, npy::serialize_floats(shape, r.lse, false));
@@ -170,6 +173,18 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--dk", o->dk, "Output with --grad-out: dK, K's shape (summed over each GQA group's query heads)");
   app->add_option("--dv", o->dv, "Output with --grad-out: dV, V's shape");
   app->add_option("--dsinks", o->dsinks, "Output with --grad-out and --sinks: dsinks, (heads,) float32");
+  app->add_option("--dropout", o->dropout,
+                  "Dropout probability P in [0, 1) on the attention weights (forward, and the backward with "
+                  "--grad-out): O = (P∘keep/(1-P))·V, the keep mask drawn from Philox 4x32-10 by --seed")
+      ->type_name("FLOAT")
+      ->check(parsed_by("--dropout", [](const std::string& s) {
+        const float p = parse_float32(s, "--dropout");
+        if (!(p >= 0.0f && p < 1.0f)) throw Error("--dropout: must be in [0, 1), got " + s);
+      }));
+  app->add_option("--seed", o->seed, "Dropout's seed (default 0)");
+  app->add_option("--dropout-mask", o->dropout_mask,
+                  "Output with --dropout: the keep mask, (batch, heads, seq_q, seq_k) uint8, 1 = kept (packed: "
+                  "(heads, total_q, total_k), 0 between sequences)");
   app->add_flag("--check", o->check,
                 "Paged cache or packed sequences: compare O, LSE (and the caches after an append) with the fp64 "
                 "CPU reference (one line on stdout; an error, and no outputs, when they differ)");

@@ -42,6 +42,9 @@ struct RunOptions {
   std::string cu_seqlens_q, cu_seqlens_k;
   // The backward pass (run_gradients.hpp): dO in, the gradients out; empty = absent.
   std::string grad_out, dq, dk, dv, dsinks;
+  // Dropout (run_dropout.hpp): p as typed ("" = none), the seed, the keep mask's file.
+  std::string dropout, dropout_mask;
+  uint64_t seed = 0;
   bool backward() const { return !grad_out.empty(); }
   bool paged() const { return !k_cache.empty(); }
   bool varlen() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }

@@ -1,5 +1,6 @@
 #include "run_paged.hpp"
 
+#include "run_dropout.hpp"
 #include "run_gradients.hpp"
 
 #include <algorithm>
@@ -238,6 +239,7 @@ void check_paged(const PagedInputs& in, std::span<const std::byte> out_raw, std:
 
 std::string run_usage_error(const RunOptions& o) {
   if (const std::string error = gradient_usage_error(o); !error.empty()) return error;
+  if (const std::string error = dropout_usage_error(o); !error.empty()) return error;
   if (o.varlen()) return varlen_usage_error(o);
   const std::string paged = std::string("a paged cache (") + kPagedSet + ")";
   if (!o.paged()) {

@@ -15,6 +15,7 @@
 #include "npy.hpp"
 #include "output_files.hpp"
 #include "run_call.hpp"
+#include "run_dropout.hpp"
 #include "run_gradients.hpp"
 #include "weights_budget.hpp"
 #include "vkattn/error.hpp"
@@ -223,11 +224,12 @@ int run_varlen(const RunOptions& o) {
                       {"--cu-seqlens-k", o.cu_seqlens_k}};
   append_per_head_files(o.per_head_files, inputs);
   inputs.push_back({"--grad-out", o.grad_out});
-  FlagPaths outputs = {{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}};
+  FlagPaths outputs = {{"--out", o.out}, {"--lse", o.lse}, {"--weights", o.weights}, {"--dropout-mask", o.dropout_mask}};
   append_gradient_outputs(o, outputs);
   OutputFiles::check_destinations(outputs, inputs);
   VarlenInputs in = load_varlen_inputs(o);
-  if (o.backward()) in.layouts.has_lse = true;  // the backward pass reads the forward's LSE
+  // The backward pass and dropout's output pass read the forward's LSE.
+  if (apply_dropout_option(o, in.layouts.options) || o.backward()) in.layouts.has_lse = true;
   const VarlenAttentionLayouts& l = in.layouts;
   const DType dtype = l.q.dtype;
   const std::vector<float> grad_out = load_grad_out(o, dtype, {l.out.seq, l.out.heads, l.out.dim});
@@ -249,6 +251,7 @@ int run_varlen(const RunOptions& o) {
   files.stage(o.out, output_npy(out_raw, dtype, {l.out.seq, l.out.heads, l.out.dim}, in.out_f16));
   const auto shape_of = [](const TensorLayout& t) { return std::vector<int64_t>{t.seq, t.heads, t.dim}; };
   stage_gradients(files, o, r, dtype, in.out_f16, shape_of(l.q), shape_of(l.k), shape_of(l.v));
+  stage_packed_dropout_mask(files, o, l.options, l.out.heads, in.cu_q, in.cu_k);
   if (!o.lse.empty()) {
     const std::vector<int64_t> shape = {l.out.heads, l.out.seq};
     files.stage(o.lse, npy::serialize_floats(shape, lse_values, false));
