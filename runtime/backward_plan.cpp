@@ -79,7 +79,7 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     plan.lanes = gemm.lanes;
     // Two keys (rows) a lane up to d128: each shuffled element then feeds two dot products; past it the
     // private arrays (4 x rows x dim floats) would double the JIT time.
-    plan.rows_per_lane = std::max(p.dim_qk, p.dim_v) <= 128 ? 2 : 1;
+    plan.rows_per_lane = std::max(p.dim_qk, p.dim_v) <= 64 ? 2 : 1;
   }
 
   const uint64_t wg = plan.workgroup;
