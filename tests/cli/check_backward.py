@@ -109,6 +109,12 @@ VARLEN_CASES = [
                dim_v=32),
 ]
 
+# --quick: one case each of GQA with dim_v != dim_qk, every modifier at once (bf16), f16 files, fully
+# masked rows with sinks, and packed batches (empty sequences; modifiers): what the README's test
+# command runs (the full list runs in the extended tests).
+QUICK_CASES = ("gqa_dim_v_ne_dim_qk", "bf16_modifiers_all_at_once", "f16_files_gqa_softcap", "sinks_fully_masked_rows",
+               "varlen_gqa_empty_sequences_sinks", "varlen_modifiers_top_left")
+
 # Tiny cases for --self-test (central differences over every element).
 SELF_TEST_CASES = [
     Case("st_plain", batch=2, heads=2, seq_q=5, seq_k=6, dim=3),
@@ -439,6 +445,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="offset to every case's seed")
     parser.add_argument("--keep", help="keep each case's files under this directory")
     parser.add_argument("--no-errors", action="store_true", help="skip the usage-error cases")
+    parser.add_argument("--quick", action="store_true", help="only the cases of QUICK_CASES (and the usage errors)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch.autograd comparison")
     parser.add_argument("--self-test", action="store_true",
                         help="check the references (central differences, torch.autograd); needs no vkattn")
@@ -461,7 +468,8 @@ def main():
     if not use_torch:
         print("torch: " + ("--no-torch" if args.no_torch else "not importable") + "; the autograd comparison is skipped")
 
-    selected = args.case or list(cases) + ([] if args.no_errors else ["error:" + e[0] for e in errors])
+    chosen = list(QUICK_CASES) if args.quick else list(cases)
+    selected = args.case or chosen + ([] if args.no_errors else ["error:" + e[0] for e in errors])
     root = args.keep or tempfile.mkdtemp(prefix="vkattn-backward-")
     failures = 0
     for name in selected:
