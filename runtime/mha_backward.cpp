@@ -1,6 +1,7 @@
 // The layer's backward pass on host arrays: uploads the inputs, the merged mask and the output's
 // gradient, runs a forward and backward pass planned for their shape (mha_backward_pass.cpp) and
 // downloads every gradient.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -67,15 +68,27 @@ MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, cons
   r.embed_dim = E, r.kdim = d.kdim, r.vdim = d.vdim;
   const auto zeros = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.0f); };
   if (B * Sq == 0 || Sk == 0) {
-    // Nothing attends to anything: left to a later change (the GEMMs' k = 0 and empty passes).
-    if (B * Sq != 0 || Sk != 0)
-      throw detail::unsupported("backward: seq_k == 0 is not supported yet");
+    // No key to attend to (or no query): attention's output is 0, so the layer's output is
+    // out_proj.bias, whose gradient is dY's column sums; every other gradient is 0. Nothing to dispatch.
     r.q_proj_weight = zeros(E * E), r.k_proj_weight = zeros(KVD * d.kdim), r.v_proj_weight = zeros(KVD * d.vdim);
-    if (d.bias) r.in_proj_bias = zeros(E + 2 * KVD), r.out_proj_bias = zeros(E);
     r.out_proj_weight = zeros(E * E);
     if (d.has_sinks) r.sinks = zeros(d.num_heads);
     r.query = zeros(B * Sq * E);
     if (!call.self_attention) r.key = zeros(B * Sk * d.kdim), r.value = zeros(B * Sk * d.vdim);
+    r.out = zeros(B * Sq * E);
+    if (d.bias) {
+      r.in_proj_bias = zeros(E + 2 * KVD);
+      std::vector<double> sums(static_cast<std::size_t>(E), 0.0);
+      for (int64_t t = 0; t < B * Sq; ++t)
+        for (int64_t e = 0; e < E; ++e) sums[std::size_t(e)] += grad_out[std::size_t(t * E + e)];
+      r.out_proj_bias.assign(sums.begin(), sums.end());
+      // The output: the bias as the layer holds it (in its dtype), in every row.
+      std::vector<std::byte> raw(static_cast<std::size_t>(E) * dtype_size(dt));
+      std::vector<float> bias(static_cast<std::size_t>(E));
+      layer.out_bias->download(raw.data(), raw.size());
+      decode(dt, raw.data(), bias.data(), bias.size());
+      for (int64_t t = 0; t < B * Sq; ++t) std::copy(bias.begin(), bias.end(), r.out.begin() + t * E);
+    }
     return r;
   }
 

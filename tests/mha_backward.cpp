@@ -181,6 +181,24 @@ TEST_SUITE("mha-backward") {
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) run_case(c, dtype, case_seed(n++));
   }
 
+  TEST_CASE("with no key (or no query) the layer's gradients are out_proj.bias's alone, as the reference's") {
+    for (const LayerCase& c : {LayerCase{.name = "no key", .seq_k = 0}, LayerCase{.name = "no query", .seq_q = 0},
+                               LayerCase{.name = "no key, self", .seq_q = 0, .self = true, .sinks = true}}) {
+      INFO(c.name);
+      const Problem p = make_problem(c, DType::f16, 4);
+      MultiHeadAttention layer(context(), p.w, DType::f16);
+      const MhaBackwardResult got = layer.backward(p.in, p.grad);
+      const reference::MhaGradients want = reference::multi_head_attention_backward(p.w, p.in, p.grad);
+      expect_close("out", got.out, reference::multi_head_attention(p.w, p.in).out, DType::f16);
+      expect_close("out_proj_bias", got.out_proj_bias, want.out_proj_bias, DType::f32);
+      expect_close("in_proj_weight", got.in_proj_weight(), want.in_proj_weight(), DType::f32);
+      expect_close("q_proj_weight", got.q_proj_weight, want.q_proj_weight, DType::f32);
+      expect_close("sinks", got.sinks, want.sinks, DType::f32);
+      expect_close("query", got.query, want.query, DType::f32);
+      expect_close("key", got.key, want.key, DType::f32);
+    }
+  }
+
   TEST_CASE("the layer's backward refuses dropout and a grad_out of another shape, dispatching nothing") {
     const Problem p = make_problem(LayerCase{.name = "refusals"}, DType::f32, 1);
     MultiHeadAttention layer(context(), p.w);
