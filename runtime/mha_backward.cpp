@@ -1,17 +1,17 @@
 // The layer's backward pass on host arrays: uploads the inputs, the merged mask and the output's
-// gradient, runs a forward and backward pass planned for their shape (mha_backward_pass.cpp) and
-// downloads every gradient.
+// gradient, runs the backward prepared for their shape (mha_backward_prepared.cpp) into one f32
+// buffer of every gradient, and downloads them.
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 
 #include "attention_record.hpp"
-#include "mha_backward_pass.hpp"
 #include "mha_layer.hpp"
 #include "mha_mask.hpp"
-#include "planned_call.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/mha.hpp"
+#include "vkattn/mha_backward.hpp"
 #include "vkattn/numeric.hpp"
 
 namespace vkattn {
@@ -27,12 +27,6 @@ Buffer upload(Context& context, DType dtype, std::span<const float> values) {
   return buffer;
 }
 
-std::vector<float> download_f32(const Buffer& buffer, int64_t at, int64_t count) {
-  std::vector<float> values(static_cast<std::size_t>(count));
-  if (count > 0) buffer.download(values.data(), uint64_t(count) * 4, uint64_t(at) * 4);
-  return values;
-}
-
 }  // namespace
 
 std::vector<float> MhaBackwardResult::in_proj_weight() const {
@@ -43,15 +37,8 @@ std::vector<float> MhaBackwardResult::in_proj_weight() const {
   return stacked;
 }
 
-MhaBackwardResult MultiHeadAttention::backward(const MhaInputs& inputs, std::span<const float> grad_out, AttentionPath path) {
-  return detail::MhaBackwardPass::run_host(*this, inputs, grad_out, path, false);
-}
-
-namespace detail {
-
-MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, const MhaInputs& in,
-                                            std::span<const float> grad_out, AttentionPath path, bool poison) {
-  const MultiHeadAttention::Impl& layer = self.impl();
+MhaBackwardResult MultiHeadAttention::backward(const MhaInputs& in, std::span<const float> grad_out, AttentionPath path) {
+  const Impl& layer = impl();
   detail::check_path(path);
   const MhaDims& d = layer.dims;
   const MhaCall call = check_mha_inputs(d, in);
@@ -59,38 +46,8 @@ MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, cons
   if (int64_t(grad_out.size()) != B * Sq * E)
     throw Error("grad_out: expected (" + std::to_string(B) + ", " + std::to_string(Sq) + ", " + std::to_string(E) +
                 ") = " + std::to_string(B * Sq * E) + " values (the output's shape), got " + std::to_string(grad_out.size()));
-  // The backward is exact only for the forward it differentiates: no dropout until the forward applies it.
-  detail::refuse_forward_dropout(in.options);
   Context& context = *layer.context;
   const DType dt = layer.dtype;
-
-  MhaBackwardResult r;
-  r.embed_dim = E, r.kdim = d.kdim, r.vdim = d.vdim;
-  const auto zeros = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.0f); };
-  if (B * Sq == 0 || Sk == 0) {
-    // No key to attend to (or no query): attention's output is 0, so the layer's output is
-    // out_proj.bias, whose gradient is dY's column sums; every other gradient is 0. Nothing to dispatch.
-    r.q_proj_weight = zeros(E * E), r.k_proj_weight = zeros(KVD * d.kdim), r.v_proj_weight = zeros(KVD * d.vdim);
-    r.out_proj_weight = zeros(E * E);
-    if (d.has_sinks) r.sinks = zeros(d.num_heads);
-    r.query = zeros(B * Sq * E);
-    if (!call.self_attention) r.key = zeros(B * Sk * d.kdim), r.value = zeros(B * Sk * d.vdim);
-    r.out = zeros(B * Sq * E);
-    if (d.bias) {
-      r.in_proj_bias = zeros(E + 2 * KVD);
-      std::vector<double> sums(static_cast<std::size_t>(E), 0.0);
-      for (int64_t t = 0; t < B * Sq; ++t)
-        for (int64_t e = 0; e < E; ++e) sums[std::size_t(e)] += grad_out[std::size_t(t * E + e)];
-      r.out_proj_bias.assign(sums.begin(), sums.end());
-      // The output: the bias as the layer holds it (in its dtype), in every row.
-      std::vector<std::byte> raw(static_cast<std::size_t>(E) * dtype_size(dt));
-      std::vector<float> bias(static_cast<std::size_t>(E));
-      layer.out_bias->download(raw.data(), raw.size());
-      decode(dt, raw.data(), bias.data(), bias.size());
-      for (int64_t t = 0; t < B * Sq; ++t) std::copy(bias.begin(), bias.end(), r.out.begin() + t * E);
-    }
-    return r;
-  }
 
   detail::MhaMask mask = detail::merge_mha_masks(in, call);
   MhaSpec spec;
@@ -100,8 +57,7 @@ MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, cons
   spec.mask = mask.layout;
   spec.path = path;
   // Every check and the plan before anything is uploaded.
-  MhaBackwardPass pass(self, spec);
-  if (poison) pass.poison();
+  const PreparedMhaBackward pass = prepare_backward(spec);
 
   const Buffer query = upload(context, dt, in.query);
   std::optional<Buffer> key, value, mask_buffer;
@@ -115,7 +71,37 @@ MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, cons
   }
   const Buffer dy = upload(context, dt, grad_out);
   const Buffer out = allocate(context, uint64_t(B * Sq * E) * dtype_size(dt));
-  detail::MhaStepBuffers buffers;
+
+  // Every gradient in one f32 buffer, back to back, in MhaBackwardResult's order.
+  MhaBackwardResult r;
+  r.embed_dim = E, r.kdim = d.kdim, r.vdim = d.vdim;
+  MhaBackwardBuffers buffers;
+  const std::array<std::pair<std::vector<float>*, BufferSlice*>, 10> parts = {{
+      {&r.q_proj_weight, &buffers.grads.q_proj_weight}, {&r.k_proj_weight, &buffers.grads.k_proj_weight},
+      {&r.v_proj_weight, &buffers.grads.v_proj_weight}, {&r.in_proj_bias, &buffers.grads.in_proj_bias},
+      {&r.out_proj_weight, &buffers.grads.out_proj_weight}, {&r.out_proj_bias, &buffers.grads.out_proj_bias},
+      {&r.sinks, &buffers.grads.sinks}, {&r.query, &buffers.grads.query}, {&r.key, &buffers.grads.key},
+      {&r.value, &buffers.grads.value}}};
+  const std::array<int64_t, 10> sizes = {E * E,
+                                         KVD * d.kdim,
+                                         KVD * d.vdim,
+                                         d.bias ? E + 2 * KVD : 0,
+                                         E * E,
+                                         d.bias ? E : 0,
+                                         d.has_sinks ? d.num_heads : 0,
+                                         B * Sq * E,
+                                         call.self_attention ? 0 : B * Sk * d.kdim,
+                                         call.self_attention ? 0 : B * Sk * d.vdim};
+  const bool given[10] = {true, true, true, d.bias, true, d.bias, d.has_sinks, true, !call.self_attention, !call.self_attention};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  // (One value more: an empty gradient's slice at the end still names a value, as every binding must.)
+  const Buffer grads = allocate(context, uint64_t(total + 1) * 4);
+  int64_t at = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (given[i]) *parts[i].second = BufferSlice{&grads, uint64_t(at) * 4};
+    at += sizes[i];
+  }
   buffers.query = &query;
   if (key) buffers.key = &*key, buffers.value = &*value;
   if (mask_buffer) buffers.mask = &*mask_buffer;
@@ -124,28 +110,17 @@ MhaBackwardResult MhaBackwardPass::run_host(const MultiHeadAttention& self, cons
   pass.run(buffers);
 
   std::vector<std::byte> raw(static_cast<std::size_t>(B * Sq * E) * dtype_size(dt));
-  out.download(raw.data(), raw.size());
+  if (!raw.empty()) out.download(raw.data(), raw.size());
   r.out.resize(static_cast<std::size_t>(B * Sq * E));
   decode(dt, raw.data(), r.out.data(), r.out.size());
-  const detail::MhaGradLayout& g = pass.grad_layout();
-  const std::vector<float> params = download_f32(pass.grad_params(), 0, g.total);
-  const auto part = [&](int64_t from, int64_t to) {
-    return std::vector<float>(params.begin() + from, params.begin() + to);
-  };
-  r.q_proj_weight = part(g.q_w, g.k_w);
-  r.k_proj_weight = part(g.k_w, g.v_w);
-  r.v_proj_weight = part(g.v_w, g.in_b);
-  r.in_proj_bias = part(g.in_b, g.out_w);
-  r.out_proj_weight = part(g.out_w, g.out_b);
-  r.out_proj_bias = part(g.out_b, g.sinks);
-  r.sinks = part(g.sinks, g.total);
-  r.query = download_f32(pass.grad_query(), 0, B * Sq * E);
-  if (!call.self_attention) {
-    r.key = download_f32(*pass.grad_key(), 0, B * Sk * d.kdim);
-    r.value = download_f32(*pass.grad_value(), 0, B * Sk * d.vdim);
+  std::vector<float> all(static_cast<std::size_t>(total));
+  if (total > 0) grads.download(all.data(), uint64_t(total) * 4);
+  at = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    parts[i].first->assign(all.begin() + at, all.begin() + at + sizes[i]);
+    at += sizes[i];
   }
   return r;
 }
 
-}  // namespace detail
 }  // namespace vkattn

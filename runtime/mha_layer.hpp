@@ -27,4 +27,10 @@ struct MultiHeadAttention::Impl {
   int64_t wv_at() const { return wk_at() + dims.kv_dim() * dims.kdim; }
 };
 
+namespace detail {
+// Checks a pass's spec against the layer's sizes (sizes >= 0, self-attention's seq_k and kdim/vdim,
+// weights not on the fused path, no array past 2^60 values); throws Error naming the field.
+void check_mha_spec(const MhaDims& dims, const MhaSpec& spec);
+}  // namespace detail
+
 }  // namespace vkattn

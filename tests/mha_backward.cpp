@@ -1,8 +1,8 @@
 // The layer's backward pass on the device (MultiHeadAttention::backward) against the fp64 reference
 // (reference::multi_head_attention_backward): self and cross attention, kdim/vdim != E, GQA, no bias,
-// key padding and attn masks, causal, sinks, ALiBi, a window, a logit cap, f32/f16/bf16. Every
-// intermediate and gradient is poisoned (NaN bytes) before the first run, and a second run on fresh
-// buffers must give the same bits.
+// key padding and attn masks, causal, sinks, ALiBi, a window, a logit cap, f32/f16/bf16. The first
+// run is the prepared pass (PreparedMhaBackward) recorded with its output, gradients and workspace
+// poisoned (NaN bytes); the second, backward() on fresh buffers, must give the same bits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "mha_backward_pass.hpp"
+#include "command_buffer.hpp"
+#include "mha_mask.hpp"
 #include "support.hpp"
 #include "vkattn/mha.hpp"
+#include "vkattn/mha_backward.hpp"
 #include "vkattn/mha_reference.hpp"
 #include "vkattn/numeric.hpp"
 
@@ -115,6 +117,86 @@ Problem make_problem(const LayerCase& c, DType dtype, uint64_t seed) {
   return p;
 }
 
+Buffer upload(DType dtype, std::span<const float> values) {
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  Buffer b = Buffer::allocate(context(), std::max<uint64_t>(bytes.size(), 16));
+  if (!bytes.empty()) b.upload(bytes.data(), bytes.size());
+  return b;
+}
+
+// The gradients through PreparedMhaBackward::record, every output and the workspace poisoned first.
+MhaBackwardResult recorded(const MultiHeadAttention& layer, const Problem& p, DType dtype) {
+  Context& ctx = context();
+  const MhaDims d = check_mha_weights(p.w);
+  const MhaCall call = check_mha_inputs(d, p.in);
+  const detail::MhaMask mask = detail::merge_mha_masks(p.in, call);
+  MhaSpec spec;
+  spec.batch = call.batch, spec.seq_q = call.seq_q, spec.seq_k = call.seq_k;
+  spec.self_attention = call.self_attention;
+  spec.options = p.in.options;
+  spec.mask = mask.layout;
+  spec.path = attention_path();
+  const PreparedMhaBackward pass = layer.prepare_backward(spec);
+
+  const int64_t E = d.embed_dim, KVD = d.kv_dim(), Tq = call.batch * call.seq_q, Tk = call.batch * call.seq_k;
+  const Buffer query = upload(dtype, p.query), grad_out = upload(dtype, p.grad);
+  std::optional<Buffer> key, value, mask_buffer;
+  if (!call.self_attention) key.emplace(upload(dtype, p.key)), value.emplace(upload(dtype, p.value));
+  if (mask.layout) {
+    mask_buffer.emplace(Buffer::allocate(ctx, std::max<std::size_t>(mask.bytes.size(), 16)));
+    mask_buffer->upload(mask.bytes.data(), mask.bytes.size());
+  }
+  const auto poisoned = [&](uint64_t bytes) {
+    Buffer b = Buffer::allocate(ctx, std::max<uint64_t>(bytes, 16));
+    b.fill(0xff);
+    return b;
+  };
+  const Buffer out = poisoned(uint64_t(Tq * E) * dtype_size(dtype));
+  Buffer workspace = poisoned(pass.workspace_bytes());
+  MhaBackwardResult r;
+  r.embed_dim = E, r.kdim = d.kdim, r.vdim = d.vdim;
+  MhaBackwardBuffers b;
+  b.query = &query, b.grad_out = &grad_out, b.out = &out;
+  if (key) b.key = &*key, b.value = &*value;
+  if (mask_buffer) b.mask = &*mask_buffer;
+  struct Part {
+    std::vector<float>* values;
+    BufferSlice* slice;
+    int64_t n;
+    bool given;
+  };
+  const Part parts[] = {{&r.q_proj_weight, &b.grads.q_proj_weight, E * E, true},
+                        {&r.k_proj_weight, &b.grads.k_proj_weight, KVD * d.kdim, true},
+                        {&r.v_proj_weight, &b.grads.v_proj_weight, KVD * d.vdim, true},
+                        {&r.in_proj_bias, &b.grads.in_proj_bias, E + 2 * KVD, d.bias},
+                        {&r.out_proj_weight, &b.grads.out_proj_weight, E * E, true},
+                        {&r.out_proj_bias, &b.grads.out_proj_bias, E, d.bias},
+                        {&r.sinks, &b.grads.sinks, d.num_heads, d.has_sinks},
+                        {&r.query, &b.grads.query, Tq * E, true},
+                        {&r.key, &b.grads.key, Tk * d.kdim, !call.self_attention},
+                        {&r.value, &b.grads.value, Tk * d.vdim, !call.self_attention}};
+  std::vector<Buffer> grads;
+  grads.reserve(std::size(parts));
+  for (const Part& part : parts)
+    if (part.given) grads.push_back(poisoned(uint64_t(part.n) * 4)), *part.slice = {&grads.back(), 0};
+
+  TestCommandBuffer shot(ctx);
+  pass.record(shot.cmd(), b, {&workspace, 0});
+  shot.barrier();
+  shot.submit_and_wait();
+  r.out.resize(std::size_t(Tq * E));
+  std::vector<std::byte> raw(r.out.size() * dtype_size(dtype));
+  if (!raw.empty()) out.download(raw.data(), raw.size());
+  decode(dtype, raw.data(), r.out.data(), r.out.size());
+  for (const Part& part : parts) {
+    if (!part.given) continue;
+    part.values->resize(std::size_t(part.n));
+    if (part.n) part.slice->buffer->download(part.values->data(), uint64_t(part.n) * 4);
+  }
+  return r;
+}
+
 void run_case(const LayerCase& c, DType dtype, uint64_t seed) {
   const std::string name = std::string(c.name) + " " + to_string(dtype);
   CAPTURE(name);
@@ -122,7 +204,7 @@ void run_case(const LayerCase& c, DType dtype, uint64_t seed) {
   const Problem p = make_problem(c, dtype, seed);
   MultiHeadAttention layer(context(), p.w, dtype);
 
-  const MhaBackwardResult got = detail::MhaBackwardPass::run_host(layer, p.in, p.grad, attention_path(), true);
+  const MhaBackwardResult got = recorded(layer, p, dtype);
   const reference::MhaGradients want = reference::multi_head_attention_backward(p.w, p.in, p.grad);
   expect_close("out", got.out, reference::multi_head_attention(p.w, p.in).out, dtype);
   expect_close("q_proj_weight", got.q_proj_weight, want.q_proj_weight, dtype);
@@ -179,16 +261,60 @@ TEST_SUITE("mha-backward") {
     uint64_t n = 0;
     for (const LayerCase& c : kCases)
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) run_case(c, dtype, case_seed(n++));
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("a prepared backward refuses a spec it cannot run and buffers that do not fit it, naming them") {
+    Context& ctx = context();
+    const Problem p = make_problem(LayerCase{.name = "buffers", .sinks = true}, DType::f32, 5);
+    MultiHeadAttention layer(ctx, p.w);
+    MhaSpec spec;
+    spec.batch = 2, spec.seq_q = 5, spec.seq_k = 7;
+    MhaSpec weights = spec;
+    weights.weights = true;
+    CHECK(contains(error_message([&] { (void)layer.prepare_backward(weights); }), "MhaSpec::weights"));
+    MhaSpec self = spec;
+    self.self_attention = true;
+    CHECK(contains(error_message([&] { (void)layer.prepare_backward(self); }), "self_attention needs seq_k == seq_q"));
+    const PreparedMhaBackward pass = layer.prepare_backward(spec);
+
+    const auto f32 = [&](int64_t n) { return Buffer::allocate(ctx, uint64_t(n) * 4); };
+    const int64_t E = 16, KVD = 16;
+    Buffer query = f32(2 * 5 * E), key = f32(2 * 7 * E), value = f32(2 * 7 * E), out = f32(2 * 5 * E), dy = f32(2 * 5 * E);
+    Buffer gq = f32(E * E), gk = f32(KVD * E), gv = f32(KVD * E), gib = f32(E + 2 * KVD), gow = f32(E * E), gob = f32(E),
+           gs = f32(2), gx = f32(2 * 5 * E), gkx = f32(2 * 7 * E), gvx = f32(2 * 7 * E);
+    MhaBackwardBuffers b;
+    b.query = &query, b.key = &key, b.value = &value, b.out = &out, b.grad_out = &dy;
+    b.grads = {{&gq, 0}, {&gk, 0}, {&gv, 0}, {&gib, 0}, {&gow, 0}, {&gob, 0}, {&gs, 0}, {&gx, 0}, {&gkx, 0}, {&gvx, 0}};
+    pass.run(b);  // fits
+
+    MhaBackwardBuffers no_sinks = b;
+    no_sinks.grads.sinks = {};
+    CHECK(contains(error_message([&] { pass.run(no_sinks); }), "grads.sinks: the layer and pass have this gradient"));
+    MhaBackwardBuffers short_query = b;
+    short_query.grads.query = {&gx, 4};
+    CHECK(contains(error_message([&] { pass.run(short_query); }), "grads.query"));
+    MhaBackwardBuffers overlap = b;
+    overlap.grads.value = {&gkx, 0};
+    CHECK(contains(error_message([&] { pass.run(overlap); }), "overlaps"));
+    MhaBackwardBuffers into_input = b;
+    into_input.grads.value = {&key, 0};
+    CHECK(contains(error_message([&] { pass.run(into_input); }), "overlaps"));
+    Buffer small = Buffer::allocate(ctx, 64);
+    TestCommandBuffer shot(ctx);
+    CHECK(contains(error_message([&] { pass.record(shot.cmd(), b, {&small, 0}); }), "workspace: needs"));
+    shot.end();
   }
 
   TEST_CASE("with no key (or no query) the layer's gradients are out_proj.bias's alone, as the reference's") {
     for (const LayerCase& c : {LayerCase{.name = "no key", .seq_k = 0}, LayerCase{.name = "no query", .seq_q = 0},
                                LayerCase{.name = "no key, self", .seq_q = 0, .self = true, .sinks = true}}) {
-      INFO(c.name);
+      INFO(std::string(c.name));
       const Problem p = make_problem(c, DType::f16, 4);
       MultiHeadAttention layer(context(), p.w, DType::f16);
-      const MhaBackwardResult got = layer.backward(p.in, p.grad);
+      const MhaBackwardResult got = recorded(layer, p, DType::f16);
       const reference::MhaGradients want = reference::multi_head_attention_backward(p.w, p.in, p.grad);
+      CHECK(same_bits(got.out_proj_bias, layer.backward(p.in, p.grad).out_proj_bias));
       expect_close("out", got.out, reference::multi_head_attention(p.w, p.in).out, DType::f16);
       expect_close("out_proj_bias", got.out_proj_bias, want.out_proj_bias, DType::f32);
       expect_close("in_proj_weight", got.in_proj_weight(), want.in_proj_weight(), DType::f32);
@@ -196,6 +322,9 @@ TEST_SUITE("mha-backward") {
       expect_close("sinks", got.sinks, want.sinks, DType::f32);
       expect_close("query", got.query, want.query, DType::f32);
       expect_close("key", got.key, want.key, DType::f32);
+      expect_close("value", got.value, want.value, DType::f32);
+      expect_close("in_proj_bias", got.in_proj_bias, want.in_proj_bias, DType::f32);
+      expect_close("out_proj_weight", got.out_proj_weight, want.out_proj_weight, DType::f32);
     }
   }
 

@@ -75,9 +75,7 @@ struct MhaBuffers {
 };
 
 class MultiHeadAttention;
-namespace detail {
-class MhaBackwardPass;  // runtime/mha_backward_pass.hpp
-}
+class PreparedMhaBackward;  // vkattn/mha_backward.hpp
 
 // The layer planned for one input shape: every check made, the pipelines built, the projections,
 // attention and the output projection precomputed as one list of dispatches. record() and run()
@@ -142,12 +140,17 @@ class MultiHeadAttention {
   // The backward pass on host arrays: runs the forward on `inputs` on the device, keeping its
   // intermediates (the projected Q, K, V, attention's output and its log-sum-exp), then from
   // `grad_out` (batch, seq_q, E), the gradient of the layer's output, every gradient (MhaBackwardResult)
-  // with the device's GEMMs and attention backward (vkattn/attention_backward.hpp), and waits.
+  // with the device's GEMMs and attention backward, and waits: prepare_backward(...) on uploaded
+  // copies (vkattn/mha_backward.hpp).
   // Deterministic: no atomics, every sum in a fixed order; the same inputs give the same bits.
   // need_weights and average_weights play no part. Checks as forward() does, and grad_out's size;
   // dropout is refused (the forward kernels do not apply it). Throws Error; nothing is dispatched then.
   MhaBackwardResult backward(const MhaInputs& inputs, std::span<const float> grad_out,
                              AttentionPath path = AttentionPath::automatic);
+
+  // Plans the backward pass on device buffers for one input shape (vkattn/mha_backward.hpp; throws
+  // Error as backward() would for that shape, and for MhaSpec::weights, which it does not give).
+  PreparedMhaBackward prepare_backward(const MhaSpec& spec) const;
 
   // Replaces the layer's weights with `weights` of the same sizes and arrays (a training step's
   // update): checked as the constructor checks them; throws Error when a size differs. Passes
@@ -160,7 +163,7 @@ class MultiHeadAttention {
 
  private:
   friend class PreparedMha;  // keeps the weights alive
-  friend class detail::MhaBackwardPass;  // likewise
+  friend class PreparedMhaBackward;  // likewise
   struct Impl;
   Impl& impl() const;  // throws on a moved-from layer
   static void write_weights(Impl& layer, const MhaWeights& weights);
