@@ -154,7 +154,8 @@ class MultiHeadAttention {
 
   // Replaces the layer's weights with `weights` of the same sizes and arrays (a training step's
   // update): checked as the constructor checks them; throws Error when a size differs. Passes
-  // prepared from the layer read the new values from their next run.
+  // prepared from the layer read the new values from their next run. Uploads synchronously: not while
+  // a command buffer recorded from the layer's passes may still execute.
   void set_weights(const MhaWeights& weights);
 
   // Plans a forward pass on device buffers for one input shape (throws Error as forward() would for
