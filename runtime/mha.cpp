@@ -10,6 +10,7 @@
 
 #include "attention_record.hpp"
 #include "mha_layer.hpp"
+#include "mha_mask.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/error.hpp"
@@ -29,7 +30,30 @@ Buffer upload(Context& context, DType dtype, std::span<const float> values) {
   return buffer;
 }
 
+// Rounds `values` to `dtype` into `buffer` from element `at`.
+void write(Buffer& buffer, DType dtype, std::span<const float> values, int64_t at = 0) {
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size(), uint64_t(at) * dtype_size(dtype));
+}
+
 }  // namespace
+
+// The layer's buffers (allocated for `weights`' sizes, checked) filled with its values.
+void MultiHeadAttention::write_weights(Impl& l, const MhaWeights& weights) {
+  const DType dt = l.dtype;
+  write(*l.w_in, dt, weights.q_proj_weight);
+  write(*l.w_in, dt, weights.k_proj_weight, l.wk_at());
+  write(*l.w_in, dt, weights.v_proj_weight, l.wv_at());
+  write(*l.wo, dt, weights.out_proj_weight);
+  if (weights.bias) {
+    write(*l.in_bias, dt, weights.in_proj_bias);
+    write(*l.out_bias, dt, weights.out_proj_bias);
+  }
+  const PerHeadValues per_head = weights.per_head();
+  for (PerHeadTensor t : kPerHeadTensors)
+    if (per_head.layout(t)) write(*l.per_head[t], DType::f32, per_head.values(t));
+}
 
 MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weights, DType dtype)
     : impl_(std::make_shared<Impl>()) {
@@ -41,18 +65,35 @@ MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weigh
                               context.device_info().name + " does not offer");
   impl_->context = &context;
   impl_->dtype = dtype;
-  impl_->wq.emplace(upload(context, dtype, weights.q_proj_weight));
-  impl_->wk.emplace(upload(context, dtype, weights.k_proj_weight));
-  impl_->wv.emplace(upload(context, dtype, weights.v_proj_weight));
-  impl_->wo.emplace(upload(context, dtype, weights.out_proj_weight));
+  // Wq, Wk, Wv in one buffer (mha_layer.hpp), each seen through a view.
+  Impl& l = *impl_;
+  const uint64_t es = dtype_size(dtype);
+  l.w_in.emplace(allocate(context, uint64_t(l.wv_at() + l.dims.kv_dim() * l.dims.vdim) * es));
+  l.wq.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset(), uint64_t(l.wk_at()) * es));
+  l.wk.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset() + uint64_t(l.wk_at()) * es,
+                            uint64_t(l.wv_at() - l.wk_at()) * es));
+  l.wv.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset() + uint64_t(l.wv_at()) * es,
+                            uint64_t(l.dims.kv_dim() * l.dims.vdim) * es));
+  l.wo.emplace(allocate(context, uint64_t(weights.out_proj_weight.size()) * es));
   if (weights.bias) {
-    impl_->in_bias.emplace(upload(context, dtype, weights.in_proj_bias));
-    impl_->out_bias.emplace(upload(context, dtype, weights.out_proj_bias));
+    l.in_bias.emplace(allocate(context, uint64_t(weights.in_proj_bias.size()) * es));
+    l.out_bias.emplace(allocate(context, uint64_t(weights.out_proj_bias.size()) * es));
   }
   // Per-head score modifiers: f32, as attention() reads them.
   const PerHeadValues per_head = weights.per_head();
   for (PerHeadTensor t : kPerHeadTensors)
-    if (per_head.layout(t)) impl_->per_head[t].emplace(upload(context, DType::f32, per_head.values(t)));
+    if (per_head.layout(t)) l.per_head[t].emplace(allocate(context, uint64_t(per_head.values(t).size()) * 4));
+  write_weights(l, weights);
+}
+
+void MultiHeadAttention::set_weights(const MhaWeights& weights) {
+  Impl& l = impl();
+  const MhaDims d = check_mha_weights(weights);
+  const MhaDims& o = l.dims;
+  if (d.embed_dim != o.embed_dim || d.num_heads != o.num_heads || d.kv_heads != o.kv_heads || d.kdim != o.kdim ||
+      d.vdim != o.vdim || d.bias != o.bias || d.has_sinks != o.has_sinks || d.has_alibi != o.has_alibi)
+    throw Error("set_weights: the weights' sizes or arrays differ from the layer's (a layer keeps its shape; make a new one)");
+  write_weights(l, weights);
 }
 
 MultiHeadAttention::MultiHeadAttention(MultiHeadAttention&&) noexcept = default;
@@ -90,34 +131,10 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
     result.weights.assign(static_cast<std::size_t>(in.average_weights ? B * Sq * Sk : B * H * Sq * Sk), 0.0f);
   if (B * Sq == 0) return result;
 
-  // Masks: key_padding_mask (true = ignore) becomes a boolean (B, 1, Sq, Sk) mask broadcast over rows
-  // (stride 0); with an attn_mask both merge into one f32 additive (B, 1, Sq, Sk) mask.
-  std::vector<std::byte> mask_bytes;
   MhaSpec spec;
-  const bool padding = !in.key_padding_mask.empty(), additive = !in.attn_mask.empty();
-  if (padding && !additive) {
-    mask_bytes.resize(in.key_padding_mask.size());
-    for (std::size_t i = 0; i < mask_bytes.size(); ++i)
-      mask_bytes[i] = std::byte{in.key_padding_mask[i] ? uint8_t(0) : uint8_t(1)};
-    MaskLayout l;
-    l.type = MaskType::boolean;
-    l.batch = B, l.heads = 1, l.seq_q = Sq, l.seq_k = Sk;
-    l.stride_batch = Sk, l.stride_head = 0, l.stride_q = 0;
-    spec.mask = l;
-  } else if (additive) {
-    const int64_t mb = padding ? B : 1;
-    std::vector<float> bias(static_cast<std::size_t>(mb * Sq * Sk));
-    for (int64_t b = 0; b < mb; ++b)
-      for (int64_t i = 0; i < Sq; ++i)
-        for (int64_t j = 0; j < Sk; ++j) {
-          const bool hidden = padding && in.key_padding_mask[static_cast<std::size_t>(b * Sk + j)] != 0;
-          bias[static_cast<std::size_t>((b * Sq + i) * Sk + j)] =
-              hidden ? -std::numeric_limits<float>::infinity() : in.attn_mask[static_cast<std::size_t>(i * Sk + j)];
-        }
-    mask_bytes.resize(bias.size() * 4);
-    if (!bias.empty()) std::memcpy(mask_bytes.data(), bias.data(), mask_bytes.size());
-    spec.mask = MaskLayout::dense(MaskType::f32, mb, 1, Sq, Sk);
-  }
+  detail::MhaMask merged = detail::merge_mha_masks(in, call);
+  std::vector<std::byte>& mask_bytes = merged.bytes;
+  spec.mask = merged.layout;
   spec.batch = B, spec.seq_q = Sq, spec.seq_k = Sk;
   spec.self_attention = call.self_attention;
   spec.options = in.options;

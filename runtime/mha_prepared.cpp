@@ -63,8 +63,12 @@ detail::GemmOperand heads_split(uint32_t slot, DType dtype, int64_t batches, int
   return o;
 }
 
+}  // namespace
+
+namespace detail {
+
 // B·S·features values stay far below 2^62 bytes (checked), so the byte counts below cannot wrap.
-void check_spec(const MhaDims& d, const MhaSpec& s) {
+void check_mha_spec(const MhaDims& d, const MhaSpec& s) {
   detail::check_path(s.path);
   if (s.batch < 0 || s.seq_q < 0 || s.seq_k < 0)
     throw Error("MhaSpec: batch, seq_q and seq_k must be >= 0 (got " + str(s.batch) + ", " + str(s.seq_q) + ", " +
@@ -90,7 +94,7 @@ void check_spec(const MhaDims& d, const MhaSpec& s) {
   product({s.batch, s.seq_k, std::max({d.kdim, d.vdim, d.kv_dim()})});
 }
 
-}  // namespace
+}  // namespace detail
 
 struct PreparedMha::Impl {
   std::shared_ptr<detail::ContextImpl> context;
@@ -187,7 +191,7 @@ void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffe
 PreparedMha MultiHeadAttention::prepare(const MhaSpec& spec) const {
   const Impl& layer = impl();
   const MhaDims& d = layer.dims;
-  check_spec(d, spec);
+  detail::check_mha_spec(d, spec);
   Context& context = *layer.context;
   detail::ContextImpl& c = detail::impl_of(context);
   c.check_usable();

@@ -19,6 +19,7 @@
 #include "heatmap.hpp"
 #include "npy.hpp"
 #include "npz.hpp"
+#include "npz_write.hpp"
 #include "support.hpp"
 #include "temp_dir.hpp"
 
@@ -237,6 +238,23 @@ TEST_SUITE("unit") {
     // An empty archive is a valid (empty) .npz.
     write_file(path, make_zip({}));
     CHECK(npz::read(path).empty());
+  }
+
+  TEST_CASE("npz: written archives read back, byte for byte the same each time") {
+    const std::vector<npz::Member> members = {{"out_proj.weight", npy_floats({2, 3}, iota(6))},
+                                              {"query", npy_floats({1, 2, 2}, iota(4, -1.0f))},
+                                              {"empty", npy_floats({0}, {})}};
+    const std::vector<std::byte> bytes = npz::serialize(members);
+    CHECK(npz::serialize(members) == bytes);
+    const npz::Arrays arrays = npz::parse(bytes, "written.npz");
+    REQUIRE(arrays.size() == 3);
+    CHECK(arrays.at("out_proj.weight").shape == std::vector<int64_t>{2, 3});
+    CHECK(npy::to_floats(arrays.at("out_proj.weight"), "w") == iota(6));
+    CHECK(npy::to_floats(arrays.at("query"), "q") == iota(4, -1.0f));
+    CHECK(arrays.at("empty").element_count() == 0);
+    CHECK(npz::parse(npz::serialize({}), "none.npz").empty());
+    CHECK(test::contains(test::error_message([&] { npz::serialize({members[0], members[0]}); }), "given twice"));
+    CHECK(test::contains(test::error_message([&] { npz::serialize({{"", members[0].second}}); }), "empty name"));
   }
 
   TEST_CASE("npz: malformed archives are Errors naming the file and the entry") {

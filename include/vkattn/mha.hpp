@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "vkattn/attention.hpp"
@@ -24,6 +25,28 @@ struct MhaResult {
   // Empty unless MhaInputs::need_weights: (batch, seq_q, seq_k) averaged over heads when
   // average_weights, else (batch, H, seq_q, seq_k). Masked keys weigh exactly 0.
   std::vector<float> weights;
+};
+
+// The gradients of one backward pass of the layer (MultiHeadAttention::backward), f32, each named and
+// shaped as the MhaWeights member or MhaInputs array it is the gradient of (the contract:
+// docs/semantics.md, "Backward"; reference::MhaGradients is the fp64 yardstick). The ALiBi slopes,
+// the masks and the scale get none.
+struct MhaBackwardResult {
+  int64_t embed_dim = 0, kdim = 0, vdim = 0;  // the layer's
+  std::vector<float> out;              // the forward's output (batch, seq_q, E), computed on the way
+  std::vector<float> q_proj_weight;    // (E, E)
+  std::vector<float> k_proj_weight;    // (kv_dim, kdim)
+  std::vector<float> v_proj_weight;    // (kv_dim, vdim)
+  std::vector<float> in_proj_bias;     // (E + 2*kv_dim); empty without bias
+  std::vector<float> out_proj_weight;  // (E, E): the state_dict's out_proj.weight
+  std::vector<float> out_proj_bias;    // (E); empty without bias
+  std::vector<float> sinks;            // (num_heads); empty without sinks
+  std::vector<float> query;            // (batch, seq_q, E); self-attention: the whole input's gradient
+  std::vector<float> key;              // (batch, seq_k, kdim); empty in self-attention
+  std::vector<float> value;            // (batch, seq_k, vdim); empty in self-attention
+  // The packed state_dict's in_proj_weight gradient (q's, k's and v's rows stacked) when kdim ==
+  // vdim == E; else empty.
+  std::vector<float> in_proj_weight() const;
 };
 
 // A forward pass of the layer on device buffers, described without them: the layer prepares one
@@ -52,6 +75,7 @@ struct MhaBuffers {
 };
 
 class MultiHeadAttention;
+class PreparedMhaBackward;  // vkattn/mha_backward.hpp
 
 // The layer planned for one input shape: every check made, the pipelines built, the projections,
 // attention and the output projection precomputed as one list of dispatches. record() and run()
@@ -113,14 +137,37 @@ class MultiHeadAttention {
   // the merged mask, then runs prepare(...) on them.
   MhaResult forward(const MhaInputs& inputs, AttentionPath path = AttentionPath::automatic);
 
+  // The backward pass on host arrays: runs the forward on `inputs` on the device, keeping its
+  // intermediates (the projected Q, K, V, attention's output and its log-sum-exp), then from
+  // `grad_out` (batch, seq_q, E), the gradient of the layer's output, every gradient (MhaBackwardResult)
+  // with the device's GEMMs and attention backward, and waits: prepare_backward(...) on uploaded
+  // copies (vkattn/mha_backward.hpp).
+  // Deterministic: no atomics, every sum in a fixed order; the same inputs give the same bits.
+  // need_weights and average_weights play no part. Checks as forward() does, and grad_out's size;
+  // dropout is refused (the forward kernels do not apply it). Throws Error; nothing is dispatched then.
+  MhaBackwardResult backward(const MhaInputs& inputs, std::span<const float> grad_out,
+                             AttentionPath path = AttentionPath::automatic);
+
+  // Plans the backward pass on device buffers for one input shape (vkattn/mha_backward.hpp; throws
+  // Error as backward() would for that shape, and for MhaSpec::weights, which it does not give).
+  PreparedMhaBackward prepare_backward(const MhaSpec& spec) const;
+
+  // Replaces the layer's weights with `weights` of the same sizes and arrays (a training step's
+  // update): checked as the constructor checks them; throws Error when a size differs. Passes
+  // prepared from the layer read the new values from their next run. Uploads synchronously: not while
+  // a command buffer recorded from the layer's passes may still execute.
+  void set_weights(const MhaWeights& weights);
+
   // Plans a forward pass on device buffers for one input shape (throws Error as forward() would for
   // that shape; nothing is dispatched). Keep it and record it every step.
   PreparedMha prepare(const MhaSpec& spec) const;
 
  private:
   friend class PreparedMha;  // keeps the weights alive
+  friend class PreparedMhaBackward;  // likewise
   struct Impl;
   Impl& impl() const;  // throws on a moved-from layer
+  static void write_weights(Impl& layer, const MhaWeights& weights);
   std::shared_ptr<Impl> impl_;  // shared with the PreparedMha made from it (the weights)
 };
 

@@ -11,6 +11,7 @@
 #include "vkattn/error.hpp"
 #include "vkattn/kv_cache.hpp"
 #include "vkattn/mha.hpp"
+#include "vkattn/mha_backward.hpp"
 #include "vkattn/mha_reference.hpp"
 #include "vkattn/mha_types.hpp"
 #include "vkattn/numeric.hpp"

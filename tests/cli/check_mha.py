@@ -11,7 +11,11 @@ with --device naming no device, so a check made after opening it would report th
 The layer output is compared relative to max|out| of the reference, the attention weights absolutely
 (they are probabilities), both against the tolerance (docs/testing.md, "Precision and the tolerances the tests use") of the compute dtype; the reference
 is fed the weights and inputs rounded to that dtype (the GPU also rounds its intermediates, which
-the tolerance absorbs). Masked keys must weigh exactly 0. Exits 1 when any case fails.
+the tolerance absorbs). Masked keys must weigh exactly 0. The grad_* cases also run the backward
+(--grad-out/--grads-out) and compare every gradient in the .npz, relative to its own max |reference|,
+with mha_reference.multi_head_attention_backward and, where Debian's torch imports and the case is a
+torch layer, with torch.autograd of torch.nn.MultiheadAttention in float64 on the same state_dict.
+Exits 1 when any case fails.
 """
 import argparse
 import dataclasses
@@ -33,8 +37,10 @@ import mha_reference  # noqa: E402
 from sdpa_reference import round_to  # noqa: E402
 
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}  # docs/testing.md, "Precision and the tolerances the tests use"
+# The gradients (--grads-out), each relative to its own max |reference|: tests/backward.cpp's tolerances.
+GRAD_TOLERANCE = {"f32": 2e-4, "f16": 1e-2, "bf16": 6e-2}
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OUTPUTS = ("out.npy", "p.npy", "heads.png")
+OUTPUTS = ("out.npy", "p.npy", "heads.png", "grads.npz")
 
 
 @dataclasses.dataclass
@@ -66,6 +72,7 @@ class Case:
     softcap: float = None
     sinks: bool = False
     alibi: bool = False
+    grad: bool = False  # also --grad-out dY.npy --grads-out grads.npz, against the NumPy (and torch) backward
 
     @property
     def compute_dtype(self):
@@ -95,6 +102,13 @@ CASES = [
          alibi=True, attn_mask="float", file_dtype="f2", path="unfused"),
     Case("every_modifier_fused", seq_q=9, seq_k=20, causal="bottom-right", window="6:-1", softcap=0.75, sinks=True,
          alibi=True, path="fused"),
+    # The backward (--grad-out/--grads-out).
+    Case("grad_packed_self", grad=True, key_padding_mask="bool", attn_mask="float"),
+    Case("grad_packed_cross_bool_mask", grad=True, heads=2, seq_q=5, seq_k=9, attn_mask="bool"),
+    Case("grad_kdim_vdim_no_bias", grad=True, embed=12, heads=3, kdim=7, vdim=5, bias=False, seq_q=6, seq_k=10),
+    Case("grad_gqa_causal_sinks_alibi", grad=True, heads=4, kv_heads=2, seq_q=7, seq_k=11, causal="bottom-right",
+         sinks=True, alibi=True, softcap=1.0, masked_batch=True, key_padding_mask="int"),
+    Case("grad_f16_self_causal", grad=True, file_dtype="f2", seq_q=9, causal="top-left", window="3:-1"),
 ]
 
 
@@ -167,20 +181,62 @@ def generate(case, directory):
 
     dtype = case.compute_dtype
     seen = {name: round_to(array, dtype) for name, array in d.items()}
-    out, p = mha_reference.multi_head_attention(
-        seen, round_to(query, dtype), None if key is None else round_to(key, dtype),
-        None if value is None else round_to(value, dtype), heads=case.heads, kv_heads=case.kv_heads,
-        causal=case.causal, key_padding_mask=kpm, attn_mask=mask,
-        window=tuple(int(x) for x in case.window.split(":")) if case.window else None, align=case.align,
-        softcap=case.softcap)
+    inputs = (round_to(query, dtype), None if key is None else round_to(key, dtype),
+              None if value is None else round_to(value, dtype))
+    options = dict(heads=case.heads, kv_heads=case.kv_heads, causal=case.causal, key_padding_mask=kpm,
+                   attn_mask=mask, window=tuple(int(x) for x in case.window.split(":")) if case.window else None,
+                   align=case.align, softcap=case.softcap)
+    out, p = mha_reference.multi_head_attention(seen, *inputs, **options)
     if case.weights == "average":
         p = p.mean(axis=1)
-    return args, out, p
+    grads = None
+    if case.grad:
+        dy = rng.standard_normal((case.batch, case.seq_q, case.embed)).astype(file_type)
+        np.save(os.path.join(directory, "dY.npy"), dy)
+        args += ["--grad-out", "dY.npy", "--grads-out", "grads.npz"]
+        grads = mha_reference.multi_head_attention_backward(seen, *inputs, round_to(dy, dtype), **options)
+        grads = {"numpy": grads}
+        torch_grads = torch_backward(case, seen, inputs, round_to(dy, dtype), kpm, mask)
+        if torch_grads is not None:
+            grads["torch"] = torch_grads
+    return args, out, p, grads
+
+
+def torch_backward(case, d, inputs, dy, kpm, mask):
+    """torch.autograd's gradients of torch.nn.MultiheadAttention(batch_first=True) in float64 with the
+    state_dict d, where torch has the case's layer (no GQA, no score modifiers, no causal, no fully
+    masked row, where torch gives NaN) and Debian's torch imports; else None."""
+    if (case.kv_heads not in (None, case.heads) or case.sinks or case.alibi or case.window or case.softcap is not None
+            or case.causal != "none" or case.masked_batch):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    embed = case.embed
+    layer = torch.nn.MultiheadAttention(embed, case.heads, bias=case.bias, kdim=case.kdim, vdim=case.vdim,
+                                        batch_first=True, dtype=torch.float64)
+    layer.load_state_dict({k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in d.items()})
+    query = torch.tensor(inputs[0], dtype=torch.float64, requires_grad=True)
+    self_attention = inputs[1] is None
+    key = query if self_attention else torch.tensor(inputs[1], dtype=torch.float64, requires_grad=True)
+    value = query if self_attention else torch.tensor(inputs[2], dtype=torch.float64, requires_grad=True)
+    attn_mask = None
+    if mask is not None:
+        attn_mask = torch.from_numpy(mask) if mask.dtype == np.bool_ else torch.from_numpy(mask.astype(np.float64))
+    out, _ = layer(query, key, value, key_padding_mask=None if kpm is None else torch.from_numpy(np.asarray(kpm, bool)),
+                   attn_mask=attn_mask, need_weights=False)
+    out.backward(torch.from_numpy(np.asarray(dy, np.float64)))
+    grads = {name: p.grad.numpy() for name, p in layer.named_parameters()}
+    grads["query"] = query.grad.numpy()
+    if not self_attention:
+        grads["key"], grads["value"] = key.grad.numpy(), value.grad.numpy()
+    return grads
 
 
 def check_case(vkattn, case, directory):
     os.makedirs(directory, exist_ok=True)
-    args, ref_out, ref_p = generate(case, directory)
+    args, ref_out, ref_p, ref_grads = generate(case, directory)
     proc = subprocess.run([vkattn] + args, cwd=directory, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         return False, f"vkattn mha exited {proc.returncode}: {proc.stderr.strip()}"
@@ -213,6 +269,22 @@ def check_case(vkattn, case, directory):
             if png.read(8) != b"\x89PNG\r\n\x1a\n":
                 return False, "heads.png is not a PNG"
         detail += "  heatmap ok"
+    if ref_grads:
+        grads = np.load(os.path.join(directory, "grads.npz"))
+        tol = GRAD_TOLERANCE[case.compute_dtype]
+        for source, want in ref_grads.items():
+            if sorted(grads.files) != sorted(want):
+                return False, f"grads.npz holds {sorted(grads.files)}, the {source} backward {sorted(want)}"
+            worst, worst_name = 0.0, ""
+            for name, w in want.items():
+                g = grads[name]
+                if g.dtype != np.float32 or g.shape != w.shape:
+                    return False, f"grads.npz {name} is {g.dtype} {g.shape}, expected float32 {w.shape}"
+                e = float(np.abs(g - w).max() / max(float(np.abs(w).max()), 1e-3)) if np.isfinite(g).all() else np.inf
+                if e >= worst:
+                    worst, worst_name = e, name
+            ok = ok and worst <= tol
+            detail += f"  grads vs {source} {worst:.2e} ({worst_name})"
     return ok, detail
 
 
@@ -279,6 +351,9 @@ def error_cases():
         ("average_without_attn_weights", base, heads + ["--average-weights"]),
         ("out_same_as_attn_weights", base, heads + ["--attn-weights", "out.npy"]),
         ("missing_heads", base, []),
+        ("grad_out_wrong_shape", dict(base, **{"dY.npy": query[:, :4]}),
+         heads + ["--grad-out", "dY.npy", "--grads-out", "grads.npz"]),
+        ("grad_out_without_grads_out", dict(base, **{"dY.npy": query}), heads + ["--grad-out", "dY.npy"]),
         ("missing_query_file", {"w.npz": d}, heads),
         # Values beyond the compute dtype's range (the layer stores inputs and weights in it).
         # The score modifiers: bad option values and per-head arrays of the wrong shape or not finite.
@@ -322,6 +397,8 @@ def check_error_case(vkattn, name, files, extra, directory):
     leftovers = [f for f in os.listdir(directory) if f.startswith(OUTPUTS)]
     if proc.returncode == 0:
         return False, "succeeded, expected a failure"
+    if name.startswith("grad_out") and proc.returncode != 2:
+        return False, f"exit {proc.returncode}, expected 2 (a usage error): {proc.stderr.strip()}"
     if len(lines) != 1 or not lines[0].startswith("vkattn: error: "):
         return False, f"stderr is not one 'vkattn: error:' line: {proc.stderr!r}"
     if "no-such-device" in lines[0]:

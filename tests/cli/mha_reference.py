@@ -68,9 +68,10 @@ def linear(x, w, b):
     return y if b is None else y + b
 
 
-def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="none", key_padding_mask=None,
-                         attn_mask=None, window=None, align=None, softcap=None):
-    """Returns (out (B,Sq,E), weights (B,H,Sq,Sk)) in float64. key/value None: self-attention."""
+def _forward(d, query, key, value, *, heads, kv_heads=None, causal="none", key_padding_mask=None,
+             attn_mask=None, window=None, align=None, softcap=None):
+    """The forward's intermediates, float64, as a dict (multi_head_attention and its backward)."""
+    self_attention = key is None
     query = np.asarray(query, np.float64)
     key = query if key is None else np.asarray(key, np.float64)
     value = query if value is None else np.asarray(value, np.float64)
@@ -87,7 +88,8 @@ def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="
     k = np.repeat(k, heads // kv_heads, axis=1)
     v = np.repeat(v, heads // kv_heads, axis=1)
 
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
+    raw = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
+    scores = raw
     visible = np.ones((batch, heads, seq_q, seq_k), bool)
     i = np.arange(seq_q)[:, None]
     j = np.arange(seq_k)[None, :]
@@ -130,4 +132,63 @@ def multi_head_attention(d, query, key, value, *, heads, kv_heads=None, causal="
         denominator = denominator + np.exp(sink - row_max)
     p = np.where(empty, 0.0, p / np.where(empty, 1.0, denominator))
     attn = (p @ v).transpose(0, 2, 1, 3).reshape(batch, seq_q, embed)
-    return linear(attn, wo, bo), p
+    sink_p = None if sink is None else np.where(empty, 0.0, np.exp(sink - row_max) / np.where(empty, 1.0, denominator))
+    return dict(query=query, key=key, value=value, self_attention=self_attention, q=q, k=k, v=v, raw=raw, p=p,
+                sink_p=sink_p, attn=attn, out=linear(attn, wo, bo), weights=(wq, wk, wv, bq, bk, bv, wo, bo),
+                heads=heads, kv_heads=kv_heads, head_dim=head_dim, softcap=softcap)
+
+
+def multi_head_attention(d, query, key, value, **options):
+    """Returns (out (B,Sq,E), weights (B,H,Sq,Sk)) in float64. key/value None: self-attention. Options:
+    heads, kv_heads, causal, key_padding_mask, attn_mask, window, align, softcap."""
+    f = _forward(d, query, key, value, **options)
+    return f["out"], f["p"]
+
+
+def multi_head_attention_backward(d, query, key, value, grad_out, **options):
+    """The gradients of sum(grad_out * out), float64: {state_dict name: its gradient} (in_proj_weight
+    when d has it, else q/k/v_proj_weight; the biases when d has them; sinks when d has them; no
+    alibi_slopes), plus "query" and, for cross-attention, "key" and "value" (self-attention: the
+    whole input's gradient is "query's")."""
+    f = _forward(d, query, key, value, **options)
+    wq, wk, wv, bq, bk, bv, wo, bo = f["weights"]
+    heads, kv_heads, head_dim = f["heads"], f["kv_heads"], f["head_dim"]
+    group = heads // kv_heads
+    dy = np.asarray(grad_out, np.float64)
+    batch, seq_q, embed = dy.shape
+    g = {"out_proj.weight": np.einsum("bso,bsc->oc", dy, f["attn"])}
+    if bo is not None:
+        g["out_proj.bias"] = dy.sum(axis=(0, 1))
+    da = (dy @ wo).reshape(batch, seq_q, heads, head_dim).transpose(0, 2, 1, 3)
+    p, v, k, q = f["p"], f["v"], f["k"], f["q"]
+    dp = da @ v.transpose(0, 1, 3, 2)
+    dv = p.transpose(0, 1, 3, 2) @ da
+    row = (p * dp).sum(axis=-1, keepdims=True)
+    ds = p * (dp - row)
+    if f["sink_p"] is not None:  # the sink's weight has no value: d/dsink = -p_sink * sum_j p_j dp_j
+        g["sinks"] = (-f["sink_p"] * row).sum(axis=(0, 2, 3))
+    if f["softcap"] is not None:
+        ds = ds * (1.0 - np.tanh(f["raw"] / f["softcap"]) ** 2)
+    ds = ds / np.sqrt(head_dim)
+    dq = ds @ k
+    dk = ds.transpose(0, 1, 3, 2) @ q
+
+    def merge(x, n):  # (B, n·group, S, D) summed over each KV head's group -> (B, S, n·D)
+        x = x.reshape(batch, n, x.shape[1] // n, x.shape[2], head_dim).sum(axis=2)
+        return x.transpose(0, 2, 1, 3).reshape(batch, x.shape[2], n * head_dim)
+
+    d_q, d_k, d_v = merge(dq, heads), merge(dk, kv_heads), merge(dv, kv_heads)
+    grads = []
+    for dx, x, w in ((d_q, f["query"], wq), (d_k, f["key"], wk), (d_v, f["value"], wv)):
+        grads.append((np.einsum("bso,bsf->of", dx, x), dx.sum(axis=(0, 1)), dx @ w))
+    if "in_proj_weight" in d:
+        g["in_proj_weight"] = np.concatenate([gw for gw, _, _ in grads])
+    else:
+        g["q_proj_weight"], g["k_proj_weight"], g["v_proj_weight"] = (gw for gw, _, _ in grads)
+    if bq is not None:
+        g["in_proj_bias"] = np.concatenate([gb for _, gb, _ in grads])
+    if f["self_attention"]:
+        g["query"] = grads[0][2] + grads[1][2] + grads[2][2]
+    else:
+        g["query"], g["key"], g["value"] = (gx for _, _, gx in grads)
+    return g

@@ -12,7 +12,9 @@
 #include "mha_inputs.hpp"
 #include "modifier_options.hpp"
 #include "npy.hpp"
+#include "npz_write.hpp"
 #include "output_files.hpp"
+#include "usage_error.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 #include "vkattn/mha.hpp"
@@ -50,6 +52,43 @@ std::vector<float> average_heads(const std::vector<float>& p, int64_t batch, int
   return mean;
 }
 
+// --grad-out: dY, which must have the output's shape (a usage error otherwise: exit 2, nothing written).
+std::vector<float> load_grad_out(const std::string& path, int64_t batch, int64_t seq_q, int64_t embed) {
+  const npy::Array a = npy::read(path);
+  const std::vector<int64_t> want = {batch, seq_q, embed};
+  if (a.shape != want)
+    throw UsageError(path + ": --grad-out must have the output's shape (batch, seq_q, E) = (" + std::to_string(batch) +
+                     ", " + std::to_string(seq_q) + ", " + std::to_string(embed) + "), got " + a.shape_string());
+  return npy::to_floats(a, path);
+}
+
+// Every gradient under its state_dict name (the packed in_proj_weight exactly when the layer's
+// state_dict has it: mha_state_dict.hpp), then query, key and value; f32.
+std::vector<std::byte> gradients_npz(const MhaBackwardResult& g, const MhaWeights& w, const MhaLoaded& l) {
+  const int64_t E = w.embed_dim, kvd = w.effective_kv_heads() * (E / w.num_heads);
+  std::vector<npz::Member> members;
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values) {
+    members.emplace_back(name, npy::serialize_floats(shape, values, false));
+  };
+  if (g.kdim == E && g.vdim == E && w.effective_kv_heads() == w.num_heads) {
+    add("in_proj_weight", {E + 2 * kvd, E}, g.in_proj_weight());
+  } else {
+    add("q_proj_weight", {E, E}, g.q_proj_weight);
+    add("k_proj_weight", {kvd, g.kdim}, g.k_proj_weight);
+    add("v_proj_weight", {kvd, g.vdim}, g.v_proj_weight);
+  }
+  if (w.bias) add("in_proj_bias", {E + 2 * kvd}, g.in_proj_bias);
+  add("out_proj.weight", {E, E}, g.out_proj_weight);
+  if (w.bias) add("out_proj.bias", {E}, g.out_proj_bias);
+  if (!g.sinks.empty()) add(per_head_weight_name(PerHeadTensor::sinks), {w.num_heads}, g.sinks);
+  add("query", {l.batch, l.seq_q, E}, g.query);
+  if (!l.key.empty()) {
+    add("key", {l.batch, l.seq_k, g.kdim}, g.key);
+    add("value", {l.batch, l.seq_k, g.vdim}, g.value);
+  }
+  return npz::serialize(members);
+}
+
 int run(const MhaOptions& o) {
   const AttentionPath path = parse_attention_path(o.path);
   const std::string flags = weights_flags(o);
@@ -57,8 +96,12 @@ int run(const MhaOptions& o) {
   if (want_weights && path == AttentionPath::fused)
     throw Error("--path fused cannot give " + flags +
                 ": the fused path never stores the attention weights (use --path unfused or auto)");
-  OutputFiles::check_destinations({{"--out", o.out}, {"--attn-weights", o.attn_weights}, {"--heatmap", o.heatmap}},
+  if (o.grad_out.empty() != o.grads_out.empty())
+    throw UsageError("--grad-out and --grads-out go together: the output's gradient in, every gradient out");
+  OutputFiles::check_destinations({{"--out", o.out}, {"--attn-weights", o.attn_weights}, {"--heatmap", o.heatmap},
+                                   {"--grads-out", o.grads_out}},
                                   {{"--weights", o.weights},
+                                   {"--grad-out", o.grad_out},
                                    {"--query", o.query},
                                    {"--key", o.key},
                                    {"--value", o.value},
@@ -68,6 +111,7 @@ int run(const MhaOptions& o) {
   const int64_t B = loaded.batch, H = loaded.weights.num_heads, Sq = loaded.seq_q, Sk = loaded.seq_k;
   const int64_t E = loaded.weights.embed_dim;
   if (!o.heatmap.empty()) check_heatmap(o.heatmap, B, H, Sq, Sk);
+  const std::vector<float> grad_out = o.grad_out.empty() ? std::vector<float>{} : load_grad_out(o.grad_out, B, Sq, E);
 
   ContextOptions context_options;
   context_options.device = o.device;
@@ -94,6 +138,10 @@ int run(const MhaOptions& o) {
     }
   }
   if (!o.heatmap.empty()) stage_heatmap(files, o.heatmap, result.weights, H, Sq, Sk);
+  if (!o.grads_out.empty()) {
+    inputs.need_weights = false;
+    files.stage(o.grads_out, gradients_npz(layer.backward(inputs, grad_out, path), loaded.weights, loaded));
+  }
   files.commit();
   return 0;
 }
@@ -136,6 +184,11 @@ Command add_mha_command(CLI::App& parent) {
                                               "Optional attention weights: (batch, H, seq_q, seq_k) float32");
   app->add_flag("--average-weights", o->average_weights, "Write the weights averaged over heads: (batch, seq_q, seq_k)")
       ->needs(attn_weights);
+  app->add_option("--grad-out", o->grad_out,
+                  "The backward: the gradient of the output, (batch, seq_q, E) '<f4' or '<f2'; with --grads-out");
+  app->add_option("--grads-out", o->grads_out,
+                  "Write every gradient as float32 .npz: each state_dict entry's under its name, and query's "
+                  "(self-attention: the whole input's), key's and value's");
   app->add_option("--heatmap", o->heatmap, "Draw batch 0's per-head attention weights (first 16 heads) as a PNG");
   return {app, [o]() { return run(*o); }};
 }

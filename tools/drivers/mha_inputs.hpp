@@ -18,6 +18,7 @@ namespace vkattn::cli {
 struct MhaOptions {
   std::string weights, query, key, value, key_padding_mask, attn_mask;
   std::string out, attn_weights, heatmap;
+  std::string grad_out, grads_out;  // the backward: dY (.npy) in, every gradient (.npz) out
   int64_t heads = 0, kv_heads = 0;  // kv_heads 0: from the weights
   std::string causal = "none";
   AttentionOptions modifiers;  // the modifier options as parsed (modifier_options.hpp)
