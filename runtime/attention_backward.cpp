@@ -67,6 +67,10 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
     Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, sinks_push, {u32(p.heads), 1, 1});
     d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
     list.dispatch(d);
+    // The pass only reads D, but its shader declares D's binding writable (the rows kernel's first
+    // pass writes it), and synchronization validation goes by the declaration: order it before the
+    // kernels that read D.
+    list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
   }
 
   const bool kv_split = plan.query_splits > 1, q_split = plan.key_splits > 1;

@@ -3,6 +3,7 @@
 
 #include "vkattn/attention.hpp"
 #include "vkattn/attention_spec.hpp"
+#include "vkattn/attention_backward.hpp"
 #include "vkattn/backward_reference.hpp"
 #include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
