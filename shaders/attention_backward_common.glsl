@@ -148,6 +148,14 @@ uvec2 query_rows_of_keys(uint ja, uint jb) {
   return uvec2(uint(lo), uint(max(lo, hi)));
 }
 
+// The workspace row of a split's partial sums (attention_backward_reduce.comp's layout): [split][batch]
+// [head][row], `heads` and `rows` the tensor's (KV heads and keys for dK/dV, query heads and rows for
+// dQ), `row` the sequence's own; a packed batch's partials are one batch-1 tensor over its packed rows.
+uint partial_slot(uint split, uint batches, uint b, uint heads, uint h, uint rows, uint row) {
+  const uint batch = VARLEN ? 0u : b, batch_count = VARLEN ? 1u : batches;
+  return ((split * batch_count + batch) * heads + h) * rows + row;
+}
+
 // The splits of a dispatch: the grid's z is split * batches + b, and the split size covers `total`.
 uint split_count(uint total) { return max((total + pc.split - 1u) / pc.split, 1u); }
 

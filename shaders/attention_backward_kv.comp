@@ -78,8 +78,7 @@ void main() {
   if (j >= g_keys_seen) return;
   if (PARTIAL) {
     const uint kv_heads = pc.heads / pc.group;
-    // (A packed batch's partials are one batch-1 tensor over its packed keys.)
-    const uint key_slot = ((split * (VARLEN ? 1u : batches) + (VARLEN ? 0u : b)) * kv_heads + g) * pc.seq_k + g_row_k + j;
+    const uint key_slot = partial_slot(split, batches, b, kv_heads, g, pc.seq_k, g_row_k + j);
     [[unroll]] for (uint d = 0u; d < DQK; ++d) dk_part[key_slot * DQK + d] = dk[d] * pc.scale;
     [[unroll]] for (uint d = 0u; d < DV; ++d) dv_part[key_slot * DV + d] = dv[d];
   } else {

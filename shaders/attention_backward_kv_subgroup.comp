@@ -105,7 +105,7 @@ void main() {
     const uint j = key[r];
     if (j >= g_keys_seen) continue;
     if (PARTIAL) {
-      const uint key_slot = ((split * (VARLEN ? 1u : batches) + (VARLEN ? 0u : b)) * kv_heads + g) * pc.seq_k + g_row_k + j;
+      const uint key_slot = partial_slot(split, batches, b, kv_heads, g, pc.seq_k, g_row_k + j);
       [[unroll]] for (uint d = 0u; d < DQK; ++d) dk_part[key_slot * DQK + d] = dk[r][d] * pc.scale;
       [[unroll]] for (uint d = 0u; d < DV; ++d) dv_part[key_slot * DV + d] = dv[r][d];
     } else {

@@ -88,7 +88,7 @@ void main() {
     if (!in_rows[r]) continue;
     const uint i = query[r];
     if (PARTIAL) {
-      const uint row_slot = ((split * (VARLEN ? 1u : batches) + (VARLEN ? 0u : b)) * pc.heads + h) * pc.seq_q + g_row_q + i;
+      const uint row_slot = partial_slot(split, batches, b, pc.heads, h, pc.seq_q, g_row_q + i);
       [[unroll]] for (uint d = 0u; d < DQK; ++d) dq_part[row_slot * DQK + d] = dq[r][d] * pc.scale;
     } else {
       const uint dq_base = high_half(pc.q_off) + q_row(b, h, i);
