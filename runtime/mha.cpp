@@ -19,16 +19,8 @@
 namespace vkattn {
 namespace {
 
-// Buffer::allocate wants at least one byte; an empty array still gets a small buffer.
-Buffer allocate(Context& context, uint64_t bytes) { return Buffer::allocate(context, std::max<uint64_t>(bytes, 16)); }
-
-Buffer upload(Context& context, DType dtype, std::span<const float> values) {
-  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  encode(dtype, values.data(), bytes.data(), values.size());
-  Buffer buffer = allocate(context, bytes.size());
-  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
-  return buffer;
-}
+using detail::allocate_at_least;
+using detail::upload_values;
 
 // Rounds `values` to `dtype` into `buffer` from element `at`.
 void write(Buffer& buffer, DType dtype, std::span<const float> values, int64_t at = 0) {
@@ -68,21 +60,21 @@ MultiHeadAttention::MultiHeadAttention(Context& context, const MhaWeights& weigh
   // Wq, Wk, Wv in one buffer (mha_layer.hpp), each seen through a view.
   Impl& l = *impl_;
   const uint64_t es = dtype_size(dtype);
-  l.w_in.emplace(allocate(context, uint64_t(l.wv_at() + l.dims.kv_dim() * l.dims.vdim) * es));
+  l.w_in.emplace(allocate_at_least(context, uint64_t(l.wv_at() + l.dims.kv_dim() * l.dims.vdim) * es));
   l.wq.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset(), uint64_t(l.wk_at()) * es));
   l.wk.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset() + uint64_t(l.wk_at()) * es,
                             uint64_t(l.wv_at() - l.wk_at()) * es));
   l.wv.emplace(Buffer::wrap(context, l.w_in->handle(), l.w_in->offset() + uint64_t(l.wv_at()) * es,
                             uint64_t(l.dims.kv_dim() * l.dims.vdim) * es));
-  l.wo.emplace(allocate(context, uint64_t(weights.out_proj_weight.size()) * es));
+  l.wo.emplace(allocate_at_least(context, uint64_t(weights.out_proj_weight.size()) * es));
   if (weights.bias) {
-    l.in_bias.emplace(allocate(context, uint64_t(weights.in_proj_bias.size()) * es));
-    l.out_bias.emplace(allocate(context, uint64_t(weights.out_proj_bias.size()) * es));
+    l.in_bias.emplace(allocate_at_least(context, uint64_t(weights.in_proj_bias.size()) * es));
+    l.out_bias.emplace(allocate_at_least(context, uint64_t(weights.out_proj_bias.size()) * es));
   }
   // Per-head score modifiers: f32, as attention() reads them.
   const PerHeadValues per_head = weights.per_head();
   for (PerHeadTensor t : kPerHeadTensors)
-    if (per_head.layout(t)) l.per_head[t].emplace(allocate(context, uint64_t(per_head.values(t).size()) * 4));
+    if (per_head.layout(t)) l.per_head[t].emplace(allocate_at_least(context, uint64_t(per_head.values(t).size()) * 4));
   write_weights(l, weights);
 }
 
@@ -144,18 +136,18 @@ MhaResult MultiHeadAttention::forward(const MhaInputs& in, AttentionPath path) {
   const PreparedMha pass = prepare(spec);
 
   const uint64_t es = dtype_size(dt);
-  const Buffer query = upload(context, dt, in.query);
+  const Buffer query = upload_values(context, dt, in.query);
   std::optional<Buffer> key, value, mask, weights;
   if (!call.self_attention) {
-    key.emplace(upload(context, dt, in.key));
-    value.emplace(upload(context, dt, in.value));
+    key.emplace(upload_values(context, dt, in.key));
+    value.emplace(upload_values(context, dt, in.value));
   }
   if (spec.mask) {
-    mask.emplace(allocate(context, mask_bytes.size()));
+    mask.emplace(allocate_at_least(context, mask_bytes.size()));
     if (!mask_bytes.empty()) mask->upload(mask_bytes.data(), mask_bytes.size());
   }
-  const Buffer out = allocate(context, uint64_t(B * Sq * E) * es);
-  if (in.need_weights) weights.emplace(allocate(context, uint64_t(B * H * Sq * Sk) * 4));
+  const Buffer out = allocate_at_least(context, uint64_t(B * Sq * E) * es);
+  if (in.need_weights) weights.emplace(allocate_at_least(context, uint64_t(B * H * Sq * Sk) * 4));
   MhaBuffers buffers;
   buffers.query = &query;
   if (key) buffers.key = &*key, buffers.value = &*value;

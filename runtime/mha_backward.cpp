@@ -15,19 +15,9 @@
 #include "vkattn/numeric.hpp"
 
 namespace vkattn {
-namespace {
 
-Buffer allocate(Context& context, uint64_t bytes) { return Buffer::allocate(context, std::max<uint64_t>(bytes, 16)); }
-
-Buffer upload(Context& context, DType dtype, std::span<const float> values) {
-  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  encode(dtype, values.data(), bytes.data(), values.size());
-  Buffer buffer = allocate(context, bytes.size());
-  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
-  return buffer;
-}
-
-}  // namespace
+using detail::allocate_at_least;
+using detail::upload_values;
 
 std::vector<float> MhaBackwardResult::in_proj_weight() const {
   if (kdim != embed_dim || vdim != embed_dim) return {};
@@ -59,18 +49,18 @@ MhaBackwardResult MultiHeadAttention::backward(const MhaInputs& in, std::span<co
   // Every check and the plan before anything is uploaded.
   const PreparedMhaBackward pass = prepare_backward(spec);
 
-  const Buffer query = upload(context, dt, in.query);
+  const Buffer query = upload_values(context, dt, in.query);
   std::optional<Buffer> key, value, mask_buffer;
   if (!call.self_attention) {
-    key.emplace(upload(context, dt, in.key));
-    value.emplace(upload(context, dt, in.value));
+    key.emplace(upload_values(context, dt, in.key));
+    value.emplace(upload_values(context, dt, in.value));
   }
   if (mask.layout) {
-    mask_buffer.emplace(allocate(context, mask.bytes.size()));
+    mask_buffer.emplace(allocate_at_least(context, mask.bytes.size()));
     if (!mask.bytes.empty()) mask_buffer->upload(mask.bytes.data(), mask.bytes.size());
   }
-  const Buffer dy = upload(context, dt, grad_out);
-  const Buffer out = allocate(context, uint64_t(B * Sq * E) * dtype_size(dt));
+  const Buffer dy = upload_values(context, dt, grad_out);
+  const Buffer out = allocate_at_least(context, uint64_t(B * Sq * E) * dtype_size(dt));
 
   // Every gradient in one f32 buffer, back to back, in MhaBackwardResult's order.
   MhaBackwardResult r;
@@ -96,7 +86,7 @@ MhaBackwardResult MultiHeadAttention::backward(const MhaInputs& in, std::span<co
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
   // (One value more: an empty gradient's slice at the end still names a value, as every binding must.)
-  const Buffer grads = allocate(context, uint64_t(total + 1) * 4);
+  const Buffer grads = allocate_at_least(context, uint64_t(total + 1) * 4);
   int64_t at = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (given[i]) *parts[i].second = BufferSlice{&grads, uint64_t(at) * 4};

@@ -3,9 +3,14 @@
 // weights alive.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "vkattn/buffer.hpp"
+#include "vkattn/numeric.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/mha.hpp"
 
@@ -31,6 +36,19 @@ namespace detail {
 // Checks a pass's spec against the layer's sizes (sizes >= 0, self-attention's seq_k and kdim/vdim,
 // weights not on the fused path, no array past 2^60 values); throws Error naming the field.
 void check_mha_spec(const MhaDims& dims, const MhaSpec& spec);
+
+// The host-vector calls' buffers: Buffer::allocate wants at least one byte, so an empty array still
+// gets a small buffer; and `values` rounded to `dtype` in a new buffer.
+inline Buffer allocate_at_least(Context& context, uint64_t bytes) {
+  return Buffer::allocate(context, std::max<uint64_t>(bytes, 16));
+}
+inline Buffer upload_values(Context& context, DType dtype, std::span<const float> values) {
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  encode(dtype, values.data(), bytes.data(), values.size());
+  Buffer buffer = allocate_at_least(context, bytes.size());
+  if (!bytes.empty()) buffer.upload(bytes.data(), bytes.size());
+  return buffer;
+}
 }  // namespace detail
 
 }  // namespace vkattn
