@@ -61,10 +61,11 @@ void main() {
       const uint h = g * pc.group + hh;
       const float slope = HAS_ALIBI ? alibi_slope(b, h) : 0.0;
       for (uint i = rows.x; i < rows.y; ++i) {
-        // Q and dO of row i: element c * LANES + lane loaded by this lane, then every element from
-        // its lane (constant indices: a broadcast, not a gather).
+        // Q and dO of row i: element c * LANES + lane loaded by this lane, then handed to every lane
+        // with subgroupShuffle at constant lanes (a broadcast, not a gather) right where it is used,
+        // so no lane holds the whole row (at d128 such arrays spilled and halved the speed).
         const uint q_base = low_half(pc.q_off) + q_row(b, h, i), do_base = high_half(pc.o_off) + o_row(b, h, i);
-        float q_part[QK_CHUNKS], do_part[V_CHUNKS], qi[DQK], doi[DV];
+        float q_part[QK_CHUNKS], do_part[V_CHUNKS];
         [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c) {
           const uint d = c * LANES + lane;
           q_part[c] = d < DQK ? to_f32(q[q_base + min(d, DQK - 1u)]) : 0.0;
@@ -73,28 +74,60 @@ void main() {
           const uint d = c * LANES + lane;
           do_part[c] = d < DV ? to_f32(grad_out[do_base + min(d, DV - 1u)]) : 0.0;
         }
-        [[unroll]] for (uint d = 0u; d < DQK; ++d) qi[d] = subgroupShuffle(q_part[d / LANES], d % LANES);
-        [[unroll]] for (uint d = 0u; d < DV; ++d) doi[d] = subgroupShuffle(do_part[d / LANES], d % LANES);
+        // The dots Q·K and dO·V, as LANES partial sums (one per position in a chunk, added up at
+        // the end): independent chains of multiply-adds, where one running sum waited on each.
+        float dot_part[ROWS][LANES], dp_part[ROWS][LANES];
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = dp_part[r][t] = 0.0;
+        [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint d = c * LANES + t;
+            if (d < DQK) {
+              const float qd = subgroupShuffle(q_part[c], t);
+              [[unroll]] for (uint r = 0u; r < ROWS; ++r) dot_part[r][t] = fma(qd, kj[r][d], dot_part[r][t]);
+            }
+          }
+        [[unroll]] for (uint c = 0u; c < V_CHUNKS; ++c)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint d = c * LANES + t;
+            if (d < DV) {
+              const float od = subgroupShuffle(do_part[c], t);
+              [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp_part[r][t] = fma(od, vj[r][d], dp_part[r][t]);
+            }
+          }
         const uint r_row = row_index(b, h, i);
         const float row_lse = lse[lse_offset() + r_row], row_dd = row_d[r_row];
+        float pz[ROWS], ds[ROWS];
+        bool visible[ROWS];
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
           float bias;
-          const bool visible = live[r] && key_visible(b, h, i, key[r], bias);
+          visible[r] = live[r] && key_visible(b, h, i, key[r], bias);
           float dot = 0.0, dp = 0.0;
-          [[unroll]] for (uint d = 0u; d < DQK; ++d) dot += qi[d] * kj[r][d];
-          [[unroll]] for (uint d = 0u; d < DV; ++d) dp += doi[d] * vj[r][d];
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            dot += dot_part[r][t];
+            dp += dp_part[r][t];
+          }
           float cap_derivative;
           const float s = backward_score(dot, slope, i, key[r], bias, cap_derivative);
           // A hidden pair weighs exactly 0 (selected, never 0 × a NaN).
-          const float p = visible ? exp(s - row_lse) : 0.0;
-          const float z = visible ? dropout_factor(b, h, i, key[r]) : 0.0;
-          const float pz = p * z;
-          const float ds = visible ? p * (dp * z - row_dd) * cap_derivative : 0.0;
-          // (A hidden pair adds nothing, not 0 × its row's values: they may be NaN.)
-          if (visible) {
-            [[unroll]] for (uint d = 0u; d < DV; ++d) dv[r][d] += pz * doi[d];
-            [[unroll]] for (uint d = 0u; d < DQK; ++d) dk[r][d] += ds * qi[d];
-          }
+          const float p = visible[r] ? exp(s - row_lse) : 0.0;
+          const float z = visible[r] ? dropout_factor(b, h, i, key[r]) : 0.0;
+          pz[r] = p * z;
+          ds[r] = visible[r] ? p * (dp * z - row_dd) * cap_derivative : 0.0;
+        }
+        // (A hidden pair adds nothing, not 0 × its row's values: they may be NaN.)
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+          if (!visible[r]) continue;
+          [[unroll]] for (uint c = 0u; c < V_CHUNKS; ++c)
+            [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+              const uint d = c * LANES + t;
+              if (d < DV) dv[r][d] = fma(pz[r], subgroupShuffle(do_part[c], t), dv[r][d]);
+            }
+          [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
+            [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+              const uint d = c * LANES + t;
+              if (d < DQK) dk[r][d] = fma(ds[r], subgroupShuffle(q_part[c], t), dk[r][d]);
+            }
         }
       }
     }

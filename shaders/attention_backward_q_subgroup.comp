@@ -55,7 +55,9 @@ void main() {
   if (HAS_WINDOW) end = min(end, window_key_end(last));
   for (uint j = begin; j < end; ++j) {
     const uint k_base = low_half(pc.k_off) + k_row(b, g, j), v_base = low_half(pc.v_off) + v_row(b, g, j);
-    float k_part[QK_CHUNKS], v_part[V_CHUNKS], kj[DQK], vj[DV];
+    // K and V of key j: element c * LANES + lane loaded by this lane, handed to every lane with
+    // subgroupShuffle at constant lanes right where it is used (no lane holds the whole key).
+    float k_part[QK_CHUNKS], v_part[V_CHUNKS];
     [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c) {
       const uint d = c * LANES + lane;
       k_part[c] = d < DQK ? to_f32(k[k_base + min(d, DQK - 1u)]) : 0.0;
@@ -64,14 +66,35 @@ void main() {
       const uint d = c * LANES + lane;
       v_part[c] = d < DV ? to_f32(v[v_base + min(d, DV - 1u)]) : 0.0;
     }
-    [[unroll]] for (uint d = 0u; d < DQK; ++d) kj[d] = subgroupShuffle(k_part[d / LANES], d % LANES);
-    [[unroll]] for (uint d = 0u; d < DV; ++d) vj[d] = subgroupShuffle(v_part[d / LANES], d % LANES);
+    // The dots Q·K and dO·V as LANES partial sums, added up at the end: independent chains of
+    // multiply-adds, where one running sum waited on each (10% of the kernel at d64 and d128).
+    float dot_part[ROWS][LANES], dp_part[ROWS][LANES];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = dp_part[r][t] = 0.0;
+    [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const uint d = c * LANES + t;
+        if (d < DQK) {
+          const float kd = subgroupShuffle(k_part[c], t);
+          [[unroll]] for (uint r = 0u; r < ROWS; ++r) dot_part[r][t] = fma(qi[r][d], kd, dot_part[r][t]);
+        }
+      }
+    [[unroll]] for (uint c = 0u; c < V_CHUNKS; ++c)
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        const uint d = c * LANES + t;
+        if (d < DV) {
+          const float vd = subgroupShuffle(v_part[c], t);
+          [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp_part[r][t] = fma(doi[r][d], vd, dp_part[r][t]);
+        }
+      }
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
       float bias;
       const bool visible = in_rows[r] && key_visible(b, h, query[r], j, bias);
       float dot = 0.0, dp = 0.0;
-      [[unroll]] for (uint d = 0u; d < DQK; ++d) dot += qi[r][d] * kj[d];
-      [[unroll]] for (uint d = 0u; d < DV; ++d) dp += doi[r][d] * vj[d];
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+        dot += dot_part[r][t];
+        dp += dp_part[r][t];
+      }
       float cap_derivative;
       const float s = backward_score(dot, slope, query[r], j, bias, cap_derivative);
       const float p = visible ? exp(s - row_lse[r]) : 0.0;
@@ -79,7 +102,11 @@ void main() {
       const float ds = visible ? p * (dp * z - row_dd[r]) * cap_derivative : 0.0;
       // (A hidden key adds nothing, not 0 × its K: it may hold NaN.)
       if (visible) {
-        [[unroll]] for (uint d = 0u; d < DQK; ++d) dq[r][d] += ds * kj[d];
+        [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint d = c * LANES + t;
+            if (d < DQK) dq[r][d] = fma(ds, subgroupShuffle(k_part[c], t), dq[r][d]);
+          }
       }
     }
   }
