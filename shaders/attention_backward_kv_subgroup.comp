@@ -1,6 +1,7 @@
 #version 450
 // The dK/dV kernel for CPU devices (lavapipe), written to their JIT's rules (docs/devices.md): the
-// same sums as attention_backward_kv.comp, in the same order per key, but a workgroup is one subgroup
+// same sums as attention_backward_kv.comp (the rows in the same order per key; each dot as LANES
+// partial sums, so its rounding differs), but a workgroup is one subgroup
 // of LANES and each lane owns ROWS keys (j = j0 + r * LANES + lane). Per query row the lanes load its
 // Q and dO one element each (a chunk of LANES elements per load) and pass them around with
 // subgroupShuffle at constant lane indices, so one lane-by-lane load feeds every lane's keys, where

@@ -1,6 +1,6 @@
 #version 450
-// The dQ kernel for CPU devices (lavapipe): attention_backward_q.comp's sums, in the same order per
-// row, with a workgroup of one subgroup of LANES whose lanes own ROWS query rows each (i = i0 + r *
+// The dQ kernel for CPU devices (lavapipe): attention_backward_q.comp's sums (the keys in the same
+// order per row; each dot as LANES partial sums), with a workgroup of one subgroup of LANES whose lanes own ROWS query rows each (i = i0 + r *
 // LANES + lane). Per key the lanes load its K and V one element each and pass them around with
 // subgroupShuffle at constant lane indices (docs/devices.md), so one lane-by-lane load feeds every
 // lane's rows. The key walk is a real loop (lavapipe's limit: the host splits it).
