@@ -54,6 +54,25 @@ TEST_SUITE("backward") {
     CHECK(contains(refused, "would refuse this call"));
     CHECK(contains(refused, "storageBuffer16BitAccess"));
 
+    // A CPU device's plan takes the subgroup form, whose workgroup is one subgroup of its lanes: planned
+    // for other subgroups than this device's one size, it does not fit.
+    ContextOptions subgroup_options;
+    subgroup_options.kernel = KernelVariant::subgroup;
+    Context subgroup_context(subgroup_options);
+    const DeviceInfo& here = subgroup_context.device_info();
+    const AttentionSpec small = dense_spec(DType::f32, 2, 2, 7, 9, 16);
+    if (PreparedAttentionBackward(subgroup_context, small).plan().kernel == std::string("subgroup") &&
+        here.min_subgroup_size == here.max_subgroup_size) {
+      DeviceInfo other = here;
+      const uint32_t lanes = here.subgroup_size == 32 ? 16 : here.subgroup_size * 2;
+      other.name = "this device with " + std::to_string(lanes) + "-lane subgroups";
+      other.subgroup_size = other.min_subgroup_size = other.max_subgroup_size = lanes;
+      REQUIRE(PreparedAttentionBackward(subgroup_context, small, here).plan().kernel == std::string("subgroup"));
+      const std::string message = error_message([&] { (void)PreparedAttentionBackward(subgroup_context, small, other); });
+      CHECK(contains(message, "does not fit"));
+      CHECK(contains(message, "one subgroup of " + std::to_string(lanes) + " lanes"));
+    }
+
     // On lavapipe a GPU's plan walks all 70,000 keys in one invocation, past the loop limit that the
     // local plan splits for: it does not fit, and says why.
     if (ctx.device_info().is_llvmpipe) {
