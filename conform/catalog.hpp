@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "conform/attention_case.hpp"
+#include "conform/backward_case.hpp"
 #include "conform/layer_case.hpp"
 #include "conform/serving_case.hpp"
 
@@ -20,14 +21,15 @@ struct CaseSection {
   std::string title;  // what the section is about, one line
   // A section holds attention cases (dense keys and values), or multi-head layer cases (the "layer"
   // section), or serving cases (a paged KV cache or packed sequences: the "paged" and "varlen"
-  // sections); one kind only.
+  // sections), or backward cases (the "backward" section); one kind only.
   std::vector<AttentionCase> cases;
   std::vector<LayerCase> layer_cases;
   std::vector<ServingCase> serving_cases;
+  std::vector<BackwardCase> backward_cases;
   // Indices of the cases `vkattn conform --quick` runs (a spread over every axis of the section).
   std::vector<std::size_t> quick;
 
-  std::size_t size() const { return cases.size() + layer_cases.size() + serving_cases.size(); }
+  std::size_t size() const { return cases.size() + layer_cases.size() + serving_cases.size() + backward_cases.size(); }
 };
 
 // Every section, in the order `vkattn conform` runs them.

@@ -1,5 +1,5 @@
 // The builders of the catalog's sections, one file per family (catalog_sweep.cpp,
-// catalog_targeted.cpp, catalog_long.cpp, catalog_layer.cpp); catalog.cpp puts them in order.
+// catalog_targeted.cpp, catalog_long.cpp, catalog_layer.cpp, catalog_backward.cpp); catalog.cpp puts them in order.
 #pragma once
 
 #include <vector>
@@ -23,5 +23,7 @@ void add_modifier_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_extreme_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 // The multi-head attention layer on top of the attention paths (catalog_layer.cpp).
 void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);
+// The backward pass, dense and packed (catalog_backward.cpp).
+void add_backward_section(std::vector<CaseSection>& out, uint64_t base_seed);
 
 }  // namespace vkattn::conform::detail

@@ -8,6 +8,7 @@
 #include "attention_record.hpp"
 #include "backward_dispatch.hpp"
 #include "backward_plan.hpp"
+#include "backward_plan_fit.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
@@ -201,13 +202,14 @@ struct PreparedAttentionBackward::Impl {
   void replay(VkCommandBuffer cmd, const BackwardBuffers& buffers, VkBuffer workspace, uint64_t offset) const {
     list.replay(*context, cmd, detail::backward_slots(plan, buffers, workspace, offset));
   }
-  static std::unique_ptr<Impl> make(Context& context, const AttentionSpec& spec) {
+  // Plans `spec` on `context` (as for the device `plan_for` describes when given).
+  static std::unique_ptr<Impl> make(Context& context, const AttentionSpec& spec, const DeviceInfo* plan_for = nullptr) {
     detail::ContextImpl& c = detail::impl_of(context);
     c.check_usable();
     auto impl = std::make_unique<Impl>();
     impl->context = detail::shared_impl_of(context);
     impl->spec = spec;
-    impl->plan = detail::plan_backward(c.info, c.kernel, spec);
+    impl->plan = detail::plan_backward(plan_for ? *plan_for : c.info, c.kernel, spec);
     impl->list = detail::CommandList(impl->plan.alignment);
     return impl;
   }
@@ -226,6 +228,27 @@ struct PreparedAttentionBackward::Impl {
 PreparedAttentionBackward::PreparedAttentionBackward(Context& context, const AttentionSpec& spec)
     : impl_(Impl::make(context, spec)) {
   impl_->emit();
+}
+// As PreparedAttention's profile constructor (prepared_attention.cpp): the two kinds of PlanDoesNotFit.
+PreparedAttentionBackward::PreparedAttentionBackward(Context& context, const AttentionSpec& spec, const DeviceInfo& plan_for) {
+  std::unique_ptr<Impl> impl;
+  try {
+    impl = Impl::make(context, spec, &plan_for);
+  } catch (const Error& e) {
+    // The device the profile describes refuses the call (f16 without 16-bit storage, a limit).
+    throw PlanDoesNotFit(plan_for.name + " would refuse this call: " + e.what());
+  }
+  const auto fits = [&](const auto& check) {
+    try {
+      check();
+    } catch (const Error& e) {
+      throw PlanDoesNotFit("the plan for " + plan_for.name + " does not fit " + context.device_info().name + ": " + e.what());
+    }
+  };
+  fits([&] { detail::check_backward_plan_fits(impl->plan, context.device_info()); });
+  impl->emit();  // only once the pipelines are known to be valid here
+  fits([&] { impl->list.check_fits(context.device_info()); });
+  impl_ = std::move(impl);
 }
 PreparedAttentionBackward::PreparedAttentionBackward(PreparedAttentionBackward&&) noexcept = default;
 PreparedAttentionBackward& PreparedAttentionBackward::operator=(PreparedAttentionBackward&&) noexcept = default;

@@ -66,6 +66,13 @@ void run_layer_cases(Context& ctx, const std::vector<conform::LayerCase>& cases)
   }
 }
 
+void run_backward_cases(Context& ctx, const std::vector<conform::BackwardCase>& cases) {
+  for (const conform::BackwardCase& c : cases) {
+    INFO("case: " << describe_with_path(c));
+    report(conform::run_backward_case(ctx, c, test_run_options()), describe_with_path(c));
+  }
+}
+
 std::vector<AttentionCase> catalog_cases(const std::string& section) {
   const conform::CaseSection s = conform::catalog_section(section, base_seed());
   return quick_subset(s.cases, s.quick);
@@ -77,6 +84,7 @@ void run_section(Context& ctx, const std::string& name) {
   const conform::CaseSection s = conform::catalog_section(name, base_seed());
   run_cases(ctx, quick_subset(s.cases, s.quick));
   run_layer_cases(ctx, quick_subset(s.layer_cases, s.quick));
+  run_backward_cases(ctx, quick_subset(s.backward_cases, s.quick));
   for (const conform::ServingCase& c : quick_subset(s.serving_cases, s.quick)) {
     INFO("case: " << describe_with_path(c));
     report(conform::run_serving_case(ctx, c, test_run_options()), describe_with_path(c));

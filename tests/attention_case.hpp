@@ -10,6 +10,7 @@
 #include <vkattn/vkattn.hpp>
 
 #include "conform/attention_case.hpp"
+#include "conform/backward_case.hpp"
 #include "conform/catalog.hpp"
 #include "conform/layer_case.hpp"
 
@@ -38,7 +39,11 @@ void run_layer_cases(Context& context, const std::vector<conform::LayerCase>& ca
 // The catalog's "layer" section, with the tests' base seed.
 std::vector<conform::LayerCase> catalog_layer_cases();
 
-// Every case of one catalog section, whatever its kind (attention, layer, paged or packed), each
+// The backward pass's cases (conform/backward_case.hpp) the same way, on the Context's kernel variant
+// (--kernel=: the backward's portable or subgroup form) and --path=.
+void run_backward_cases(Context& context, const std::vector<conform::BackwardCase>& cases);
+
+// Every case of one catalog section, whatever its kind (attention, layer, paged, packed or backward), each
 // under its own INFO context, on --path= (the runners skip what a path does not take: paged caches
 // on the three-stage path); under --quick the section's quick subset.
 void run_section(Context& context, const std::string& section);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conform/gradient_compare.hpp"
 #include "support.hpp"
 #include "vkattn/attention_backward.hpp"
 #include "vkattn/backward_reference.hpp"
@@ -59,22 +60,12 @@ std::vector<float> download(const Buffer& b, DType dtype, std::size_t n) {
   return values;
 }
 
-double tolerance(DType dtype) { return dtype == DType::f32 ? 2e-4 : dtype == DType::f16 ? 1e-2 : 6e-2; }
-
-// max |got - want| over max |want| (with a floor, so that all-zero gradients compare absolutely).
+// The shared rule and per-dtype tolerances (conform/gradient_compare.hpp), as the catalog's backward
+// section checks them.
 void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, DType dtype) {
-  REQUIRE(got.size() == want.size());
-  double scale = 0.0, err = 0.0;
-  std::size_t worst = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::abs(want[i]));
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isnan(got[i]) ? INFINITY : std::abs(double(got[i]) - want[i]);
-    if (e > err) err = e, worst = i;
-  }
-  const double normalised = err / std::max(scale, 1e-3);
-  INFO(what << ": max error " << err << " at " << worst << " (got " << (got.empty() ? 0.0f : got[worst]) << ", want "
-            << (want.empty() ? 0.0 : want[worst]) << "), scale " << scale);
-  CHECK(normalised <= tolerance(dtype));
+  const conform::Comparison comparison = conform::compare_gradient(what, got, want, dtype);
+  INFO(comparison.text);
+  CHECK(comparison.ok());
 }
 
 struct Run {

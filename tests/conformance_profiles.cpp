@@ -1,4 +1,4 @@
-// Other devices' plans, proven on this one: each attention case of `vkattn conform --quick` runs with
+// Other devices' plans, proven on this one: each attention and backward case of `vkattn conform --quick` runs with
 // the plan vkattn makes for a device class that is not here (conform/device_profiles.hpp), checked
 // against the fp64 reference like every case, or is skipped where that plan cannot run here.
 #include <doctest/doctest.h>
@@ -67,7 +67,7 @@ TEST_SUITE("conformance-profiles") {
     }
   }
 
-  TEST_CASE("the quick attention cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
+  TEST_CASE("the quick attention and backward cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
     Context& ctx = context();
     for (const char* id : {"h100", "adreno", "vulkan12-min"}) {
       const conform::DeviceProfile& profile = conform::find_device_profile(id);
@@ -78,6 +78,14 @@ TEST_SUITE("conformance-profiles") {
       int passed = 0;
       for (const conform::CaseSection& section : conform::catalog(base_seed()))
         for (const std::size_t i : section.quick) {
+          if (i < section.backward_cases.size()) {  // the backward planned for the profile's device
+            const conform::BackwardCase& c = section.backward_cases[i];
+            const conform::CaseResult r = conform::run_backward_case(ctx, c, options);
+            INFO("profile " << std::string(id) << ", case " << section.name << "/" << i << ": " << describe(c));
+            for (const std::string& p : r.problems) FAIL_CHECK(p);
+            if (r.outcome == conform::Outcome::passed) ++passed;
+            continue;
+          }
           if (i >= section.cases.size()) continue;  // layer cases: the layer plans for its own device
           const conform::AttentionCase& c = section.cases[i];
           const conform::CaseResult r = conform::run_case(ctx, c, options);

@@ -48,6 +48,14 @@ struct BackwardPlan {
 class PreparedAttentionBackward {
  public:
   PreparedAttentionBackward(Context& context, const AttentionSpec& spec);
+  // The backward planned as vkattn would for the device `plan_for` describes (conform/device_profiles.hpp:
+  // an H100's, an Adreno's), run on this context's device — as PreparedAttention's profile
+  // constructor: `vkattn conform --profile` proves other devices' plans here. Throws PlanDoesNotFit
+  // "X would refuse this call: ..." when planning for `plan_for` throws Error, and "the plan for X
+  // does not fit <this device>: ..." when the plan cannot run correctly here (its workgroups, the
+  // subgroup form's lanes, shared memory, grid, binding ranges; on lavapipe, walks longer than its
+  // loop limit that a GPU's plan does not split).
+  PreparedAttentionBackward(Context& context, const AttentionSpec& spec, const DeviceInfo& plan_for);
   PreparedAttentionBackward(PreparedAttentionBackward&&) noexcept;
   PreparedAttentionBackward& operator=(PreparedAttentionBackward&&) noexcept;
   PreparedAttentionBackward(const PreparedAttentionBackward&) = delete;

@@ -1,6 +1,6 @@
 // `vkattn conform`: the conformance sweep on the user's device against the fp64 CPU reference — the
-// same cases as the doctest suites (conform/catalog.hpp), the multi-head layer's included, on every
-// path the library has — with a table per feature group, the failing cases and a command that
+// same cases as the doctest suites (conform/catalog.hpp), the multi-head layer's and the backward
+// pass's included, on every path the library has — with a table per feature group, the failing cases and a command that
 // reproduces each.
 #include <fnmatch.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "conform/catalog.hpp"
+#include "conform/backward_case.hpp"
 #include "conform/device_profiles.hpp"
 #include "conform/layer_case.hpp"
 #include "conform_report.hpp"
@@ -75,7 +76,10 @@ struct PathSpec {
 };
 
 // "all" and "fused" include the subgroup kernel, lavapipe's default: on a device that cannot run it
-// (run() checks), its runs are reported skipped.
+// (run() checks), its runs are reported skipped. The backward's cases map these onto its two kernel
+// forms through the same KernelVariant (conform/backward_case.hpp): fused/tiled and fused/rowwise run
+// the portable form, fused/subgroup the subgroup form, fused/auto the plan's pick, and unfused the
+// forward on the three-stage path with its weights, then the same backward.
 std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
   const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused, "fused-tiled"};
   const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused, "fused-rowwise"};
@@ -122,7 +126,7 @@ bool selected(const std::vector<std::string>& filters, const std::string& sectio
 
 struct SelectedCase {
   std::string id, section;
-  std::variant<conform::AttentionCase, conform::LayerCase, conform::ServingCase> c;
+  std::variant<conform::AttentionCase, conform::LayerCase, conform::ServingCase, conform::BackwardCase> c;
 
   std::string description() const {
     return std::visit([](const auto& x) { return conform::describe(x); }, c);
@@ -131,6 +135,8 @@ struct SelectedCase {
     if (const auto* layer = std::get_if<conform::LayerCase>(&c)) return conform::run_layer_case(context, *layer, options);
     if (const auto* serving = std::get_if<conform::ServingCase>(&c))
       return conform::run_serving_case(context, *serving, options);
+    if (const auto* backward = std::get_if<conform::BackwardCase>(&c))
+      return conform::run_backward_case(context, *backward, options);
     return conform::run_case(context, std::get<conform::AttentionCase>(c), options);
   }
 };
@@ -148,6 +154,7 @@ std::vector<SelectedCase> select_cases(const ConformOptions& o) {
       if (!selected(o.filters, s.name, id)) continue;
       if (!s.layer_cases.empty()) cases.push_back({id, s.name, s.layer_cases[i]});
       else if (!s.serving_cases.empty()) cases.push_back({id, s.name, s.serving_cases[i]});
+      else if (!s.backward_cases.empty()) cases.push_back({id, s.name, s.backward_cases[i]});
       else cases.push_back({id, s.name, s.cases[i]});
     }
   }
@@ -292,7 +299,8 @@ Command add_conform_command(CLI::App& parent) {
   app->add_option("--path", o->paths,
                   "Paths to check (repeatable): all, fused (the three fused kernels), fused-tiled, fused-rowwise, "
                   "fused-subgroup, unfused; fused-auto: the fused kernel each case's plan picks on this device "
-                  "(not part of all)")
+                  "(not part of all). Backward cases: tiled and rowwise run its portable kernels, subgroup its "
+                  "subgroup form, auto the plan's pick, unfused the forward on the three-stage path")
       ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "fused-auto", "unfused"}));
@@ -303,7 +311,7 @@ Command add_conform_command(CLI::App& parent) {
       ->check(parsed_by("--shard", [](const std::string& s) { parse_shard(s); }));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--profile", o->profile,
-                  "Run the attention cases with the plans made for another device class (h100, rdna3, arc, apple, "
+                  "Run the attention and backward cases with the plans made for another device class (h100, rdna3, arc, apple, "
                   "mali, adreno, vulkan12-min, llvmpipe) on this device; cases whose plan does not fit it are skipped")
       ->check(parsed_by("--profile", [](const std::string& s) { conform::find_device_profile(s); }));
   app->add_flag("--validation", o->validation,

@@ -106,8 +106,8 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
     std::fprintf(out, "plans: as for %s (--profile %s), run on this device; a case whose plan does not fit it is "
                       "skipped, saying why\n",
                  setup.profile_name.c_str(), setup.profile_id.c_str());
-  std::fprintf(out, "runs: a case on one path; worst: the largest error of a run (O, LSE, weights) as a "
-                    "fraction of its dtype's tolerance\n");
+  std::fprintf(out, "runs: a case on one path; worst: the largest error of a run (O, LSE, weights; a backward case's gradients) "
+                    "as a fraction of its dtype's tolerance\n");
   const FeatureTable table = tabulate(runs);
   for (const auto& [group, values] : table.groups()) {
     std::fprintf(out, "\n%-34s %6s %7s %7s %8s %8s\n", group.c_str(), "runs", "passed", "failed", "skipped", "worst");

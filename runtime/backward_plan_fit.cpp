@@ -1,0 +1,63 @@
+#include "backward_plan_fit.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "attention_plan.hpp"
+#include "fused_kernels.hpp"
+#include "int_math.hpp"
+#include "llvmpipe_limits.hpp"
+#include "vkattn/error.hpp"
+
+namespace vkattn::detail {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// The loop iterations of the backward's longest walks, counted as plan_backward counts them when it
+// splits them for lavapipe: the dK/dV kernel walks its split's query rows for each query head of its
+// group, the dQ kernel its split's keys, and the dsinks pass sums D over every sequence's row blocks.
+void check_loops(const BackwardCallPlan& plan, const DeviceInfo& device) {
+  const uint64_t kv_walk = uint64_t(plan.split_rows) * uint64_t(plan.p.group_size());
+  if (kv_walk > kLlvmpipeLoopBudget)
+    throw Error("the dK/dV kernel's invocations would loop about " + str(kv_walk) + " times (" + str(plan.split_rows) +
+                " query rows of " + str(uint64_t(plan.p.group_size())) + " heads a split), beyond lavapipe's loop limit (" +
+                str(kLlvmpipeLoopBudget) + " planned); the plan for " + device.name + " splits only where it must");
+  if (plan.split_keys > kLlvmpipeLoopBudget)
+    throw Error("the dQ kernel's invocations would loop about " + str(plan.split_keys) + " times (keys a split), beyond " +
+                "lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned)");
+  // (Without sinks the rows kernel loops over the dims only.)
+  const uint64_t sinks_walk = uint64_t(plan.batches) * (ceil_div(plan.rows_total, plan.workgroup) + 1);
+  if (plan.p.per_head.sinks && sinks_walk > kLlvmpipeLoopBudget)
+    throw Error("the dsinks pass would loop about " + str(sinks_walk) + " times (" + str(plan.batches) +
+                " sequences of up to " + str(plan.rows_total) + " query rows), beyond lavapipe's loop limit (" +
+                str(kLlvmpipeLoopBudget) + " planned)");
+}
+
+}  // namespace
+
+void check_backward_plan_fits(const BackwardCallPlan& plan, const DeviceInfo& device) {
+  // The layout rules that depend on the device (16-bit storage, the 32-bit index limit).
+  check_attention_layouts(device, plan.forward.dense);
+  if (plan.alignment % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 1) != 0)
+    throw Error("the plan aligns bindings to " + str(plan.alignment) + " bytes; " + device.name + " needs " +
+                str(device.min_storage_buffer_offset_alignment));
+  const uint32_t widest = plan.subgroup_form ? std::max(plan.workgroup, plan.lanes) : plan.workgroup;
+  if (widest > device.max_workgroup_invocations)
+    throw Error("workgroups of " + str(widest) + " invocations exceed maxComputeWorkGroupInvocations (" +
+                str(device.max_workgroup_invocations) + ") of " + device.name);
+  // The subgroup form's workgroup is one subgroup of `lanes` (its shuffles span it): a device whose
+  // subgroups may be another size, and that cannot require this one, would shuffle across subgroups.
+  if (plan.subgroup_form && !runs_subgroup_lanes(device, plan.lanes))
+    throw Error("the subgroup form's workgroups are one subgroup of " + str(plan.lanes) + " lanes; " + device.name +
+                " runs subgroups of " + str(device.min_subgroup_size) + " to " + str(device.max_subgroup_size) + " lanes" +
+                (device.subgroup_shuffle ? "" : " without shuffles"));
+  // The rows kernel's workgroup sum (attention_backward_rows.comp: one float per invocation).
+  const uint64_t shared = uint64_t(plan.workgroup) * 4;
+  if (shared > device.max_shared_memory)
+    throw Error("the rows kernel's " + str(shared) + " bytes of shared memory exceed maxComputeSharedMemorySize (" +
+                str(device.max_shared_memory) + ") of " + device.name);
+  if (device.is_llvmpipe) check_loops(plan, device);
+}
+
+}  // namespace vkattn::detail
