@@ -247,6 +247,10 @@ void run_case(const BackwardCase& c, uint64_t seed) {
   if (c.sinks) bb.grad_sinks = {&dsinks, 0};
 
   const PreparedAttentionBackward prepared(ctx, spec);
+  // --kernel=tiled runs the tiled form (every case here fits lavapipe's 32 KiB), rowwise the portable.
+  const std::string kernel = prepared.plan().kernel;
+  if (kernel_variant() == KernelVariant::tiled) CHECK(kernel == "tiled");
+  if (kernel_variant() == KernelVariant::rowwise) CHECK(kernel == "portable");
   Run runs[2];
   for (Run& r : runs) {
     for (Buffer* b : {&dq, &dk, &dv, &dsinks}) b->fill(0xFF);  // NaN in every dtype
