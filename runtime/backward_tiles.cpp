@@ -25,14 +25,15 @@ bool fits(const DeviceInfo& device, const BackwardTiles& t, uint32_t dim_qk, uin
 }
 
 // Prefer more pairs per tile (each K, V, Q, dO value loaded into shared memory serves more of them),
-// then square tiles (both kernels reuse both blocks), then wider workgroups (more invocations to hide
-// the loads behind).
-bool better(const BackwardTiles& a, const BackwardTiles& b) {
+// then square tiles (both kernels reuse both blocks), then on GPUs wider workgroups (more invocations
+// to hide the loads behind), on CPU devices narrower ones (lavapipe runs a workgroup of several
+// subgroups far slower, docs/devices.md: 2.5x faster at 32 than at 256 invocations, d64 f16).
+bool better(const DeviceInfo& device, const BackwardTiles& a, const BackwardTiles& b) {
   const uint64_t pairs_a = uint64_t(a.rows) * a.keys, pairs_b = uint64_t(b.rows) * b.keys;
   if (pairs_a != pairs_b) return pairs_a > pairs_b;
   const uint32_t short_a = std::min(a.rows, a.keys), short_b = std::min(b.rows, b.keys);
   if (short_a != short_b) return short_a > short_b;
-  return a.workgroup > b.workgroup;
+  return device.is_cpu() ? a.workgroup < b.workgroup : a.workgroup > b.workgroup;
 }
 
 }  // namespace
@@ -48,7 +49,7 @@ std::optional<BackwardTiles> choose_backward_tiles(const DeviceInfo& device, uin
     for (uint32_t rows : {64u, 32u, 16u, 8u, 4u})
       for (uint32_t keys : {64u, 32u, 16u, 8u, 4u}) {
         const BackwardTiles t{rows, keys, workgroup, backward_tile_shared_bytes(rows, keys, dim_qk, dim_v)};
-        if (fits(device, t, dim_qk, dim_v) && (!best || better(t, *best))) best = t;
+        if (fits(device, t, dim_qk, dim_v) && (!best || better(device, t, *best))) best = t;
       }
   return best;
 }
