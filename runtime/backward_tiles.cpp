@@ -58,7 +58,9 @@ BackwardTileIterations backward_tile_iterations(const BackwardTiles& t, uint32_t
   // A strided cooperative load of n values: ceil(n / workgroup) iterations and the loop's entry.
   const auto load = [&](uint64_t n) { return ceil_div(n, t.workgroup) + 1; };
   const uint64_t tile_steps = ceil_div(uint64_t(t.rows) * t.keys, t.workgroup) + 1;
-  // The unrolled loops (dims, slices) count as if they were not, to be safe.
+  // The loops over dims and slices are unrolled (their bounds are constants), so they do not count
+  // (the portable kernels' splits, one iteration a row or key, rely on the same); the zeroing and the
+  // stores of the accumulators are counted all the same, to be safe.
   const uint64_t lanes_per_key = t.workgroup / t.keys, lanes_per_row = t.workgroup / t.rows;
   const uint64_t kv_slices = ceil_div(dim_qk, lanes_per_key) + ceil_div(dim_v, lanes_per_key);
   const uint64_t q_slices = ceil_div(dim_qk, lanes_per_row);
