@@ -79,7 +79,9 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
   {
     BackwardPush kv_push = push;
     kv_push.split = plan.split_rows;
-    const Shader kv_shader = plan.subgroup_form ? Shader::attention_backward_kv_subgroup : Shader::attention_backward_kv;
+    const Shader kv_shader = plan.tiles           ? Shader::attention_backward_kv_tiled
+                             : plan.subgroup_form ? Shader::attention_backward_kv_subgroup
+                                                  : Shader::attention_backward_kv;
     Dispatch d = backward_dispatch(c, plan, kv_shader, backward_constants(c, plan, kv_split, true), kv_push,
                                    {u32(int64_t(ceil_div(plan.keys_total, plan.kv_tile()))), u32(p.kv_heads),
                                     plan.batches * plan.query_splits});
@@ -96,7 +98,9 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
     BackwardPush q_push = push;
     q_push.split = plan.split_keys;
     const uint64_t all_rows = uint64_t(plan.key_splits) * uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
-    const Shader q_shader = plan.subgroup_form ? Shader::attention_backward_q_subgroup : Shader::attention_backward_q;
+    const Shader q_shader = plan.tiles           ? Shader::attention_backward_q_tiled
+                            : plan.subgroup_form ? Shader::attention_backward_q_subgroup
+                                                 : Shader::attention_backward_q;
     Dispatch d = backward_dispatch(c, plan, q_shader, backward_constants(c, plan, q_split, true), q_push,
                                    {u32(int64_t(ceil_div(plan.rows_total, plan.q_tile()))), u32(p.heads),
                                     plan.batches * plan.key_splits});

@@ -98,6 +98,11 @@ BackwardConstants backward_constants(const ContextImpl& c, const BackwardCallPla
     k.rows = plan.rows_per_lane;
     k.required_lanes = c.info.required_subgroup_size ? plan.lanes : 0u;
   }
+  if (walk && plan.tiles) {
+    k.workgroup = plan.tiles->workgroup;
+    k.tile_rows = plan.tiles->rows;
+    k.tile_keys = plan.tiles->keys;
+  }
   k.modifiers = modifier_constants(plan.p, plan.forward.dense.options);
   k.varlen = plan.varlen ? 1u : 0u;
   k.partial = partial ? 1u : 0u;

@@ -81,6 +81,15 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     // private arrays (4 x rows x dim floats) would double the JIT time.
     plan.rows_per_lane = std::max(p.dim_qk, p.dim_v) <= 64 ? 2 : 1;
   }
+  // The tiled forms on GPUs, or where forced, when a tile fits the device (else the portable kernels).
+  const bool wants_tiled = variant == KernelVariant::tiled || (variant == KernelVariant::automatic && !device.is_cpu());
+  if (!plan.subgroup_form && wants_tiled) plan.tiles = choose_backward_tiles(device, uint32_t(p.dim_qk), uint32_t(p.dim_v));
+  if (plan.tiles && device.is_llvmpipe) {
+    plan.split_rows = tiled_split_rows(*plan.tiles, uint32_t(p.dim_qk), uint32_t(p.dim_v), group, rows, kLlvmpipeLoopBudget);
+    plan.split_keys = tiled_split_keys(*plan.tiles, uint32_t(p.dim_qk), uint32_t(p.dim_v), keys, kLlvmpipeLoopBudget);
+    plan.query_splits = uint32_t(ceil_div(rows, plan.split_rows));
+    plan.key_splits = uint32_t(ceil_div(keys, plan.split_keys));
+  }
 
   const uint64_t wg = plan.workgroup;
   check_grid(device, "dK/dV", ceil_div(plan.keys_total, plan.kv_tile()), uint64_t(p.kv_heads),
@@ -124,8 +133,9 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     plan.dropout_offset = dropout->offset;
   }
 
-  plan.report.kernel = plan.subgroup_form ? "subgroup" : "portable";
-  plan.report.workgroup = plan.workgroup;
+  plan.report.kernel = plan.tiles ? "tiled" : plan.subgroup_form ? "subgroup" : "portable";
+  plan.report.workgroup = plan.tiles ? plan.tiles->workgroup : plan.workgroup;
+  if (plan.tiles) plan.report.tile_rows = plan.tiles->rows, plan.report.tile_keys = plan.tiles->keys;
   plan.report.query_splits = plan.query_splits;
   plan.report.key_splits = plan.key_splits;
   plan.report.workspace_bytes = plan.workspace_bytes;

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "backward_tiles.hpp"
 #include "planned_call.hpp"
 #include "vkattn/attention_backward.hpp"
 
@@ -21,12 +23,14 @@ struct BackwardCallPlan {
   uint32_t split_rows = 0, split_keys = 0;  // the dK/dV kernel's query rows per split, the dQ kernel's keys
   uint32_t query_splits = 1, key_splits = 1;
   uint32_t workgroup = 64;  // the rows kernel's and the reduce's; the portable kv and q kernels'
-  // The dK/dV and dQ kernels: the portable ones (a key or a query row per invocation, any device), or on
-  // CPU devices their subgroup forms (one subgroup of `lanes`, `rows_per_lane` keys or rows per lane).
+  // The dK/dV and dQ kernels: the portable ones (a key or a query row per invocation, any device), on
+  // CPU devices their subgroup forms (one subgroup of `lanes`, `rows_per_lane` keys or rows per lane),
+  // on GPUs their tiled forms (`tiles`: blocks of keys and query rows in shared memory).
   bool subgroup_form = false;
   uint32_t lanes = 0, rows_per_lane = 1;
-  uint32_t kv_tile() const { return subgroup_form ? lanes * rows_per_lane : workgroup; }  // keys per workgroup
-  uint32_t q_tile() const { return subgroup_form ? lanes * rows_per_lane : workgroup; }   // query rows per workgroup
+  std::optional<BackwardTiles> tiles;
+  uint32_t kv_tile() const { return tiles ? tiles->keys : subgroup_form ? lanes * rows_per_lane : workgroup; }  // keys per workgroup
+  uint32_t q_tile() const { return tiles ? tiles->rows : subgroup_form ? lanes * rows_per_lane : workgroup; }   // query rows per workgroup
   uint32_t dropout_threshold = 0;  // vkattn/dropout.hpp; 0: none
   uint64_t seed = 0;
   uint32_t dropout_offset = 0;

@@ -18,12 +18,25 @@ std::string str(uint64_t v) { return std::to_string(v); }
 // splits them for lavapipe: the dK/dV kernel walks its split's query rows for each query head of its
 // group, the dQ kernel its split's keys, and the dsinks pass sums D over every sequence's row blocks.
 void check_loops(const BackwardCallPlan& plan, const DeviceInfo& device) {
+  if (plan.tiles) {
+    // The tiled form loops per block of rows (keys) and around its blocks (backward_tiles.hpp).
+    const BackwardTiles& t = *plan.tiles;
+    const BackwardTileIterations it = backward_tile_iterations(t, uint32_t(plan.p.dim_qk), uint32_t(plan.p.dim_v));
+    const uint64_t group = uint64_t(plan.p.group_size());
+    const uint64_t kv_loops = it.kv_fixed + 2 * group + group * ceil_div(uint64_t(plan.split_rows), t.rows) * it.kv_per_block;
+    const uint64_t q_loops = it.q_fixed + ceil_div(uint64_t(plan.split_keys), t.keys) * it.q_per_block;
+    if (std::max(kv_loops, q_loops) > kLlvmpipeLoopBudget)
+      throw Error("the tiled kernels' invocations would loop about " + str(std::max(kv_loops, q_loops)) + " times (" +
+                  str(plan.split_rows) + " query rows of " + str(group) + " heads, " + str(plan.split_keys) +
+                  " keys a split), beyond lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned); the plan for " +
+                  device.name + " splits only where it must");
+  }
   const uint64_t kv_walk = uint64_t(plan.split_rows) * uint64_t(plan.p.group_size());
-  if (kv_walk > kLlvmpipeLoopBudget)
+  if (!plan.tiles && kv_walk > kLlvmpipeLoopBudget)
     throw Error("the dK/dV kernel's invocations would loop about " + str(kv_walk) + " times (" + str(plan.split_rows) +
                 " query rows of " + str(uint64_t(plan.p.group_size())) + " heads a split), beyond lavapipe's loop limit (" +
                 str(kLlvmpipeLoopBudget) + " planned); the plan for " + device.name + " splits only where it must");
-  if (plan.split_keys > kLlvmpipeLoopBudget)
+  if (!plan.tiles && plan.split_keys > kLlvmpipeLoopBudget)
     throw Error("the dQ kernel's invocations would loop about " + str(plan.split_keys) + " times (keys a split), beyond " +
                 "lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned)");
   // (Without sinks the rows kernel loops over the dims only.)
@@ -42,7 +55,9 @@ void check_backward_plan_fits(const BackwardCallPlan& plan, const DeviceInfo& de
   if (plan.alignment % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 1) != 0)
     throw Error("the plan aligns bindings to " + str(plan.alignment) + " bytes; " + device.name + " needs " +
                 str(device.min_storage_buffer_offset_alignment));
-  const uint32_t widest = plan.subgroup_form ? std::max(plan.workgroup, plan.lanes) : plan.workgroup;
+  const uint32_t widest = plan.subgroup_form ? std::max(plan.workgroup, plan.lanes)
+                         : plan.tiles          ? std::max(plan.workgroup, plan.tiles->workgroup)
+                                               : plan.workgroup;
   if (widest > device.max_workgroup_invocations)
     throw Error("workgroups of " + str(widest) + " invocations exceed maxComputeWorkGroupInvocations (" +
                 str(device.max_workgroup_invocations) + ") of " + device.name);
@@ -57,6 +72,10 @@ void check_backward_plan_fits(const BackwardCallPlan& plan, const DeviceInfo& de
   if (shared > device.max_shared_memory)
     throw Error("the rows kernel's " + str(shared) + " bytes of shared memory exceed maxComputeSharedMemorySize (" +
                 str(device.max_shared_memory) + ") of " + device.name);
+  // The tiled form's blocks of rows and keys (backward_tiles.hpp).
+  if (plan.tiles && plan.tiles->shared_bytes > device.max_shared_memory)
+    throw Error("the tiled kernels' " + str(plan.tiles->shared_bytes) + " bytes of shared memory exceed " +
+                "maxComputeSharedMemorySize (" + str(device.max_shared_memory) + ") of " + device.name);
   if (device.is_llvmpipe) check_loops(plan, device);
 }
 

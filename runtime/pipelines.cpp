@@ -206,6 +206,8 @@ PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstant
   key.spec[SPEC_BACKWARD_DROPOUT] = c.dropout_threshold;
   key.spec[SPEC_BACKWARD_SINKS_PASS] = c.sinks_pass;
   key.spec[SPEC_BACKWARD_ROWS] = c.rows;
+  key.spec[SPEC_BACKWARD_TILE_ROWS] = c.tile_rows;
+  key.spec[SPEC_BACKWARD_TILE_KEYS] = c.tile_keys;
   key.required_subgroup_size = c.required_lanes;
   return key;
 }

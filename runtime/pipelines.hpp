@@ -45,7 +45,9 @@ enum class Shader : uint8_t {
   attention_backward_reduce,
   attention_backward_kv_subgroup,
   attention_backward_q_subgroup,
-  attention_dropout_output
+  attention_dropout_output,
+  attention_backward_kv_tiled,
+  attention_backward_q_tiled
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -76,12 +78,14 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::attention_backward_kv_subgroup, "attention_backward_kv_subgroup", 1, KernelKind::backward},
     {Shader::attention_backward_q_subgroup, "attention_backward_q_subgroup", 1, KernelKind::backward},
     {Shader::attention_dropout_output, "attention_dropout_output", 1, KernelKind::backward},
+    {Shader::attention_backward_kv_tiled, "attention_backward_kv_tiled", 1, KernelKind::backward},
+    {Shader::attention_backward_q_tiled, "attention_backward_q_tiled", 1, KernelKind::backward},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::attention_dropout_output) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::attention_backward_q_tiled) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 
@@ -165,7 +169,7 @@ ModifierConstants modifier_constants(const AttentionProblem& p, const AttentionO
 ModifierConstants split_part_modifiers(ModifierConstants whole);
 uint32_t window_side_constant(int64_t side, const AttentionProblem& p);
 PipelineKey gemm_pipeline(DType a, DType b, DType c, const GemmConstants& constants);
-// The backward pass's kernels (SPEC_BACKWARD_*): `shader` attention_backward_rows, _kv, _q or their subgroup forms.
+// The backward pass's kernels (SPEC_BACKWARD_*): `shader` attention_backward_rows, _kv, _q or their subgroup or tiled forms.
 struct BackwardConstants {
   uint32_t dim_qk = 0, dim_v = 0, workgroup = 0;
   ModifierConstants modifiers;
@@ -174,6 +178,7 @@ struct BackwardConstants {
   uint32_t sinks_pass = 0;         // the rows kernel: 1 = its dsinks pass
   uint32_t rows = 1;               // the subgroup forms: keys or query rows per lane
   uint32_t required_lanes = 0;     // the subgroup forms on a device that can require it: their lanes
+  uint32_t tile_rows = 0, tile_keys = 0;  // the tiled forms: BR and BC (backward_tiles.hpp); 0 for the others
 };
 PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstants& constants);
 PipelineKey backward_reduce_pipeline(DType dtype, uint32_t workgroup);

@@ -246,7 +246,17 @@
 #define SPEC_BACKWARD_DROPOUT 9         /* dropout's threshold (vkattn/dropout.hpp: floor(p * 2^32)); 0: none */
 #define SPEC_BACKWARD_SINKS_PASS 10     /* attention_backward_rows.comp: 0 D per row, 1 dsinks per head */
 #define SPEC_BACKWARD_ROWS 11           /* the subgroup forms (CPU devices): keys (kv) or query rows (q) per lane */
-#define SPEC_BACKWARD_COUNT 12
+#define SPEC_BACKWARD_TILE_ROWS 12      /* the tiled forms (GPUs): query rows per tile (BR) */
+#define SPEC_BACKWARD_TILE_KEYS 13      /* the tiled forms: keys per tile (BC); the workgroup a multiple of BR and BC */
+#define SPEC_BACKWARD_COUNT 14
+/* The tiled backward kernels' shared memory, in floats (host and shader size it from here): the key
+ * block's K and V rows, each padded by one float (the tile's lanes read several keys' rows at one dim:
+ * padded, they fall in different banks), the query block's Q and dO rows, its LSE and D, and the
+ * BR x BC tiles of P∘Z and dS. */
+#define BACKWARD_TILE_KEY_STRIDE(D) ((D) + 1u)
+#define BACKWARD_TILE_FLOATS(BR, BC, DQK, DV)                                                          \
+  ((BC) * (BACKWARD_TILE_KEY_STRIDE(DQK) + BACKWARD_TILE_KEY_STRIDE(DV)) + (BR) * ((DQK) + (DV)) + \
+   2u * (BR) + 2u * (BR) * (BC))
 /* attention_backward_reduce.comp */
 #define SPEC_REDUCE_WORKGROUP 0
 #define SPEC_REDUCE_COUNT 1

@@ -18,6 +18,9 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_backward_kv_subgroup_${dtype} SOURCE attention_backward_kv_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_subgroup_${dtype} SOURCE attention_backward_q_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_reduce_${dtype} SOURCE attention_backward_reduce.comp DEFINES DTYPE_${DT}=1)
+  # Their tiled forms (GPUs): shared-memory blocks of keys and query rows.
+  vkattn_add_shader(NAME attention_backward_kv_tiled_${dtype} SOURCE attention_backward_kv_tiled.comp DEFINES DTYPE_${DT}=1)
+  vkattn_add_shader(NAME attention_backward_q_tiled_${dtype} SOURCE attention_backward_q_tiled.comp DEFINES DTYPE_${DT}=1)
 endforeach()
 
 # A paged call's work list (no storage type) and the row softmax of the three-stage path (f32

@@ -28,6 +28,10 @@ struct BackwardCase {
   Causal causal = Causal::none;
   int mask = 0;  // 0 none, 1 boolean, 2 f32
   bool kv_lengths = false, alibi = false, sinks = false;
+  // NaN on the device where every pair is hidden: K and V of the keys no row sees (past the key length;
+  // with a boolean mask, every 7th key masked out for all rows) and, with the mask, Q and dO of every
+  // 5th row, masked out for all keys. They must never reach a gradient (not even as 0 × NaN).
+  bool nan_hidden = false;
   std::optional<Window> window;
   std::optional<float> softcap;
   float dropout = 0.0f;
@@ -59,6 +63,10 @@ std::vector<float> download(const Buffer& b, DType dtype, std::size_t n) {
   decode(dtype, bytes.data(), values.data(), n);
   return values;
 }
+
+// The keys nan_hidden masks out for every row, and the rows for every key.
+bool masked_out_key(int64_t j) { return j % 7 == 3; }
+bool masked_out_row(int64_t i) { return i % 5 == 2; }
 
 // The shared rule and per-dtype tolerances (conform/gradient_compare.hpp), as the catalog's backward
 // section checks them.
@@ -138,6 +146,9 @@ void run_case(const BackwardCase& c, uint64_t seed) {
     mask_values.resize(n);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     for (float& m : mask_values) m = c.mask == 1 ? float(rng() % 4 != 0) : (rng() % 5 == 0 ? -INFINITY : u(rng));
+    if (c.nan_hidden)  // ((batch, 1, seq_q, seq_k) dense)
+      for (std::size_t e = 0; e < n; ++e)
+        if (masked_out_key(int64_t(e) % c.seq_k) || masked_out_row(int64_t(e) / c.seq_k % c.seq_q)) mask_values[e] = 0.0f;
     mask.emplace(Buffer::allocate(ctx, n * 4));
     if (c.mask == 1) {
       std::vector<uint8_t> bytes(n);
@@ -152,6 +163,29 @@ void run_case(const BackwardCase& c, uint64_t seed) {
     for (int64_t b = 0; b < batch; ++b) length_values.push_back(int32_t(rng() % uint64_t(c.seq_k + 1)));
     lengths.emplace(Buffer::allocate(ctx, length_values.size() * 4));
     lengths->upload(length_values.data(), length_values.size() * 4);
+  }
+  if (c.nan_hidden) {
+    // (The reference reads the finite values: it never uses these.) `hidden(b, s)`: row or key s of
+    // batch element b.
+    const auto poison = [&](Tensor& t, const TensorLayout& layout, auto hidden) {
+      std::vector<float> values = t.values;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < layout.heads; ++h)
+          for (int64_t s = 0; s < layout.seq; ++s)
+            if (hidden(b, s))
+              for (int64_t d = 0; d < layout.dim; ++d) values[std::size_t(layout.index(b, h, s, d))] = NAN;
+      std::vector<std::byte> bytes(values.size() * dtype_size(c.dtype));
+      encode(c.dtype, values.data(), bytes.data(), values.size());
+      t.buffer->upload(bytes.data(), bytes.size());
+    };
+    const auto hidden_key = [&](int64_t b, int64_t j) {
+      return (c.kv_lengths && j >= length_values[std::size_t(b)]) || (c.mask == 1 && masked_out_key(j));
+    };
+    const auto hidden_row = [&](int64_t, int64_t i) { return c.mask == 1 && masked_out_row(i); };
+    poison(k, kl, hidden_key);
+    poison(v, vl, hidden_key);
+    poison(q, ql, hidden_row);
+    poison(grad_out, ol, hidden_row);
   }
   std::vector<float> alibi_values, sink_values;
   for (int64_t h = 0; h < c.heads; ++h) {
@@ -238,6 +272,10 @@ void run_case(const BackwardCase& c, uint64_t seed) {
   if (c.sinks) bb.grad_sinks = {&dsinks, 0};
 
   const PreparedAttentionBackward prepared(ctx, spec);
+  // --kernel=tiled runs the tiled form (every case here fits lavapipe's 32 KiB), rowwise the portable.
+  const std::string kernel = prepared.plan().kernel;
+  if (kernel_variant() == KernelVariant::tiled) CHECK(kernel == "tiled");
+  if (kernel_variant() == KernelVariant::rowwise) CHECK(kernel == "portable");
   Run runs[2];
   for (Run& r : runs) {
     for (Buffer* b : {&dq, &dk, &dv, &dsinks}) b->fill(0xFF);  // NaN in every dtype
@@ -279,6 +317,8 @@ std::vector<BackwardCase> cases() {
        .causal = Causal::bottom_right});
   add({.name = "boolean mask, key lengths", .batch = 3, .seq_q = 11, .seq_k = 65, .mask = 1, .kv_lengths = true});
   add({.name = "float mask", .batch = 2, .seq_q = 9, .seq_k = 30, .mask = 2});
+  add({.name = "NaN in keys no row sees and rows that see no key (key lengths, masked out), GQA 2", .batch = 3, .heads = 4,
+       .kv_heads = 2, .seq_q = 13, .seq_k = 45, .mask = 1, .kv_lengths = true, .nan_hidden = true});
   add({.name = "window, ALiBi", .seq_q = 40, .seq_k = 40, .alibi = true, .window = Window{5, 3}});
   add({.name = "softcap, sinks", .heads = 3, .kv_heads = 1, .seq_q = 19, .seq_k = 33, .sinks = true, .softcap = 2.5f});
   add({.name = "dropout", .batch = 2, .seq_q = 15, .seq_k = 37, .causal = Causal::top_left, .dropout = 0.3f});

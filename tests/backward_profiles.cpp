@@ -31,9 +31,12 @@ TEST_SUITE("backward") {
   TEST_CASE("backward planned for another device: runs where it fits, PlanDoesNotFit where not") {
     Context& ctx = context();
     const DeviceInfo& h100 = conform::find_device_profile("h100").info;
+    // A GPU of 32 KiB shared memory, whose tiles fit lavapipe's too (an H100's 48 KiB tiles do not).
+    const DeviceInfo& apple = conform::find_device_profile("apple").info;
 
-    // A GPU's plan: no splits, and here the reference's gradients.
-    const PreparedAttentionBackward planned(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 32), h100);
+    // A GPU's plan: the tiled form, no splits, and here the reference's gradients.
+    const PreparedAttentionBackward planned(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 32), apple);
+    CHECK(planned.plan().kernel == std::string("tiled"));
     CHECK(planned.plan().query_splits == 1);
     CHECK(planned.plan().key_splits == 1);
     conform::BackwardCase c;
@@ -42,7 +45,7 @@ TEST_SUITE("backward") {
     c.modifiers.sinks = true;
     c.seed = case_seed(2000);
     conform::RunOptions options;
-    options.profile = &h100;
+    options.profile = &apple;
     options.take_validation_messages = [] { return take_validation_messages(); };
     const conform::CaseResult result = conform::run_backward_case(ctx, c, options);
     for (const std::string& p : result.problems) FAIL_CHECK(p);
@@ -73,11 +76,18 @@ TEST_SUITE("backward") {
       CHECK(contains(message, "one subgroup of " + std::to_string(lanes) + " lanes"));
     }
 
+    // An H100's tiles need more shared memory than a 32 KiB device has: they do not fit, and say so.
+    if (ctx.device_info().max_shared_memory < h100.max_shared_memory) {
+      const std::string message = error_message([&] { (void)PreparedAttentionBackward(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 64), h100); });
+      CHECK(contains(message, "does not fit"));
+      CHECK(contains(message, "shared memory"));
+    }
+
     // On lavapipe a GPU's plan walks all 70,000 keys in one invocation, past the loop limit that the
     // local plan splits for: it does not fit, and says why.
     if (ctx.device_info().is_llvmpipe) {
       const AttentionSpec spec = dense_spec(DType::f32, 2, 1, 24, 70000, 8);
-      const std::string too_long = error_message([&] { (void)PreparedAttentionBackward(ctx, spec, h100); });
+      const std::string too_long = error_message([&] { (void)PreparedAttentionBackward(ctx, spec, apple); });
       CHECK(contains(too_long, "the plan for"));
       CHECK(contains(too_long, "does not fit"));
       CHECK(contains(too_long, "loop limit"));

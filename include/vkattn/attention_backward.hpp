@@ -31,8 +31,11 @@ struct BackwardBuffers {
 
 // How the backward runs (reported by tools).
 struct BackwardPlan {
-  const char* kernel = "portable";  // the dK/dV and dQ kernels: "portable" (any device) or "subgroup" (CPU devices)
-  uint32_t workgroup = 0;        // invocations per workgroup of its kernels
+  // The dK/dV and dQ kernels: "portable" (any device), "subgroup" (CPU devices) or "tiled" (GPUs:
+  // blocks of tile_rows query rows and tile_keys keys in shared memory)
+  const char* kernel = "portable";
+  uint32_t workgroup = 0;        // invocations per workgroup of its dK/dV and dQ kernels
+  uint32_t tile_rows = 0, tile_keys = 0;  // the tiled form's blocks; 0 for the others
   uint32_t query_splits = 1;     // the dK/dV kernel's splits of the query rows (> 1: partials summed after)
   uint32_t key_splits = 1;       // the dQ kernel's splits of the keys
   uint64_t workspace_bytes = 0;  // D per query row, and the splits' partials
