@@ -34,22 +34,32 @@ TEST_SUITE("backward") {
     // A GPU of 32 KiB shared memory, whose tiles fit lavapipe's too (an H100's 48 KiB tiles do not).
     const DeviceInfo& apple = conform::find_device_profile("apple").info;
 
-    // A GPU's plan: the tiled form, no splits, and here the reference's gradients.
-    const PreparedAttentionBackward planned(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 32), apple);
-    CHECK(planned.plan().kernel == std::string("tiled"));
-    CHECK(planned.plan().query_splits == 1);
-    CHECK(planned.plan().key_splits == 1);
-    conform::BackwardCase c;
-    c.heads = 4, c.kv_heads = 2, c.seq_q = 33, c.seq_k = 47, c.dim_qk = c.dim_v = 32;
-    c.causal = Causal::bottom_right;
-    c.modifiers.sinks = true;
-    c.seed = case_seed(2000);
-    conform::RunOptions options;
-    options.profile = &apple;
-    options.take_validation_messages = [] { return take_validation_messages(); };
-    const conform::CaseResult result = conform::run_backward_case(ctx, c, options);
-    for (const std::string& p : result.problems) FAIL_CHECK(p);
-    CHECK(result.outcome == conform::Outcome::passed);
+    // The kernel variant this run forces (--kernel) applies to the profile's plan too: the subgroup form
+    // needs one subgroup size, which Apple's pipelines do not have; rowwise takes the portable kernels.
+    const KernelVariant variant = kernel_variant();
+    const bool tiled = variant == KernelVariant::automatic || variant == KernelVariant::tiled;
+    if (variant == KernelVariant::subgroup) {
+      const std::string message =
+          error_message([&] { (void)PreparedAttentionBackward(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 32), apple); });
+      CHECK(contains(message, "would refuse this call"));
+    } else {
+      // A GPU's plan: the tiled form (or the portable one), no splits, and here the reference's gradients.
+      const PreparedAttentionBackward planned(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 32), apple);
+      CHECK(planned.plan().kernel == std::string(tiled ? "tiled" : "portable"));
+      CHECK(planned.plan().query_splits == 1);
+      CHECK(planned.plan().key_splits == 1);
+      conform::BackwardCase c;
+      c.heads = 4, c.kv_heads = 2, c.seq_q = 33, c.seq_k = 47, c.dim_qk = c.dim_v = 32;
+      c.causal = Causal::bottom_right;
+      c.modifiers.sinks = true;
+      c.seed = case_seed(2000);
+      conform::RunOptions options;
+      options.profile = &apple;
+      options.take_validation_messages = [] { return take_validation_messages(); };
+      const conform::CaseResult result = conform::run_backward_case(ctx, c, options);
+      for (const std::string& p : result.problems) FAIL_CHECK(p);
+      CHECK(result.outcome == conform::Outcome::passed);
+    }
 
     // A device that refuses the call: f16 on the Vulkan 1.2 minimums (no 16-bit storage).
     const std::string refused = error_message(
@@ -77,7 +87,7 @@ TEST_SUITE("backward") {
     }
 
     // An H100's tiles need more shared memory than a 32 KiB device has: they do not fit, and say so.
-    if (ctx.device_info().max_shared_memory < h100.max_shared_memory) {
+    if (tiled && ctx.device_info().max_shared_memory < h100.max_shared_memory) {
       const std::string message = error_message([&] { (void)PreparedAttentionBackward(ctx, dense_spec(DType::f32, 4, 2, 33, 47, 64), h100); });
       CHECK(contains(message, "does not fit"));
       CHECK(contains(message, "shared memory"));
@@ -85,7 +95,7 @@ TEST_SUITE("backward") {
 
     // On lavapipe a GPU's plan walks all 70,000 keys in one invocation, past the loop limit that the
     // local plan splits for: it does not fit, and says why.
-    if (ctx.device_info().is_llvmpipe) {
+    if (ctx.device_info().is_llvmpipe && variant != KernelVariant::subgroup) {
       const AttentionSpec spec = dense_spec(DType::f32, 2, 1, 24, 70000, 8);
       const std::string too_long = error_message([&] { (void)PreparedAttentionBackward(ctx, spec, apple); });
       CHECK(contains(too_long, "the plan for"));
