@@ -134,7 +134,7 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
   }
 
   plan.report.kernel = plan.tiles ? "tiled" : plan.subgroup_form ? "subgroup" : "portable";
-  plan.report.workgroup = plan.tiles ? plan.tiles->workgroup : plan.workgroup;
+  plan.report.workgroup = plan.tiles ? plan.tiles->workgroup : plan.subgroup_form ? plan.lanes : plan.workgroup;
   if (plan.tiles) plan.report.tile_rows = plan.tiles->rows, plan.report.tile_keys = plan.tiles->keys;
   plan.report.query_splits = plan.query_splits;
   plan.report.key_splits = plan.key_splits;

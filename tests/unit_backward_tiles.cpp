@@ -71,6 +71,7 @@ TEST_SUITE("unit") {
         const detail::BackwardCallPlan automatic = detail::plan_backward(device, KernelVariant::automatic, spec);
         if (device.is_cpu()) {
           CHECK(std::string(automatic.report.kernel) == "subgroup");
+          CHECK(automatic.report.workgroup == device.subgroup_size);  // one subgroup a workgroup
         } else if (tiles) {
           ++tiled;
           CHECK(std::string(automatic.report.kernel) == "tiled");
