@@ -75,11 +75,15 @@ void main() {
           const uint d = c * LANES + lane;
           do_part[c] = d < DV ? to_f32(grad_out[do_base + min(d, DV - 1u)]) : 0.0;
         }
-        // The dots Q·K and dO·V, as LANES partial sums (one per position in a chunk, added up at
-        // the end): independent chains of multiply-adds, where one running sum waited on each.
-        float dot_part[ROWS][LANES], dp_part[ROWS][LANES];
-        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = dp_part[r][t] = 0.0;
+        // The dot Q·K as LANES partial sums (one per position in a chunk, added up at the end):
+        // independent chains of multiply-adds, where one running sum waited on each. dO·V is one
+        // running sum in the rows kernel's order and form (D = Σ dO·O): where a row's weight is all
+        // on one key, O is that key's V and dP - D must come out exactly 0.
+        float dot_part[ROWS][LANES], dp[ROWS];
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = 0.0;
+          dp[r] = 0.0;
+        }
         [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
           [[unroll]] for (uint t = 0u; t < LANES; ++t) {
             const uint d = c * LANES + t;
@@ -93,7 +97,7 @@ void main() {
             const uint d = c * LANES + t;
             if (d < DV) {
               const float od = subgroupShuffle(do_part[c], t);
-              [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp_part[r][t] = fma(od, vj[r][d], dp_part[r][t]);
+              [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp[r] += od * vj[r][d];
             }
           }
         const uint r_row = row_index(b, h, i);
@@ -103,18 +107,15 @@ void main() {
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
           float bias;
           visible[r] = live[r] && key_visible(b, h, i, key[r], bias);
-          float dot = 0.0, dp = 0.0;
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-            dot += dot_part[r][t];
-            dp += dp_part[r][t];
-          }
+          float dot = 0.0;
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) dot += dot_part[r][t];
           float cap_derivative;
           const float s = backward_score(dot, slope, i, key[r], bias, cap_derivative);
           // A hidden pair weighs exactly 0 (selected, never 0 × a NaN).
           const float p = visible[r] ? exp(s - row_lse) : 0.0;
           const float z = visible[r] ? dropout_factor(b, h, i, key[r]) : 0.0;
           pz[r] = p * z;
-          ds[r] = visible[r] ? p * (dp * z - row_dd) * cap_derivative : 0.0;
+          ds[r] = visible[r] ? p * (dp[r] * z - row_dd) * cap_derivative : 0.0;
         }
         // (A hidden pair adds nothing, not 0 × its row's values: they may be NaN.)
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {

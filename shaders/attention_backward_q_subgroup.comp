@@ -66,11 +66,15 @@ void main() {
       const uint d = c * LANES + lane;
       v_part[c] = d < DV ? to_f32(v[v_base + min(d, DV - 1u)]) : 0.0;
     }
-    // The dots Q·K and dO·V as LANES partial sums, added up at the end: independent chains of
-    // multiply-adds, where one running sum waited on each (10% of the kernel at d64 and d128).
-    float dot_part[ROWS][LANES], dp_part[ROWS][LANES];
-    [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = dp_part[r][t] = 0.0;
+    // The dot Q·K as LANES partial sums, added up at the end: independent chains of multiply-adds,
+    // where one running sum waited on each. dO·V is one running sum in the rows kernel's order and
+    // form (D = Σ dO·O): where a row's weight is all on one key, O is that key's V and dP - D must
+    // come out exactly 0.
+    float dot_part[ROWS][LANES], dp[ROWS];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) dot_part[r][t] = 0.0;
+      dp[r] = 0.0;
+    }
     [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
       [[unroll]] for (uint t = 0u; t < LANES; ++t) {
         const uint d = c * LANES + t;
@@ -84,22 +88,19 @@ void main() {
         const uint d = c * LANES + t;
         if (d < DV) {
           const float vd = subgroupShuffle(v_part[c], t);
-          [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp_part[r][t] = fma(doi[r][d], vd, dp_part[r][t]);
+          [[unroll]] for (uint r = 0u; r < ROWS; ++r) dp[r] += doi[r][d] * vd;
         }
       }
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
       float bias;
       const bool visible = in_rows[r] && key_visible(b, h, query[r], j, bias);
-      float dot = 0.0, dp = 0.0;
-      [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-        dot += dot_part[r][t];
-        dp += dp_part[r][t];
-      }
+      float dot = 0.0;
+      [[unroll]] for (uint t = 0u; t < LANES; ++t) dot += dot_part[r][t];
       float cap_derivative;
       const float s = backward_score(dot, slope, query[r], j, bias, cap_derivative);
       const float p = visible ? exp(s - row_lse[r]) : 0.0;
       const float z = visible ? dropout_factor(b, h, query[r], j) : 0.0;
-      const float ds = visible ? p * (dp * z - row_dd[r]) * cap_derivative : 0.0;
+      const float ds = visible ? p * (dp[r] * z - row_dd[r]) * cap_derivative : 0.0;
       // (A hidden key adds nothing, not 0 × its K: it may hold NaN.)
       if (visible) {
         [[unroll]] for (uint c = 0u; c < QK_CHUNKS; ++c)
