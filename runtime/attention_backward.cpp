@@ -9,6 +9,7 @@
 #include "backward_dispatch.hpp"
 #include "backward_plan.hpp"
 #include "backward_plan_fit.hpp"
+#include "plan_fit.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
 #include "context_impl.hpp"
@@ -235,23 +236,11 @@ PreparedAttentionBackward::PreparedAttentionBackward(Context& context, const Att
 }
 // As PreparedAttention's profile constructor (prepared_attention.cpp): the two kinds of PlanDoesNotFit.
 PreparedAttentionBackward::PreparedAttentionBackward(Context& context, const AttentionSpec& spec, const DeviceInfo& plan_for) {
-  std::unique_ptr<Impl> impl;
-  try {
-    impl = Impl::make(context, spec, &plan_for);
-  } catch (const Error& e) {
-    // The device the profile describes refuses the call (f16 without 16-bit storage, a limit).
-    throw PlanDoesNotFit(plan_for.name + " would refuse this call: " + e.what());
-  }
-  const auto fits = [&](const auto& check) {
-    try {
-      check();
-    } catch (const Error& e) {
-      throw PlanDoesNotFit("the plan for " + plan_for.name + " does not fit " + context.device_info().name + ": " + e.what());
-    }
-  };
-  fits([&] { detail::check_backward_plan_fits(impl->plan, context.device_info()); });
+  std::unique_ptr<Impl> impl = detail::plan_for_profile(plan_for, [&] { return Impl::make(context, spec, &plan_for); });
+  const DeviceInfo& here = context.device_info();
+  detail::check_profile_plan_fits(plan_for, here, [&] { detail::check_backward_plan_fits(impl->plan, here); });
   impl->emit();  // only once the pipelines are known to be valid here
-  fits([&] { impl->list.check_fits(context.device_info()); });
+  detail::check_profile_plan_fits(plan_for, here, [&] { impl->list.check_fits(here); });
   impl_ = std::move(impl);
 }
 PreparedAttentionBackward::PreparedAttentionBackward(PreparedAttentionBackward&&) noexcept = default;

@@ -5,10 +5,32 @@
 
 #include "attention_record.hpp"
 #include "command_list.hpp"
+#include "vkattn/attention.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/problem.hpp"
 
 namespace vkattn::detail {
+
+// A profile constructor's two refusals (PreparedAttention's and PreparedAttentionBackward's): `plan`
+// planning for the device `profile` describes, whose Error becomes PlanDoesNotFit "<profile> would
+// refuse this call"; and `check` of that plan against the device `here`, whose Error becomes
+// PlanDoesNotFit "the plan for <profile> does not fit <here>".
+template <class Plan>
+auto plan_for_profile(const DeviceInfo& profile, Plan&& plan) -> decltype(plan()) {
+  try {
+    return plan();
+  } catch (const Error& e) {
+    throw PlanDoesNotFit(profile.name + " would refuse this call: " + e.what());
+  }
+}
+template <class Check>
+void check_profile_plan_fits(const DeviceInfo& profile, const DeviceInfo& here, Check&& check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    throw PlanDoesNotFit("the plan for " + profile.name + " does not fit " + here.name + ": " + e.what());
+  }
+}
 
 // Throws Error saying what does not fit `device` (16-bit storage, workgroup size, shared memory, the
 // offset alignment, lavapipe's loop limit) when `planned`, made for another device, cannot run

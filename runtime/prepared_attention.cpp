@@ -192,23 +192,13 @@ PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec
 }
 
 PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec, const DeviceInfo& profile) {
-  std::unique_ptr<Impl> impl;
-  try {
-    impl = Impl::plan(context, spec, &profile);
-  } catch (const Error& e) {
-    // The device the profile describes refuses the call (f16 without 16-bit storage, a limit).
-    throw PlanDoesNotFit(profile.name + " would refuse this call: " + e.what());
-  }
-  const auto fits = [&](const auto& check) {
-    try {
-      check();
-    } catch (const Error& e) {
-      throw PlanDoesNotFit("the plan for " + profile.name + " does not fit " + context.device_info().name + ": " + e.what());
-    }
-  };
-  fits([&] { detail::check_plan_fits(impl->call.planned, impl->call.dense, spec.weights, context.device_info()); });
+  std::unique_ptr<Impl> impl = detail::plan_for_profile(profile, [&] { return Impl::plan(context, spec, &profile); });
+  const DeviceInfo& here = context.device_info();
+  detail::check_profile_plan_fits(profile, here, [&] {
+    detail::check_plan_fits(impl->call.planned, impl->call.dense, spec.weights, here);
+  });
   impl->emit();  // only once the pipelines are known to be valid here
-  fits([&] { impl->list.check_fits(context.device_info()); });
+  detail::check_profile_plan_fits(profile, here, [&] { impl->list.check_fits(here); });
   impl_ = std::move(impl);
 }
 
