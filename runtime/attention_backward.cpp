@@ -1,6 +1,7 @@
 // The backward pass's command list and its public entry points (vkattn/attention_backward.hpp): the
-// rows kernel (D = rowsum(dO∘O)), then side by side the dK/dV kernel, the dQ kernel and the dsinks
-// pass, then the sums of their split partials where they have splits (backward_plan.hpp).
+// rows kernel (D = rowsum(dO∘O)) and the dsinks pass, then side by side the dK/dV kernel and the dQ
+// kernel (or the three-stage form's chunks, backward_three_stage.hpp), then the sums of their split
+// partials where they have splits (backward_plan.hpp).
 #include <array>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "backward_dispatch.hpp"
 #include "backward_plan.hpp"
 #include "backward_plan_fit.hpp"
+#include "backward_three_stage.hpp"
 #include "plan_fit.hpp"
 #include "call_buffers.hpp"
 #include "command_list.hpp"
@@ -47,34 +49,12 @@ void emit_reduce(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan
   list.dispatch(d);
 }
 
-void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan) {
+// The fused kernels' walks, side by side: dK/dV (keys outer) and dQ (query rows outer), into the
+// gradients or, with splits, their partials.
+void emit_fused_walks(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan, const BackwardPush& push) {
   const BackwardSlots S;
   const AttentionProblem& p = plan.p;
   const AttentionLayouts& l = plan.forward.dense;
-  const uint32_t wg = plan.workgroup;
-  list.own_slot(S.workspace);
-  // D of the previous run may still be read by it (a list replayed back to back).
-  list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
-
-  BackwardPush push = backward_push(plan);
-  BackwardConstants rows_k = backward_constants(c, plan, false);
-  list.dispatch(backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, push,
-                                  {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches}));
-  list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
-
-  if (p.per_head.sinks) {
-    rows_k.sinks_pass = 1;
-    BackwardPush sinks_push = push;
-    sinks_push.split = plan.batches;
-    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, sinks_push, {u32(p.heads), 1, 1});
-    d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
-    list.dispatch(d);
-    // The pass only reads D, but its shader declares D's binding writable (the rows kernel's first
-    // pass writes it), and synchronization validation goes by the declaration: order it before the
-    // kernels that read D.
-    list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
-  }
-
   const bool kv_split = plan.query_splits > 1, q_split = plan.key_splits > 1;
   const uint64_t all_keys = uint64_t(plan.query_splits) * uint64_t(p.batch) * uint64_t(p.kv_heads) * uint64_t(p.seq_k);
   {
@@ -111,6 +91,41 @@ void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& pl
       d.bind(BACKWARD_GRAD_A_BINDING, tensor_binding(S.grad_q, l.q), high(offsetof(BackwardPush, q_off)));
     list.dispatch(d);
   }
+}
+
+void emit_backward(ContextImpl& c, CommandList& list, const BackwardCallPlan& plan) {
+  const BackwardSlots S;
+  const AttentionProblem& p = plan.p;
+  const AttentionLayouts& l = plan.forward.dense;
+  const uint32_t wg = plan.workgroup;
+  list.own_slot(S.workspace);
+  // D of the previous run may still be read by it (a list replayed back to back).
+  list.compute_barrier(VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+
+  BackwardPush push = backward_push(plan);
+  BackwardConstants rows_k = backward_constants(c, plan, false);
+  list.dispatch(backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, push,
+                                  {u32(int64_t(ceil_div(plan.rows_total, wg))), u32(p.heads), plan.batches}));
+  list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
+
+  if (p.per_head.sinks) {
+    rows_k.sinks_pass = 1;
+    BackwardPush sinks_push = push;
+    sinks_push.split = plan.batches;
+    Dispatch d = backward_dispatch(c, plan, Shader::attention_backward_rows, rows_k, sinks_push, {u32(p.heads), 1, 1});
+    d.bind(BACKWARD_GRAD_A_BINDING, Binding{S.grad_sinks, 0, 4, uint64_t(p.heads)}, high(offsetof(BackwardPush, q_off)));
+    list.dispatch(d);
+    // The pass only reads D, but its shader declares D's binding writable (the rows kernel's first
+    // pass writes it), and synchronization validation goes by the declaration: order it before the
+    // kernels that read D.
+    list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
+  }
+
+  if (plan.three_stage)
+    emit_three_stage_backward(c, list, plan);
+  else
+    emit_fused_walks(c, list, plan, push);
+  const bool kv_split = plan.query_splits > 1, q_split = plan.key_splits > 1;
   if (kv_split || q_split) {
     list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT);
     if (kv_split) {

@@ -23,8 +23,10 @@ AttentionSpec backward_view(const AttentionSpec& spec) {
     throw Error("kv_quant: q8_0 K and V are an inference layout; the backward pass takes K and V in the call's dtype");
   if (!spec.lse) throw Error("lse: the backward pass needs the forward's log-sum-exp (a spec with lse)");
   AttentionSpec view = spec;
+  // (A three-stage backward's checks are its forward's three-stage path's, whose workspace is scores:
+  // the fused path's split partials are not its limits.)
+  view.path = spec.weights && spec.path != AttentionPath::fused ? AttentionPath::unfused : spec.path;
   view.weights = false;
-  view.path = AttentionPath::automatic;
   view.options.dropout.reset();  // (the forward's plan is only its checks and layouts here)
   return view;
 }
@@ -45,31 +47,16 @@ void check_range(const DeviceInfo& device, const char* name, uint64_t bytes) {
 
 uint64_t tensor_bytes(const TensorLayout& t) { return uint64_t(t.required_elements() - t.offset) * dtype_size(t.dtype); }
 
-}  // namespace
-
-BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
-  BackwardCallPlan plan;
-  plan.forward = plan_call(device, variant, backward_view(spec));
-  const AttentionLayouts& l = plan.forward.dense;
-  const AttentionProblem& p = plan.p = plan.forward.planned.problem();
-  plan.alignment = plan.forward.planned.alignment();
-  plan.varlen = plan.forward.source == PlannedCall::Source::packed;
-  // The kernels' index sums (the query rows a key range reaches) stay within int32 below this.
-  if (p.seq_q + p.seq_k >= (int64_t(1) << 29))
-    throw Error("backward: seq_q + seq_k is " + str(uint64_t(p.seq_q + p.seq_k)) + "; the backward pass takes fewer than 2^29");
-  plan.batches = uint32_t(plan.varlen ? plan.forward.packed.batch : p.batch);
-  plan.rows_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_q : p.seq_q);
-  plan.keys_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_k : p.seq_k);
-
-  // Splits: on lavapipe each invocation's loop iterations stay within its budget (the dK/dV kernel
-  // walks the group's query rows, the dQ kernel the keys); elsewhere one split each.
-  const uint64_t group = uint64_t(p.group_size());
-  const uint32_t rows = std::max<uint32_t>(plan.rows_total, 1), keys = std::max<uint32_t>(plan.keys_total, 1);
+// The fused kernels' forms and splits: on lavapipe each invocation's loop iterations stay within its
+// budget (the dK/dV kernel walks the group's query rows, the dQ kernel the keys); elsewhere one split
+// each. The subgroup forms where the forward would take its subgroup kernel, the tiled forms on GPUs.
+void plan_fused_forms(const DeviceInfo& device, KernelVariant variant, BackwardCallPlan& plan, uint64_t group,
+                      uint32_t rows, uint32_t keys) {
+  const AttentionProblem& p = plan.p;
   plan.split_rows = device.is_llvmpipe ? uint32_t(std::clamp<uint64_t>(kLlvmpipeLoopBudget / group, 1, rows)) : rows;
   plan.split_keys = device.is_llvmpipe ? uint32_t(std::min<uint64_t>(kLlvmpipeLoopBudget, keys)) : keys;
   plan.query_splits = uint32_t(ceil_div(rows, plan.split_rows));
   plan.key_splits = uint32_t(ceil_div(keys, plan.split_keys));
-  plan.workgroup = std::min<uint32_t>(64, device.max_workgroup_invocations);
   // The subgroup forms where the forward would take its subgroup kernel: CPU devices of one subgroup
   // size with shuffles (the GEMM's rule), unless another kernel variant is forced.
   const GemmChoice gemm = choose_gemm(device);
@@ -90,11 +77,42 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     plan.query_splits = uint32_t(ceil_div(rows, plan.split_rows));
     plan.key_splits = uint32_t(ceil_div(keys, plan.split_keys));
   }
+}
+
+}  // namespace
+
+BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
+  BackwardCallPlan plan;
+  plan.forward = plan_call(device, variant, backward_view(spec));
+  const AttentionLayouts& l = plan.forward.dense;
+  const AttentionProblem& p = plan.p = plan.forward.planned.problem();
+  plan.alignment = plan.forward.planned.alignment();
+  plan.varlen = plan.forward.source == PlannedCall::Source::packed;
+  // The kernels' index sums (the query rows a key range reaches) stay within int32 below this.
+  if (p.seq_q + p.seq_k >= (int64_t(1) << 29))
+    throw Error("backward: seq_q + seq_k is " + str(uint64_t(p.seq_q + p.seq_k)) + "; the backward pass takes fewer than 2^29");
+  plan.batches = uint32_t(plan.varlen ? plan.forward.packed.batch : p.batch);
+  plan.rows_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_q : p.seq_q);
+  plan.keys_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_k : p.seq_k);
+
+  plan.workgroup = std::min<uint32_t>(64, device.max_workgroup_invocations);
+  const bool three_stage = spec.path == AttentionPath::unfused || (spec.path == AttentionPath::automatic && spec.weights);
+  if (three_stage) {
+    plan.three_stage = plan_three_stage_backward(device, p, l, plan.alignment, plan.workgroup);
+    plan.split_rows = std::max<uint32_t>(plan.rows_total, 1);
+    plan.split_keys = std::max<uint32_t>(plan.keys_total, 1);
+    plan.query_splits = plan.three_stage->row_splits;
+  }
+
+  if (!three_stage) {
+    plan_fused_forms(device, variant, plan, uint64_t(p.group_size()), std::max<uint32_t>(plan.rows_total, 1),
+                     std::max<uint32_t>(plan.keys_total, 1));
+    check_grid(device, "dK/dV", ceil_div(plan.keys_total, plan.kv_tile()), uint64_t(p.kv_heads),
+               uint64_t(plan.batches) * plan.query_splits);
+    check_grid(device, "dQ", ceil_div(plan.rows_total, plan.q_tile()), uint64_t(p.heads), uint64_t(plan.batches) * plan.key_splits);
+  }
 
   const uint64_t wg = plan.workgroup;
-  check_grid(device, "dK/dV", ceil_div(plan.keys_total, plan.kv_tile()), uint64_t(p.kv_heads),
-             uint64_t(plan.batches) * plan.query_splits);
-  check_grid(device, "dQ", ceil_div(plan.rows_total, plan.q_tile()), uint64_t(p.heads), uint64_t(plan.batches) * plan.key_splits);
   check_grid(device, "rows", ceil_div(plan.rows_total, wg), uint64_t(p.heads), plan.batches);
   if (device.is_llvmpipe && uint64_t(plan.batches) * (ceil_div(plan.rows_total, wg) + 1) > kLlvmpipeLoopBudget)
     throw Error("backward: " + str(plan.batches) + " sequences of up to " + str(plan.rows_total) +
@@ -102,7 +120,7 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
   for (const auto& [name, t] : {std::pair{"q", l.q}, {"k", l.k}, {"v", l.v}, {"out", l.out}})
     check_range(device, name, tensor_bytes(t));
 
-  // The workspace: D, then the partials of the split kernels.
+  // The workspace: D, the three-stage form's blocks, then the partials of the split kernels.
   const uint64_t a = plan.alignment;
   const uint64_t f32 = 4;
   uint64_t at = 0;
@@ -110,6 +128,12 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
   const uint64_t rows_bytes = uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q) * f32;
   check_range(device, "backward's D rows", rows_bytes);
   at = align_up(at + rows_bytes, a);
+  if (plan.three_stage) {
+    plan.scores_offset = at;
+    at = align_up(at + plan.three_stage->block_bytes, a);
+    plan.dp_offset = at;
+    at = align_up(at + plan.three_stage->block_bytes, a);
+  }
   if (plan.query_splits > 1) {
     const uint64_t keys_all = uint64_t(plan.query_splits) * uint64_t(p.batch) * uint64_t(p.kv_heads) * uint64_t(p.seq_k);
     check_range(device, "backward's dK partials", keys_all * uint64_t(p.dim_qk) * f32);
@@ -133,13 +157,20 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
     plan.dropout_offset = dropout->offset;
   }
 
-  plan.report.kernel = plan.tiles ? "tiled" : plan.subgroup_form ? "subgroup" : "portable";
+  plan.report.kernel = plan.three_stage ? "three-stage" : plan.tiles ? "tiled" : plan.subgroup_form ? "subgroup" : "portable";
   plan.report.workgroup = plan.tiles ? plan.tiles->workgroup : plan.subgroup_form ? plan.lanes : plan.workgroup;
   if (plan.tiles) plan.report.tile_rows = plan.tiles->rows, plan.report.tile_keys = plan.tiles->keys;
   plan.report.query_splits = plan.query_splits;
   plan.report.key_splits = plan.key_splits;
   plan.report.workspace_bytes = plan.workspace_bytes;
-  plan.report.dispatches = 3 + (p.per_head.sinks ? 1 : 0) + (plan.query_splits > 1 ? 2 : 0) + (plan.key_splits > 1 ? 1 : 0);
+  // The rows kernel (and the dsinks pass), the two walks or the three-stage form's chunks (two GEMMs,
+  // the scores kernel, three GEMMs), the sums.
+  uint32_t walks = 2;
+  if (plan.three_stage) {
+    plan.report.chunks = plan.three_stage->chunks;
+    walks = plan.three_stage->chunks * 6;
+  }
+  plan.report.dispatches = 1 + walks + (p.per_head.sinks ? 1 : 0) + (plan.query_splits > 1 ? 2 : 0) + (plan.key_splits > 1 ? 1 : 0);
   return plan;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "backward_three_stage.hpp"
 #include "backward_tiles.hpp"
 #include "planned_call.hpp"
 #include "vkattn/attention_backward.hpp"
@@ -31,19 +32,25 @@ struct BackwardCallPlan {
   std::optional<BackwardTiles> tiles;
   uint32_t kv_tile() const { return tiles ? tiles->keys : subgroup_form ? lanes * rows_per_lane : workgroup; }  // keys per workgroup
   uint32_t q_tile() const { return tiles ? tiles->rows : subgroup_form ? lanes * rows_per_lane : workgroup; }   // query rows per workgroup
+  // The three-stage form (backward_three_stage.hpp) for a call that asked for the weights or the
+  // unfused path, instead of the kernels above; its row splits are query_splits.
+  std::optional<ThreeStageBackward> three_stage;
   uint32_t dropout_threshold = 0;  // vkattn/dropout.hpp; 0: none
   uint64_t seed = 0;
   uint32_t dropout_offset = 0;
-  // The workspace, from its aligned start: D (f32 per query row), then the partials of dK, dV and dQ
-  // (only where their kernel has splits), each region aligned.
+  // The workspace, from its aligned start: D (f32 per query row), the three-stage form's S and dP
+  // blocks of one chunk, then the partials of dK, dV and dQ (only where their kernel has splits), each
+  // region aligned.
   uint64_t alignment = 16;
-  uint64_t rows_offset = 0, dk_parts_offset = 0, dv_parts_offset = 0, dq_parts_offset = 0;
+  uint64_t rows_offset = 0, scores_offset = 0, dp_offset = 0, dk_parts_offset = 0, dv_parts_offset = 0, dq_parts_offset = 0;
   uint64_t workspace_bytes = 0;
   BackwardPlan report;
 };
 
 // Checks `spec` for the backward pass (throws Error naming the argument: a paged or q8_0 source, no
-// LSE, a grid or binding the device cannot take) and plans it on `device`.
+// LSE, a grid or binding the device cannot take) and plans it on `device`: the three-stage form when
+// the spec asks for the weights (path automatic) or for the unfused path, as its forward runs; else
+// the fused kernels.
 BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec);
 
 }  // namespace vkattn::detail

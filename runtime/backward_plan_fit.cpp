@@ -14,10 +14,25 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+// The dsinks pass sums D over every sequence's row blocks. (Without sinks the rows kernel loops over
+// the dims only.)
+void check_sinks_walk(const BackwardCallPlan& plan) {
+  const uint64_t sinks_walk = uint64_t(plan.batches) * (ceil_div(plan.rows_total, plan.workgroup) + 1);
+  if (plan.p.per_head.sinks && sinks_walk > kLlvmpipeLoopBudget)
+    throw Error("the dsinks pass would loop about " + str(sinks_walk) + " times (" + str(plan.batches) +
+                " sequences of up to " + str(plan.rows_total) + " query rows), beyond lavapipe's loop limit (" +
+                str(kLlvmpipeLoopBudget) + " planned)");
+}
+
 // The loop iterations of the backward's longest walks, counted as plan_backward counts them when it
 // splits them for lavapipe: the dK/dV kernel walks its split's query rows for each query head of its
-// group, the dQ kernel its split's keys, and the dsinks pass sums D over every sequence's row blocks.
+// group, the dQ kernel its split's keys; the three-stage form's GEMMs and scores kernel are checked
+// with its chunks (backward_three_stage.hpp).
 void check_loops(const BackwardCallPlan& plan, const DeviceInfo& device) {
+  if (plan.three_stage) {
+    check_sinks_walk(plan);
+    return;
+  }
   if (plan.tiles) {
     // The tiled form loops per block of rows (keys) and around its blocks (backward_tiles.hpp).
     const BackwardTiles& t = *plan.tiles;
@@ -39,12 +54,7 @@ void check_loops(const BackwardCallPlan& plan, const DeviceInfo& device) {
   if (!plan.tiles && plan.split_keys > kLlvmpipeLoopBudget)
     throw Error("the dQ kernel's invocations would loop about " + str(plan.split_keys) + " times (keys a split), beyond " +
                 "lavapipe's loop limit (" + str(kLlvmpipeLoopBudget) + " planned)");
-  // (Without sinks the rows kernel loops over the dims only.)
-  const uint64_t sinks_walk = uint64_t(plan.batches) * (ceil_div(plan.rows_total, plan.workgroup) + 1);
-  if (plan.p.per_head.sinks && sinks_walk > kLlvmpipeLoopBudget)
-    throw Error("the dsinks pass would loop about " + str(sinks_walk) + " times (" + str(plan.batches) +
-                " sequences of up to " + str(plan.rows_total) + " query rows), beyond lavapipe's loop limit (" +
-                str(kLlvmpipeLoopBudget) + " planned)");
+  check_sinks_walk(plan);
 }
 
 }  // namespace
@@ -76,6 +86,7 @@ void check_backward_plan_fits(const BackwardCallPlan& plan, const DeviceInfo& de
   if (plan.tiles && plan.tiles->shared_bytes > device.max_shared_memory)
     throw Error("the tiled kernels' " + str(plan.tiles->shared_bytes) + " bytes of shared memory exceed " +
                 "maxComputeSharedMemorySize (" + str(device.max_shared_memory) + ") of " + device.name);
+  if (plan.three_stage) check_three_stage_fits(*plan.three_stage, plan.p, device);
   if (device.is_llvmpipe) check_loops(plan, device);
 }
 

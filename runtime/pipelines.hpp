@@ -47,7 +47,8 @@ enum class Shader : uint8_t {
   attention_backward_q_subgroup,
   attention_dropout_output,
   attention_backward_kv_tiled,
-  attention_backward_q_tiled
+  attention_backward_q_tiled,
+  attention_backward_scores
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -80,12 +81,13 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::attention_dropout_output, "attention_dropout_output", 1, KernelKind::backward},
     {Shader::attention_backward_kv_tiled, "attention_backward_kv_tiled", 1, KernelKind::backward},
     {Shader::attention_backward_q_tiled, "attention_backward_q_tiled", 1, KernelKind::backward},
+    {Shader::attention_backward_scores, "attention_backward_scores", 1, KernelKind::backward},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::attention_backward_q_tiled) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::attention_backward_scores) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 

@@ -71,8 +71,8 @@
 #define BACKWARD_ALIBI_BINDING 9
 #define BACKWARD_SINKS_BINDING 10
 #define BACKWARD_CU_SEQLENS_Q_BINDING 11
-#define BACKWARD_GRAD_A_BINDING 12          /* written: dQ (q kernel), dK (kv kernel), dsinks (rows kernel, sinks pass) */
-#define BACKWARD_GRAD_B_BINDING 13          /* written: dV (kv kernel) */
+#define BACKWARD_GRAD_A_BINDING 12          /* written: dQ (q kernel), dK (kv kernel), dsinks (rows kernel, sinks pass), S -> dS (scores kernel) */
+#define BACKWARD_GRAD_B_BINDING 13          /* written: dV (kv kernel), dP -> P∘Z (scores kernel) */
 #define BACKWARD_BINDINGS 14
 /* attention_backward_reduce.comp */
 #define REDUCE_PARTS_BINDING 0
@@ -409,6 +409,16 @@
   uint lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets (modifiers.glsl) */ \
   uint split;                                                                                \
   uint seed_lo, seed_hi, dropout_offset;
+/* attention_backward_scores.comp (the three-stage path's softmax backward) reads no Q, K, V or O
+ * strides: its chunk of (batch, head, query row) rows rides in those words instead (the push block is
+ * at Vulkan's 128-byte minimum), with the sequences of a packed batch. */
+#define BACKWARD_SCORES_B0 q_sb             /* the chunk's first batch element, */
+#define BACKWARD_SCORES_H0 q_sh             /* query head */
+#define BACKWARD_SCORES_I0 q_ss             /* and query row (a packed batch: packed row) */
+#define BACKWARD_SCORES_CHUNK_BATCHES k_sb  /* its batch elements, */
+#define BACKWARD_SCORES_CHUNK_HEADS k_sh    /* heads */
+#define BACKWARD_SCORES_CHUNK_ROWS k_ss     /* and rows */
+#define BACKWARD_SCORES_SEQUENCES v_sb      /* a packed batch's sequences (cu_seqlens hold one more) */
 
 /* Summing split partials (attention_backward_reduce.comp): rows (b, h, s) of dim values, partial
  * [split][b][h][s][d] dense f32 from element 0, into the gradient at out_off + b*out_sb + h*out_sh +

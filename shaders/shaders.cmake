@@ -18,6 +18,8 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_backward_kv_subgroup_${dtype} SOURCE attention_backward_kv_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_subgroup_${dtype} SOURCE attention_backward_q_subgroup.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_reduce_${dtype} SOURCE attention_backward_reduce.comp DEFINES DTYPE_${DT}=1)
+  # The three-stage path's softmax backward, between its GEMMs.
+  vkattn_add_shader(NAME attention_backward_scores_${dtype} SOURCE attention_backward_scores.comp DEFINES DTYPE_${DT}=1)
   # Their tiled forms (GPUs): shared-memory blocks of keys and query rows.
   vkattn_add_shader(NAME attention_backward_kv_tiled_${dtype} SOURCE attention_backward_kv_tiled.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_tiled_${dtype} SOURCE attention_backward_q_tiled.comp DEFINES DTYPE_${DT}=1)
@@ -29,10 +31,11 @@ vkattn_add_shader(NAME attention_work_list SOURCE attention_work_list.comp)
 vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
 
 # The GEMM, one module per (A, B, C) storage-type combination the library uses, named
-# gemm_<A>_<B>_<C> (and gemm_subgroup_<A>_<B>_<C>, the CPU devices' kernel): linear layers (d, d, d), scores (d, d, f32) and the weighted sum (f32, d, d).
+# gemm_<A>_<B>_<C> (and gemm_subgroup_<A>_<B>_<C>, the CPU devices' kernel): linear layers (d, d, d), scores (d, d, f32), the weighted sum (f32, d, d)
+# and the three-stage backward's split partials of dK and dV (f32, d, f32).
 set(_gemm_combinations "")
 foreach(dtype f32 f16 bf16)
-  list(APPEND _gemm_combinations "${dtype}_${dtype}_${dtype}" "${dtype}_${dtype}_f32" "f32_${dtype}_${dtype}")
+  list(APPEND _gemm_combinations "${dtype}_${dtype}_${dtype}" "${dtype}_${dtype}_f32" "f32_${dtype}_${dtype}" "f32_${dtype}_f32")
 endforeach()
 list(REMOVE_DUPLICATES _gemm_combinations)
 foreach(combination IN LISTS _gemm_combinations)

@@ -3,7 +3,9 @@
 // and, when the call has sinks, dsinks. Deterministic: no float atomics; every gradient is summed in
 // a fixed order, so the same inputs give the same bits on every run. Its memory is linear in the
 // sequence lengths: one f32 per query row (D = rowsum(dO∘O)) plus, where lavapipe's loop limit cuts
-// the work into splits, their f32 partial sums.
+// the work into splits, their f32 partial sums. The backward of a call that asked for the weights
+// (or the unfused path) runs as its forward did, in three stages: GEMMs and a softmax-backward
+// kernel, with one chunk's (rows x seq_k) scores and dP in the workspace.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -32,10 +34,13 @@ struct BackwardBuffers {
 // How the backward runs (reported by tools).
 struct BackwardPlan {
   // The dK/dV and dQ kernels: "portable" (any device), "subgroup" (CPU devices) or "tiled" (GPUs:
-  // blocks of tile_rows query rows and tile_keys keys in shared memory)
+  // blocks of tile_rows query rows and tile_keys keys in shared memory); or "three-stage", the
+  // backward of a call that asked for the weights or the unfused path: GEMMs and a softmax-backward
+  // kernel over `chunks` chunks of query rows, S and dP of one chunk in the workspace
   const char* kernel = "portable";
   uint32_t workgroup = 0;        // invocations per workgroup of its dK/dV and dQ kernels
   uint32_t tile_rows = 0, tile_keys = 0;  // the tiled form's blocks; 0 for the others
+  uint32_t chunks = 0;           // the three-stage form's chunks; 0 for the others
   uint32_t query_splits = 1;     // the dK/dV kernel's splits of the query rows (> 1: partials summed after)
   uint32_t key_splits = 1;       // the dQ kernel's splits of the keys
   uint64_t workspace_bytes = 0;  // D per query row, and the splits' partials
