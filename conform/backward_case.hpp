@@ -56,7 +56,8 @@ std::vector<std::pair<std::string, std::string>> features(const BackwardCase& c)
 // gradient_tolerance(dtype) of the fp64 reference (gradient_compare.hpp), the guard bytes untouched.
 // Paths: the backward's kernel form is the Context's (KernelVariant: subgroup forces the subgroup
 // form, automatic lets the plan pick, tiled and rowwise take the portable one); options.path unfused
-// runs the forward on the three-stage path with its weights and the backward on that spec. With
+// runs the forward on the three-stage path with its weights and the backward on that spec (its
+// three-stage form). With
 // options.profile the backward is planned for that device (PreparedAttentionBackward's profile
 // constructor) and the case is skipped, saying why, where that plan does not fit here; the forward
 // runs as planned here. Never throws for a failing case.

@@ -110,7 +110,8 @@ void add_run_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
   app->add_flag("--check", o->check, "Compare with the fp64 CPU reference (sampled rows); fail beyond tolerance");
   app->add_flag("--backward", o->backward,
                 "Time the backward pass (dQ, dK, dV) alone, its forward run before timing; FLOPs credited 2.5x the "
-                "forward's; dense calls; --check compares every gradient with the fp64 reference");
+                "forward's; dense calls (with --path unfused, the three-stage forward and backward); --check compares "
+                "every gradient with the fp64 reference");
   app->add_flag("--host-time", o->host_time,
                 "Also measure the host microseconds per call of recording it into a command buffer");
   app->add_flag("--copy", o->copy,

@@ -328,8 +328,7 @@ void check_usage(const BenchOptions& o) {
   if (o.backward) {
     const std::pair<const char*, bool> forward_only[] = {
         {"--paged", o.page_size > 0}, {"--varlen", o.varlen},          {"--lengths", !o.lengths.empty()},
-        {"--kv-dtype", !o.kv_dtype.empty()}, {"--host-time", o.host_time}, {"--copy", o.copy},
-        {"--path unfused", o.path == "unfused"}};
+        {"--kv-dtype", !o.kv_dtype.empty()}, {"--host-time", o.host_time}, {"--copy", o.copy}};
     for (const auto& [flag, given] : forward_only)
       if (given) throw UsageError(std::string("--backward times dense calls' backward pass; drop ") + flag);
   }

@@ -79,7 +79,7 @@ struct PathSpec {
 // (run() checks), its runs are reported skipped. The backward's cases map these onto its two kernel
 // forms through the same KernelVariant (conform/backward_case.hpp): fused/tiled and fused/rowwise run
 // the portable form, fused/subgroup the subgroup form, fused/auto the plan's pick, and unfused the
-// forward on the three-stage path with its weights, then the same backward.
+// forward on the three-stage path with its weights, then the three-stage backward.
 std::vector<PathSpec> selected_paths(const std::vector<std::string>& names) {
   const PathSpec tiled{"fused/tiled", KernelVariant::tiled, AttentionPath::fused, "fused-tiled"};
   const PathSpec rowwise{"fused/rowwise", KernelVariant::rowwise, AttentionPath::fused, "fused-rowwise"};
@@ -300,7 +300,7 @@ Command add_conform_command(CLI::App& parent) {
                   "Paths to check (repeatable): all, fused (the three fused kernels), fused-tiled, fused-rowwise, "
                   "fused-subgroup, unfused; fused-auto: the fused kernel each case's plan picks on this device "
                   "(not part of all). Backward cases: tiled and rowwise run its portable kernels, subgroup its "
-                  "subgroup form, auto the plan's pick, unfused the forward on the three-stage path")
+                  "subgroup form, auto the plan's pick, unfused the three-stage forward and backward")
       ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::IsMember({"all", "fused", "fused-tiled", "fused-rowwise", "fused-subgroup", "fused-auto", "unfused"}));

@@ -110,7 +110,9 @@ BenchResult bench_backward(Context& context, const BenchOptions& o, const BenchS
   });
   result.rotations = static_cast<int>(sets.size());
 
-  const AttentionSpec spec = AttentionSpec::dense(layouts);
+  // --path unfused: the three-stage forward (without weights: they are not timed) and its backward.
+  AttentionSpec spec = AttentionSpec::dense(layouts);
+  spec.path = shape.path;
   std::vector<BackwardBuffers> rotations(sets.size());
   {
     const PreparedAttention forward(context, spec);
