@@ -221,6 +221,15 @@ PipelineKey backward_reduce_pipeline(DType dtype, uint32_t workgroup) {
   return key;
 }
 
+PipelineKey merge_gather_pipeline(DType dtype, uint32_t workgroup) {
+  PipelineKey key;
+  key.shader = Shader::merge_states_gather;
+  key.types[0] = dtype;
+  key.spec_count = SPEC_MERGE_COUNT;
+  key.spec[SPEC_MERGE_WORKGROUP] = workgroup;
+  return key;
+}
+
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
   PipelineKey key;
   key.shader = Shader::gemm_subgroup;
@@ -294,7 +303,7 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
     };
     static_assert(ATTENTION_BINDINGS <= kMaxBindings && COMBINE_BINDINGS <= kMaxBindings && SOFTMAX_BINDINGS <= kMaxBindings &&
                   GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings &&
-                  BACKWARD_BINDINGS <= kMaxBindings && REDUCE_BINDINGS <= kMaxBindings);
+                  BACKWARD_BINDINGS <= kMaxBindings && REDUCE_BINDINGS <= kMaxBindings && MERGE_BINDINGS <= kMaxBindings);
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(
         device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
         bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}),
@@ -315,6 +324,8 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
                     bits({BACKWARD_GRAD_A_BINDING, BACKWARD_GRAD_B_BINDING}), bits({BACKWARD_ROWS_BINDING}));
     layouts_[static_cast<int>(KernelKind::backward_reduce)] =
         make_layout(device_, REDUCE_BINDINGS, sizeof(ReducePush), bits({REDUCE_OUT_BINDING}), 0);
+    layouts_[static_cast<int>(KernelKind::merge_gather)] = make_layout(
+        device_, MERGE_BINDINGS, sizeof(MergePush), bits({MERGE_PARTIAL_O_BINDING, MERGE_PARTIAL_LSE_BINDING}), 0);
   } catch (...) {
     release();
     throw;

@@ -74,6 +74,12 @@
 #define BACKWARD_GRAD_A_BINDING 12          /* written: dQ (q kernel), dK (kv kernel), dsinks (rows kernel, sinks pass), S -> dS (scores kernel) */
 #define BACKWARD_GRAD_B_BINDING 13          /* written: dV (kv kernel), dP -> P∘Z (scores kernel) */
 #define BACKWARD_BINDINGS 14
+/* merge_states_gather.comp (merging attention states: one part's rows into the combine's partials) */
+#define MERGE_PART_O_BINDING 0
+#define MERGE_PART_LSE_BINDING 1
+#define MERGE_PARTIAL_O_BINDING 2           /* written */
+#define MERGE_PARTIAL_LSE_BINDING 3         /* written */
+#define MERGE_BINDINGS 4
 /* attention_backward_reduce.comp */
 #define REDUCE_PARTS_BINDING 0
 #define REDUCE_OUT_BINDING 1                /* written */
@@ -260,6 +266,9 @@
 /* attention_backward_reduce.comp */
 #define SPEC_REDUCE_WORKGROUP 0
 #define SPEC_REDUCE_COUNT 1
+/* merge_states_gather.comp */
+#define SPEC_MERGE_WORKGROUP 0
+#define SPEC_MERGE_COUNT 1
 /* attention_combine.comp */
 #define SPEC_COMBINE_DV 0
 #define SPEC_COMBINE_WORKGROUP 1
@@ -350,6 +359,15 @@
   uint packed_batches, cu_q_off; /* a packed batch's: its sequences, and cu_seqlens_q at binding 6 \
                                    (element offset cu_q_off); else 0 */                      \
   uint max_rows; /* a packed batch's max_seqlen_q: rows of a sequence past it are not written */
+
+/* Merging attention states (merge_states_gather.comp): one part's rows [row_base, row_base +
+ * range_rows) of every (batch, head), O at o_off + b*o_sb + h*o_sh + i*o_ss + d (its storage type) and
+ * LSE at lse_off + (b*heads + h)*seq + i (f32), into its rows of the combine's partials of the range
+ * (bound from the part's first: row (b*heads + h)*range_rows + r of partial_o_off and partial_lse_off),
+ * O as f32 (dim values), the pair (LSE, 1) as the combine's (running max, sum). */
+#define MERGE_PUSH_MEMBERS                                                                   \
+  uint batch, heads, seq, dim, row_base, range_rows;                                         \
+  uint o_sb, o_sh, o_ss, o_off, lse_off, partial_off; /* partial_off: O's low half, LSE's high */
 
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,

@@ -20,6 +20,8 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_backward_reduce_${dtype} SOURCE attention_backward_reduce.comp DEFINES DTYPE_${DT}=1)
   # The three-stage path's softmax backward, between its GEMMs.
   vkattn_add_shader(NAME attention_backward_scores_${dtype} SOURCE attention_backward_scores.comp DEFINES DTYPE_${DT}=1)
+  # Merging attention states: one part's rows into the combine's partials (the combine merges them).
+  vkattn_add_shader(NAME merge_states_gather_${dtype} SOURCE merge_states_gather.comp DEFINES DTYPE_${DT}=1)
   # Their tiled forms (GPUs): shared-memory blocks of keys and query rows.
   vkattn_add_shader(NAME attention_backward_kv_tiled_${dtype} SOURCE attention_backward_kv_tiled.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_tiled_${dtype} SOURCE attention_backward_q_tiled.comp DEFINES DTYPE_${DT}=1)

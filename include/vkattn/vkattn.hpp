@@ -15,6 +15,8 @@
 #include "vkattn/mha_backward.hpp"
 #include "vkattn/mha_reference.hpp"
 #include "vkattn/mha_types.hpp"
+#include "vkattn/merge_reference.hpp"
+#include "vkattn/merge_states.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/paged_attention.hpp"
 #include "vkattn/per_head.hpp"
