@@ -73,6 +73,9 @@ struct HostCall {
   std::optional<HostView<MaskLayout>> mask;
   PerHead<std::optional<HostView<std::monostate>>> per_head;
   std::optional<HostView<std::monostate>> lse, weights, cu_seqlens_q, cu_seqlens_k;
+  // Dropout's output pass reads the LSE: a call with dropout that did not ask for it gets a device
+  // buffer for it (this many bytes) that is not downloaded.
+  uint64_t unrequested_lse_bytes = 0;
 };
 
 void gather(HostCall& call, const py::array& q, const py::array& k, const py::array& v, const py::array& out,
@@ -97,6 +100,9 @@ void gather(HostCall& call, const py::array& q, const py::array& k, const py::ar
     call.spec.lse = true;
     call.lse = dense_view("lse", *optional.lse, 'f', 4);
     check_elements("lse", *optional.lse, call.q.layout.batch * call.q.layout.heads * call.q.layout.seq);
+  } else if (call.spec.options.dropout) {
+    call.spec.lse = true;
+    call.unrequested_lse_bytes = static_cast<uint64_t>(call.q.layout.batch * call.q.layout.heads * call.q.layout.seq) * 4;
   }
   if (optional.weights) {
     call.spec.weights = true;
@@ -121,6 +127,7 @@ void run(PythonContext& context, const HostCall& call) {
     if (call.per_head[t]) buffers[t] = tensors.input(call.per_head[t]->data, call.per_head[t]->bytes);
   }
   if (call.lse) buffers.lse = {tensors.output(call.lse->data, call.lse->bytes), 0};
+  if (call.unrequested_lse_bytes != 0) buffers.lse = {tensors.scratch(call.unrequested_lse_bytes), 0};
   if (call.weights) buffers.weights = {tensors.output(call.weights->data, call.weights->bytes), 0};
   if (call.cu_seqlens_q) buffers.cu_seqlens_q = {tensors.input(call.cu_seqlens_q->data, call.cu_seqlens_q->bytes), 0};
   if (call.cu_seqlens_k) buffers.cu_seqlens_k = {tensors.input(call.cu_seqlens_k->data, call.cu_seqlens_k->bytes), 0};

@@ -19,6 +19,10 @@ const Buffer* DeviceTensors::output(void* data, uint64_t bytes) {
   return &t.buffer;
 }
 
+const Buffer* DeviceTensors::scratch(uint64_t bytes) {
+  return &tensors_.emplace_back(Tensor{allocate(bytes), nullptr, bytes}).buffer;
+}
+
 void DeviceTensors::download_outputs() const {
   for (const Tensor& t : tensors_) {
     if (t.host != nullptr) t.buffer.download(t.host, t.bytes);

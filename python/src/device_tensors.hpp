@@ -19,6 +19,8 @@ class DeviceTensors {
   const Buffer* input(const void* data, uint64_t bytes);
   // A Buffer of `bytes` bytes that download_outputs() copies to `data`.
   const Buffer* output(void* data, uint64_t bytes);
+  // A Buffer of `bytes` bytes that stays on the device.
+  const Buffer* scratch(uint64_t bytes);
   void download_outputs() const;
 
  private:
