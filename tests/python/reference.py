@@ -48,7 +48,7 @@ def attention(q, k, v, *, mask=None, scale=None, causal=None, window=None, softc
         if right >= 0:
             visible &= j <= i + off + right
     s = np.where(visible, s, -np.inf)
-    row_max = s.max(axis=-1, keepdims=True)
+    row_max = s.max(axis=-1, keepdims=True, initial=-np.inf)
     sink = None if sinks is None else as_float64(sinks)[None, :, None, None]
     if sink is not None:
         row_max = np.maximum(row_max, sink)
