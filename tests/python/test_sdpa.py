@@ -211,3 +211,11 @@ def test_requires_grad_and_default_context(rng):
     out = vkattn.scaled_dot_product_attention(q, k, v)
     assert not out.requires_grad
     reference.assert_close(out, reference.attention(q, k, v)[0], v, "f32")
+
+
+def test_mask_with_causal(context, rng):
+    q, k, v = qkv(rng, 1, 2, 2, 6, 9, 8)
+    mask = rng.random((6, 9)) < 0.7
+    out = vkattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True, context=context)
+    expected, _ = reference.attention(q, k, v, mask=mask, causal="top-left")
+    reference.assert_close(out, expected, v, "f32")
