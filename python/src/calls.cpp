@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -112,10 +113,14 @@ void gather(HostCall& call, const py::array& q, const py::array& k, const py::ar
   }
 }
 
-// Uploads, runs (through the plan cache, except with dropout: its seed is part of the plan and new
-// on every call) and downloads, without the GIL.
+// Plans (through the plan cache, except with dropout: its seed is part of the plan and new on every
+// call), then uploads, runs and downloads, without the GIL. Planning first: a call the library
+// refuses allocates and uploads nothing.
 void run(PythonContext& context, const HostCall& call) {
   py::gil_scoped_release release;
+  const std::shared_ptr<const PreparedAttention> prepared =
+      call.spec.options.dropout ? std::make_shared<const PreparedAttention>(context.context, call.spec)
+                                : context.plans.get(context.context, call.spec);
   DeviceTensors tensors(context.context);
   AttentionBuffers buffers;
   buffers.q = tensors.input(call.q.data, call.q.bytes);
@@ -131,11 +136,7 @@ void run(PythonContext& context, const HostCall& call) {
   if (call.weights) buffers.weights = {tensors.output(call.weights->data, call.weights->bytes), 0};
   if (call.cu_seqlens_q) buffers.cu_seqlens_q = {tensors.input(call.cu_seqlens_q->data, call.cu_seqlens_q->bytes), 0};
   if (call.cu_seqlens_k) buffers.cu_seqlens_k = {tensors.input(call.cu_seqlens_k->data, call.cu_seqlens_k->bytes), 0};
-  if (call.spec.options.dropout) {
-    attention(context.context, call.spec, buffers);
-  } else {
-    context.plans.get(context.context, call.spec)->run(buffers);
-  }
+  prepared->run(buffers);
   tensors.download_outputs();
 }
 

@@ -73,7 +73,8 @@ void register_context(py::module_& module) {
              return std::make_unique<PythonContext>(options);
            }),
            py::arg("device") = py::none(),
-           "device: None (the first discrete GPU, then integrated, then any, then a CPU device), an index "
+           "device: None (the device the VKATTN_DEVICE environment variable names, else the first discrete "
+           "GPU, then integrated, then any, then a CPU device), an index "
            "into vkattn.devices(), or a case-insensitive substring of a device name (\"llvmpipe\").")
       .def_property_readonly(
           "device", [](const PythonContext& c) { return device_dict(c.context.device_info()); },

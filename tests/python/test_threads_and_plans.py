@@ -75,4 +75,6 @@ def test_devices_and_context():
     context = vkattn.Context(device=0)
     assert context.device["name"] == devices[0]["name"] == context.device_name
     assert "vkattn.Context" in repr(context)
+    stats = context.memory_stats()
+    assert set(stats) == {"current_bytes", "peak_bytes", "scratch_bytes", "allocations"}
     assert isinstance(vkattn.__version__, str) and vkattn.__version__.count(".") == 2
