@@ -17,7 +17,9 @@
 
 namespace vkattn::python {
 
-// The spec as text: every field that the plan depends on. Two specs with the same key plan the same.
+// The spec as text: every field of AttentionSpec, its layouts and its options (a field added to them
+// must be added here, or two specs differing in it would share a plan). Two specs with the same key
+// plan the same.
 std::string spec_key(const AttentionSpec& spec);
 
 struct PlanCacheStats {
