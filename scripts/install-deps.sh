@@ -13,6 +13,9 @@ packages=(
   # bench/report.py's plots (docs/perf/*.png), which CI's performance docs step redraws.
   python3-matplotlib
   zlib1g-dev libpng-dev
+  # The Python package (VKATTN_BUILD_PYTHON, python/): pybind11 for the extension module, pytest for
+  # tests/python, venv for an install test of `pip install --no-build-isolation .`.
+  pybind11-dev python3-pybind11 python3-pytest python3-venv
   # The libFuzzer targets (scripts/fuzz.sh): clang and its runtime libraries (libFuzzer, ASan, UBSan).
   clang libclang-rt-14-dev
 )

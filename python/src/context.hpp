@@ -1,0 +1,25 @@
+// vkattn.Context: a vkattn::Context and the plan cache of the calls made through it.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <vkattn/context.hpp>
+
+#include "plan_cache.hpp"
+
+namespace vkattn::python {
+
+// How many planned calls one Context keeps: a model's handful of shapes with room to spare, while a
+// caller sweeping shapes does not hold thousands of plans (each holds its dispatches, not tensors).
+inline constexpr std::size_t kPlanCacheCapacity = 64;
+
+struct PythonContext {
+  explicit PythonContext(const ContextOptions& options) : context(options) {}
+  Context context;
+  PlanCache plans{kPlanCacheCapacity};
+};
+
+// vkattn.Context and vkattn.devices().
+void register_context(pybind11::module_& module);
+
+}  // namespace vkattn::python

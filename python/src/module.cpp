@@ -1,0 +1,17 @@
+// The extension module vkattn._vkattn: the C++ half of the Python package (python/vkattn/ is the
+// other half, which turns NumPy arrays and torch tensors into the arrays these functions take).
+#include <pybind11/pybind11.h>
+
+#include <vkattn/version.hpp>
+
+#include "calls.hpp"
+#include "context.hpp"
+#include "errors.hpp"
+
+PYBIND11_MODULE(_vkattn, module) {
+  module.doc() = "vkattn's compute-shader attention (the C++ library) for Python: use the vkattn package.";
+  module.attr("__version__") = vkattn::version();
+  vkattn::python::register_errors(module);
+  vkattn::python::register_context(module);
+  vkattn::python::register_calls(module);
+}

@@ -1,0 +1,83 @@
+# Type stubs of the vkattn package (the functions' docstrings say what they compute).
+from typing import Any, Literal, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+# A NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16); typed loosely
+# so that torch need not be installed to type-check a caller.
+Tensor = Any
+Causal = Literal["none", "top-left", "bottom-right"]
+Offsets = Union[np.ndarray, Sequence[int], Any]
+
+__version__: str
+
+class Error(ValueError):
+    code: str
+    vk_result: str
+
+class DeviceError(Error, RuntimeError): ...
+
+class Context:
+    def __init__(self, device: Union[None, int, str] = ...) -> None: ...
+    @property
+    def device(self) -> dict: ...
+    @property
+    def device_name(self) -> str: ...
+    def plan_cache_info(self) -> dict: ...
+    def clear_plan_cache(self) -> None: ...
+    def memory_stats(self) -> dict: ...
+
+def devices() -> list: ...
+def default_context() -> Context: ...
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor] = ...,
+    dropout_p: float = ...,
+    is_causal: bool = ...,
+    scale: Optional[float] = ...,
+    enable_gqa: bool = ...,
+    *,
+    causal: Optional[Causal] = ...,
+    window: Optional[Tuple[int, int]] = ...,
+    softcap: Optional[float] = ...,
+    alibi_slopes: Optional[Tensor] = ...,
+    sinks: Optional[Tensor] = ...,
+    return_lse: bool = ...,
+    context: Optional[Context] = ...,
+) -> Any: ...
+def flash_attn_func(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dropout_p: float = ...,
+    softmax_scale: Optional[float] = ...,
+    causal: bool = ...,
+    window_size: Tuple[int, int] = ...,
+    softcap: float = ...,
+    alibi_slopes: Optional[Tensor] = ...,
+    deterministic: bool = ...,
+    return_attn_probs: bool = ...,
+    *,
+    context: Optional[Context] = ...,
+) -> Any: ...
+def flash_attn_varlen_func(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Offsets,
+    cu_seqlens_k: Offsets,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    dropout_p: float = ...,
+    softmax_scale: Optional[float] = ...,
+    causal: bool = ...,
+    window_size: Tuple[int, int] = ...,
+    softcap: float = ...,
+    alibi_slopes: Optional[Tensor] = ...,
+    deterministic: bool = ...,
+    return_attn_probs: bool = ...,
+    *,
+    context: Optional[Context] = ...,
+) -> Any: ...
