@@ -4,6 +4,7 @@
 
 #include <vkattn/version.hpp>
 
+#include "backward_call.hpp"
 #include "calls.hpp"
 #include "context.hpp"
 #include "errors.hpp"
@@ -14,4 +15,5 @@ PYBIND11_MODULE(_vkattn, module) {
   vkattn::python::register_errors(module);
   vkattn::python::register_context(module);
   vkattn::python::register_calls(module);
+  vkattn::python::register_backward_calls(module);
 }
