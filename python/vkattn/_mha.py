@@ -1,0 +1,240 @@
+"""vkattn.MultiheadAttention: torch.nn.MultiheadAttention's interface on vkattn's multi-head layer
+(the C++ MultiHeadAttention, float32): the input projections, attention and the output projection
+run on the Vulkan device. It takes nn.MultiheadAttention's state_dict, NumPy arrays or torch CPU
+tensors, and (with torch tensors that require grad) runs the layer's backward on the device too
+(_mha_autograd.py)."""
+
+import numbers
+
+import numpy as np
+
+from . import _vkattn
+from ._arrays import _torch, is_torch_tensor
+from ._context import resolve
+from ._errors import invalid
+from ._mha_autograd import needs_layer_grad, layer_with_grad
+
+# The state_dict's entries, in nn.MultiheadAttention's names: with kdim == vdim == embed_dim the
+# projections are stacked in in_proj_weight (torch's _qkv_same_embed_dim), else they are separate.
+_PACKED = ("in_proj_weight",)
+_SEPARATE = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
+_BIASES = ("in_proj_bias", "out_proj.bias")
+
+
+def _size(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value <= 0:
+        raise invalid(f"{name}: expected a positive size, got {value}")
+    return int(value)
+
+
+def _float32(name, x):
+    """A state_dict entry or an input as a C-contiguous float32 NumPy array (a copy of a tensor)."""
+    if is_torch_tensor(x):
+        if x.device.type != "cpu":
+            raise TypeError(f"{name}: a tensor on {x.device} (vkattn takes CPU tensors)")
+        if not x.dtype.is_floating_point:
+            raise TypeError(f"{name}: expected floating-point values, got {x.dtype}")
+        return np.ascontiguousarray(x.detach().to(_torch().float32).numpy())
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind != "f":
+            raise TypeError(f"{name}: expected floating-point values, got dtype {x.dtype}")
+        return np.ascontiguousarray(x, dtype=np.float32)
+    raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
+
+
+class MultiheadAttention:
+    """torch.nn.MultiheadAttention on a Vulkan device: out = merge_heads(attention(x·Wqᵀ + bq,
+    key·Wkᵀ + bk, value·Wvᵀ + bv))·Woᵀ + bo, float32.
+
+    MultiheadAttention(embed_dim, num_heads, bias=True, kdim=None, vdim=None, batch_first=True, *,
+    context=None): the sizes as PyTorch's (embed_dim % num_heads == 0; kdim and vdim the features of
+    key and value, default embed_dim). batch_first=True (the default, unlike PyTorch's) takes
+    (batch, seq, feature) inputs, False (seq, batch, feature). The weights start as PyTorch's do
+    (Xavier-uniform projections, zero biases); load_state_dict(module.state_dict()) takes a
+    PyTorch layer's. context: the vkattn.Context to run on (default: vkattn.default_context()).
+
+    Differences from PyTorch: a query whose keys are all masked gives out_proj.bias (PyTorch: NaN);
+    attn_mask is 2-D (seq_q, seq_k) only; key_padding_mask is bool only; no add_bias_kv,
+    add_zero_attn or dropout.
+    """
+
+    def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, batch_first=True, *, context=None):
+        self.embed_dim = _size("embed_dim", embed_dim)
+        self.num_heads = _size("num_heads", num_heads)
+        self.kdim = self.embed_dim if kdim is None else _size("kdim", kdim)
+        self.vdim = self.embed_dim if vdim is None else _size("vdim", vdim)
+        for name, flag in (("bias", bias), ("batch_first", batch_first)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+        self.bias = bias
+        self.batch_first = batch_first
+        self._context = resolve(context)
+        self._parameters = self._initial_parameters()
+        self._layer = _vkattn.MhaLayer(self._context, *self._sizes(), **self._weight_arrays())
+
+    @property
+    def head_dim(self):
+        return self.embed_dim // self.num_heads
+
+    def _packed(self):
+        return self.kdim == self.embed_dim and self.vdim == self.embed_dim
+
+    def _shapes(self):
+        """Each state_dict entry's shape, in nn.MultiheadAttention's names."""
+        e = self.embed_dim
+        shapes = {"in_proj_weight": (3 * e, e)} if self._packed() else {
+            "q_proj_weight": (e, e), "k_proj_weight": (e, self.kdim), "v_proj_weight": (e, self.vdim)}
+        if self.bias:
+            shapes["in_proj_bias"] = (3 * e,)
+        shapes["out_proj.weight"] = (e, e)
+        if self.bias:
+            shapes["out_proj.bias"] = (e,)
+        return shapes
+
+    def _initial_parameters(self):
+        rng = np.random.default_rng()
+        parameters = {}
+        for name, shape in self._shapes().items():
+            if name.endswith("bias"):
+                parameters[name] = np.zeros(shape, dtype=np.float32)
+            elif name == "out_proj.weight":  # nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in))
+                bound = 1.0 / np.sqrt(shape[1])
+                parameters[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
+            else:  # Xavier-uniform, as nn.MultiheadAttention._reset_parameters (packed: over the stack)
+                bound = np.sqrt(6.0 / (shape[0] + shape[1]))
+                parameters[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
+        return parameters
+
+    def _sizes(self):
+        return self.embed_dim, self.num_heads, self.kdim, self.vdim, self.bias
+
+    def _weight_arrays(self):
+        """The parameters as the module's layer takes them: float32, the projections separate."""
+        p = {name: _float32(name, value) for name, value in self._parameters.items()}
+        if self._packed():
+            e = self.embed_dim
+            q, k, v = p["in_proj_weight"][:e], p["in_proj_weight"][e:2 * e], p["in_proj_weight"][2 * e:]
+        else:
+            q, k, v = p["q_proj_weight"], p["k_proj_weight"], p["v_proj_weight"]
+        return {"q_proj_weight": q, "k_proj_weight": k, "v_proj_weight": v, "in_proj_bias": p.get("in_proj_bias"),
+                "out_proj_weight": p["out_proj.weight"], "out_proj_bias": p.get("out_proj.bias")}
+
+    def state_dict(self):
+        """The parameters in nn.MultiheadAttention's names, as float32 NumPy arrays (copies)."""
+        return {name: _float32(name, value).copy() for name, value in self._parameters.items()}
+
+    def load_state_dict(self, state_dict):
+        """Takes nn.MultiheadAttention's state_dict (torch tensors or NumPy arrays), every entry of
+        this layer's sizes (vkattn.Error naming a missing, unexpected or wrongly shaped one).
+
+        Values are copied, except torch tensors that require grad (a module's parameters, e.g.
+        dict(module.named_parameters())): those are kept, every call reads their current values,
+        and backward accumulates their gradients into their .grad, as the module's own would."""
+        if not hasattr(state_dict, "items"):
+            raise TypeError(f"state_dict: expected a mapping, got {type(state_dict).__name__}")
+        shapes = self._shapes()
+        for name in state_dict:
+            if name not in shapes:
+                raise invalid(f"state_dict: unexpected entry {name!r} (this layer has {', '.join(shapes)})")
+        parameters = {}
+        for name, shape in shapes.items():
+            if name not in state_dict:
+                raise invalid(f"state_dict: missing entry {name!r}")
+            value = state_dict[name]
+            if tuple(value.shape) != shape:
+                raise invalid(f"state_dict[{name!r}]: expected shape {shape}, got {tuple(value.shape)}")
+            keep = is_torch_tensor(value) and value.requires_grad
+            parameters[name] = value if keep else _float32(f"state_dict[{name!r}]", value).copy()
+            if keep:
+                _float32(f"state_dict[{name!r}]", value)  # its kind and dtype are checked now
+        self._parameters = parameters
+        self._layer.set_weights(*self._sizes(), **self._weight_arrays())
+
+    def __call__(self, query, key=None, value=None, key_padding_mask=None, need_weights=True, attn_mask=None,
+                 average_attn_weights=True, is_causal=False):
+        """(out, weights) as nn.MultiheadAttention's forward returns them.
+
+        query (batch, seq_q, E) (batch_first=False: (seq_q, batch, E); unbatched: (seq_q, E)); key
+        (.., seq_k, kdim) and value (.., seq_k, vdim), default query (self-attention). NumPy arrays
+        or torch CPU tensors of a float dtype, computed in float32; out is of query's kind and dtype.
+        key_padding_mask: bool (batch, seq_k), True = ignore that key. attn_mask: (seq_q, seq_k),
+        bool (True = NOT allowed, PyTorch's convention here) or float (added to the scores).
+        need_weights: also return the softmax weights, float32 (batch, seq_q, seq_k) averaged over
+        heads, or (batch, num_heads, seq_q, seq_k) with average_attn_weights=False; else None.
+        is_causal: top-left causal masking (key j visible to query i when j <= i).
+        """
+        for name, flag in (("need_weights", need_weights), ("average_attn_weights", average_attn_weights),
+                           ("is_causal", is_causal)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+        kind = "torch" if is_torch_tensor(query) else "numpy"
+        self_attention = (key is None and value is None) or (key is query and value is query)
+        if key is None and value is None:
+            key = value = query
+        if key is None or value is None:
+            raise invalid("key and value: give both or neither")
+        unbatched = len(query.shape) == 2
+        if len(query.shape) not in (2, 3):
+            raise invalid(f"query: expected 2 or 3 dimensions, got shape {tuple(query.shape)}")
+
+        def batch_first(name, x):  # an input as the layer's (batch, seq, feature) float32 array
+            array = _float32(name, x)
+            if array.ndim != len(query.shape):
+                raise invalid(f"{name}: expected {len(query.shape)} dimensions as query, got shape {array.shape}")
+            if unbatched:
+                return array[None]
+            return array if self.batch_first else np.ascontiguousarray(array.transpose(1, 0, 2))
+
+        q = batch_first("query", query)
+        k = v = None
+        if not self_attention:
+            k, v = batch_first("key", key), batch_first("value", value)
+        arrays = {"query": q, "key": k, "value": v,
+                  "key_padding_mask": self._padding_mask(key_padding_mask, unbatched),
+                  "attn_mask": self._attn_mask(attn_mask), "causal": "top-left" if is_causal else "none"}
+        if any(is_torch_tensor(p) for p in self._parameters.values()):
+            self._layer.set_weights(*self._sizes(), **self._weight_arrays())  # kept tensors: current values
+        if kind == "torch" and needs_layer_grad(query, key, value, self._parameters):
+            out, weights = layer_with_grad(self, arrays, query, key, value, self_attention, unbatched, need_weights,
+                                           average_attn_weights)
+        else:
+            out, weights = self._layer.forward(**arrays, need_weights=need_weights,
+                                               average_weights=average_attn_weights)
+            if kind == "torch":
+                torch = _torch()
+                out = torch.from_numpy(out).to(query.dtype)
+                weights = None if weights is None else torch.from_numpy(weights)
+            else:
+                out = out.astype(query.dtype, copy=False)
+        if unbatched:
+            return out[0], None if weights is None else weights[0]
+        if not self.batch_first:
+            out = out.transpose(0, 1) if kind == "torch" else out.transpose(1, 0, 2)
+        return out, weights
+
+    forward = __call__
+
+    @staticmethod
+    def _padding_mask(mask, unbatched):
+        if mask is None:
+            return None
+        array = mask.detach().numpy() if is_torch_tensor(mask) else np.asarray(mask)
+        if array.dtype != np.bool_:
+            raise TypeError(f"key_padding_mask: expected bool (True = ignore the key), got dtype {array.dtype}")
+        array = array[None] if unbatched else array
+        return np.ascontiguousarray(array, dtype=np.uint8)
+
+    @staticmethod
+    def _attn_mask(mask):
+        if mask is None:
+            return None
+        array = mask.detach().numpy() if is_torch_tensor(mask) else np.asarray(mask)
+        if array.ndim != 2:
+            raise invalid(f"attn_mask: expected 2 dimensions (seq_q, seq_k), got shape {array.shape}")
+        if array.dtype == np.bool_:  # True = not allowed: the key's score becomes -inf
+            return np.where(array, -np.inf, 0.0).astype(np.float32)
+        if array.dtype.kind != "f":
+            raise TypeError(f"attn_mask: expected bool or float values, got dtype {array.dtype}")
+        return np.ascontiguousarray(array, dtype=np.float32)
