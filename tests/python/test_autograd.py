@@ -249,3 +249,51 @@ def test_a_small_model_trains(context):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_matches_torch_sdpa_gradients(context, is_causal):
+    # torch 1.13's own attention (its private _scaled_dot_product_attention) differentiated by torch.
+    sdpa = getattr(torch.nn.functional, "_scaled_dot_product_attention", None)
+    if sdpa is None:
+        pytest.skip("this torch has no _scaled_dot_product_attention")
+    generator = torch.Generator().manual_seed(7)
+    tensors = [torch.randn(2, 3, 9, 16, generator=generator, requires_grad=True) for _ in range(3)]
+    copies = [t.detach().clone().requires_grad_() for t in tensors]
+    mask = torch.randn(2, 1, 9, 9, generator=generator)
+    grad_out = torch.randn(2, 3, 9, 16, generator=generator)
+    vkattn.scaled_dot_product_attention(*tensors, attn_mask=mask, is_causal=is_causal,
+                                        context=context).backward(grad_out)
+    # torch 1.13 refuses a mask with is_causal: fold the causal mask into the float mask.
+    causal = torch.ones(9, 9).tril().log() if is_causal else 0.0
+    sdpa(*copies, mask + causal, 0.0, False, False)[0].backward(grad_out)
+    for t, c in zip(tensors, copies):
+        torch.testing.assert_close(t.grad, c.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_backward_is_deterministic(context):
+    generator = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(1, 4, 33, 16, generator=generator) for _ in range(3))
+    grad_out = torch.randn(1, 4, 33, 16, generator=generator)
+    grads = []
+    for _ in range(2):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        vkattn.scaled_dot_product_attention(*leaves, is_causal=True, context=context).backward(grad_out)
+        grads.append([t.grad for t in leaves])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_errors_in_the_autograd_path(context):
+    q = torch.randn(1, 2, 4, 8, requires_grad=True)
+    with pytest.raises(vkattn.Error, match="heads"):
+        vkattn.scaled_dot_product_attention(q, torch.randn(1, 3, 4, 8), torch.randn(1, 3, 4, 8), context=context)
+    with pytest.raises(TypeError):
+        vkattn.scaled_dot_product_attention(q, q.double(), q, context=context)
+    with pytest.raises(vkattn.Error):
+        vkattn.flash_attn_varlen_func(q[0].transpose(0, 1), q[0].transpose(0, 1), q[0].transpose(0, 1),
+                                      [0, 3, 2], [0, 2, 4], 4, 4, context=context)
+    out = vkattn.scaled_dot_product_attention(q, q, q, context=context)
+    (grad_q,) = torch.autograd.grad(out.sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError):  # once_differentiable: no second order
+        grad_q.sum().backward()
