@@ -146,3 +146,19 @@ def test_layer_trains(context):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.7 * losses[0], losses
+
+
+def test_gradients_seq_first_with_masks(context):
+    # batch_first=False, a float attn_mask and is_causal (torch: folded into the mask), inputs only.
+    reference, layer = layers(context, batch_first=False)
+    x = torch.randn(6, 2, 16, requires_grad=True)
+    x64 = x.detach().clone().requires_grad_()
+    float_mask = torch.randn(6, 6)
+    out, _ = layer(x, attn_mask=float_mask, is_causal=True, need_weights=False)
+    grad_out = torch.randn(out.shape)
+    out.backward(grad_out)
+    causal = torch.full((6, 6), -torch.inf).triu(1)
+    expected, _ = reference(x64, x64, x64, attn_mask=float_mask + causal, need_weights=False)
+    expected.backward(grad_out)
+    assert_close(out, expected.detach())
+    assert_close(x.grad, x64.grad, "x")
