@@ -169,6 +169,8 @@ class MultiheadAttention:
                            ("is_causal", is_causal)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+        if not (is_torch_tensor(query) or isinstance(query, np.ndarray)):
+            raise TypeError(f"query: expected a NumPy array or a torch tensor, got {type(query).__name__}")
         kind = "torch" if is_torch_tensor(query) else "numpy"
         self_attention = (key is None and value is None) or (key is query and value is query)
         if key is None and value is None:

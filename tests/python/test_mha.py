@@ -95,6 +95,10 @@ def test_state_dict_round_trip_and_errors(context):
         layer(torch.randn(1, 2, 16), key_padding_mask=torch.zeros(1, 2))
     with pytest.raises(vkattn.Error, match="query"):
         layer(torch.randn(1, 2, 8))
+    with pytest.raises(TypeError, match="query"):
+        layer([[1.0] * 16])
+    with pytest.raises(vkattn.Error, match="attn_mask"):
+        layer(torch.randn(1, 2, 16), attn_mask=torch.zeros(4, 2, 2))
 
 
 @pytest.mark.parametrize("self_attention", [True, False])
