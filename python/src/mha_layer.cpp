@@ -10,8 +10,11 @@
 
 #include <vkattn/error.hpp>
 #include <vkattn/mha.hpp>
+#include <vkattn/mha_backward.hpp>
 
 #include "context.hpp"
+#include "device_tensors.hpp"
+#include "host_tensor.hpp"
 
 namespace py = pybind11;
 
@@ -23,105 +26,158 @@ namespace {
 // array a float32 copy rather than an error.
 using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using OptionalFloats = std::optional<Floats>;
-using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
 std::vector<float> values(const Floats& array) { return {array.data(), array.data() + array.size()}; }
 std::vector<float> values(const OptionalFloats& array) { return array ? values(*array) : std::vector<float>{}; }
-std::span<const float> span(const std::optional<Floats>& array) {
-  if (!array) return {};
-  return {array->data(), static_cast<std::size_t>(array->size())};
-}
 
-py::array_t<float> to_array(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
-  py::array_t<float> array(std::move(shape));
-  std::copy(v.begin(), v.end(), array.mutable_data());
-  return array;
-}
 
-// The arrays of one call (batch-first), kept alive while the layer reads them through spans.
+// The arrays of one call, batch-first float32: key and value absent in self-attention; the mask
+// the Python side merged from key_padding_mask, attn_mask and its heads, 4-D (batch | 1, heads | 1,
+// seq_q, seq_k), additive float32 or bool (nonzero = attend).
 struct CallArrays {
   Floats query;
   OptionalFloats key, value;
-  std::optional<Bytes> key_padding_mask;
-  OptionalFloats attn_mask;
+  std::optional<py::array> mask;
 };
 
 class MhaLayer {
  public:
-  MhaLayer(py::object context, MhaWeights weights)
+  MhaLayer(py::object context, const MhaWeights& weights)
       : context_object_(std::move(context)),
-        layer_(context_object_.cast<PythonContext&>().context, weights, DType::f32) {}
+        layer_(context_object_.cast<PythonContext&>().context, weights, DType::f32),
+        bias_(weights.bias) {}
 
   void set_weights(const MhaWeights& weights) { layer_.set_weights(weights); }
 
-  // The layer's inputs as MhaInputs (spans into `arrays`; sizes checked by the library).
-  MhaInputs inputs(const CallArrays& arrays, const std::string& causal) const {
-    if (arrays.query.ndim() != 3) throw Error("query: expected 3 dimensions (batch, seq, embed_dim)");
-    MhaInputs in;
-    in.batch = arrays.query.shape(0);
-    in.seq_q = arrays.query.shape(1);
-    in.seq_k = in.seq_q;
-    in.query = span(arrays.query);
-    if (arrays.key || arrays.value) {
-      if (!arrays.key || !arrays.value) throw Error("key and value: give both or neither");
-      if (arrays.key->ndim() != 3) throw Error("key: expected 3 dimensions (batch, seq, kdim)");
-      in.seq_k = arrays.key->shape(1);
-      in.key = span(arrays.key);
-      in.value = span(arrays.value);
-    }
-    if (arrays.key_padding_mask) {
-      const Bytes& m = *arrays.key_padding_mask;
-      in.key_padding_mask.assign(m.data(), m.data() + m.size());
-    }
-    if (arrays.attn_mask) in.attn_mask = values(arrays.attn_mask);
-    in.options.causal = parse_causal(causal);
-    return in;
-  }
-
-  py::tuple forward(const CallArrays& arrays, const std::string& causal, bool need_weights, bool average_weights) {
-    MhaInputs in = inputs(arrays, causal);
-    in.need_weights = need_weights;
-    in.average_weights = average_weights;
-    MhaResult result;
+  // (out (batch, seq_q, E), weights per head (batch, H, seq_q, seq_k) or None).
+  py::tuple forward(const CallArrays& arrays, const std::string& causal, bool need_weights) {
+    Call call = gather(arrays, causal);
+    call.spec.weights = need_weights;
+    const int64_t B = call.spec.batch, Sq = call.spec.seq_q, Sk = call.spec.seq_k;
+    py::array_t<float> out({B, Sq, layer_.embed_dim()});
+    std::optional<py::array_t<float>> weights;
+    if (need_weights) weights.emplace(std::vector<py::ssize_t>{B, layer_.num_heads(), Sq, Sk});
     {
       py::gil_scoped_release release;
-      result = layer_.forward(in);
+      const PreparedMha pass = layer_.prepare(call.spec);  // every check before anything is uploaded
+      DeviceTensors tensors(context());
+      MhaBuffers buffers;
+      inputs(tensors, call, buffers.query, buffers.key, buffers.value, buffers.mask);
+      buffers.out = tensors.output(out.mutable_data(), bytes(out));
+      if (weights) buffers.weights = {tensors.output(weights->mutable_data(), bytes(*weights)), 0};
+      pass.run(buffers);
+      tensors.download_outputs();
     }
-    py::object weights = py::none();
-    if (need_weights) {
-      weights = average_weights ? to_array(result.weights, {in.batch, in.seq_q, in.seq_k})
-                                : to_array(result.weights, {in.batch, layer_.num_heads(), in.seq_q, in.seq_k});
-    }
-    return py::make_tuple(to_array(result.out, {in.batch, in.seq_q, layer_.embed_dim()}), weights);
+    return py::make_tuple(out, weights ? py::object(*weights) : py::none());
   }
 
-  // Every gradient (MhaBackwardResult) as a dict of float32 arrays named as the state_dict's entries
-  // and the inputs; "out" is the forward's output.
+  // Every gradient of one call as a dict of float32 arrays named as the state_dict's entries (the
+  // projections separate) and the inputs ("query" alone in self-attention: the whole input's);
+  // "out" is the forward's output, which the pass computes again.
   py::dict backward(const CallArrays& arrays, const std::string& causal, const Floats& grad_out) {
-    const MhaInputs in = inputs(arrays, causal);
-    MhaBackwardResult g;
+    const Call call = gather(arrays, causal);
+    const int64_t B = call.spec.batch, Sq = call.spec.seq_q, Sk = call.spec.seq_k, E = layer_.embed_dim();
+    const int64_t kv_dim = layer_.kv_heads() * (E / layer_.num_heads());
+    if (grad_out.size() != B * Sq * E) throw Error("grad_out: expected the output's shape");
+    // The gradients the pass writes (and the output), each an array of its own.
+    std::vector<std::pair<const char*, std::vector<py::ssize_t>>> shapes = {
+        {"out", {B, Sq, E}}, {"q_proj_weight", {E, E}}, {"k_proj_weight", {kv_dim, layer_.kdim()}},
+        {"v_proj_weight", {kv_dim, layer_.vdim()}}, {"out_proj.weight", {E, E}}, {"query", {B, Sq, E}}};
+    if (bias_) {
+      shapes.push_back({"in_proj_bias", {E + 2 * kv_dim}});
+      shapes.push_back({"out_proj.bias", {E}});
+    }
+    if (!call.spec.self_attention) {
+      shapes.push_back({"key", {B, Sk, layer_.kdim()}});
+      shapes.push_back({"value", {B, Sk, layer_.vdim()}});
+    }
+    // The arrays the device writes, made with the GIL held, written without it.
+    std::vector<std::pair<std::string, py::array_t<float>>> held;
+    for (const auto& [name, shape] : shapes) held.emplace_back(name, py::array_t<float>(shape));
     {
       py::gil_scoped_release release;
-      g = layer_.backward(in, span(std::optional<Floats>(grad_out)));
+      const PreparedMhaBackward pass = layer_.prepare_backward(call.spec);
+      DeviceTensors tensors(context());
+      MhaBackwardBuffers buffers;
+      inputs(tensors, call, buffers.query, buffers.key, buffers.value, buffers.mask);
+      buffers.grad_out = tensors.input(grad_out.data(), bytes(grad_out));
+      auto output = [&](const std::string& name) -> BufferSlice {  // none: the pass has no such gradient
+        for (auto& [n, array] : held) {
+          if (n == name) return {tensors.output(array.mutable_data(), bytes(array)), 0};
+        }
+        return {};
+      };
+      buffers.out = output("out").buffer;
+      MhaGradBuffers& g = buffers.grads;
+      g.q_proj_weight = output("q_proj_weight");
+      g.k_proj_weight = output("k_proj_weight");
+      g.v_proj_weight = output("v_proj_weight");
+      g.in_proj_bias = output("in_proj_bias");
+      g.out_proj_weight = output("out_proj.weight");
+      g.out_proj_bias = output("out_proj.bias");
+      g.query = output("query");
+      g.key = output("key");
+      g.value = output("value");
+      pass.run(buffers);
+      tensors.download_outputs();
     }
-    const int64_t e = layer_.embed_dim(), kv_dim = layer_.kv_heads() * (e / layer_.num_heads());
-    py::dict d;
-    d["out"] = to_array(g.out, {in.batch, in.seq_q, e});
-    d["q_proj_weight"] = to_array(g.q_proj_weight, {e, e});
-    d["k_proj_weight"] = to_array(g.k_proj_weight, {kv_dim, layer_.kdim()});
-    d["v_proj_weight"] = to_array(g.v_proj_weight, {kv_dim, layer_.vdim()});
-    if (!g.in_proj_bias.empty()) d["in_proj_bias"] = to_array(g.in_proj_bias, {e + 2 * kv_dim});
-    d["out_proj.weight"] = to_array(g.out_proj_weight, {e, e});
-    if (!g.out_proj_bias.empty()) d["out_proj.bias"] = to_array(g.out_proj_bias, {e});
-    d["query"] = to_array(g.query, {in.batch, in.seq_q, e});
-    if (!g.key.empty()) d["key"] = to_array(g.key, {in.batch, in.seq_k, layer_.kdim()});
-    if (!g.value.empty()) d["value"] = to_array(g.value, {in.batch, in.seq_k, layer_.vdim()});
-    return d;
+    py::dict grads;
+    for (auto& [name, array] : held) grads[py::str(name)] = std::move(array);
+    return grads;
+  }
+
+ private:
+  struct Call {
+    MhaSpec spec;
+    const CallArrays* arrays = nullptr;
+    std::optional<HostView<MaskLayout>> mask;
+  };
+
+  Context& context() const { return context_object_.cast<PythonContext&>().context; }
+
+  template <class Array>
+  static uint64_t bytes(const Array& array) {
+    return static_cast<uint64_t>(array.nbytes());
+  }
+
+  // The call's spec from its arrays' shapes (the sizes the layer checks against its own: prepare
+  // throws Error, and run refuses a buffer that does not fit).
+  Call gather(const CallArrays& arrays, const std::string& causal) const {
+    Call call;
+    call.arrays = &arrays;
+    if (arrays.query.ndim() != 3) throw Error("query: expected 3 dimensions (batch, seq, embed_dim)");
+    MhaSpec& spec = call.spec;
+    spec.batch = arrays.query.shape(0);
+    spec.seq_q = spec.seq_k = arrays.query.shape(1);
+    spec.self_attention = !arrays.key;
+    if (arrays.key.has_value() != arrays.value.has_value()) throw Error("key and value: give both or neither");
+    if (arrays.key) {
+      if (arrays.key->ndim() != 3) throw Error("key: expected 3 dimensions (batch, seq, kdim)");
+      spec.seq_k = arrays.key->shape(1);
+    }
+    spec.options.causal = parse_causal(causal);
+    if (arrays.mask) {
+      call.mask = mask_view(*arrays.mask);
+      spec.mask = call.mask->layout;
+    }
+    return call;
+  }
+
+  static void inputs(DeviceTensors& tensors, const Call& call, const Buffer*& query, const Buffer*& key,
+                     const Buffer*& value, const Buffer*& mask) {
+    const CallArrays& a = *call.arrays;
+    query = tensors.input(a.query.data(), bytes(a.query));
+    if (a.key) {
+      key = tensors.input(a.key->data(), bytes(*a.key));
+      value = tensors.input(a.value->data(), bytes(*a.value));
+    }
+    if (call.mask) mask = tensors.input(call.mask->data, call.mask->bytes);
   }
 
  private:
   py::object context_object_;  // keeps the Context (and its device) alive while the layer lives
   MultiHeadAttention layer_;
+  bool bias_;
 };
 
 MhaWeights weights_of(int64_t embed_dim, int64_t num_heads, int64_t kdim, int64_t vdim, bool bias,
@@ -172,26 +228,24 @@ void register_mha_layer(py::module_& module) {
       .def(
           "forward",
           [](MhaLayer& layer, const Floats& query, const OptionalFloats& key, const OptionalFloats& value,
-             const std::optional<Bytes>& key_padding_mask, const OptionalFloats& attn_mask, const std::string& causal,
-             bool need_weights, bool average_weights) {
-            return layer.forward({query, key, value, key_padding_mask, attn_mask}, causal, need_weights,
-                                 average_weights);
+             const std::optional<py::array>& mask, const std::string& causal, bool need_weights) {
+            return layer.forward({query, key, value, mask}, causal, need_weights);
           },
-          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("key_padding_mask"), py::arg("attn_mask"),
-          py::arg("causal"), py::arg("need_weights"), py::arg("average_weights"),
-          "(out (batch, seq_q, E), weights or None); key and value None: self-attention. key_padding_mask "
-          "(batch, seq_k) uint8, nonzero = ignore; attn_mask (seq_q, seq_k) float32, added.")
+          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("mask"), py::arg("causal"),
+          py::arg("need_weights"),
+          "(out (batch, seq_q, E), per-head weights (batch, H, seq_q, seq_k) or None). query (batch, seq_q, E), "
+          "key and value (batch, seq_k, kdim | vdim) float32, None for self-attention; mask 4-D (batch | 1, "
+          "H | 1, seq_q, seq_k), float32 (added) or bool (True = attend); causal \"none\" or \"top-left\".")
       .def(
           "backward",
           [](MhaLayer& layer, const Floats& query, const OptionalFloats& key, const OptionalFloats& value,
-             const std::optional<Bytes>& key_padding_mask, const OptionalFloats& attn_mask, const std::string& causal,
-             const Floats& grad_out) {
-            return layer.backward({query, key, value, key_padding_mask, attn_mask}, causal, grad_out);
+             const std::optional<py::array>& mask, const std::string& causal, const Floats& grad_out) {
+            return layer.backward({query, key, value, mask}, causal, grad_out);
           },
-          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("key_padding_mask"), py::arg("attn_mask"),
-          py::arg("causal"), py::arg("grad_out"),
-          "Every gradient of one call as a dict of float32 arrays (the state_dict's names, query, key, value; "
-          "out: the forward's output), from grad_out (batch, seq_q, E).");
+          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("mask"), py::arg("causal"), py::arg("grad_out"),
+          "Every gradient of one call, as forward takes it, as a dict of float32 arrays (the state_dict's names "
+          "with the projections separate, query, key, value; out: the forward's output), from grad_out "
+          "(batch, seq_q, E).");
 }
 
 }  // namespace vkattn::python

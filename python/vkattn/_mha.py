@@ -56,7 +56,7 @@ class MultiheadAttention:
     PyTorch layer's. context: the vkattn.Context to run on (default: vkattn.default_context()).
 
     Differences from PyTorch: a query whose keys are all masked gives out_proj.bias (PyTorch: NaN);
-    attn_mask is 2-D (seq_q, seq_k) only; key_padding_mask is bool only; no add_bias_kv,
+    key_padding_mask is bool only; no add_bias_kv,
     add_zero_attn or dropout.
     """
 
@@ -159,8 +159,9 @@ class MultiheadAttention:
         query (batch, seq_q, E) (batch_first=False: (seq_q, batch, E); unbatched: (seq_q, E)); key
         (.., seq_k, kdim) and value (.., seq_k, vdim), default query (self-attention). NumPy arrays
         or torch CPU tensors of a float dtype, computed in float32; out is of query's kind and dtype.
-        key_padding_mask: bool (batch, seq_k), True = ignore that key. attn_mask: (seq_q, seq_k),
-        bool (True = NOT allowed, PyTorch's convention here) or float (added to the scores).
+        key_padding_mask: bool (batch, seq_k), True = ignore that key. attn_mask: (seq_q, seq_k) or
+        (batch * num_heads, seq_q, seq_k), bool (True = NOT allowed, PyTorch's convention here) or
+        float (added to the scores).
         need_weights: also return the softmax weights, float32 (batch, seq_q, seq_k) averaged over
         heads, or (batch, num_heads, seq_q, seq_k) with average_attn_weights=False; else None.
         is_causal: top-left causal masking (key j visible to query i when j <= i).
@@ -190,26 +191,25 @@ class MultiheadAttention:
             return array if self.batch_first else np.ascontiguousarray(array.transpose(1, 0, 2))
 
         q = batch_first("query", query)
-        k = v = None
-        if not self_attention:
-            k, v = batch_first("key", key), batch_first("value", value)
-        arrays = {"query": q, "key": k, "value": v,
-                  "key_padding_mask": self._padding_mask(key_padding_mask, unbatched),
-                  "attn_mask": self._attn_mask(attn_mask), "causal": "top-left" if is_causal else "none"}
+        k, v = (q, q) if self_attention else (batch_first("key", key), batch_first("value", value))
+        self._check_features(q, k, v)
+        arrays = {"query": q, "key": None if self_attention else k, "value": None if self_attention else v,
+                  "mask": self._mask(key_padding_mask, attn_mask, q.shape[0], q.shape[1], k.shape[1], unbatched),
+                  "causal": "top-left" if is_causal else "none"}
         if any(is_torch_tensor(p) for p in self._parameters.values()):
             self._layer.set_weights(*self._sizes(), **self._weight_arrays())  # kept tensors: current values
         if kind == "torch" and needs_layer_grad(query, key, value, self._parameters):
-            out, weights = layer_with_grad(self, arrays, query, key, value, self_attention, unbatched, need_weights,
-                                           average_attn_weights)
+            out, weights = layer_with_grad(self, arrays, query, key, value, self_attention, unbatched, need_weights)
         else:
-            out, weights = self._layer.forward(**arrays, need_weights=need_weights,
-                                               average_weights=average_attn_weights)
+            out, weights = self._layer.forward(**arrays, need_weights=need_weights)
             if kind == "torch":
                 torch = _torch()
                 out = torch.from_numpy(out).to(query.dtype)
                 weights = None if weights is None else torch.from_numpy(weights)
             else:
                 out = out.astype(query.dtype, copy=False)
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(1)  # over the heads, in float32 as PyTorch averages
         if unbatched:
             return out[0], None if weights is None else weights[0]
         if not self.batch_first:
@@ -218,25 +218,49 @@ class MultiheadAttention:
 
     forward = __call__
 
-    @staticmethod
-    def _padding_mask(mask, unbatched):
-        if mask is None:
-            return None
-        array = mask.detach().numpy() if is_torch_tensor(mask) else np.asarray(mask)
-        if array.dtype != np.bool_:
-            raise TypeError(f"key_padding_mask: expected bool (True = ignore the key), got dtype {array.dtype}")
-        array = array[None] if unbatched else array
-        return np.ascontiguousarray(array, dtype=np.uint8)
+    def _check_features(self, q, k, v):
+        """The inputs' feature sizes and the key's and value's batch and length must be the layer's."""
+        for name, array, features in (("query", q, self.embed_dim), ("key", k, self.kdim), ("value", v, self.vdim)):
+            if array.shape[2] != features:
+                raise invalid(f"{name}: expected {features} features (the last dimension), got shape {array.shape}")
+        if k.shape[:2] != v.shape[:2] or k.shape[0] != q.shape[0]:
+            raise invalid(f"key and value: expected batch {q.shape[0]} and one length, got shapes {k.shape} and "
+                          f"{v.shape}")
 
-    @staticmethod
-    def _attn_mask(mask):
-        if mask is None:
+    def _mask(self, key_padding_mask, attn_mask, batch, seq_q, seq_k, unbatched):
+        """key_padding_mask and attn_mask merged into the one mask the layer takes: additive float32
+        (batch | 1, num_heads | 1, seq_q, seq_k), -inf where a key is masked; None without either."""
+        merged = None
+        if key_padding_mask is not None:
+            padding = _mask_values("key_padding_mask", key_padding_mask, bool_only=True)
+            if padding.shape != ((seq_k,) if unbatched else (batch, seq_k)):
+                raise invalid(f"key_padding_mask: expected shape (batch, seq_k) = ({batch}, {seq_k}), got "
+                              f"{padding.shape}")
+            merged = padding.reshape(batch, 1, 1, seq_k)
+        if attn_mask is not None:
+            mask = _mask_values("attn_mask", attn_mask, bool_only=False)
+            heads = self.num_heads
+            if mask.shape == (seq_q, seq_k):
+                mask = mask[None, None]
+            elif mask.shape == (batch * heads, seq_q, seq_k) or (unbatched and mask.shape == (heads, seq_q, seq_k)):
+                mask = mask.reshape(batch, heads, seq_q, seq_k)
+            else:
+                raise invalid(f"attn_mask: expected shape (seq_q, seq_k) = ({seq_q}, {seq_k}) or (batch * num_heads, "
+                              f"seq_q, seq_k) = ({batch * heads}, {seq_q}, {seq_k}), got {mask.shape}")
+            merged = mask if merged is None else merged + mask
+        if merged is None:
             return None
-        array = mask.detach().numpy() if is_torch_tensor(mask) else np.asarray(mask)
-        if array.ndim != 2:
-            raise invalid(f"attn_mask: expected 2 dimensions (seq_q, seq_k), got shape {array.shape}")
-        if array.dtype == np.bool_:  # True = not allowed: the key's score becomes -inf
-            return np.where(array, -np.inf, 0.0).astype(np.float32)
-        if array.dtype.kind != "f":
-            raise TypeError(f"attn_mask: expected bool or float values, got dtype {array.dtype}")
-        return np.ascontiguousarray(array, dtype=np.float32)
+        # Rows broadcast over queries (key padding alone) are read with stride 0, not copied.
+        merged = np.ascontiguousarray(merged, dtype=np.float32)
+        return np.broadcast_to(merged, (*merged.shape[:2], seq_q, seq_k))
+
+
+def _mask_values(name, mask, bool_only):
+    """A mask as additive float32 values: bool True (PyTorch's "not allowed" for this layer) is -inf."""
+    array = mask.detach().numpy() if is_torch_tensor(mask) else np.asarray(mask)
+    if array.dtype == np.bool_:
+        return np.where(array, -np.inf, 0.0).astype(np.float32)
+    if bool_only or array.dtype.kind != "f":
+        expected = "bool" if bool_only else "bool or float"
+        raise TypeError(f"{name}: expected {expected} values, got dtype {array.dtype}")
+    return array.astype(np.float32)

@@ -34,16 +34,16 @@ def _parameter_gradient(layer, name, grads):
     return grads[name]
 
 
-def layer_with_grad(layer, arrays, query, key, value, self_attention, unbatched, need_weights, average_weights):
-    """(out, weights) in the layer's (batch, seq, E) layout, out float32 with a grad_fn (the caller
-    puts it in its own layout with torch ops, which autograd follows)."""
+def layer_with_grad(layer, arrays, query, key, value, self_attention, unbatched, need_weights):
+    """(out, per-head weights or None) in the layer's (batch, seq, E) layout, out with a grad_fn (the
+    caller puts it in its own layout with torch ops, which autograd follows)."""
     torch = _torch()
     names = list(layer._parameters)
     parameters = [layer._parameters[n] if is_torch_tensor(layer._parameters[n]) else None for n in names]
     inputs = [_batch_first(layer, query, unbatched)]
     inputs += [None, None] if self_attention else [_batch_first(layer, key, unbatched),
                                                    _batch_first(layer, value, unbatched)]
-    out, weights = _function().apply(layer, arrays, names, need_weights, average_weights, *inputs, *parameters)
+    out, weights = _function().apply(layer, arrays, names, need_weights, *inputs, *parameters)
     return out.to(query.dtype), (weights if need_weights else None)
 
 
@@ -59,8 +59,8 @@ def _function():
 
     class MultiheadAttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(fctx, layer, arrays, names, need_weights, average_weights, query, key, value, *parameters):
-            out, weights = layer._layer.forward(**arrays, need_weights=need_weights, average_weights=average_weights)
+        def forward(fctx, layer, arrays, names, need_weights, query, key, value, *parameters):
+            out, weights = layer._layer.forward(**arrays, need_weights=need_weights)
             fctx.layer, fctx.arrays, fctx.names = layer, arrays, names
             fctx.dtypes = [None if p is None else p.dtype for p in parameters]
             weights = torch.from_numpy(weights) if weights is not None else torch.empty(0)
@@ -75,7 +75,7 @@ def _function():
             inputs += [torch.from_numpy(grads[n]) if n in grads else None for n in ("key", "value")]
             parameters = [None if dtype is None else torch.from_numpy(_parameter_gradient(fctx.layer, n, grads)).to(dtype)
                           for n, dtype in zip(fctx.names, fctx.dtypes)]
-            return (None, None, None, None, None, *inputs, *parameters)
+            return (None, None, None, None, *inputs, *parameters)
 
     _FUNCTION = MultiheadAttentionFunction
     return _FUNCTION

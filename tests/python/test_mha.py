@@ -69,6 +69,31 @@ def test_masks_and_causal(context):
     assert_close(out, reference(q, q, q, attn_mask=causal)[0].detach())
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_per_head_masks(context, kind):
+    # A 3-D attn_mask (batch * num_heads, seq_q, seq_k) with key padding, and the gradient through it.
+    reference, layer = layers(context)
+    generator = torch.Generator().manual_seed(4)
+    mask = torch.rand(2 * 4, 5, 6, generator=generator) < 0.3  # True = not allowed
+    mask[..., 2] = False
+    if kind == "float":
+        mask = torch.randn(2 * 4, 5, 6, generator=generator)
+    padding = torch.zeros(2, 6, dtype=torch.bool)
+    padding[1, 4:] = True
+    q = torch.randn(2, 5, 16, requires_grad=True)
+    kv = torch.randn(2, 6, 16)
+    q64 = q.detach().clone().requires_grad_()
+    out, weights = layer(q, kv, kv, key_padding_mask=padding, attn_mask=mask, average_attn_weights=False)
+    expected, expected_weights = reference(q64, kv, kv, key_padding_mask=padding, attn_mask=mask,
+                                           average_attn_weights=False)
+    assert_close(out, expected.detach())
+    assert_close(weights, expected_weights.detach(), "weights")
+    grad_out = torch.randn(out.shape)
+    out.backward(grad_out)
+    expected.backward(grad_out)
+    assert_close(q.grad, q64.grad, "query")
+
+
 def test_unbatched(context):
     reference, layer = layers(context)
     x = torch.randn(4, 16)
@@ -98,7 +123,11 @@ def test_state_dict_round_trip_and_errors(context):
     with pytest.raises(TypeError, match="query"):
         layer([[1.0] * 16])
     with pytest.raises(vkattn.Error, match="attn_mask"):
-        layer(torch.randn(1, 2, 16), attn_mask=torch.zeros(4, 2, 2))
+        layer(torch.randn(1, 2, 16), attn_mask=torch.zeros(3, 2, 2))
+    with pytest.raises(vkattn.Error, match="key_padding_mask"):
+        layer(torch.randn(1, 2, 16), key_padding_mask=torch.zeros(2, 2, dtype=torch.bool))
+    with pytest.raises(vkattn.Error, match="key: expected 16 features"):
+        layer(torch.randn(1, 2, 16), torch.randn(1, 3, 8), torch.randn(1, 3, 16))
 
 
 @pytest.mark.parametrize("self_attention", [True, False])
