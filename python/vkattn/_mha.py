@@ -5,6 +5,7 @@ tensors, and (with torch tensors that require grad) runs the layer's backward on
 (_mha_autograd.py)."""
 
 import numbers
+import threading
 
 import numpy as np
 
@@ -71,6 +72,10 @@ class MultiheadAttention:
         self.bias = bias
         self.batch_first = batch_first
         self._context = resolve(context)
+        # The layer's calls run one at a time: a call uploads the kept parameters' current values,
+        # which another thread's call would otherwise read half-written.
+        self._lock = threading.Lock()
+        self._loads = 0  # load_state_dict calls: a backward must see its forward's weights
         self._parameters = self._initial_parameters()
         self._layer = _vkattn.MhaLayer(self._context, *self._sizes(), **self._weight_arrays())
 
@@ -149,8 +154,10 @@ class MultiheadAttention:
             parameters[name] = value if keep else _float32(f"state_dict[{name!r}]", value).copy()
             if keep:
                 _float32(f"state_dict[{name!r}]", value)  # its kind and dtype are checked now
-        self._parameters = parameters
-        self._layer.set_weights(*self._sizes(), **self._weight_arrays())
+        with self._lock:
+            self._parameters = parameters
+            self._layer.set_weights(*self._sizes(), **self._weight_arrays())
+            self._loads += 1
 
     def __call__(self, query, key=None, value=None, key_padding_mask=None, need_weights=True, attn_mask=None,
                  average_attn_weights=True, is_causal=False):
@@ -196,12 +203,10 @@ class MultiheadAttention:
         arrays = {"query": q, "key": None if self_attention else k, "value": None if self_attention else v,
                   "mask": self._mask(key_padding_mask, attn_mask, q.shape[0], q.shape[1], k.shape[1], unbatched),
                   "causal": "top-left" if is_causal else "none"}
-        if any(is_torch_tensor(p) for p in self._parameters.values()):
-            self._layer.set_weights(*self._sizes(), **self._weight_arrays())  # kept tensors: current values
         if kind == "torch" and needs_layer_grad(query, key, value, self._parameters):
             out, weights = layer_with_grad(self, arrays, query, key, value, self_attention, unbatched, need_weights)
         else:
-            out, weights = self._layer.forward(**arrays, need_weights=need_weights)
+            out, weights, _ = self._run_forward(arrays, need_weights)
             if kind == "torch":
                 torch = _torch()
                 out = torch.from_numpy(out).to(query.dtype)
@@ -217,6 +222,25 @@ class MultiheadAttention:
         return out, weights
 
     forward = __call__
+
+    def _refresh_kept_parameters(self):
+        if any(is_torch_tensor(p) for p in self._parameters.values()):
+            self._layer.set_weights(*self._sizes(), **self._weight_arrays())  # their current values
+
+    def _run_forward(self, arrays, need_weights):
+        """(out, per-head weights or None, the load it ran with) from the module's layer."""
+        with self._lock:
+            self._refresh_kept_parameters()
+            return (*self._layer.forward(**arrays, need_weights=need_weights), self._loads)
+
+    def _run_backward(self, arrays, grad_out, load):
+        """Every gradient of a call that ran with weights `load` (its forward's)."""
+        with self._lock:
+            if load != self._loads:
+                raise RuntimeError("vkattn.MultiheadAttention: load_state_dict was called between a forward and "
+                                   "its backward; the backward needs the forward's weights")
+            self._refresh_kept_parameters()
+            return self._layer.backward(**arrays, grad_out=grad_out)
 
     def _check_features(self, q, k, v):
         """The inputs' feature sizes and the key's and value's batch and length must be the layer's."""

@@ -60,8 +60,8 @@ def _function():
     class MultiheadAttentionFunction(torch.autograd.Function):
         @staticmethod
         def forward(fctx, layer, arrays, names, need_weights, query, key, value, *parameters):
-            out, weights = layer._layer.forward(**arrays, need_weights=need_weights)
-            fctx.layer, fctx.arrays, fctx.names = layer, arrays, names
+            out, weights, load = layer._run_forward(arrays, need_weights)
+            fctx.layer, fctx.arrays, fctx.names, fctx.load = layer, arrays, names, load
             fctx.dtypes = [None if p is None else p.dtype for p in parameters]
             weights = torch.from_numpy(weights) if weights is not None else torch.empty(0)
             fctx.mark_non_differentiable(weights)
@@ -70,7 +70,8 @@ def _function():
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(fctx, grad_out, _):
-            grads = fctx.layer._layer.backward(**fctx.arrays, grad_out=np.ascontiguousarray(grad_out.float().numpy()))
+            grad_out = np.ascontiguousarray(grad_out.float().numpy())
+            grads = fctx.layer._run_backward(fctx.arrays, grad_out, fctx.load)
             inputs = [torch.from_numpy(grads["query"])]
             inputs += [torch.from_numpy(grads[n]) if n in grads else None for n in ("key", "value")]
             parameters = [None if dtype is None else torch.from_numpy(_parameter_gradient(fctx.layer, n, grads)).to(dtype)

@@ -195,3 +195,31 @@ def test_gradients_seq_first_with_masks(context):
     expected.backward(grad_out)
     assert_close(out, expected.detach())
     assert_close(x.grad, x64.grad, "x")
+
+
+def test_backward_refuses_new_weights(context):
+    reference, layer = layers(context)
+    x = torch.randn(1, 3, 16, requires_grad=True)
+    out, _ = layer(x)
+    layer.load_state_dict(reference.state_dict())
+    with pytest.raises(RuntimeError, match="load_state_dict"):
+        out.sum().backward()
+
+
+def test_threads_share_a_layer(context):
+    import threading
+
+    reference, layer = layers(context)
+    inputs = [torch.randn(2, 4, 16) for _ in range(4)]
+    results = [None] * 4
+
+    def run(i):
+        results[i] = layer(inputs[i], need_weights=False)[0]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, out in zip(inputs, results):
+        assert_close(out, reference(x, x, x, need_weights=False)[0].detach())
