@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,7 +31,6 @@ using OptionalFloats = std::optional<Floats>;
 std::vector<float> values(const Floats& array) { return {array.data(), array.data() + array.size()}; }
 std::vector<float> values(const OptionalFloats& array) { return array ? values(*array) : std::vector<float>{}; }
 
-
 // The arrays of one call, batch-first float32: key and value absent in self-attention; the mask
 // the Python side merged from key_padding_mask, attn_mask and its heads, 4-D (batch | 1, heads | 1,
 // seq_q, seq_k), additive float32 or bool (nonzero = attend).
@@ -40,47 +40,106 @@ struct CallArrays {
   std::optional<py::array> mask;
 };
 
+// An array's memory, taken with the GIL held and used without it.
+struct HostBytes {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+HostBytes host_bytes(const py::array& array) {
+  return {const_cast<void*>(array.data()), static_cast<uint64_t>(array.nbytes())};
+}
+
+// One call as the layer's prepared passes take it: its spec and its inputs' memory.
+struct HostCall {
+  MhaSpec spec;
+  HostBytes query;
+  std::optional<HostBytes> key, value, mask;
+
+  // Uploads the inputs into `tensors`, pointing the pass's buffers at them.
+  void upload(DeviceTensors& tensors, const Buffer*& q, const Buffer*& k, const Buffer*& v, const Buffer*& m) const {
+    q = tensors.input(query.data, query.bytes);
+    if (key) k = tensors.input(key->data, key->bytes);
+    if (value) v = tensors.input(value->data, value->bytes);
+    if (mask) m = tensors.input(mask->data, mask->bytes);
+  }
+};
+
+// The call's spec from its arrays' shapes: the layer checks them against its own sizes (prepare
+// throws Error, and run refuses a buffer that does not fit the plan).
+HostCall gather(const CallArrays& arrays, const std::string& causal) {
+  HostCall call;
+  if (arrays.query.ndim() != 3) throw Error("query: expected 3 dimensions (batch, seq, embed_dim)");
+  if (arrays.key.has_value() != arrays.value.has_value()) throw Error("key and value: give both or neither");
+  MhaSpec& spec = call.spec;
+  spec.batch = arrays.query.shape(0);
+  spec.seq_q = spec.seq_k = arrays.query.shape(1);
+  spec.self_attention = !arrays.key;
+  call.query = host_bytes(arrays.query);
+  if (arrays.key) {
+    if (arrays.key->ndim() != 3) throw Error("key: expected 3 dimensions (batch, seq, kdim)");
+    spec.seq_k = arrays.key->shape(1);
+    call.key = host_bytes(*arrays.key);
+    call.value = host_bytes(*arrays.value);
+  }
+  spec.options.causal = parse_causal(causal);
+  if (arrays.mask) {
+    const HostView<MaskLayout> mask = mask_view(*arrays.mask);
+    spec.mask = mask.layout;
+    call.mask = HostBytes{mask.data, mask.bytes};
+  }
+  return call;
+}
+
 class MhaLayer {
  public:
   MhaLayer(py::object context, const MhaWeights& weights)
       : context_object_(std::move(context)),
-        layer_(context_object_.cast<PythonContext&>().context, weights, DType::f32),
+        context_(context_object_.cast<PythonContext&>().context),
+        layer_(context_, weights, DType::f32),
         bias_(weights.bias) {}
 
   void set_weights(const MhaWeights& weights) { layer_.set_weights(weights); }
 
   // (out (batch, seq_q, E), weights per head (batch, H, seq_q, seq_k) or None).
   py::tuple forward(const CallArrays& arrays, const std::string& causal, bool need_weights) {
-    Call call = gather(arrays, causal);
+    HostCall call = gather(arrays, causal);
     call.spec.weights = need_weights;
     const int64_t B = call.spec.batch, Sq = call.spec.seq_q, Sk = call.spec.seq_k;
     py::array_t<float> out({B, Sq, layer_.embed_dim()});
-    std::optional<py::array_t<float>> weights;
-    if (need_weights) weights.emplace(std::vector<py::ssize_t>{B, layer_.num_heads(), Sq, Sk});
+    const HostBytes out_bytes = host_bytes(out);
+    py::object weights = py::none();
+    HostBytes weights_bytes;
+    if (need_weights) {
+      py::array_t<float> w({B, layer_.num_heads(), Sq, Sk});
+      weights_bytes = host_bytes(w);
+      weights = std::move(w);
+    }
     {
       py::gil_scoped_release release;
       const PreparedMha pass = layer_.prepare(call.spec);  // every check before anything is uploaded
-      DeviceTensors tensors(context());
+      DeviceTensors tensors(context_);
       MhaBuffers buffers;
-      inputs(tensors, call, buffers.query, buffers.key, buffers.value, buffers.mask);
-      buffers.out = tensors.output(out.mutable_data(), bytes(out));
-      if (weights) buffers.weights = {tensors.output(weights->mutable_data(), bytes(*weights)), 0};
+      call.upload(tensors, buffers.query, buffers.key, buffers.value, buffers.mask);
+      buffers.out = tensors.output(out_bytes.data, out_bytes.bytes);
+      if (need_weights) buffers.weights = {tensors.output(weights_bytes.data, weights_bytes.bytes), 0};
       pass.run(buffers);
       tensors.download_outputs();
     }
-    return py::make_tuple(out, weights ? py::object(*weights) : py::none());
+    return py::make_tuple(out, weights);
   }
 
   // Every gradient of one call as a dict of float32 arrays named as the state_dict's entries (the
   // projections separate) and the inputs ("query" alone in self-attention: the whole input's);
   // "out" is the forward's output, which the pass computes again.
   py::dict backward(const CallArrays& arrays, const std::string& causal, const Floats& grad_out) {
-    const Call call = gather(arrays, causal);
+    const HostCall call = gather(arrays, causal);
     const int64_t B = call.spec.batch, Sq = call.spec.seq_q, Sk = call.spec.seq_k, E = layer_.embed_dim();
     const int64_t kv_dim = layer_.kv_heads() * (E / layer_.num_heads());
-    if (grad_out.size() != B * Sq * E) throw Error("grad_out: expected the output's shape");
-    // The gradients the pass writes (and the output), each an array of its own.
-    std::vector<std::pair<const char*, std::vector<py::ssize_t>>> shapes = {
+    if (grad_out.size() != B * Sq * E) throw Error("grad_out: expected the output's shape (batch, seq_q, embed_dim)");
+    const HostBytes grad_out_bytes = host_bytes(grad_out);
+    // The arrays the pass writes (the output and every gradient the layer and call have).
+    std::vector<std::pair<std::string, std::vector<py::ssize_t>>> shapes = {
         {"out", {B, Sq, E}}, {"q_proj_weight", {E, E}}, {"k_proj_weight", {kv_dim, layer_.kdim()}},
         {"v_proj_weight", {kv_dim, layer_.vdim()}}, {"out_proj.weight", {E, E}}, {"query", {B, Sq, E}}};
     if (bias_) {
@@ -91,21 +150,24 @@ class MhaLayer {
       shapes.push_back({"key", {B, Sk, layer_.kdim()}});
       shapes.push_back({"value", {B, Sk, layer_.vdim()}});
     }
-    // The arrays the device writes, made with the GIL held, written without it.
-    std::vector<std::pair<std::string, py::array_t<float>>> held;
-    for (const auto& [name, shape] : shapes) held.emplace_back(name, py::array_t<float>(shape));
+    py::dict grads;
+    std::unordered_map<std::string, HostBytes> written;
+    for (const auto& [name, shape] : shapes) {
+      py::array_t<float> array(shape);
+      written[name] = host_bytes(array);
+      grads[py::str(name)] = std::move(array);
+    }
     {
       py::gil_scoped_release release;
       const PreparedMhaBackward pass = layer_.prepare_backward(call.spec);
-      DeviceTensors tensors(context());
+      DeviceTensors tensors(context_);
       MhaBackwardBuffers buffers;
-      inputs(tensors, call, buffers.query, buffers.key, buffers.value, buffers.mask);
-      buffers.grad_out = tensors.input(grad_out.data(), bytes(grad_out));
+      call.upload(tensors, buffers.query, buffers.key, buffers.value, buffers.mask);
+      buffers.grad_out = tensors.input(grad_out_bytes.data, grad_out_bytes.bytes);
       auto output = [&](const std::string& name) -> BufferSlice {  // none: the pass has no such gradient
-        for (auto& [n, array] : held) {
-          if (n == name) return {tensors.output(array.mutable_data(), bytes(array)), 0};
-        }
-        return {};
+        const auto found = written.find(name);
+        if (found == written.end()) return {};
+        return {tensors.output(found->second.data, found->second.bytes), 0};
       };
       buffers.out = output("out").buffer;
       MhaGradBuffers& g = buffers.grads;
@@ -121,61 +183,12 @@ class MhaLayer {
       pass.run(buffers);
       tensors.download_outputs();
     }
-    py::dict grads;
-    for (auto& [name, array] : held) grads[py::str(name)] = std::move(array);
     return grads;
   }
 
  private:
-  struct Call {
-    MhaSpec spec;
-    const CallArrays* arrays = nullptr;
-    std::optional<HostView<MaskLayout>> mask;
-  };
-
-  Context& context() const { return context_object_.cast<PythonContext&>().context; }
-
-  template <class Array>
-  static uint64_t bytes(const Array& array) {
-    return static_cast<uint64_t>(array.nbytes());
-  }
-
-  // The call's spec from its arrays' shapes (the sizes the layer checks against its own: prepare
-  // throws Error, and run refuses a buffer that does not fit).
-  Call gather(const CallArrays& arrays, const std::string& causal) const {
-    Call call;
-    call.arrays = &arrays;
-    if (arrays.query.ndim() != 3) throw Error("query: expected 3 dimensions (batch, seq, embed_dim)");
-    MhaSpec& spec = call.spec;
-    spec.batch = arrays.query.shape(0);
-    spec.seq_q = spec.seq_k = arrays.query.shape(1);
-    spec.self_attention = !arrays.key;
-    if (arrays.key.has_value() != arrays.value.has_value()) throw Error("key and value: give both or neither");
-    if (arrays.key) {
-      if (arrays.key->ndim() != 3) throw Error("key: expected 3 dimensions (batch, seq, kdim)");
-      spec.seq_k = arrays.key->shape(1);
-    }
-    spec.options.causal = parse_causal(causal);
-    if (arrays.mask) {
-      call.mask = mask_view(*arrays.mask);
-      spec.mask = call.mask->layout;
-    }
-    return call;
-  }
-
-  static void inputs(DeviceTensors& tensors, const Call& call, const Buffer*& query, const Buffer*& key,
-                     const Buffer*& value, const Buffer*& mask) {
-    const CallArrays& a = *call.arrays;
-    query = tensors.input(a.query.data(), bytes(a.query));
-    if (a.key) {
-      key = tensors.input(a.key->data(), bytes(*a.key));
-      value = tensors.input(a.value->data(), bytes(*a.value));
-    }
-    if (call.mask) mask = tensors.input(call.mask->data, call.mask->bytes);
-  }
-
- private:
   py::object context_object_;  // keeps the Context (and its device) alive while the layer lives
+  Context& context_;
   MultiHeadAttention layer_;
   bool bias_;
 };
