@@ -297,3 +297,38 @@ def test_errors_in_the_autograd_path(context):
     (grad_q,) = torch.autograd.grad(out.sum(), q, create_graph=True)
     with pytest.raises(RuntimeError):  # once_differentiable: no second order
         grad_q.sum().backward()
+
+
+def test_varlen_dropout_backward_uses_the_forward_mask(context):
+    # As the dense test: V (total_k, heads, total_k) holds each key's one-hot row, so O is P∘Z over
+    # every key (0 outside the query's sequence); P comes from the same call (attn_probs, before
+    # dropout), so Z = O / P where P > 0, and the reference with that Z must give the gradients.
+    p, heads = 0.25, 2
+    lengths_q, lengths_k = [4, 3], [5, 6]
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)]).astype(np.int32)
+    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
+    generator = torch.Generator().manual_seed(13)
+    q = torch.randn(total_q, heads, 8, generator=generator, requires_grad=True)
+    k = torch.randn(total_k, heads, 8, generator=generator, requires_grad=True)
+    v = torch.eye(total_k)[:, None, :].expand(total_k, heads, total_k).clone().requires_grad_()
+    out, _, probs = vkattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), dropout_p=p,
+                                                  return_attn_probs=True, context=context)
+    kept = out.detach().double().transpose(0, 1)  # (heads, total_q, total_k): P∘Z
+    weights = probs.double()
+    dropout = torch.where(weights > 0, torch.round(kept / torch.where(weights > 0, weights, 1.0) * (1 - p)) / (1 - p),
+                          torch.zeros_like(weights))
+    assert ((dropout == 0) | (dropout == 1 / (1 - p))).all() and (dropout == 0).any()
+    grad_out = torch.randn(out.shape, generator=generator)
+    out.backward(grad_out)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    parts = []
+    for b in range(2):
+        qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        z = dropout[None, :, qs, ks]
+        one = torch_reference.attention(q64[None, qs].transpose(1, 2), k64[None, ks].transpose(1, 2),
+                                        v64[None, ks].transpose(1, 2), dropout=z)
+        parts.append(one.transpose(1, 2)[0])
+    torch.cat(parts).backward(grad_out.double())
+    for name, t, d in (("q", q, q64), ("k", k, k64), ("v", v, v64)):
+        assert_close(t.grad, d.grad, "f32", name)
