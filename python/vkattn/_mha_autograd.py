@@ -21,13 +21,13 @@ def needs_layer_grad(query, key, value, parameters):
 
 def _batch_first(layer, x, unbatched):
     """An input as the layer's (batch, seq, feature) float32 tensor, by differentiable torch ops."""
-    x = x.float()
+    x = _torch().as_tensor(x).float()
     if unbatched:
         return x[None]
     return x if layer.batch_first else x.transpose(0, 1)
 
 
-def _parameter_gradient(layer, name, grads):
+def _parameter_gradient(name, grads):
     """The gradient of state_dict entry `name` from the library's (the projections separate)."""
     if name == "in_proj_weight":
         return np.concatenate([grads["q_proj_weight"], grads["k_proj_weight"], grads["v_proj_weight"]])
@@ -37,7 +37,6 @@ def _parameter_gradient(layer, name, grads):
 def layer_with_grad(layer, arrays, query, key, value, self_attention, unbatched, need_weights):
     """(out, per-head weights or None) in the layer's (batch, seq, E) layout, out with a grad_fn (the
     caller puts it in its own layout with torch ops, which autograd follows)."""
-    torch = _torch()
     names = list(layer._parameters)
     parameters = [layer._parameters[n] if is_torch_tensor(layer._parameters[n]) else None for n in names]
     inputs = [_batch_first(layer, query, unbatched)]
@@ -74,7 +73,7 @@ def _function():
             grads = fctx.layer._run_backward(fctx.arrays, grad_out, fctx.load)
             inputs = [torch.from_numpy(grads["query"])]
             inputs += [torch.from_numpy(grads[n]) if n in grads else None for n in ("key", "value")]
-            parameters = [None if dtype is None else torch.from_numpy(_parameter_gradient(fctx.layer, n, grads)).to(dtype)
+            parameters = [None if dtype is None else torch.from_numpy(_parameter_gradient(n, grads)).to(dtype)
                           for n, dtype in zip(fctx.names, fctx.dtypes)]
             return (None, None, None, None, *inputs, *parameters)
 
