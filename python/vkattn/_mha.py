@@ -148,12 +148,11 @@ class MultiheadAttention:
             if name not in state_dict:
                 raise invalid(f"state_dict: missing entry {name!r}")
             value = state_dict[name]
-            if tuple(value.shape) != shape:
-                raise invalid(f"state_dict[{name!r}]: expected shape {shape}, got {tuple(value.shape)}")
+            values = _float32(f"state_dict[{name!r}]", value)  # its kind and dtype checked
+            if values.shape != shape:
+                raise invalid(f"state_dict[{name!r}]: expected shape {shape}, got {values.shape}")
             keep = is_torch_tensor(value) and value.requires_grad
-            parameters[name] = value if keep else _float32(f"state_dict[{name!r}]", value).copy()
-            if keep:
-                _float32(f"state_dict[{name!r}]", value)  # its kind and dtype are checked now
+            parameters[name] = value if keep else values.copy()
         with self._lock:
             self._parameters = parameters
             self._layer.set_weights(*self._sizes(), **self._weight_arrays())
