@@ -1,9 +1,8 @@
 """The multi-head layer's backward under torch.autograd: when the layer's query, key or value is a
 torch tensor that requires grad, or its parameters are torch tensors that require grad (a state_dict
 loaded from a module's named_parameters()), vkattn.MultiheadAttention runs as a
-torch.autograd.Function whose backward is the library's (MultiHeadAttention::backward: the forward
-again, keeping its intermediates, then every gradient with the device's GEMMs and attention's
-backward). The weights it returns, the masks and the scale get no gradient."""
+torch.autograd.Function whose backward is the library's (PreparedMhaBackward: the forward again,
+keeping its intermediates, then every gradient with the device's GEMMs and attention's backward). The weights it returns, the masks and the scale get no gradient."""
 
 import numpy as np
 
