@@ -5,6 +5,7 @@
 
 #include <vkattn/context.hpp>
 
+#include "backward_plans.hpp"
 #include "plan_cache.hpp"
 
 namespace vkattn::python {
@@ -17,6 +18,7 @@ struct PythonContext {
   explicit PythonContext(const ContextOptions& options) : context(options) {}
   Context context;
   PlanCache plans{kPlanCacheCapacity};
+  BackwardPlanCache backward_plans{kPlanCacheCapacity};  // the autograd calls' backward passes
 };
 
 // vkattn.Context and vkattn.devices().

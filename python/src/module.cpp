@@ -4,9 +4,11 @@
 
 #include <vkattn/version.hpp>
 
+#include "backward_call.hpp"
 #include "calls.hpp"
 #include "context.hpp"
 #include "errors.hpp"
+#include "mha_layer.hpp"
 
 PYBIND11_MODULE(_vkattn, module) {
   module.doc() = "vkattn's compute-shader attention (the C++ library) for Python: use the vkattn package.";
@@ -14,4 +16,6 @@ PYBIND11_MODULE(_vkattn, module) {
   vkattn::python::register_errors(module);
   vkattn::python::register_context(module);
   vkattn::python::register_calls(module);
+  vkattn::python::register_backward_calls(module);
+  vkattn::python::register_mha_layer(module);
 }

@@ -5,12 +5,14 @@
     out = vkattn.scaled_dot_product_attention(q, q, q, is_causal=True)
 
 The functions take NumPy arrays (float32, float16) and torch CPU tensors (float32, float16,
-bfloat16) with any strides, and return the same kind and dtype. They upload to the device, run and
+bfloat16) with any strides, and return the same kind and dtype; torch tensors that require grad
+get vkattn's backward pass through torch.autograd. They upload to the device, run and
 download, planning each new combination of shapes, dtypes and options once per Context.
 
     scaled_dot_product_attention  PyTorch's call, (batch, heads, seq, dim)
     flash_attn_func               FlashAttention's call, (batch, seq, heads, dim)
     flash_attn_varlen_func        FlashAttention's packed variable-length call
+    MultiheadAttention            torch.nn.MultiheadAttention on vkattn's multi-head layer
     Context, default_context      the device the calls run on
     devices                       the Vulkan devices vkattn sees
     Error, DeviceError            what the calls raise (ValueError; device failures also RuntimeError)
@@ -22,12 +24,14 @@ describes this package.
 from ._vkattn import Context, DeviceError, Error, __version__, devices
 from ._context import default_context
 from ._flash import flash_attn_func, flash_attn_varlen_func
+from ._mha import MultiheadAttention
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
     "Context",
     "DeviceError",
     "Error",
+    "MultiheadAttention",
     "__version__",
     "default_context",
     "devices",
