@@ -118,17 +118,17 @@ TEST_SUITE("errors") {
     f.expect_error([](AttentionArgs& a) { a.out.layout.dtype = DType::f16; }, {"out.dtype (f16)"});
   }
 
-  TEST_CASE("head dim above 256, GQA not divisible") {
+  TEST_CASE("head dim above 576, GQA not divisible") {
     Fixture f;
     f.expect_error(
         [](AttentionArgs& a) {
-          a.q.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 300);
-          a.k.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 300);
+          a.q.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 600);
+          a.k.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 600);
           a.v.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 32);
           a.out.layout = TensorLayout::bhsd(DType::f32, 1, 1, 1, 32);
           a.lse.buffer = nullptr;
         },
-        {"q.dim (300)", "256"});
+        {"q.dim (600)", "576"});
     f.expect_error(
         [](AttentionArgs& a) {
           a.k.layout = TensorLayout::bhsd(DType::f32, B, 3, 4, D);
