@@ -6,7 +6,9 @@
 
 #include "calls.hpp"
 #include "context.hpp"
+#include "device_array.hpp"
 #include "errors.hpp"
+#include "kvcache_call.hpp"
 
 PYBIND11_MODULE(_vkattn, module) {
   module.doc() = "vkattn's compute-shader attention (the C++ library) for Python: use the vkattn package.";
@@ -14,4 +16,6 @@ PYBIND11_MODULE(_vkattn, module) {
   vkattn::python::register_errors(module);
   vkattn::python::register_context(module);
   vkattn::python::register_calls(module);
+  vkattn::python::register_device_array(module);
+  vkattn::python::register_kvcache_call(module);
 }

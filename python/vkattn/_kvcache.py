@@ -1,0 +1,163 @@
+"""vkattn.flash_attn_with_kvcache: FlashAttention's decoding call, over a dense or a paged KV cache,
+appending new tokens to the cache in place first.
+
+Both cache forms run as the library's paged call (vkattn/paged_attention.hpp) with its append: a
+dense cache (batch, seq_cache, kv_heads, dim) is a paged one of one page per sequence (page_size =
+seq_cache) under the identity block table, which is exactly its memory layout.
+"""
+
+import numbers
+
+import numpy as np
+
+from . import _vkattn
+from ._arrays import float32_values, host_tensor, is_torch_tensor, layout_ready, new_output, same_kind_and_dtype
+from ._device_array import call_context
+from ._errors import invalid
+from ._flash import _options
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _bhsd(array):
+    """A (batch, seq, heads, dim) array or DeviceArray as the (batch, heads, seq, dim) view vkattn reads."""
+    return array.transpose(0, 2, 1, 3)
+
+
+def _int32_array(name, x, ndim):
+    """An integer NumPy array, torch CPU tensor or list as a C-contiguous int32 NumPy array of `ndim`
+    dimensions."""
+    if is_torch_tensor(x):
+        if x.device.type != "cpu":
+            raise TypeError(f"{name}: a tensor on {x.device} (vkattn takes CPU tensors)")
+        x = x.detach().numpy()
+    elif isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name}: expected a NumPy array, a torch tensor or a list, got {type(x).__name__}")
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integers, got dtype {x.dtype}")
+    if x.ndim != ndim:
+        raise invalid(f"{name}: expected {ndim} dimension{'s' if ndim > 1 else ''}, got shape {x.shape}")
+    if x.size and (x.min() < _INT32.min or x.max() > _INT32.max):
+        raise invalid(f"{name}: values beyond int32")
+    return np.ascontiguousarray(x, dtype=np.int32)
+
+
+def _cache_lengths(cache_seqlens, batch, capacity, appending):
+    """cache_seqlens as int32 (batch): an int for every sequence, or one per sequence; None is a full
+    cache (FlashAttention's default), which leaves no room to append."""
+    if cache_seqlens is None:
+        if appending:
+            raise invalid("cache_seqlens: required when k and v are appended (where the new tokens go)")
+        return np.full(batch, capacity, dtype=np.int32)
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        if not _INT32.min <= cache_seqlens <= _INT32.max:
+            raise invalid(f"cache_seqlens: {cache_seqlens} is beyond int32")
+        return np.full(batch, cache_seqlens, dtype=np.int32)
+    return _int32_array("cache_seqlens", cache_seqlens, 1)
+
+
+def _host_cache(name, tensor, appending):
+    """A host cache's NumPy view, as the module reads it: C-contiguous. The appended rows are written
+    into the caller's memory, so a cache that is not C-contiguous can be copied only when nothing is
+    appended."""
+    array = tensor.array
+    if array.flags.c_contiguous:
+        return array
+    if appending:
+        raise invalid(f"{name}: a cache that k and v append to must be C-contiguous (strides {array.strides})")
+    return np.ascontiguousarray(array)
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    cache_seqlens=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    return_softmax_lse=False,
+    *,
+    context=None,
+):
+    """FlashAttention's flash_attn_with_kvcache: attention of new queries over a KV cache, the new
+    keys and values (k, v) written into the cache first.
+
+    q (B, Sq, H, D). The cache, dense: k_cache (B, S_cache, G, D), v_cache (B, S_cache, G, Dv); or
+    paged when block_table (B, max_blocks) int32 is given: (num_blocks, page_size, G, D) and
+    (num_blocks, page_size, G, Dv), token t of sequence b being row t % page_size of block
+    block_table[b, t // page_size]. H % G == 0 (GQA/MQA).
+    cache_seqlens: (B,) int32 or an int, each sequence's tokens in the cache before the call; None:
+    the cache is full (S_cache, or max_blocks * page_size).
+    k (B, S_new, G, D), v (B, S_new, G, Dv), optional: written into the caches in place, at tokens
+    cache_seqlens[b] .. cache_seqlens[b] + S_new - 1 (their blocks must be in the table), before
+    attending; the keys of sequence b are then its first cache_seqlens[b] + S_new tokens.
+    causal: bottom-right aligned (the last query sees every key). window_size, softcap, alibi_slopes,
+    softmax_scale: as flash_attn_func's.
+    Returns out (B, Sq, H, Dv), or (out, softmax_lse float32 (B, H, Sq)) with return_softmax_lse.
+
+    q, the caches, k and v: NumPy arrays (float32, float16) or torch CPU tensors (float32, float16,
+    bfloat16) of one dtype, or all DeviceArrays (vkattn.asarray): then the caches are appended to on
+    the device and the results are DeviceArrays. Host caches must be C-contiguous when appended to
+    (the new rows are copied back into them). The block table and cache_seqlens are host values,
+    checked before anything is written: a sequence's length in [0, capacity - S_new], the blocks it
+    uses in [0, num_blocks), no appended row shared (vkattn.Error otherwise).
+    context: the vkattn.Context to run on (default: the DeviceArrays', else vkattn.default_context()).
+    """
+    if (k is None) != (v is None):
+        raise invalid("k, v: give both or neither")
+    appending = k is not None
+    named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)] + ([("k", k), ("v", v)] if appending else [])
+    tensors = [(name, host_tensor(name, x)) for name, x in named]
+    same_kind_and_dtype(tensors)
+    for name, t in tensors:
+        if len(t.shape) != 4:
+            raise invalid(f"{name}: expected 4 dimensions, got shape {t.shape}")
+    tq, tk_cache, tv_cache = (t for _, t in tensors[:3])
+    options = _options(causal, window_size, softcap, softmax_scale, 0.0)
+    del options["dropout_p"], options["dropout_seed"]  # no dropout when decoding
+    ctx = call_context(context, (q, k_cache, v_cache))
+
+    batch, seq_q, heads, _ = tq.shape
+    dim_v = tv_cache.shape[3]
+    if block_table is None:
+        if tk_cache.shape[0] != batch:
+            raise invalid(
+                f"k_cache: a dense cache has one row per sequence: shape {tk_cache.shape} for q's batch {batch}"
+            )
+        table = np.arange(batch, dtype=np.int32).reshape(batch, 1)  # page b is sequence b's whole cache
+    else:
+        table = _int32_array("block_table", block_table, 2)
+    lengths = _cache_lengths(cache_seqlens, batch, table.shape[1] * tk_cache.shape[1], appending)
+
+    if tq.kind == "device":
+        caches = (tk_cache.array, tv_cache.array)
+    else:
+        caches = (_host_cache("k_cache", tk_cache, appending), _host_cache("v_cache", tv_cache, appending))
+    out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
+    lse = lse_view = None
+    if return_softmax_lse:
+        lse, lse_view = new_output(tq.kind, "f32", (batch, heads, seq_q), ctx)
+    _vkattn.kvcache_attention(
+        ctx,
+        _bhsd(layout_ready(tq.array)),
+        caches[0],
+        caches[1],
+        _bhsd(out_view),
+        tq.dtype,
+        table,
+        lengths,
+        k_new=_bhsd(layout_ready(tensors[3][1].array)) if appending else None,
+        v_new=_bhsd(layout_ready(tensors[4][1].array)) if appending else None,
+        lse=lse_view,
+        alibi=None if alibi_slopes is None else float32_values("alibi_slopes", alibi_slopes),
+        **options,
+    )
+    return (out, lse) if return_softmax_lse else out
