@@ -79,6 +79,12 @@ std::span<const int32_t> int32_array(const char* name, const py::array& array, p
   return {static_cast<const int32_t*>(view.data), view.bytes / sizeof(int32_t)};
 }
 
+// `bytes` rounded up to a multiple of `alignment` (a power of two, at least 16 here).
+uint64_t round_up(uint64_t bytes, uint64_t alignment) {
+  alignment = std::max<uint64_t>(alignment, 16);
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
 // What one call sends and gets back, gathered with the GIL held.
 struct KvCacheCall {
   AttentionSpec spec;
@@ -122,8 +128,15 @@ std::vector<double> run(PythonContext& context, const KvCacheCall& call, int tim
   buffers.k = input_buffer(tensors, call.k_cache.argument);
   buffers.v = input_buffer(tensors, call.v_cache.argument);
   buffers.out = output_buffer(tensors, call.out);
-  buffers.block_table = {tensors.input(call.block_table.data(), call.block_table.size_bytes()), 0};
-  buffers.cache_lens = {tensors.input(call.cache_lens.data(), call.cache_lens.size_bytes()), 0};
+  // The block table and the lengths travel in one Buffer: one allocation and one upload per call
+  // rather than two (where device memory is not mapped, each upload is a submit and a wait).
+  const uint64_t lens_offset = round_up(call.block_table.size_bytes(), context.context.device_info().min_storage_buffer_offset_alignment);
+  std::vector<int32_t> table_and_lens(static_cast<std::size_t>(lens_offset / sizeof(int32_t)) + call.cache_lens.size());
+  std::copy(call.block_table.begin(), call.block_table.end(), table_and_lens.begin());
+  std::copy(call.cache_lens.begin(), call.cache_lens.end(), table_and_lens.begin() + static_cast<std::ptrdiff_t>(lens_offset / sizeof(int32_t)));
+  const Buffer* values = tensors.input(table_and_lens.data(), table_and_lens.size() * sizeof(int32_t));
+  buffers.block_table = {values, 0};
+  buffers.cache_lens = {values, lens_offset};
   if (call.k_new) {
     buffers.k_new = input_buffer(tensors, *call.k_new);
     buffers.v_new = input_buffer(tensors, *call.v_new);

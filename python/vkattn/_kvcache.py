@@ -17,6 +17,19 @@ from ._errors import invalid
 from ._flash import _options
 
 _INT32 = np.iinfo(np.int32)
+_identity_tables = {}  # batch -> the read-only identity block table of a dense cache (built once)
+
+
+def _identity_table(batch):
+    """(batch, 1) int32 [[0], [1], ...]: a dense cache's sequence b is page b."""
+    table = _identity_tables.get(batch)
+    if table is None:
+        table = np.arange(batch, dtype=np.int32).reshape(batch, 1)
+        table.flags.writeable = False
+        if len(_identity_tables) >= 64:
+            _identity_tables.clear()
+        _identity_tables[batch] = table
+    return table
 
 
 def _bhsd(array):
@@ -39,6 +52,8 @@ def _int32_array(name, x, ndim):
         raise TypeError(f"{name}: expected integers, got dtype {x.dtype}")
     if x.ndim != ndim:
         raise invalid(f"{name}: expected {ndim} dimension{'s' if ndim > 1 else ''}, got shape {x.shape}")
+    if x.dtype == np.int32 and x.flags.c_contiguous:
+        return x  # the decode loop's case: no range scan, no copy
     if x.size and (x.min() < _INT32.min or x.max() > _INT32.max):
         raise invalid(f"{name}: values beyond int32")
     return np.ascontiguousarray(x, dtype=np.int32)
@@ -132,7 +147,7 @@ def flash_attn_with_kvcache(
             raise invalid(
                 f"k_cache: a dense cache has one row per sequence: shape {tk_cache.shape} for q's batch {batch}"
             )
-        table = np.arange(batch, dtype=np.int32).reshape(batch, 1)  # page b is sequence b's whole cache
+        table = _identity_table(batch)  # page b is sequence b's whole cache
     else:
         table = _int32_array("block_table", block_table, 2)
     lengths = _cache_lengths(cache_seqlens, batch, table.shape[1] * tk_cache.shape[1], appending)

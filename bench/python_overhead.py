@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""What the Python package adds to a decode step: vkattn.flash_attn_with_kvcache on DeviceArrays
+against the same prepared call run from C++, in one process, alternating.
+
+The step: batch 1, 32 query heads, 8 KV heads, head dim 128, f16, a dense KV cache of 4096 tokens
+(--cache) holding 4095, one new token appended (at token 4095, the same row every call) and attended
+with causal masking: 4096 keys. Both sides run the same PreparedAttention (the Context's plan cache) on
+the same device Buffers:
+
+  python: flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=..., causal=True), each
+          call timed with time.perf_counter_ns: argument checks, the plan-cache lookup, the output's
+          allocation, the block table's and lengths' upload, the run, the wait.
+  c++:    the module's timing hook (_vkattn.kvcache_attention(..., time_iterations=N)): the call
+          gathered and planned once, its buffers kept, then PreparedAttention::run (record, submit,
+          wait) timed N times with std::chrono::steady_clock, the GIL released.
+
+Rounds alternate the two (ROUNDS x CALLS calls each); the report is the min and median microseconds
+per call of each and their differences, printed as one JSON line (and written with --json FILE as a
+vkattn-bench-results/1 document: one run per side, each case's result holding us_min, us_median,
+ms_median).
+
+    PYTHONPATH=build/release/python python3 bench/python_overhead.py [--rounds 15] [--calls 20] [--cache 4096] [--json FILE]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+import vkattn  # noqa: E402
+from vkattn import _vkattn  # noqa: E402
+
+BATCH, HEADS, KV_HEADS, DIM = 1, 32, 8, 128
+
+
+def summary(samples):
+    return {"us_min": round(min(samples), 2), "us_median": round(statistics.median(samples), 2),
+            "ms_median": statistics.median(samples) / 1000.0, "calls": len(samples)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="alternations of the two sides")
+    parser.add_argument("--calls", type=int, default=20, help="timed calls per side and round")
+    parser.add_argument("--cache", type=int, default=4096,
+                        help="KV cache tokens (keys attended); a small cache shows the host's share with less noise")
+    parser.add_argument("--device", default=None, help="a vkattn.Context device (index or name substring)")
+    parser.add_argument("--json", metavar="FILE", help="also write a vkattn-bench-results/1 document here")
+    args = parser.parse_args()
+    cache = args.cache
+    case = f"decode_b{BATCH}_h{HEADS}_g{KV_HEADS}_d{DIM}_k{cache}_f16"
+
+    ctx = vkattn.Context(args.device)
+    rng = np.random.default_rng(0)
+
+    def device(*shape):
+        return vkattn.asarray(rng.standard_normal(shape).astype(np.float16), context=ctx)
+
+    q, k, v = device(BATCH, 1, HEADS, DIM), device(BATCH, 1, KV_HEADS, DIM), device(BATCH, 1, KV_HEADS, DIM)
+    k_cache, v_cache = device(BATCH, cache, KV_HEADS, DIM), device(BATCH, cache, KV_HEADS, DIM)
+    lengths = np.full(BATCH, cache - 1, dtype=np.int32)
+
+    def python_call():
+        return vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, causal=True)
+
+    out = python_call()  # plans (and on lavapipe compiles the pipelines) once
+    for _ in range(3):
+        python_call()
+
+    def bhsd(x):
+        return x.transpose(0, 2, 1, 3)
+
+    table = np.arange(BATCH, dtype=np.int32).reshape(BATCH, 1)
+
+    def cpp_calls(n):
+        return _vkattn.kvcache_attention(
+            ctx, bhsd(q), k_cache, v_cache, bhsd(out), "f16", table, lengths, k_new=bhsd(k), v_new=bhsd(v),
+            causal="bottom-right", time_iterations=n)
+
+    cpp_calls(3)
+    python_us, cpp_us = [], []
+    for _ in range(args.rounds):
+        for _ in range(args.calls):
+            start = time.perf_counter_ns()
+            python_call()
+            python_us.append((time.perf_counter_ns() - start) / 1000.0)
+        cpp_us.extend(cpp_calls(args.calls))
+
+    py_s, cpp_s = summary(python_us), summary(cpp_us)
+    record = {
+        "case": case, "device": ctx.device_name, "driver": ctx.device["driver_info"],
+        "python": py_s, "cpp": cpp_s,
+        "overhead_us_min": round(py_s["us_min"] - cpp_s["us_min"], 2),
+        "overhead_us_median": round(py_s["us_median"] - cpp_s["us_median"], 2),
+        "rounds": args.rounds, "calls_per_round": args.calls, "plan_cache": ctx.plan_cache_info(),
+    }
+    print(json.dumps(record))
+    if args.json:
+        command = " ".join([os.path.basename(sys.executable), *sys.argv])
+        meta = {"device": ctx.device_name, "driver": ctx.device["driver_info"], "host_cpu": platform.processor() or platform.machine(),
+                "date": benchlib.today()}
+        runs = []
+        for label, result in (("vkattn-python flash_attn_with_kvcache", py_s), ("vkattn C++ PreparedAttention::run", cpp_s)):
+            runs.append({"label": label, "program": label.split()[0], "command": command, "binary": None,
+                         "version": vkattn.__version__, "vk_driver_files": os.environ.get("VK_DRIVER_FILES"),
+                         "started": benchlib.now(), "comparison": "python vs c++ decode step",
+                         "note": "wall-clock microseconds per call, alternating rounds (bench/python_overhead.py)",
+                         "cases": [{"name": case, "case_file": None, "args": [], "command": [command],
+                                    "result": {**result, "tflops": None}}]})
+        benchlib.write_json(args.json, {"format": benchlib.FORMAT, **meta, "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
