@@ -8,16 +8,22 @@ with causal masking: 4096 keys. Both sides run the same PreparedAttention (the C
 the same device Buffers:
 
   python: flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=..., causal=True), each
-          call timed with time.perf_counter_ns: argument checks, the plan-cache lookup, the output's
-          allocation, the block table's and lengths' upload, the run, the wait.
+          call timed: argument checks, the plan-cache lookup, the output's allocation, the block
+          table's and lengths' upload, the run, the wait.
   c++:    the module's timing hook (_vkattn.kvcache_attention(..., time_iterations=N)): the call
           gathered and planned once, its buffers kept, then PreparedAttention::run (record, submit,
-          wait) timed N times with std::chrono::steady_clock, the GIL released.
+          wait) timed N times, the GIL released.
+
+Each call is timed twice: wall-clock, and the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID on
+both sides). On a CPU device (lavapipe) the attention runs on the driver's threads while the caller
+sleeps on the fence, so the thread CPU time is the host's own work, unblurred by the run's jitter:
+on a loaded machine a 4096-key step varies by milliseconds of wall time, far more than the Python
+layer costs.
 
 Rounds alternate the two (ROUNDS x CALLS calls each); the report is the min and median microseconds
 per call of each and their differences, printed as one JSON line (and written with --json FILE as a
 vkattn-bench-results/1 document: one run per side, each case's result holding us_min, us_median,
-ms_median).
+ms_median, cpu_us_min, cpu_us_median).
 
     PYTHONPATH=build/release/python python3 bench/python_overhead.py [--rounds 15] [--calls 20] [--cache 4096] [--json FILE]
 """
@@ -41,8 +47,11 @@ BATCH, HEADS, KV_HEADS, DIM = 1, 32, 8, 128
 
 
 def summary(samples):
-    return {"us_min": round(min(samples), 2), "us_median": round(statistics.median(samples), 2),
-            "ms_median": statistics.median(samples) / 1000.0, "calls": len(samples)}
+    """samples: (wall, thread CPU) microseconds per call."""
+    wall, cpu = [w for w, _ in samples], [c for _, c in samples]
+    return {"us_min": round(min(wall), 2), "us_median": round(statistics.median(wall), 2),
+            "ms_median": statistics.median(wall) / 1000.0, "cpu_us_min": round(min(cpu), 2),
+            "cpu_us_median": round(statistics.median(cpu), 2), "calls": len(samples)}
 
 
 def main():
@@ -88,9 +97,10 @@ def main():
     python_us, cpp_us = [], []
     for _ in range(args.rounds):
         for _ in range(args.calls):
-            start = time.perf_counter_ns()
+            start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
             python_call()
-            python_us.append((time.perf_counter_ns() - start) / 1000.0)
+            cpu = time.thread_time_ns() - cpu_start
+            python_us.append(((time.perf_counter_ns() - start) / 1000.0, cpu / 1000.0))
         cpp_us.extend(cpp_calls(args.calls))
 
     py_s, cpp_s = summary(python_us), summary(cpp_us)
@@ -99,6 +109,8 @@ def main():
         "python": py_s, "cpp": cpp_s,
         "overhead_us_min": round(py_s["us_min"] - cpp_s["us_min"], 2),
         "overhead_us_median": round(py_s["us_median"] - cpp_s["us_median"], 2),
+        "overhead_cpu_us_min": round(py_s["cpu_us_min"] - cpp_s["cpu_us_min"], 2),
+        "overhead_cpu_us_median": round(py_s["cpu_us_median"] - cpp_s["cpu_us_median"], 2),
         "rounds": args.rounds, "calls_per_round": args.calls, "plan_cache": ctx.plan_cache_info(),
     }
     print(json.dumps(record))
