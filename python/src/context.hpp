@@ -6,6 +6,7 @@
 #include <vkattn/context.hpp>
 
 #include "plan_cache.hpp"
+#include "small_buffers.hpp"
 
 namespace vkattn::python {
 
@@ -17,6 +18,7 @@ struct PythonContext {
   explicit PythonContext(const ContextOptions& options) : context(options) {}
   Context context;
   PlanCache plans{kPlanCacheCapacity};
+  SmallBuffers small_buffers;  // a KV-cache call's block table and lengths, reused
 };
 
 // vkattn.Context and vkattn.devices().

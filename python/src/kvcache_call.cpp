@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "device_tensors.hpp"
 #include "errors.hpp"
 #include "host_tensor.hpp"
+#include "small_buffers.hpp"
 
 namespace py = pybind11;
 
@@ -92,20 +94,25 @@ uint64_t round_up(uint64_t bytes, uint64_t alignment) {
 // check also proves rows unshared where pages are shared (read-only prefixes), through a map of
 // every token (hundreds of microseconds at a few thousand tokens), so it runs only where this one
 // cannot vouch, and gives the error messages.
-bool plainly_valid(const PagedProblem& p, std::span<const int32_t> block_table, std::span<const int32_t> cache_lens) {
-  const int64_t batch = p.attention.batch;
-  if (static_cast<int64_t>(block_table.size()) != batch * p.max_pages ||
+// It reads the sizes from the spec, unchecked (the plan checks the layouts, before anything is
+// uploaded), so that a call whose plan is cached is not checked twice.
+bool plainly_valid(const AttentionSpec& spec, std::span<const int32_t> block_table, std::span<const int32_t> cache_lens) {
+  const PagedKv& paged = std::get<PagedKv>(spec.kv);
+  const int64_t batch = spec.q.batch, num_pages = paged.k_cache.num_pages, page_size = paged.k_cache.page_size;
+  const int64_t max_pages = paged.max_pages, seq_new = paged.k_new ? paged.k_new->seq : 0;
+  if (batch < 0 || num_pages <= 0 || page_size <= 0 || max_pages <= 0 || seq_new < 0 ||
+      max_pages > INT32_MAX / page_size || static_cast<int64_t>(block_table.size()) != batch * max_pages ||
       static_cast<int64_t>(cache_lens.size()) != batch) {
     return false;
   }
-  std::vector<bool> used(static_cast<std::size_t>(p.num_pages), false);
+  std::vector<bool> used(static_cast<std::size_t>(num_pages), false);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = cache_lens[static_cast<std::size_t>(b)];
-    if (len < 0 || len + p.seq_new > p.capacity()) return false;
-    const int64_t pages = (len + p.seq_new + p.page_size - 1) / p.page_size;
+    if (len < 0 || len + seq_new > max_pages * page_size) return false;
+    const int64_t pages = (len + seq_new + page_size - 1) / page_size;
     for (int64_t i = 0; i < pages; ++i) {
-      const int64_t page = block_table[static_cast<std::size_t>(b * p.max_pages + i)];
-      if (page < 0 || page >= p.num_pages || used[static_cast<std::size_t>(page)]) return false;
+      const int64_t page = block_table[static_cast<std::size_t>(b * max_pages + i)];
+      if (page < 0 || page >= num_pages || used[static_cast<std::size_t>(page)]) return false;
       used[static_cast<std::size_t>(page)] = true;
     }
   }
@@ -166,15 +173,15 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   buffers.k = input_buffer(tensors, call.k_cache.argument);
   buffers.v = input_buffer(tensors, call.v_cache.argument);
   buffers.out = output_buffer(tensors, call.out);
-  // The block table and the lengths travel in one Buffer: one allocation and one upload per call
-  // rather than two (where device memory is not mapped, each upload is a submit and a wait).
-  const uint64_t lens_offset = round_up(call.block_table.size_bytes(), context.context.device_info().min_storage_buffer_offset_alignment);
-  std::vector<int32_t> table_and_lens(static_cast<std::size_t>(lens_offset / sizeof(int32_t)) + call.cache_lens.size());
-  std::copy(call.block_table.begin(), call.block_table.end(), table_and_lens.begin());
-  std::copy(call.cache_lens.begin(), call.cache_lens.end(), table_and_lens.begin() + static_cast<std::ptrdiff_t>(lens_offset / sizeof(int32_t)));
-  const Buffer* values = tensors.input(table_and_lens.data(), table_and_lens.size() * sizeof(int32_t));
-  buffers.block_table = {values, 0};
-  buffers.cache_lens = {values, lens_offset};
+  // The block table and the lengths travel in one Buffer, kept by the Context for the next call: no
+  // allocation, and one upload (where device memory is not mapped, each upload is a submit and a wait).
+  const uint64_t lens_offset =
+      round_up(call.block_table.size_bytes(), context.context.device_info().min_storage_buffer_offset_alignment);
+  SmallBuffers::Lease values = context.small_buffers.acquire(context.context, lens_offset + call.cache_lens.size_bytes());
+  values.buffer().upload(call.block_table.data(), call.block_table.size_bytes());
+  values.buffer().upload(call.cache_lens.data(), call.cache_lens.size_bytes(), lens_offset);
+  buffers.block_table = {&values.buffer(), 0};
+  buffers.cache_lens = {&values.buffer(), lens_offset};
   if (call.k_new) {
     buffers.k_new = input_buffer(tensors, *call.k_new);
     buffers.v_new = input_buffer(tensors, *call.v_new);
@@ -250,9 +257,8 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   }
   // The device clamps what breaks the contract; the host has the values, so a wrong one is an error
   // here (before anything is uploaded or appended) rather than wrong keys or overwritten rows.
-  const PagedProblem problem = check_paged_attention(call.spec.paged_layouts());
-  if (!plainly_valid(problem, call.block_table, call.cache_lens)) {
-    check_paged_values(problem, call.block_table, call.cache_lens);
+  if (!plainly_valid(call.spec, call.block_table, call.cache_lens)) {
+    check_paged_values(check_paged_attention(call.spec.paged_layouts()), call.block_table, call.cache_lens);
   }
   return run(context, call, time_iterations);
 }
