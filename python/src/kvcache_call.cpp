@@ -75,6 +75,18 @@ CacheArgument cache_argument(const char* name, const py::handle& x, DType dtype,
   return cache;
 }
 
+// A (batch, seq, heads, dim) tensor (FlashAttention's layout, as the caller has it) read in place as
+// the (batch, heads, seq, dim) layout the library takes: the middle axes swapped in the layout
+// rather than by a transposed view made on the Python side (one fewer object per tensor per call).
+TensorArgument bshd_argument(const char* name, const py::handle& x, DType dtype, const PythonContext& context,
+                             bool output) {
+  TensorArgument argument = tensor_argument(name, x, dtype, context, output);
+  TensorLayout& l = argument.layout;
+  std::swap(l.heads, l.seq);
+  std::swap(l.stride_head, l.stride_seq);
+  return argument;
+}
+
 // An int32 array of `ndim` dimensions, C-contiguous (the Python side converts).
 std::span<const int32_t> int32_array(const char* name, const py::array& array, py::ssize_t ndim) {
   if (array.ndim() != ndim) throw Error(std::string(name) + ": expected " + str(ndim) + " dimensions");
@@ -216,8 +228,8 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   if (k_new.has_value() != v_new.has_value()) throw Error("k, v: give both or neither");
   const bool append = k_new.has_value();
   KvCacheCall call;
-  call.q = tensor_argument("q", q, dtype, context, false);
-  call.out = tensor_argument("out", out, dtype, context, true);
+  call.q = bshd_argument("q", q, dtype, context, false);
+  call.out = bshd_argument("out", out, dtype, context, true);
   call.k_cache = cache_argument("k_cache", k_cache, dtype, context, append);
   call.v_cache = cache_argument("v_cache", v_cache, dtype, context, append);
   call.block_table = int32_array("block_table", block_table, 2);
@@ -228,8 +240,8 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   paged.v_cache = call.v_cache.layout;
   paged.max_pages = block_table.shape(1);
   if (append) {
-    call.k_new = tensor_argument("k", *k_new, dtype, context, false);
-    call.v_new = tensor_argument("v", *v_new, dtype, context, false);
+    call.k_new = bshd_argument("k", *k_new, dtype, context, false);
+    call.v_new = bshd_argument("v", *v_new, dtype, context, false);
     paged.k_new = call.k_new->layout;
     paged.v_new = call.v_new->layout;
   }
@@ -271,8 +283,8 @@ void register_kvcache_call(py::module_& module) {
              py::kw_only(), py::arg("k_new") = py::none(), py::arg("v_new") = py::none(), py::arg("lse") = py::none(),
              py::arg("alibi") = py::none(), py::arg("scale") = py::none(), py::arg("causal") = "none",
              py::arg("window") = py::none(), py::arg("softcap") = py::none(), py::arg("time_iterations") = 0,
-             "Attention over a paged KV cache, appending k_new and v_new first: q, out, k_new, v_new as "
-             "(batch, heads, seq, dim) views, caches (num_pages, page_size, kv_heads, dim) C-contiguous, int32 "
+             "Attention over a paged KV cache, appending k_new and v_new first: q, out, k_new, v_new "
+             "(batch, seq, heads, dim), caches (num_pages, page_size, kv_heads, dim) C-contiguous, int32 "
              "block_table (batch, max_pages) and cache_lens (batch); lse (batch, heads, seq_q). The internal call "
              "under vkattn.flash_attn_with_kvcache. Returns [] (with time_iterations > 0, the (wall, thread CPU) "
              "microseconds of that many more runs of the prepared call on the same buffers: bench/python_overhead.py).");

@@ -32,11 +32,6 @@ def _identity_table(batch):
     return table
 
 
-def _bhsd(array):
-    """A (batch, seq, heads, dim) array or DeviceArray as the (batch, heads, seq, dim) view vkattn reads."""
-    return array.transpose(0, 2, 1, 3)
-
-
 def _int32_array(name, x, ndim):
     """An integer NumPy array, torch CPU tensor or list as a C-contiguous int32 NumPy array of `ndim`
     dimensions."""
@@ -129,28 +124,31 @@ def flash_attn_with_kvcache(
     if (k is None) != (v is None):
         raise invalid("k, v: give both or neither")
     appending = k is not None
-    named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)] + ([("k", k), ("v", v)] if appending else [])
+    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)) + ((("k", k), ("v", v)) if appending else ())
     tensors = [(name, host_tensor(name, x)) for name, x in named]
     same_kind_and_dtype(tensors)
+    shapes = []  # read once: a DeviceArray's shape is a new tuple each time
     for name, t in tensors:
-        if len(t.shape) != 4:
-            raise invalid(f"{name}: expected 4 dimensions, got shape {t.shape}")
-    tq, tk_cache, tv_cache = (t for _, t in tensors[:3])
+        shape = t.shape
+        if len(shape) != 4:
+            raise invalid(f"{name}: expected 4 dimensions, got shape {shape}")
+        shapes.append(shape)
+    tq, tk_cache, tv_cache = tensors[0][1], tensors[1][1], tensors[2][1]
     options = _options(causal, window_size, softcap, softmax_scale, 0.0)
     del options["dropout_p"], options["dropout_seed"]  # no dropout when decoding
     ctx = call_context(context, (q, k_cache, v_cache))
 
-    batch, seq_q, heads, _ = tq.shape
-    dim_v = tv_cache.shape[3]
+    batch, seq_q, heads, _ = shapes[0]
+    cache_shape, dim_v = shapes[1], shapes[2][3]
     if block_table is None:
-        if tk_cache.shape[0] != batch:
+        if cache_shape[0] != batch:
             raise invalid(
-                f"k_cache: a dense cache has one row per sequence: shape {tk_cache.shape} for q's batch {batch}"
+                f"k_cache: a dense cache has one row per sequence: shape {cache_shape} for q's batch {batch}"
             )
         table = _identity_table(batch)  # page b is sequence b's whole cache
     else:
         table = _int32_array("block_table", block_table, 2)
-    lengths = _cache_lengths(cache_seqlens, batch, table.shape[1] * tk_cache.shape[1], appending)
+    lengths = _cache_lengths(cache_seqlens, batch, table.shape[1] * cache_shape[1], appending)
 
     if tq.kind == "device":
         caches = (tk_cache.array, tv_cache.array)
@@ -160,17 +158,18 @@ def flash_attn_with_kvcache(
     lse = lse_view = None
     if return_softmax_lse:
         lse, lse_view = new_output(tq.kind, "f32", (batch, heads, seq_q), ctx)
+    # q, out, k and v go as they are, (batch, seq, heads, dim): the module reads them so.
     _vkattn.kvcache_attention(
         ctx,
-        _bhsd(layout_ready(tq.array)),
+        layout_ready(tq.array),
         caches[0],
         caches[1],
-        _bhsd(out_view),
+        out_view,
         tq.dtype,
         table,
         lengths,
-        k_new=_bhsd(layout_ready(tensors[3][1].array)) if appending else None,
-        v_new=_bhsd(layout_ready(tensors[4][1].array)) if appending else None,
+        k_new=layout_ready(tensors[3][1].array) if appending else None,
+        v_new=layout_ready(tensors[4][1].array) if appending else None,
         lse=lse_view,
         alibi=None if alibi_slopes is None else float32_values("alibi_slopes", alibi_slopes),
         **options,
