@@ -10,6 +10,7 @@ the same device Buffers:
   python: flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=..., causal=True), each
           call timed: argument checks, the plan-cache lookup, the output's allocation, the block
           table's and lengths' upload, the run, the wait.
+  python_out: the same with out= the same DeviceArray every call (no allocation).
   c++:    the module's timing hook (_vkattn.kvcache_attention(..., time_iterations=N)): the call
           gathered and planned once, its buffers kept, then PreparedAttention::run (record, submit,
           wait) timed N times, the GIL released.
@@ -88,6 +89,15 @@ def main():
     for _ in range(3):
         python_call()
 
+    def python_out_call():
+        return vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, causal=True, out=out)
+
+    def timed(call):
+        start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
+        call()
+        cpu = time.thread_time_ns() - cpu_start
+        return (time.perf_counter_ns() - start) / 1000.0, cpu / 1000.0
+
     table = np.arange(BATCH, dtype=np.int32).reshape(BATCH, 1)
 
     def cpp_calls(n):
@@ -96,25 +106,25 @@ def main():
             causal="bottom-right", time_iterations=n)
 
     cpp_calls(3)
-    python_us, cpp_us = [], []
+    python_us, python_out_us, cpp_us = [], [], []
     for _ in range(args.rounds):
-        for _ in range(args.calls):
-            start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
-            python_call()
-            cpu = time.thread_time_ns() - cpu_start
-            python_us.append(((time.perf_counter_ns() - start) / 1000.0, cpu / 1000.0))
+        python_us.extend(timed(python_call) for _ in range(args.calls))
+        python_out_us.extend(timed(python_out_call) for _ in range(args.calls))
         cpp_us.extend(cpp_calls(args.calls))
 
-    py_s, cpp_s = summary(python_us), summary(cpp_us)
+    py_s, py_out_s, cpp_s = summary(python_us), summary(python_out_us), summary(cpp_us)
     record = {
         "case": case, "device": ctx.device_name, "driver": ctx.device["driver_info"],
-        "python": py_s, "cpp": cpp_s,
+        "python": py_s, "python_out": py_out_s, "cpp": cpp_s,
         "overhead_us_min": round(py_s["us_min"] - cpp_s["us_min"], 2),
         "overhead_us_p10": round(py_s["us_p10"] - cpp_s["us_p10"], 2),
         "overhead_us_median": round(py_s["us_median"] - cpp_s["us_median"], 2),
         "overhead_cpu_us_min": round(py_s["cpu_us_min"] - cpp_s["cpu_us_min"], 2),
         "overhead_cpu_us_p10": round(py_s["cpu_us_p10"] - cpp_s["cpu_us_p10"], 2),
         "overhead_cpu_us_median": round(py_s["cpu_us_median"] - cpp_s["cpu_us_median"], 2),
+        "overhead_out_us_p10": round(py_out_s["us_p10"] - cpp_s["us_p10"], 2),
+        "overhead_out_us_median": round(py_out_s["us_median"] - cpp_s["us_median"], 2),
+        "overhead_out_cpu_us_p10": round(py_out_s["cpu_us_p10"] - cpp_s["cpu_us_p10"], 2),
         "rounds": args.rounds, "calls_per_round": args.calls, "plan_cache": ctx.plan_cache_info(),
     }
     print(json.dumps(record))
@@ -123,7 +133,9 @@ def main():
         meta = {"device": ctx.device_name, "driver": ctx.device["driver_info"], "host_cpu": platform.processor() or platform.machine(),
                 "date": benchlib.today()}
         runs = []
-        for label, result in (("vkattn-python flash_attn_with_kvcache", py_s), ("vkattn C++ PreparedAttention::run", cpp_s)):
+        for label, result in (("vkattn-python flash_attn_with_kvcache", py_s),
+                              ("vkattn-python flash_attn_with_kvcache(out=)", py_out_s),
+                              ("vkattn C++ PreparedAttention::run", cpp_s)):
             runs.append({"label": label, "program": label.split()[0], "command": command, "binary": None,
                          "version": vkattn.__version__, "vk_driver_files": os.environ.get("VK_DRIVER_FILES"),
                          "started": benchlib.now(), "comparison": "python vs c++ decode step",

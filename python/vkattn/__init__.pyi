@@ -66,6 +66,7 @@ def flash_attn_with_kvcache(
     alibi_slopes: Optional[Tensor] = ...,
     return_softmax_lse: bool = ...,
     *,
+    out: Optional[Tensor] = ...,
     context: Optional[Context] = ...,
 ) -> Any: ...
 def devices() -> list: ...

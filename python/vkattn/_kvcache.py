@@ -80,6 +80,15 @@ def _host_cache(name, tensor, appending):
     return np.ascontiguousarray(array)
 
 
+def _given_output(out, tq, shape):
+    """The array the module writes for a caller's `out`: q's kind and dtype, the output's shape."""
+    given = host_tensor("out", out)
+    same_kind_and_dtype([("q", tq), ("out", given)])
+    if tuple(given.shape) != shape:
+        raise invalid(f"out: expected shape {shape}, got {tuple(given.shape)}")
+    return given.array
+
+
 def flash_attn_with_kvcache(
     q,
     k_cache,
@@ -95,6 +104,7 @@ def flash_attn_with_kvcache(
     alibi_slopes=None,
     return_softmax_lse=False,
     *,
+    out=None,
     context=None,
 ):
     """FlashAttention's flash_attn_with_kvcache: attention of new queries over a KV cache, the new
@@ -119,6 +129,8 @@ def flash_attn_with_kvcache(
     (the new rows are copied back into them). The block table and cache_seqlens are host values,
     checked before anything is written: a sequence's length in [0, capacity - S_new], the blocks it
     uses in [0, num_blocks), no appended row shared (vkattn.Error otherwise).
+    out: where to write the output instead of a new tensor (vkattn's addition): of q's kind and
+    dtype, shape (B, Sq, H, Dv); a decode loop that passes the same one each step allocates nothing.
     context: the vkattn.Context to run on (default: the DeviceArrays', else vkattn.default_context()).
     """
     if (k is None) != (v is None):
@@ -154,7 +166,10 @@ def flash_attn_with_kvcache(
         caches = (tk_cache.array, tv_cache.array)
     else:
         caches = (_host_cache("k_cache", tk_cache, appending), _host_cache("v_cache", tv_cache, appending))
-    out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
+    if out is None:
+        out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
+    else:
+        out_view = _given_output(out, tq, (batch, seq_q, heads, dim_v))
     lse = lse_view = None
     if return_softmax_lse:
         lse, lse_view = new_output(tq.kind, "f32", (batch, heads, seq_q), ctx)

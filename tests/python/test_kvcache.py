@@ -104,6 +104,13 @@ def test_decode_loop_on_device(context, rng):
             q, k_cache, v_cache, k, v, cache_seqlens=lengths, block_table=table, causal=True, context=context
         )
         np.testing.assert_array_equal(out.numpy(), host)
+        # out=: the same result written into the caller's array, which is returned.
+        given = vkattn.asarray(np.zeros_like(q), context=context)
+        assert vkattn.flash_attn_with_kvcache(
+            vkattn.asarray(q, context=context), dk, dv, cache_seqlens=lengths + 1, block_table=table, causal=True,
+            out=given,
+        ) is given
+        np.testing.assert_array_equal(given.numpy(), host)
         lengths = lengths + 1
     np.testing.assert_array_equal(dk.numpy(), k_cache)
 
@@ -160,5 +167,11 @@ def test_errors(context, rng):
     with pytest.raises(TypeError, match="device array"):
         vkattn.flash_attn_with_kvcache(vkattn.asarray(q, context=context), k_cache, v_cache, cache_seqlens=0,
                                        block_table=table)
+    with pytest.raises(vkattn.Error, match="out: expected shape"):
+        vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=0, block_table=table, out=q[:1],
+                                       context=context)
+    with pytest.raises(TypeError, match="dtype"):
+        vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=0, block_table=table,
+                                       out=q.astype(np.float16), context=context)
     with pytest.raises(vkattn.Error, match="dense cache"):
         vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=0, context=context)
