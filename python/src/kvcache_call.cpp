@@ -172,10 +172,12 @@ double thread_cpu_us() {
 // One timed run: wall-clock and calling-thread CPU microseconds.
 using RunTime = std::pair<double, double>;
 
-// Plans (through the plan cache), uploads, runs, downloads. With `time_iterations` > 0, then runs the
-// prepared call that many times more on the same buffers and returns each run's times: the C++ side
-// of bench/python_overhead.py, the call as a C++ program that keeps its plan and its buffers makes it
-// (PreparedAttention::run: record, submit, wait).
+// Plans (through the plan cache), uploads, runs, downloads. With `time_iterations` > 0, runs the
+// prepared call that many times instead of once, on the same buffers, and returns each run's times:
+// the C++ side of bench/python_overhead.py, the call as a C++ program that keeps its plan and its
+// buffers makes it (PreparedAttention::run: record, submit, wait). A single timed run is as the
+// Python call's (after the caller's host work, not right after another run, whose warm caches and
+// awake driver threads would flatter it).
 std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int time_iterations) {
   py::gil_scoped_release release;
   const std::shared_ptr<const PreparedAttention> prepared = context.plans.get(context.context, call.spec);
@@ -200,19 +202,19 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   }
   if (call.lse) buffers.lse = {output_buffer(tensors, *call.lse), dense_offset_bytes(*call.lse)};
   if (call.alibi) buffers.alibi = tensors.input(call.alibi->data, call.alibi->bytes);
-  prepared->run(buffers);
-  tensors.download_outputs();
-  if (call.k_new) {
-    if (!call.k_cache.argument.device) download_appended_rows(call, call.k_cache, *buffers.k);
-    if (!call.v_cache.argument.device) download_appended_rows(call, call.v_cache, *buffers.v);
-  }
   std::vector<RunTime> times;
-  for (int i = 0; i < time_iterations; ++i) {
+  if (time_iterations == 0) prepared->run(buffers);
+  for (int i = 0; i < time_iterations; ++i) {  // the timed runs are the call's runs: none before them
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = thread_cpu_us();
     prepared->run(buffers);
     const double cpu = thread_cpu_us() - cpu_start;
     times.emplace_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count(), cpu);
+  }
+  tensors.download_outputs();
+  if (call.k_new) {
+    if (!call.k_cache.argument.device) download_appended_rows(call, call.k_cache, *buffers.k);
+    if (!call.v_cache.argument.device) download_appended_rows(call, call.v_cache, *buffers.v);
   }
   return times;
 }
@@ -287,7 +289,7 @@ void register_kvcache_call(py::module_& module) {
              "(batch, seq, heads, dim), caches (num_pages, page_size, kv_heads, dim) C-contiguous, int32 "
              "block_table (batch, max_pages) and cache_lens (batch); lse (batch, heads, seq_q). The internal call "
              "under vkattn.flash_attn_with_kvcache. Returns [] (with time_iterations > 0, the (wall, thread CPU) "
-             "microseconds of that many more runs of the prepared call on the same buffers: bench/python_overhead.py).");
+             "microseconds of that many runs instead of one of the prepared call on the same buffers: bench/python_overhead.py).");
 }
 
 }  // namespace vkattn::python
