@@ -54,6 +54,35 @@ def _int32_array(name, x, ndim):
     return np.ascontiguousarray(x, dtype=np.int32)
 
 
+_options_seen = {}  # (causal, window_size, softcap, softmax_scale) -> the module's options, checked once
+
+
+def _decode_options(causal, window_size, softcap, softmax_scale):
+    """The module's keyword options, checked as flash_attn_func's (no dropout when decoding). A decode
+    loop passes the same ones every step: those of the plain types (a bool, a tuple of two ints,
+    floats) are checked once and looked up after, about 1.5 us a call saved of a few tens; others
+    (an int softcap, a list) are checked every call, so that True never passes for 1 nor 0 for 0.0."""
+    plain = (
+        type(causal) is bool
+        and type(window_size) is tuple
+        and len(window_size) == 2
+        and type(window_size[0]) is int
+        and type(window_size[1]) is int
+        and type(softcap) is float
+        and (softmax_scale is None or type(softmax_scale) is float)
+    )
+    key = (causal, window_size, softcap, softmax_scale) if plain else None
+    options = _options_seen.get(key) if plain else None
+    if options is None:
+        options = _options(causal, window_size, softcap, softmax_scale, 0.0)
+        del options["dropout_p"], options["dropout_seed"]
+        if plain:
+            if len(_options_seen) >= 64:
+                _options_seen.clear()
+            _options_seen[key] = options
+    return options
+
+
 def _cache_lengths(cache_seqlens, batch, capacity, appending):
     """cache_seqlens as int32 (batch): an int for every sequence, or one per sequence; None is a full
     cache (FlashAttention's default), which leaves no room to append."""
@@ -146,8 +175,7 @@ def flash_attn_with_kvcache(
             raise invalid(f"{name}: expected 4 dimensions, got shape {shape}")
         shapes.append(shape)
     tq, tk_cache, tv_cache = tensors[0][1], tensors[1][1], tensors[2][1]
-    options = _options(causal, window_size, softcap, softmax_scale, 0.0)
-    del options["dropout_p"], options["dropout_seed"]  # no dropout when decoding
+    options = _decode_options(causal, window_size, softcap, softmax_scale)
     ctx = call_context(context, (q, k_cache, v_cache))
 
     batch, seq_q, heads, _ = shapes[0]
