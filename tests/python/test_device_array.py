@@ -72,6 +72,15 @@ def test_flash_attn_func_on_device(context, rng, dtype):
     np.testing.assert_array_equal(probs.numpy(), host_probs)
 
 
+def test_bfloat16_on_device(context, rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.from_numpy(bshd(rng, 1, s, 2, 16)).bfloat16() for s in (3, 7, 7))
+    host = vkattn.flash_attn_func(q, k, v, causal=True, context=context)
+    out = vkattn.flash_attn_func(*(vkattn.asarray(x, context=context) for x in (q, k, v)), causal=True)
+    assert out.dtype == "bfloat16"
+    np.testing.assert_array_equal(out.numpy(), host.float().numpy())
+
+
 def test_sdpa_on_device(context, rng):
     q = rng.standard_normal((1, 4, 6, 16)).astype(np.float32)
     k = rng.standard_normal((1, 2, 11, 16)).astype(np.float32)
