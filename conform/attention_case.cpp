@@ -25,7 +25,8 @@ std::string dim_bucket(int64_t d) {
   if (d <= 32) return "1-32";
   if (d <= 64) return "33-64";
   if (d <= 128) return "65-128";
-  return "129-256";
+  if (d <= 256) return "129-256";
+  return "257-576";
 }
 
 }  // namespace

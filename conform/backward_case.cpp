@@ -292,7 +292,8 @@ std::vector<std::pair<std::string, std::string>> features(const BackwardCase& c)
   if (c.kv_heads == 1 && c.heads > 1) f.emplace_back("backward", "MQA");
   else if (c.kv_heads != c.heads) f.emplace_back("backward", "GQA " + std::to_string(c.heads / c.kv_heads) + ":1");
   if (c.dim_v != c.dim_qk) f.emplace_back("backward", "dim_v != dim_qk");
-  f.emplace_back("backward", "head dim " + std::string(std::max(c.dim_qk, c.dim_v) > 128 ? "> 128" : std::max(c.dim_qk, c.dim_v) > 64 ? "65-128" : "<= 64"));
+  const int64_t widest = std::max(c.dim_qk, c.dim_v);
+  f.emplace_back("backward", "head dim " + std::string(widest > 256 ? "> 256" : widest > 128 ? "129-256" : widest > 64 ? "65-128" : "<= 64"));
   if (c.dropout > 0.0f) f.emplace_back("backward", "dropout");
   if (c.scale) f.emplace_back("backward", "scale");
   if (packed(c) && std::count(c.packed_q.begin(), c.packed_q.end(), 0) + std::count(c.packed_k.begin(), c.packed_k.end(), 0) > 0)

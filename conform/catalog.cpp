@@ -26,6 +26,7 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
                           packed_cases(base_seed, true), {}, {}};
   sections.push_back(std::move(long_varlen));
   detail::add_backward_section(sections, base_seed);
+  detail::add_wide_sections(sections, base_seed);
   return sections;
 }
 

@@ -25,5 +25,7 @@ void add_extreme_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 void add_layer_section(std::vector<CaseSection>& out, uint64_t base_seed);
 // The backward pass, dense and packed (catalog_backward.cpp).
 void add_backward_section(std::vector<CaseSection>& out, uint64_t base_seed);
+// Head dims past the fused kernels', forward and backward (catalog_wide.cpp).
+void add_wide_sections(std::vector<CaseSection>& out, uint64_t base_seed);
 
 }  // namespace vkattn::conform::detail

@@ -96,7 +96,9 @@ BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, 
   plan.keys_total = uint32_t(plan.varlen ? plan.forward.packed.max_seq_k : p.seq_k);
 
   plan.workgroup = std::min<uint32_t>(64, device.max_workgroup_invocations);
-  const bool three_stage = spec.path == AttentionPath::unfused || (spec.path == AttentionPath::automatic && spec.weights);
+  // As the forward runs: on the three-stage path (the weights, path unfused, or head dims past the
+  // fused kernels'), or fused.
+  const bool three_stage = plan.forward.planned.unfused.has_value();
   if (three_stage) {
     plan.three_stage = plan_three_stage_backward(device, p, l, plan.alignment, plan.workgroup);
     plan.split_rows = std::max<uint32_t>(plan.rows_total, 1);

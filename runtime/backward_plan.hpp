@@ -48,9 +48,9 @@ struct BackwardCallPlan {
 };
 
 // Checks `spec` for the backward pass (throws Error naming the argument: a paged or q8_0 source, no
-// LSE, a grid or binding the device cannot take) and plans it on `device`: the three-stage form when
-// the spec asks for the weights (path automatic) or for the unfused path, as its forward runs; else
-// the fused kernels.
+// LSE, a grid or binding the device cannot take) and plans it on `device`: the three-stage form where
+// its forward runs on the three-stage path (the weights with path automatic, path unfused, or head
+// dims past the fused kernels'); else the fused kernels.
 BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec);
 
 }  // namespace vkattn::detail

@@ -61,6 +61,9 @@ PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const Attent
   check_path(path);
   PathPlan planned;
   bool unfused = path == AttentionPath::unfused;
+  // Head dims past the fused kernels' run on the three-stage path when the path is left to the plan.
+  const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);
+  if (path == AttentionPath::automatic && widest > kMaxFusedHeadDim) unfused = true;
   if (weights) {
     if (path == AttentionPath::fused)
       throw Error("path: fused, but the weights P were requested; only the unfused (three-stage) path computes them "

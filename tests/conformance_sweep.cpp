@@ -12,4 +12,6 @@ TEST_SUITE("conformance") {
   TEST_CASE("sweep f16") { run_cases(context(), catalog_cases("sweep-f16")); }
   TEST_CASE("sweep bf16") { run_cases(context(), catalog_cases("sweep-bf16")); }
   TEST_CASE("larger shapes") { run_cases(context(), catalog_cases("larger")); }
+  // Head dims past the fused kernels' (conform/catalog_wide.cpp): the three-stage path, or the refusal.
+  TEST_CASE("head dims past 256") { run_cases(context(), catalog_cases("wide")); }
 }

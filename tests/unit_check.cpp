@@ -176,13 +176,19 @@ TEST_SUITE("unit") {
     CHECK(contains(check_message(l), "k.heads (16) must divide q.heads (8)"));
   }
 
-  TEST_CASE("check_attention: head dims above 256") {
+  TEST_CASE("check_attention: head dims up to 576, none above") {
     AttentionLayouts l = valid();
-    l.q.dim = l.k.dim = 257;
-    CHECK(check_message(l) == "q.dim (257) exceeds the maximum head dim 256");
+    l.q = TensorLayout::bhsd(DType::f32, 2, 8, 10, 576);
+    l.k = TensorLayout::bhsd(DType::f32, 2, 2, 12, 576);
+    l.v = TensorLayout::bhsd(DType::f32, 2, 2, 12, 512);
+    l.out = TensorLayout::bhsd(DType::f32, 2, 8, 10, 512);
+    CHECK(check_message(l) == "<no vkattn::Error thrown>");
     l = valid();
-    l.v.dim = l.out.dim = 300;
-    CHECK(check_message(l) == "v.dim (300) exceeds the maximum head dim 256");
+    l.q.dim = l.k.dim = 577;
+    CHECK(check_message(l) == "q.dim (577) exceeds the maximum head dim 576");
+    l = valid();
+    l.v.dim = l.out.dim = 600;
+    CHECK(check_message(l) == "v.dim (600) exceeds the maximum head dim 576");
   }
 
   TEST_CASE("check_attention: distinct output elements must not overlap") {

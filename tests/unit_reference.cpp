@@ -290,11 +290,11 @@ TEST_SUITE("unit") {
     t.mask_layout = MaskLayout::dense(MaskType::boolean, 1, 1, 2, 3);
     t.mask.assign(5, 1.0f);
     CHECK(error_message([&] { t.run(); }) == "mask: 5 values given, layout needs 6");
-    Tiny big(1, 1, 257, 1);
-    big.q.assign(257, 0.0f);
-    big.k.assign(257, 0.0f);
+    Tiny big(1, 1, 577, 1);
+    big.q.assign(577, 0.0f);
+    big.k.assign(577, 0.0f);
     big.v.assign(1, 0.0f);
-    CHECK(error_message([&] { big.run(); }) == "q.dim (257) exceeds the maximum head dim 256");
+    CHECK(error_message([&] { big.run(); }) == "q.dim (577) exceeds the maximum head dim 576");
   }
 
   // Score modifiers: each checked against the arithmetic it stands for.

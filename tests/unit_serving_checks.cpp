@@ -101,8 +101,8 @@ TEST_SUITE("unit") {
     l.k_cache.kv_heads = l.v_cache.kv_heads = 3;
     CHECK(contains(paged_message(l), "k_cache.kv_heads (3) must divide q.heads (8) (GQA requires heads % kv_heads == 0)"));
     l = valid_paged();
-    l.v_cache.dim = 300;
-    CHECK(contains(paged_message(l), "v_cache.dim (300) exceeds the maximum head dim 256"));
+    l.v_cache.dim = 600;
+    CHECK(contains(paged_message(l), "v_cache.dim (600) exceeds the maximum head dim 576"));
     l = valid_paged();
     l.k_cache.dtype = DType::f16;
     CHECK(contains(paged_message(l), "k_cache.dtype (f16) must equal q.dtype (f32)"));
@@ -242,8 +242,8 @@ TEST_SUITE("unit") {
     l.v.dim = 32;
     CHECK(contains(varlen_message(l), "k.heads (3) must divide q.heads (8)"));
     l = valid_varlen();
-    l.v.dim = l.out.dim = 257;
-    CHECK(contains(varlen_message(l), "v.dim (257) exceeds the maximum head dim 256"));
+    l.v.dim = l.out.dim = 577;
+    CHECK(contains(varlen_message(l), "v.dim (577) exceeds the maximum head dim 576"));
     l = valid_varlen();
     l.v = packed_layout(DType::f32, 11, 2, 32);
     CHECK(contains(varlen_message(l), "v.seq (11) must equal k.seq (12)"));

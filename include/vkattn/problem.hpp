@@ -52,12 +52,17 @@ struct AttentionLayouts : PerHeadLayouts {  // the per-head tensors' layouts (vk
   KvQuant kv_quant = KvQuant::none;
 };
 
-// Checks shapes, dims (1..256), dtypes (Q, K, V, O share one), GQA divisibility, mask broadcast,
+// Checks shapes, dims (1..kMaxHeadDim), dtypes (Q, K, V, O share one), GQA divisibility, mask broadcast,
 // strides (non-negative, last dim contiguous, no overlap of distinct output elements), q8_0's
 // multiples of 32, and the scale.
 // Throws vkattn::Error naming the argument and its values.
 AttentionProblem check_attention(const AttentionLayouts& layouts);
 
-constexpr int64_t kMaxHeadDim = 256;
+// The widest head dims a call takes (DeepSeek's MLA: 576 for Q and K, 512 for V); any pair of
+// dim_qk and dim_v up to it.
+constexpr int64_t kMaxHeadDim = 576;
+// The widest the fused kernels (and so paged calls, which run on them) take: past it a call runs on
+// the three-stage path (path automatic or unfused), whose GEMMs take any dim.
+constexpr int64_t kMaxFusedHeadDim = 256;
 
 }  // namespace vkattn

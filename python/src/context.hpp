@@ -5,6 +5,7 @@
 
 #include <vkattn/context.hpp>
 
+#include "backward_plans.hpp"
 #include "plan_cache.hpp"
 #include "small_buffers.hpp"
 
@@ -19,6 +20,7 @@ struct PythonContext {
   Context context;
   PlanCache plans{kPlanCacheCapacity};
   SmallBuffers small_buffers;  // a KV-cache call's block table and lengths, reused
+  BackwardPlanCache backward_plans{kPlanCacheCapacity};  // the autograd calls' backward passes
 };
 
 // vkattn.Context and vkattn.devices().

@@ -4,11 +4,13 @@
 
 #include <vkattn/version.hpp>
 
+#include "backward_call.hpp"
 #include "calls.hpp"
 #include "context.hpp"
 #include "device_array.hpp"
 #include "errors.hpp"
 #include "kvcache_call.hpp"
+#include "mha_layer.hpp"
 
 PYBIND11_MODULE(_vkattn, module) {
   module.doc() = "vkattn's compute-shader attention (the C++ library) for Python: use the vkattn package.";
@@ -18,4 +20,6 @@ PYBIND11_MODULE(_vkattn, module) {
   vkattn::python::register_calls(module);
   vkattn::python::register_device_array(module);
   vkattn::python::register_kvcache_call(module);
+  vkattn::python::register_backward_calls(module);
+  vkattn::python::register_mha_layer(module);
 }

@@ -5,7 +5,8 @@
     out = vkattn.scaled_dot_product_attention(q, q, q, is_causal=True)
 
 The functions take NumPy arrays (float32, float16) and torch CPU tensors (float32, float16,
-bfloat16) with any strides, and return the same kind and dtype. They upload to the device, run and
+bfloat16) with any strides, and return the same kind and dtype; torch tensors that require grad
+get vkattn's backward pass through torch.autograd. They upload to the device, run and
 download, planning each new combination of shapes, dtypes and options once per Context.
 
     scaled_dot_product_attention  PyTorch's call, (batch, heads, seq, dim)
@@ -13,6 +14,7 @@ download, planning each new combination of shapes, dtypes and options once per C
     flash_attn_varlen_func        FlashAttention's packed variable-length call
     flash_attn_with_kvcache       FlashAttention's decoding call over a dense or paged KV cache
     asarray, DeviceArray          tensors kept in device memory between calls
+    MultiheadAttention            torch.nn.MultiheadAttention on vkattn's multi-head layer
     Context, default_context      the device the calls run on
     devices                       the Vulkan devices vkattn sees
     Error, DeviceError            what the calls raise (ValueError; device failures also RuntimeError)
@@ -26,6 +28,7 @@ from ._context import default_context
 from ._device_array import DeviceArray, asarray
 from ._kvcache import flash_attn_with_kvcache
 from ._flash import flash_attn_func, flash_attn_varlen_func
+from ._mha import MultiheadAttention
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "DeviceArray",
     "DeviceError",
     "Error",
+    "MultiheadAttention",
     "__version__",
     "asarray",
     "default_context",

@@ -1,5 +1,5 @@
 # Type stubs of the vkattn package (the functions' docstrings say what they compute).
-from typing import Any, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -123,3 +123,38 @@ def flash_attn_varlen_func(
     *,
     context: Optional[Context] = ...,
 ) -> Any: ...
+
+class MultiheadAttention:
+    embed_dim: int
+    num_heads: int
+    kdim: int
+    vdim: int
+    bias: bool
+    batch_first: bool
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        bias: bool = ...,
+        kdim: Optional[int] = ...,
+        vdim: Optional[int] = ...,
+        batch_first: bool = ...,
+        *,
+        context: Optional[Context] = ...,
+    ) -> None: ...
+    @property
+    def head_dim(self) -> int: ...
+    def state_dict(self) -> Dict[str, np.ndarray]: ...
+    def load_state_dict(self, state_dict: Mapping[str, Tensor]) -> None: ...
+    def __call__(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = ...,
+        value: Optional[Tensor] = ...,
+        key_padding_mask: Optional[Tensor] = ...,
+        need_weights: bool = ...,
+        attn_mask: Optional[Tensor] = ...,
+        average_attn_weights: bool = ...,
+        is_causal: bool = ...,
+    ) -> Tuple[Any, Optional[Any]]: ...
+    forward = __call__

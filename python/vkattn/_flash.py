@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from . import _vkattn
+from ._autograd import AttentionCall, needs_grad
 from ._arrays import float32_values, host_tensor, is_torch_tensor, layout_ready, new_output, same_kind_and_dtype
 from ._device_array import call_context, with_leading_axis
 from ._errors import invalid
@@ -71,6 +72,8 @@ def flash_attn_func(
     window_size: (left, right), -1 = unbounded; (-1, -1) is no window. softcap: 0 is none.
     alibi_slopes: (H) or (B, H) float32. deterministic: accepted; vkattn is always deterministic.
     context: the vkattn.Context to run on (default: vkattn.default_context()).
+    Torch tensors that require grad give an output with a grad_fn whose backward is vkattn's
+    (docs/python.md, "Autograd"); softmax_lse, attn_probs and the ALiBi slopes get no gradient.
     """
     tq, tk, tv = host_tensor("q", q), host_tensor("k", k), host_tensor("v", v)
     same_kind_and_dtype([("q", tq), ("k", tk), ("v", tv)])
@@ -80,6 +83,10 @@ def flash_attn_func(
 
     batch, seq_q, heads, _ = tq.shape
     seq_k, dim_v = tk.shape[1], tv.shape[3]
+    if needs_grad(q, k, v):  # a torch autograd graph: vkattn's backward (_autograd.py)
+        call = AttentionCall(ctx, tq.dtype, "bshd", alibi=alibi_slopes, weights=return_attn_probs, **options)
+        results = call.apply(q, k, v, None)
+        return results if return_attn_probs else results[0]
     out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
     lse = lse_view = probs = probs_view = None
     if return_attn_probs:
@@ -150,7 +157,7 @@ def flash_attn_varlen_func(
     max_seqlen_q and max_seqlen_k must bound every sequence's lengths (checked). Returns out
     (total_q, H, Dv); with return_attn_probs=True, (out, softmax_lse float32 (H, total_q), attn_probs
     float32 (H, total_q, total_k), each row holding its sequence's weights and 0 elsewhere).
-    causal is bottom-right per sequence; the other options as flash_attn_func's.
+    causal is bottom-right per sequence; the other options, and autograd, as flash_attn_func's.
     """
     tq, tk, tv = host_tensor("q", q), host_tensor("k", k), host_tensor("v", v)
     same_kind_and_dtype([("q", tq), ("k", tk), ("v", tv)])
@@ -162,6 +169,11 @@ def flash_attn_varlen_func(
 
     total_q, heads, _ = tq.shape
     total_k, dim_v = tk.shape[0], tv.shape[2]
+    if needs_grad(q, k, v):  # a torch autograd graph: vkattn's backward (_autograd.py)
+        call = AttentionCall(ctx, tq.dtype, "packed", alibi=alibi_slopes, packed=(offsets_q, offsets_k, max_q, max_k),
+                             weights=return_attn_probs, **options)
+        results = call.apply(q, k, v, None)
+        return results if return_attn_probs else results[0]
     out, out_view = new_output(tq.kind, tq.dtype, (total_q, heads, dim_v), ctx)
     lse = lse_view = probs = probs_view = None
     if return_attn_probs:

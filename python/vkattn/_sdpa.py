@@ -1,6 +1,7 @@
 """vkattn.scaled_dot_product_attention: PyTorch's call on (batch, heads, seq, dim) tensors."""
 
 from . import _vkattn
+from ._autograd import AttentionCall, needs_grad
 from ._arrays import float32_values, host_tensor, layout_ready, mask_array, new_output, same_kind_and_dtype
 from ._device_array import call_context
 from ._errors import invalid
@@ -66,6 +67,9 @@ def scaled_dot_product_attention(
     sinks: (H) float32 attention-sink logits, in each row's softmax denominator.
     context: the vkattn.Context to run on (default: vkattn.default_context()).
 
+    Torch tensors that require grad (query, key, value, sinks) give an output with a grad_fn whose
+    backward is vkattn's (docs/python.md, "Autograd"); masks, ALiBi slopes and the lse get none.
+
     Unlike PyTorch, a row whose keys are all masked gives 0 (and lse -inf), not NaN. The window and
     ALiBi align like causal when it is set, else bottom-right (docs/semantics.md, "Score modifiers").
     Raises vkattn.Error (a ValueError) for a bad shape or value, TypeError for a wrong type or dtype.
@@ -81,6 +85,13 @@ def scaled_dot_product_attention(
 
     batch, heads, seq_q, _ = q.shape
     seq_k, dim_v = k.shape[2], v.shape[3]
+    if needs_grad(query, key, value, sinks):  # a torch autograd graph: vkattn's backward (_autograd.py)
+        call = AttentionCall(
+            ctx, q.dtype, "bhsd", mask=None if attn_mask is None else mask_array(attn_mask, batch, heads, seq_q, seq_k),
+            alibi=alibi_slopes, sinks=sinks, scale=optional_float("scale", scale), causal=causal_alignment,
+            window=window_pair(window), softcap=optional_float("softcap", softcap), dropout_p=p, dropout_seed=seed)
+        out, lse = call.apply(query, key, value, sinks)
+        return (out, lse) if return_lse else out
     out, out_view = new_output(q.kind, q.dtype, (batch, heads, seq_q, dim_v), ctx)
     lse = lse_view = None
     if return_lse:

@@ -20,5 +20,6 @@ Command add_bench_command(CLI::App& parent);
 Command add_mha_command(CLI::App& parent);
 Command add_prepare_command(CLI::App& parent);
 Command add_conform_command(CLI::App& parent);
+Command add_merge_command(CLI::App& parent);
 
 }  // namespace vkattn::cli

@@ -1,4 +1,5 @@
-// `vkattn`: list devices, run attention (or a multi-head attention layer) on .npy files, benchmark.
+// `vkattn`: list devices, run attention (or a multi-head attention layer) on .npy files, merge partial
+// results, benchmark.
 // Every failure ends as one line "vkattn: error: <message>" on stderr and a non-zero exit code (1 for
 // errors, 2 for usage errors), so scripts can rely on stdout holding only results.
 #include <CLI/CLI.hpp>
@@ -39,6 +40,7 @@ int run(int argc, char** argv) {
       vkattn::cli::add_mha_command(app),
       vkattn::cli::add_prepare_command(app),
       vkattn::cli::add_conform_command(app),
+      vkattn::cli::add_merge_command(app),
   };
   vkattn::cli::make_values_strict(app);
 
