@@ -41,8 +41,12 @@ py::dtype storage_dtype(DType dtype) {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + str(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += str(shape[i]);
+  }
+  text += shape.size() == 1 ? ",)" : ")";
+  return text;
 }
 
 // Buffer::allocate refuses 0 bytes: an empty array still gets a small Buffer.
