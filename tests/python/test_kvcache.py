@@ -175,3 +175,29 @@ def test_errors(context, rng):
                                        out=q.astype(np.float16), context=context)
     with pytest.raises(vkattn.Error, match="dense cache"):
         vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=0, context=context)
+
+
+def test_shared_prefix_pages(context, rng):
+    """Two sequences reading one prefix page (read-only sharing, as a prefix cache does), each
+    appending into its own page; an append into the shared page is refused."""
+    page_size = 4
+    k_cache = rng.standard_normal((5, page_size, KV_HEADS, DIM)).astype(np.float32)
+    v_cache = rng.standard_normal((5, page_size, KV_HEADS, DIM)).astype(np.float32)
+    table = np.array([[0, 1, 2], [0, 3, 4]], dtype=np.int32)  # page 0 shared
+    lengths = np.array([5, 6], dtype=np.int32)
+    q = rng.standard_normal((BATCH, 1, HEADS, DIM)).astype(np.float32)
+    k = rng.standard_normal((BATCH, 1, KV_HEADS, DIM)).astype(np.float32)
+    k_after = k_cache.copy()
+    k_after[1, 1], k_after[3, 2] = k[0, 0], k[1, 0]
+    v_after = v_cache.copy()
+    v_after[1, 1], v_after[3, 2] = k[0, 0], k[1, 0]
+    out = vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, k, cache_seqlens=lengths, block_table=table,
+                                         causal=True, context=context)
+    expected, _ = expected_attention(q, k_after, v_after, table, lengths + 1, causal="bottom-right")
+    reference.assert_close(out, expected, v_after, "f32")
+    np.testing.assert_array_equal(k_cache, k_after)
+    # Appending at token 3 of both sequences writes page 0's last row twice: refused, nothing written.
+    with pytest.raises(vkattn.Error, match="appended row must belong to its own token alone"):
+        vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, k, cache_seqlens=[3, 3], block_table=table,
+                                       context=context)
+    np.testing.assert_array_equal(k_cache, k_after)
