@@ -94,7 +94,7 @@ DeviceArray empty(const py::object& context_object, const std::vector<int64_t>& 
   result.strides = contiguous_strides(shape);
   const uint64_t bytes = static_cast<uint64_t>(result.size()) * dtype_size(result.dtype);
   py::gil_scoped_release release;
-  result.buffer = allocate(context, bytes);
+  result.buffer = context.recycled->take(context.context, bytes);  // outputs: a dropped array's Buffer
   return result;
 }
 

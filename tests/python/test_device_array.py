@@ -128,3 +128,18 @@ def test_mixing_and_errors(context, rng):
         vkattn.flash_attn_func(d, d, d, context=other)
     with pytest.raises(vkattn.Error, match="transpose"):
         d.transpose(0, 0, 1, 2)
+
+
+def test_outputs_reuse_only_dropped_buffers(context, rng):
+    """A new output takes the Buffer of a dropped one (RecycledBuffers), never of a live one."""
+    q1, q2 = bshd(rng, 1, 4, 2, 8), bshd(rng, 1, 4, 2, 8)
+    d1, d2 = vkattn.asarray(q1, context=context), vkattn.asarray(q2, context=context)
+    first = vkattn.flash_attn_func(d1, d1, d1)
+    kept = first.numpy()
+    second = vkattn.flash_attn_func(d2, d2, d2)  # `first` is alive: its Buffer is not reused
+    np.testing.assert_array_equal(first.numpy(), kept)
+    del first
+    for _ in range(3):  # dropped outputs come back as new ones: the values are each call's own
+        again = vkattn.flash_attn_func(d1, d1, d1)
+        np.testing.assert_array_equal(again.numpy(), kept)
+        np.testing.assert_array_equal(second.numpy(), vkattn.flash_attn_func(q2, q2, q2, context=context))
