@@ -14,12 +14,14 @@
 #include <vkattn/varlen.hpp>
 
 #include "context.hpp"
+#include "device_array.hpp"
 #include "device_tensors.hpp"
 #include "errors.hpp"
 #include "host_tensor.hpp"
 
 namespace py = pybind11;
 using OptionalArray = std::optional<py::array>;
+using OptionalTensor = std::optional<py::object>;  // a NumPy array or a DeviceArray
 
 namespace vkattn::python {
 
@@ -49,7 +51,8 @@ struct CallOptions {
 
 // The optional tensors and the outputs besides O that both calls take.
 struct OptionalTensors {
-  OptionalArray lse, weights, alibi, sinks;
+  OptionalTensor lse, weights;
+  OptionalArray alibi, sinks;
 };
 
 HeadValuesLayout head_values_layout(const char* name, const py::array& array) {
@@ -58,35 +61,26 @@ HeadValuesLayout head_values_layout(const char* name, const py::array& array) {
   throw Error(std::string(name) + ": expected 1 or 2 dimensions, got " + std::to_string(array.ndim()));
 }
 
-// The outputs besides O must have exactly the elements the call writes (`expected`).
-void check_elements(const char* name, const py::array& array, int64_t expected) {
-  check_output(name, array, static_cast<int64_t>(array.size()));
-  if (static_cast<int64_t>(array.size()) != expected) {
-    throw Error(std::string(name) + ": expected " + std::to_string(expected) + " elements, got " +
-                std::to_string(array.size()));
-  }
-}
-
 // What a call sends to the device and gets back, gathered with the GIL held.
 struct HostCall {
   AttentionSpec spec;
-  HostView<TensorLayout> q, k, v, out;
+  TensorArgument q, k, v, out;  // host memory or DeviceArrays
   std::optional<HostView<MaskLayout>> mask;
   PerHead<std::optional<HostView<std::monostate>>> per_head;
-  std::optional<HostView<std::monostate>> lse, weights, cu_seqlens_q, cu_seqlens_k;
+  std::optional<TensorArgument> lse, weights;
+  std::optional<HostView<std::monostate>> cu_seqlens_q, cu_seqlens_k;
   // Dropout's output pass reads the LSE: a call with dropout that did not ask for it gets a device
   // buffer for it (this many bytes) that is not downloaded.
   uint64_t unrequested_lse_bytes = 0;
 };
 
-void gather(HostCall& call, const py::array& q, const py::array& k, const py::array& v, const py::array& out,
-            const OptionalTensors& optional, const CallOptions& options) {
+void gather(HostCall& call, const PythonContext& context, const py::object& q, const py::object& k,
+            const py::object& v, const py::object& out, const OptionalTensors& optional, const CallOptions& options) {
   const DType dtype = parse_dtype(options.dtype);
-  call.q = tensor_view("query", q, dtype);
-  call.k = tensor_view("key", k, dtype);
-  call.v = tensor_view("value", v, dtype);
-  call.out = tensor_view("out", out, dtype);
-  check_output("out", out, call.out.layout.required_elements());
+  call.q = tensor_argument("query", q, dtype, context, false);
+  call.k = tensor_argument("key", k, dtype, context, false);
+  call.v = tensor_argument("value", v, dtype, context, false);
+  call.out = tensor_argument("out", out, dtype, context, true);
   call.spec.q = call.q.layout;
   call.spec.out = call.out.layout;
   call.spec.options = options.to_attention_options();
@@ -99,17 +93,16 @@ void gather(HostCall& call, const py::array& q, const py::array& k, const py::ar
   }
   if (optional.lse) {
     call.spec.lse = true;
-    call.lse = dense_view("lse", *optional.lse, 'f', 4);
-    check_elements("lse", *optional.lse, call.q.layout.batch * call.q.layout.heads * call.q.layout.seq);
+    call.lse = dense_argument("lse", *optional.lse, 'f', context,
+                              call.q.layout.batch * call.q.layout.heads * call.q.layout.seq, true);
   } else if (call.spec.options.dropout) {
     call.spec.lse = true;
     call.unrequested_lse_bytes = static_cast<uint64_t>(call.q.layout.batch * call.q.layout.heads * call.q.layout.seq) * 4;
   }
   if (optional.weights) {
     call.spec.weights = true;
-    call.weights = dense_view("weights", *optional.weights, 'f', 4);
-    check_elements("weights", *optional.weights,
-                   call.q.layout.batch * call.q.layout.heads * call.q.layout.seq * call.k.layout.seq);
+    call.weights = dense_argument("weights", *optional.weights, 'f', context,
+                                  call.q.layout.batch * call.q.layout.heads * call.q.layout.seq * call.k.layout.seq, true);
   }
 }
 
@@ -123,28 +116,28 @@ void run(PythonContext& context, const HostCall& call) {
                                 : context.plans.get(context.context, call.spec);
   DeviceTensors tensors(context.context);
   AttentionBuffers buffers;
-  buffers.q = tensors.input(call.q.data, call.q.bytes);
-  buffers.k = tensors.input(call.k.data, call.k.bytes);
-  buffers.v = tensors.input(call.v.data, call.v.bytes);
-  buffers.out = tensors.output(call.out.data, call.out.bytes);
+  buffers.q = input_buffer(tensors, call.q);
+  buffers.k = input_buffer(tensors, call.k);
+  buffers.v = input_buffer(tensors, call.v);
+  buffers.out = output_buffer(tensors, call.out);
   if (call.mask) buffers.mask = tensors.input(call.mask->data, call.mask->bytes);
   for (PerHeadTensor t : kPerHeadTensors) {
     if (call.per_head[t]) buffers[t] = tensors.input(call.per_head[t]->data, call.per_head[t]->bytes);
   }
-  if (call.lse) buffers.lse = {tensors.output(call.lse->data, call.lse->bytes), 0};
+  if (call.lse) buffers.lse = {output_buffer(tensors, *call.lse), dense_offset_bytes(*call.lse)};
   if (call.unrequested_lse_bytes != 0) buffers.lse = {tensors.scratch(call.unrequested_lse_bytes), 0};
-  if (call.weights) buffers.weights = {tensors.output(call.weights->data, call.weights->bytes), 0};
+  if (call.weights) buffers.weights = {output_buffer(tensors, *call.weights), dense_offset_bytes(*call.weights)};
   if (call.cu_seqlens_q) buffers.cu_seqlens_q = {tensors.input(call.cu_seqlens_q->data, call.cu_seqlens_q->bytes), 0};
   if (call.cu_seqlens_k) buffers.cu_seqlens_k = {tensors.input(call.cu_seqlens_k->data, call.cu_seqlens_k->bytes), 0};
   prepared->run(buffers);
   tensors.download_outputs();
 }
 
-void dense_attention(PythonContext& context, const py::array& q, const py::array& k, const py::array& v,
-                     const py::array& out, const OptionalArray& mask, const OptionalTensors& optional,
+void dense_attention(PythonContext& context, const py::object& q, const py::object& k, const py::object& v,
+                     const py::object& out, const OptionalArray& mask, const OptionalTensors& optional,
                      const CallOptions& options) {
   HostCall call;
-  gather(call, q, k, v, out, optional, options);
+  gather(call, context, q, k, v, out, optional, options);
   call.spec.kv = DenseKv{call.k.layout, call.v.layout};
   if (mask) {
     call.mask = mask_view(*mask);
@@ -157,12 +150,12 @@ std::span<const int32_t> int32_values(const HostView<std::monostate>& view) {
   return {static_cast<const int32_t*>(view.data), view.bytes / sizeof(int32_t)};
 }
 
-void packed_attention(PythonContext& context, const py::array& q, const py::array& k, const py::array& v,
-                      const py::array& out, const py::array& cu_seqlens_q, const py::array& cu_seqlens_k,
+void packed_attention(PythonContext& context, const py::object& q, const py::object& k, const py::object& v,
+                      const py::object& out, const py::array& cu_seqlens_q, const py::array& cu_seqlens_k,
                       int64_t max_seqlen_q, int64_t max_seqlen_k, const OptionalTensors& optional,
                       const CallOptions& options) {
   HostCall call;
-  gather(call, q, k, v, out, optional, options);
+  gather(call, context, q, k, v, out, optional, options);
   for (const auto& [name, array] : {std::pair{"cu_seqlens_q", &cu_seqlens_q}, std::pair{"cu_seqlens_k", &cu_seqlens_k}}) {
     if (array->ndim() != 1) throw Error(std::string(name) + ": expected 1 dimension, got " + std::to_string(array->ndim()));
   }
@@ -188,8 +181,8 @@ void packed_attention(PythonContext& context, const py::array& q, const py::arra
 void register_calls(py::module_& module) {
   module.def(
       "attention",
-      [](PythonContext& context, const py::array& q, const py::array& k, const py::array& v, const py::array& out,
-         const std::string& dtype, const OptionalArray& mask, const OptionalArray& lse, const OptionalArray& weights,
+      [](PythonContext& context, const py::object& q, const py::object& k, const py::object& v, const py::object& out,
+         const std::string& dtype, const OptionalArray& mask, const OptionalTensor& lse, const OptionalTensor& weights,
          const OptionalArray& alibi, const OptionalArray& sinks, std::optional<float> scale,
          const std::string& causal, std::optional<std::pair<int64_t, int64_t>> window, std::optional<float> softcap,
          float dropout_p, uint64_t dropout_seed) {
@@ -206,9 +199,9 @@ void register_calls(py::module_& module) {
       "(batch, heads, seq_q, seq_k). The internal call under vkattn.scaled_dot_product_attention.");
   module.def(
       "varlen_attention",
-      [](PythonContext& context, const py::array& q, const py::array& k, const py::array& v, const py::array& out,
+      [](PythonContext& context, const py::object& q, const py::object& k, const py::object& v, const py::object& out,
          const std::string& dtype, const py::array& cu_seqlens_q, const py::array& cu_seqlens_k, int64_t max_seqlen_q,
-         int64_t max_seqlen_k, const OptionalArray& lse, const OptionalArray& weights, const OptionalArray& alibi,
+         int64_t max_seqlen_k, const OptionalTensor& lse, const OptionalTensor& weights, const OptionalArray& alibi,
          const OptionalArray& sinks, std::optional<float> scale, const std::string& causal,
          std::optional<std::pair<int64_t, int64_t>> window, std::optional<float> softcap, float dropout_p,
          uint64_t dropout_seed) {

@@ -7,6 +7,8 @@
 
 #include "backward_plans.hpp"
 #include "plan_cache.hpp"
+#include "recycled_buffers.hpp"
+#include "small_buffers.hpp"
 
 namespace vkattn::python {
 
@@ -18,6 +20,8 @@ struct PythonContext {
   explicit PythonContext(const ContextOptions& options) : context(options) {}
   Context context;
   PlanCache plans{kPlanCacheCapacity};
+  SmallBuffers small_buffers;  // a KV-cache call's block table and lengths, reused
+  std::shared_ptr<RecycledBuffers> recycled = std::make_shared<RecycledBuffers>();  // new outputs' Buffers
   BackwardPlanCache backward_plans{kPlanCacheCapacity};  // the autograd calls' backward passes
 };
 

@@ -7,7 +7,9 @@
 #include "backward_call.hpp"
 #include "calls.hpp"
 #include "context.hpp"
+#include "device_array.hpp"
 #include "errors.hpp"
+#include "kvcache_call.hpp"
 #include "mha_layer.hpp"
 
 PYBIND11_MODULE(_vkattn, module) {
@@ -16,6 +18,8 @@ PYBIND11_MODULE(_vkattn, module) {
   vkattn::python::register_errors(module);
   vkattn::python::register_context(module);
   vkattn::python::register_calls(module);
+  vkattn::python::register_device_array(module);
+  vkattn::python::register_kvcache_call(module);
   vkattn::python::register_backward_calls(module);
   vkattn::python::register_mha_layer(module);
 }

@@ -12,6 +12,8 @@ download, planning each new combination of shapes, dtypes and options once per C
     scaled_dot_product_attention  PyTorch's call, (batch, heads, seq, dim)
     flash_attn_func               FlashAttention's call, (batch, seq, heads, dim)
     flash_attn_varlen_func        FlashAttention's packed variable-length call
+    flash_attn_with_kvcache       FlashAttention's decoding call over a dense or paged KV cache
+    asarray, DeviceArray          tensors kept in device memory between calls
     MultiheadAttention            torch.nn.MultiheadAttention on vkattn's multi-head layer
     Context, default_context      the device the calls run on
     devices                       the Vulkan devices vkattn sees
@@ -23,19 +25,24 @@ describes this package.
 
 from ._vkattn import Context, DeviceError, Error, __version__, devices
 from ._context import default_context
+from ._device_array import DeviceArray, asarray
+from ._kvcache import flash_attn_with_kvcache
 from ._flash import flash_attn_func, flash_attn_varlen_func
 from ._mha import MultiheadAttention
 from ._sdpa import scaled_dot_product_attention
 
 __all__ = [
     "Context",
+    "DeviceArray",
     "DeviceError",
     "Error",
     "MultiheadAttention",
     "__version__",
+    "asarray",
     "default_context",
     "devices",
     "flash_attn_func",
     "flash_attn_varlen_func",
+    "flash_attn_with_kvcache",
     "scaled_dot_product_attention",
 ]

@@ -3,7 +3,7 @@ from typing import Any, Dict, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-# A NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16); typed loosely
+# A NumPy array (float32, float16), a torch CPU tensor (float32, float16, bfloat16) or a DeviceArray; typed loosely
 # so that torch need not be installed to type-check a caller.
 Tensor = Any
 Causal = Literal["none", "top-left", "bottom-right"]
@@ -27,6 +27,48 @@ class Context:
     def clear_plan_cache(self) -> None: ...
     def memory_stats(self) -> dict: ...
 
+class DeviceArray:
+    """A tensor in device memory on one Context (vkattn.asarray); the calls read and write it in place."""
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> Literal["float32", "float16", "bfloat16"]: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def strides(self) -> Tuple[int, ...]: ...  # in elements
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def context(self) -> Context: ...
+    def numpy(self) -> np.ndarray: ...
+    def __array__(self, dtype: Any = ..., copy: Any = ...) -> np.ndarray: ...
+    def transpose(self, *axes: int) -> DeviceArray: ...
+    def __len__(self) -> int: ...
+
+DType = Union[str, np.dtype, type, Any]
+
+def asarray(x: Any, dtype: Optional[DType] = ..., *, context: Optional[Context] = ...) -> DeviceArray: ...
+def flash_attn_with_kvcache(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    k: Optional[Tensor] = ...,
+    v: Optional[Tensor] = ...,
+    cache_seqlens: Union[None, int, Offsets] = ...,
+    block_table: Optional[Offsets] = ...,
+    softmax_scale: Optional[float] = ...,
+    causal: bool = ...,
+    window_size: Tuple[int, int] = ...,
+    softcap: float = ...,
+    alibi_slopes: Optional[Tensor] = ...,
+    return_softmax_lse: bool = ...,
+    *,
+    out: Optional[Tensor] = ...,
+    context: Optional[Context] = ...,
+) -> Any: ...
 def devices() -> list: ...
 def default_context() -> Context: ...
 def scaled_dot_product_attention(

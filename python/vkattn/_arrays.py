@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from ._device_array import DeviceArray, empty, vk_dtype
 from ._errors import invalid
 
 # vkattn's dtype names of the storage types a tensor may have.
@@ -49,7 +50,10 @@ class HostTensor:
 
 def host_tensor(name, x):
     """`x` (a NumPy array of float32 or float16, or a torch CPU tensor of float32, float16 or
-    bfloat16) as a HostTensor; TypeError for anything else."""
+    bfloat16) as a HostTensor; a DeviceArray as one of kind "device" (`array` the DeviceArray);
+    TypeError for anything else."""
+    if isinstance(x, DeviceArray):
+        return HostTensor(x, vk_dtype(x), "device")
     if isinstance(x, np.ndarray):
         dtype = _NUMPY_DTYPES.get(x.dtype)
         if dtype is None:
@@ -80,8 +84,9 @@ def same_kind_and_dtype(tensors):
 
 
 def layout_ready(array):
-    """`array` itself when vkattn can read it in place, else a C-ordered copy."""
-    if array.size == 0:
+    """`array` itself when vkattn can read it in place, else a C-ordered copy (a DeviceArray as it is:
+    the module says what it cannot read)."""
+    if isinstance(array, DeviceArray) or array.size == 0:
         return array
     itemsize = array.itemsize
     span = 1
@@ -97,9 +102,12 @@ def layout_ready(array):
     return array
 
 
-def new_output(kind, dtype, shape):
+def new_output(kind, dtype, shape, context=None):
     """A new output of `kind` and vkattn dtype `dtype` ("f32", "f16", "bf16"): (what the caller gets,
-    the NumPy view the module writes)."""
+    the NumPy view or DeviceArray (on `context`) the module writes)."""
+    if kind == "device":
+        array = empty(shape, dtype, context)
+        return array, array
     if kind == "torch":
         torch = _torch()
         torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]

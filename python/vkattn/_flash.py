@@ -9,7 +9,7 @@ import numpy as np
 from . import _vkattn
 from ._autograd import AttentionCall, needs_grad
 from ._arrays import float32_values, host_tensor, is_torch_tensor, layout_ready, new_output, same_kind_and_dtype
-from ._context import resolve
+from ._device_array import call_context, with_leading_axis
 from ._errors import invalid
 from ._options import dropout, optional_float, window_pair
 
@@ -79,7 +79,7 @@ def flash_attn_func(
     same_kind_and_dtype([("q", tq), ("k", tk), ("v", tv)])
     _check_ndim([("q", tq), ("k", tk), ("v", tv)], 4, "(batch, seq, heads, dim)")
     options = _options(causal, window_size, softcap, softmax_scale, dropout_p)
-    ctx = resolve(context)
+    ctx = call_context(context, (q, k, v))
 
     batch, seq_q, heads, _ = tq.shape
     seq_k, dim_v = tk.shape[1], tv.shape[3]
@@ -87,11 +87,11 @@ def flash_attn_func(
         call = AttentionCall(ctx, tq.dtype, "bshd", alibi=alibi_slopes, weights=return_attn_probs, **options)
         results = call.apply(q, k, v, None)
         return results if return_attn_probs else results[0]
-    out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v))
+    out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
     lse = lse_view = probs = probs_view = None
     if return_attn_probs:
-        lse, lse_view = new_output(tq.kind, "f32", (batch, heads, seq_q))
-        probs, probs_view = new_output(tq.kind, "f32", (batch, heads, seq_q, seq_k))
+        lse, lse_view = new_output(tq.kind, "f32", (batch, heads, seq_q), ctx)
+        probs, probs_view = new_output(tq.kind, "f32", (batch, heads, seq_q, seq_k), ctx)
     _vkattn.attention(
         ctx,
         layout_ready(_bhsd(tq.array)),
@@ -165,7 +165,7 @@ def flash_attn_varlen_func(
     options = _options(causal, window_size, softcap, softmax_scale, dropout_p)
     offsets_q, offsets_k = _offsets("cu_seqlens_q", cu_seqlens_q), _offsets("cu_seqlens_k", cu_seqlens_k)
     max_q, max_k = _max_seqlen("max_seqlen_q", max_seqlen_q), _max_seqlen("max_seqlen_k", max_seqlen_k)
-    ctx = resolve(context)
+    ctx = call_context(context, (q, k, v))
 
     total_q, heads, _ = tq.shape
     total_k, dim_v = tk.shape[0], tv.shape[2]
@@ -174,14 +174,14 @@ def flash_attn_varlen_func(
                              weights=return_attn_probs, **options)
         results = call.apply(q, k, v, None)
         return results if return_attn_probs else results[0]
-    out, out_view = new_output(tq.kind, tq.dtype, (total_q, heads, dim_v))
+    out, out_view = new_output(tq.kind, tq.dtype, (total_q, heads, dim_v), ctx)
     lse = lse_view = probs = probs_view = None
     if return_attn_probs:
-        lse, lse_view = new_output(tq.kind, "f32", (heads, total_q))
-        probs, probs_view = new_output(tq.kind, "f32", (heads, total_q, total_k))
+        lse, lse_view = new_output(tq.kind, "f32", (heads, total_q), ctx)
+        probs, probs_view = new_output(tq.kind, "f32", (heads, total_q, total_k), ctx)
 
     def packed(array):  # (total, heads, dim) as the (1, heads, total, dim) view vkattn reads
-        return _bhsd(array[None])
+        return _bhsd(with_leading_axis(array))
 
     _vkattn.varlen_attention(
         ctx,

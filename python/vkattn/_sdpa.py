@@ -3,7 +3,7 @@
 from . import _vkattn
 from ._autograd import AttentionCall, needs_grad
 from ._arrays import float32_values, host_tensor, layout_ready, mask_array, new_output, same_kind_and_dtype
-from ._context import resolve
+from ._device_array import call_context
 from ._errors import invalid
 from ._options import causal_name, dropout, optional_float, window_pair
 
@@ -81,7 +81,7 @@ def scaled_dot_product_attention(
     _check_shapes(q, k, v, enable_gqa)
     causal_alignment = _causal(is_causal, causal)
     p, seed = dropout(dropout_p)
-    ctx = resolve(context)
+    ctx = call_context(context, (query, key, value))
 
     batch, heads, seq_q, _ = q.shape
     seq_k, dim_v = k.shape[2], v.shape[3]
@@ -92,10 +92,10 @@ def scaled_dot_product_attention(
             window=window_pair(window), softcap=optional_float("softcap", softcap), dropout_p=p, dropout_seed=seed)
         out, lse = call.apply(query, key, value, sinks)
         return (out, lse) if return_lse else out
-    out, out_view = new_output(q.kind, q.dtype, (batch, heads, seq_q, dim_v))
+    out, out_view = new_output(q.kind, q.dtype, (batch, heads, seq_q, dim_v), ctx)
     lse = lse_view = None
     if return_lse:
-        lse, lse_view = new_output(q.kind, "f32", (batch, heads, seq_q))
+        lse, lse_view = new_output(q.kind, "f32", (batch, heads, seq_q), ctx)
     _vkattn.attention(
         ctx,
         layout_ready(q.array),
