@@ -129,6 +129,9 @@ void CommandList::own_slot(uint32_t slot) {
   own_slots_ |= 1u << slot;
 }
 
+// Slots past 31 (a merge's parts) are never own ones; shifting by them would be undefined.
+bool CommandList::owns(uint32_t slot) const { return slot < 32 && (own_slots_ >> slot & 1u) != 0; }
+
 std::vector<std::string> CommandList::hazards() const {
   // Bytes [begin, end) of a slot that step `step`'s binding `binding` touches (binding kIndirect:
   // the 12 bytes of an indirect dispatch's grid).
@@ -202,12 +205,12 @@ std::vector<std::string> CommandList::hazards() const {
         continue;
       }
       const Dispatch& d = step.dispatch;
-      if (d.indirect_slot != kPlaceholderSlot && (!next_call || (own_slots_ >> d.indirect_slot & 1u) != 0)) {
+      if (d.indirect_slot != kPlaceholderSlot && (!next_call || owns(d.indirect_slot))) {
         check("read after write", grid_access(i, d, next_call), pending[d.indirect_slot].writes_for_grids);
       }
       for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
         const SlotBinding& b = step.slot_bindings[s];
-        if (next_call && (own_slots_ >> b.slot & 1u) == 0) continue;
+        if (next_call && !owns(b.slot)) continue;
         const Access a = binding_access(i, b, next_call);
         Pending& p = pending[b.slot];
         if (b.read) check("read after write", a, p.writes_for_reads);

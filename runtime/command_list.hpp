@@ -116,6 +116,7 @@ class CommandList {
   // Marks `slot` (below 32) as vkattn's own, the workspace: no caller orders accesses to it between
   // two calls recorded back to back, so the list's own barriers must (hazards() checks).
   void own_slot(uint32_t slot);
+  bool owns(uint32_t slot) const;
   std::size_t dispatch_count() const;
   // Every pair of dispatches of the list that touch overlapping bytes of one slot (the placeholder's
   // aside), one writing, without a barrier between them that orders the two as Vulkan requires: a
