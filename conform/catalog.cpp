@@ -14,13 +14,13 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   detail::add_long_sections(sections, base_seed);
   detail::add_layer_section(sections, base_seed);
   CaseSection paged{"paged", "paged", "paged KV cache: page sizes, nhd and hnd pages, shared pages, appends, modifiers, q8_0", {}, {},
-                    paged_cases(base_seed, false), {}, {0, 4, 6, 8, 12, 15}};
+                    paged_cases(base_seed, false), {}, {0, 4, 6, 8, 12, 15, 17}};
   sections.push_back(std::move(paged));
   CaseSection long_paged{"long-paged", "long", "paged KV cache of 65,536 keys with an append", {}, {},
                          paged_cases(base_seed, true), {}, {}};
   sections.push_back(std::move(long_paged));
   CaseSection varlen{"varlen", "varlen", "packed variable-length batches: empty and uneven sequences, decode, modifiers, q8_0",
-                     {}, {}, packed_cases(base_seed, false), {}, {0, 3, 5, 7}};
+                     {}, {}, packed_cases(base_seed, false), {}, {0, 3, 5, 7, 9}};
   sections.push_back(std::move(varlen));
   CaseSection long_varlen{"long-varlen", "long", "packed variable-length batch with a sequence of 70,000 keys", {}, {},
                           packed_cases(base_seed, true), {}, {}};

@@ -67,6 +67,16 @@ std::vector<ServingCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "hnd, q8_0, prefill 24 rows, shared prefix pages, append", .dtype = DType::f32, .quant = KvQuant::q8_0,
        .heads = 4, .kv_heads = 2, .dim_qk = 64, .dim_v = 32, .causal = Causal::none,
        .kv = PagedSource{.seq_q = 24, .page_size = 16, .order = PageOrder::hnd, .cache_lens = {50, 40}, .seq_new = 3, .shared_pages = 2}});
+  // Head dims past 256: MLA's latent cache (576/512, one KV head against 16 query heads: the decode
+  // form packs them), Gemma's 512 in q8_0, and a 320/288 pair with prefill rows and every modifier.
+  add({.name = "MLA decode 576/512, MQA 16:1, page 64, append", .dtype = DType::f16, .heads = 16, .kv_heads = 1,
+       .dim_qk = 576, .dim_v = 512, .kv = PagedSource{.page_size = 64, .cache_lens = {300, 0, 64}, .seq_new = 1}});
+  add({.name = "d512, q8_0, decode, GQA 4:2, hnd pages", .dtype = DType::bf16, .quant = KvQuant::q8_0, .heads = 4,
+       .kv_heads = 2, .dim_qk = 512, .dim_v = 512,
+       .kv = PagedSource{.page_size = 16, .order = PageOrder::hnd, .cache_lens = {1, 70}, .seq_new = 1}});
+  add({.name = "320/288, prefill 20 rows, every modifier, shared prefix pages", .dtype = DType::f32, .heads = 4,
+       .kv_heads = 2, .dim_qk = 320, .dim_v = 288, .modifiers = every_modifier(Window{24, 0}, 20.0f, 2),
+       .kv = PagedSource{.seq_q = 20, .page_size = 16, .cache_lens = {48, 40}, .shared_pages = 2}});
   return cases;
 }
 
@@ -108,6 +118,12 @@ std::vector<ServingCase> packed_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "q8_0, prefill, padded rows, every modifier", .dtype = DType::bf16, .quant = KvQuant::q8_0, .heads = 4,
        .kv_heads = 2, .dim_qk = 32, .dim_v = 64, .modifiers = every_modifier(Window{16, 0}, 30.0f, 3),
        .kv = PackedSource{.seq_q = {20, 1, 33}, .seq_k = {60, 0, 33}, .row_pad = 32}});
+  // Head dims past 256: MLA's decode shape (MQA 576/512) with sinks, and 512 prefill rows in q8_0.
+  add({.name = "MLA decode 576/512, MQA 8:1, sinks, an empty sequence", .dtype = DType::f16, .heads = 8, .kv_heads = 1,
+       .dim_qk = 576, .dim_v = 512, .modifiers = {.sinks = true},
+       .kv = PackedSource{.seq_q = {1, 1, 1}, .seq_k = {90, 0, 33}}});
+  add({.name = "d512, q8_0, prefill, GQA 2:1", .dtype = DType::f32, .quant = KvQuant::q8_0, .heads = 2, .kv_heads = 1,
+       .dim_qk = 512, .dim_v = 512, .kv = PackedSource{.seq_q = {17, 3}, .seq_k = {40, 3}}});
   return cases;
 }
 

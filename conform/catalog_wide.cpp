@@ -1,9 +1,9 @@
-// Head dims past the fused kernels' 256, up to 576 for Q and K and 512 for V: Gemma's 512, DeepSeek's
-// MLA 576/512 and its prefill 192/128, a 320/288 pair either way round. They run on the three-stage
-// path (path automatic or unfused); on the fused paths the case proves the call is refused, naming
-// the path that takes it. Forward cases (section "wide": masks, causal alignments, key lengths, GQA and
-// MQA, every modifier, every dtype) and backward cases ("wide-backward": dense and packed, sinks,
-// dropout). Case numbers 15000-15099.
+// Head dims past 256, up to 576 for Q and K and 512 for V: Gemma's 512, DeepSeek's MLA 576/512 and its
+// prefill 192/128, a 320/288 pair either way round, on every path (the fused kernels and the
+// three-stage path). Forward cases (section "wide": masks, causal alignments, key lengths, GQA and MQA,
+// every modifier, every dtype, keys past lavapipe's loop limit) and backward cases ("wide-backward":
+// dense and packed, sinks, dropout; the backward runs in three stages at these dims). The paged and
+// packed forms are the serving sections' wide cases (catalog_serving.cpp). Case numbers 15000-15099.
 #include "conform/catalog_sections.hpp"
 
 namespace vkattn::conform::detail {
@@ -30,7 +30,7 @@ CaseSection forward_section(uint64_t base_seed) {
   CaseSection s;
   s.name = "wide";
   s.suite = "conformance";
-  s.title = "head dims past 256 (512, 576/512, 320/288, 192/128): the three-stage path, the fused paths' refusal";
+  s.title = "head dims past 256 (512, 576/512, 320/288, 192/128), on every path";
   std::vector<AttentionCase>& cases = s.cases;
   {
     AttentionCase c = wide(DType::f32, 2, 2, 9, 37, 512, 512);  // Gemma's global layers
@@ -66,6 +66,16 @@ CaseSection forward_section(uint64_t base_seed) {
     AttentionCase c = wide(DType::f32, 1, 1, 1, 1, 576, 512);  // one row over one key
     cases.push_back(c);
   }
+  {
+    AttentionCase c = wide(DType::f16, 4, 1, 1, 70000, 576, 512);  // MLA decode past lavapipe's loop limit
+    c.causal = Causal::bottom_right;
+    cases.push_back(c);
+  }
+  {
+    AttentionCase c = wide(DType::bf16, 2, 2, 20, 17000, 320, 288);  // prefill rows over many keys, LSE
+    c.causal = Causal::bottom_right;
+    cases.push_back(c);
+  }
   for (std::size_t i = 0; i < cases.size(); ++i) cases[i].seed = case_seed(base_seed, 15000 + i);
   s.quick = {0, 1, 3};
   return s;
@@ -75,7 +85,7 @@ CaseSection backward_section(uint64_t base_seed) {
   CaseSection s;
   s.name = "wide-backward";
   s.suite = "conformance-backward";
-  s.title = "the backward pass at head dims past 256: the three-stage form, dense and packed";
+  s.title = "the backward pass at head dims past 256: the three-stage form (on every path), dense and packed";
   std::vector<BackwardCase>& cases = s.backward_cases;
   {
     BackwardCase c = wide_backward(DType::f32, 2, 1, 11, 19, 512, 512);

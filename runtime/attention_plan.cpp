@@ -37,11 +37,6 @@ FusedPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Atte
                       bool packing_allowed, const PagedKeys* paged, const VarlenRows* varlen) {
   FusedPlan plan;
   plan.problem = check_attention_layouts(device, layouts);
-  if (const int64_t widest = std::max(plan.problem.dim_qk, plan.problem.dim_v); widest > kMaxFusedHeadDim)
-    throw unsupported("dim: head dim " + std::to_string(widest) + "; the fused kernels take head dims up to " +
-                      std::to_string(kMaxFusedHeadDim) +
-                      (paged ? ", and a paged call runs on them" : "; the three-stage path (path automatic or unfused) takes up to " +
-                                                                         std::to_string(kMaxHeadDim)));
   if (paged) plan.paged = *paged;
   if (varlen) plan.varlen = *varlen;
   const PlanInputs in = plan_inputs(device, layouts, plan.problem, paged, varlen);

@@ -15,6 +15,9 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+// The widest head dim the fused backward kernels run; past it the backward takes three stages.
+constexpr int64_t kMaxFusedBackwardHeadDim = 256;
+
 // What the backward reads of the spec: the forward's inputs and O, LSE; not its weights or path.
 AttentionSpec backward_view(const AttentionSpec& spec) {
   if (std::holds_alternative<PagedKv>(spec.kv))
@@ -83,7 +86,16 @@ void plan_fused_forms(const DeviceInfo& device, KernelVariant variant, BackwardC
 
 BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
   BackwardCallPlan plan;
-  plan.forward = plan_call(device, variant, backward_view(spec));
+  AttentionSpec view = backward_view(spec);
+  plan.forward = plan_call(device, variant, view);
+  // Head dims past kMaxFusedBackwardHeadDim take the three-stage backward whatever the forward's path:
+  // the fused backward kernels compute them right, but their pipelines JIT for minutes on lavapipe
+  // (conform's wide-backward section on the three fused paths: 12 min, against under 1 three-stage).
+  const AttentionProblem& fp = plan.forward.planned.problem();
+  if (!plan.forward.planned.unfused && std::max(fp.dim_qk, fp.dim_v) > kMaxFusedBackwardHeadDim) {
+    view.path = AttentionPath::unfused;
+    plan.forward = plan_call(device, variant, view);
+  }
   const AttentionLayouts& l = plan.forward.dense;
   const AttentionProblem& p = plan.p = plan.forward.planned.problem();
   plan.alignment = plan.forward.planned.alignment();

@@ -39,6 +39,16 @@ constexpr uint32_t kDecodeKeysPerIteration = 1;
 // f32, 8 chunks a lane: 4 rows at 2 keys JIT for 6.3 s there, at 1 key 3.8 s; one row at 4 keys 5.1 s,
 // at 2 keys 2.6 s and 25% faster on 22.3.6: the benchmark notebook (docs/performance.md), "d256 f32 decode").
 constexpr uint64_t kDecodeMaxRows = 4;
+// A lane's values of one key (its chunks x values per chunk) times the rows it holds, at most:
+// first-dispatch JIT time of the decode pipeline on Mesa 22.3.6 (8 lanes, `bench/run.py
+// --cold-shader-cache first-dispatch`, 2026-12-03): 128 (d256 f32 or f16 x 4 rows) 1.2-1.5 s, 144
+// (576/512 f16 x 2 rows) 1.2 s, 256 (d512 f16 x 4 rows) 3.3 s, 288 (576/512 f16 x 4 rows) 3.0 s.
+constexpr uint64_t kDecodeMaxLaneValues = 160;
+// And a lane's 16-byte loads of a key times its rows, at most (Mesa 25.0.7: 576/512 f32, 18 loads x 2
+// rows, 7.1 s; d256 f32, 8 x 4 rows, 3.8 s).
+constexpr uint64_t kDecodeMaxLaneLoads = 32;
+// The widest head dim the subgroup kernel (not its decode form) runs on a CPU device.
+constexpr int64_t kCpuSubgroupMaxHeadDim = 256;
 constexpr uint64_t kDecodeMaxTileRows = 16;
 uint32_t decode_keys_per_iteration(uint32_t rows, uint64_t chunks_per_lane) {
   uint32_t keys = rows <= 2 ? 4 : 2;
@@ -63,7 +73,7 @@ KernelConfig choose_rowwise_config(const DeviceInfo& device, const AttentionProb
   c.kernel = FusedKernel::rowwise;
   c.threads_per_row = 1;
   c.rows = 32;
-  for (uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
+  for (uint32_t bc : {64u, 32u, 16u, 8u, 4u, 2u, 1u}) {  // 2 and 1: 576/512 f32 in 16 KiB
     c.keys_per_tile = bc;
     if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= shared_budget(device, c.kernel)) return c;
   }
@@ -99,7 +109,13 @@ void make_decode_form(KernelConfig& c, const AttentionProblem& p, uint64_t tile_
   // an iteration (a GPU's 32 lanes at d128 f16: 2 groups of 16, not 16 idle lanes).
   const uint64_t chunks = ceil_div(std::max(p.dim_qk, p.dim_v), kDecodeChunkBytes / dtype_size(p.dtype));
   c.threads_per_row = static_cast<uint32_t>(std::min<uint64_t>(c.lanes, std::bit_ceil(chunks)));
-  c.keys_per_tile = decode_keys_per_iteration(c.rows, ceil_div(chunks, c.threads_per_row)) * c.key_groups();
+  // Fewer rows per workgroup where a lane's values of a key times its rows pass kDecodeMaxLaneValues:
+  // the unrolled body's JIT time grows with them (the head dims past 256).
+  const uint64_t chunks_per_lane = ceil_div(chunks, c.threads_per_row);
+  const uint64_t values_per_lane = chunks_per_lane * (kDecodeChunkBytes / dtype_size(p.dtype));
+  while (c.rows > 1 && (values_per_lane * c.rows > kDecodeMaxLaneValues || chunks_per_lane * c.rows > kDecodeMaxLaneLoads))
+    c.rows /= 2;
+  c.keys_per_tile = decode_keys_per_iteration(c.rows, chunks_per_lane) * c.key_groups();
 }
 
 // One workgroup = one subgroup of the device's size (the shader shuffles K and V across it), a few
@@ -115,7 +131,7 @@ KernelConfig choose_subgroup_config(const DeviceInfo& device, const AttentionPro
   // 22.3.6, the benchmark notebook (docs/performance.md)) for speed with a first-dispatch JIT time under 2 s. d64: 4 x 4
   // (4 x 8 spills, 8 x 2 and 8 x 4 JIT for 2.4-3.4 s); d128: 4 x 1 (4 x 2: 2.6 s); d256: 2 x 1 (4 x 1: 4.7 s).
   const uint64_t padded = ceil_div(std::max(p.dim_qk, p.dim_v), lanes) * lanes;
-  uint32_t rows_per_invocation = padded <= 64 ? 4 : padded <= 128 ? 4 : 2;
+  uint32_t rows_per_invocation = padded <= 128 ? 4 : padded <= 256 ? 2 : 1;
   c.keys_per_tile = padded <= 64 ? 4 : 1;
   // Fewer query rows than one tile holds (decode): the query heads of a GQA group become the rows
   // (one K/V load serves the group), and the rows per invocation shrink to what the rows need
@@ -171,24 +187,33 @@ void choose_tiled_rows(KernelConfig& c, const DeviceInfo& device, const Attentio
   c.rows = groups * c.rows_per_thread;  // all heads of the workgroup
 }
 
-KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed) {
-  KernelConfig c;
-  c.kernel = FusedKernel::tiled;
-  c.slot_bytes = p.dtype == DType::f32 ? 16 : 8;
-  c.threads_per_row = tiled_lanes(device, p);
-  const uint32_t tpr = c.threads_per_row;
+// The tiled kernel's tiles with `tpr` lanes a row: the most keys per tile that fit the budget,
+// then fewer rows (whole row groups, whole heads) where the scores' tile does not fit.
+bool fit_tiled_tiles(KernelConfig& c, const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed,
+                     uint32_t tpr) {
+  c.threads_per_row = tpr;
   choose_tiled_rows(c, device, p, packing_allowed);
   const uint64_t budget = shared_budget(device, c.kernel);
   for (uint32_t bc : {32u, 16u, 8u, 4u, 2u, 1u}) {
     c.keys_per_tile = std::max(bc, tpr);
     if (fused_shared_bytes(c, p.dim_qk, p.dim_v) <= budget) break;
   }
-  // Fewer rows (whole row groups, whole heads) where the scores' tile does not fit.
   while (fused_shared_bytes(c, p.dim_qk, p.dim_v) > budget && c.rows / 2 >= c.heads &&
          (c.rows / 2) % c.heads == 0 && (c.rows / 2) % c.rows_per_thread == 0)
     c.rows /= 2;
-  if (fused_shared_bytes(c, p.dim_qk, p.dim_v) > budget) too_little_shared_memory(device, p);
-  return c;
+  return fused_shared_bytes(c, p.dim_qk, p.dim_v) <= budget;
+}
+
+KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProblem& p, bool packing_allowed) {
+  KernelConfig c;
+  c.kernel = FusedKernel::tiled;
+  c.slot_bytes = p.dtype == DType::f32 ? 16 : 8;
+  // A tile holds at least one key per lane of a row (keys_per_tile >= TPR). Where even that does not
+  // fit (f32 rows of 512 dims and more on 32 KiB devices: 8 keys of K and V are 32 KiB), fewer lanes
+  // a row and so fewer keys a tile; each lane then holds more of the row's Q and accumulator.
+  for (uint32_t tpr = tiled_lanes(device, p); tpr >= 1; tpr /= 2)
+    if (fit_tiled_tiles(c, device, p, packing_allowed, tpr)) return c;
+  too_little_shared_memory(device, p);
 }
 
 // The kernel family the call runs: the variant asked for, or automatically by the device class and
@@ -210,6 +235,10 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
 // on lavapipe 22.3.6 and 4x on 25.0.7 (GQA 32/8, 32k keys) and JITs in about as long as the d128
 // prefill pipeline (the benchmark notebook (docs/performance.md), "d256 decode"). A CPU device's seq_q of 16 or more is
 // prefill.
+// Past 256 head dims a CPU device runs the decode form where it applies and rowwise otherwise: the
+// subgroup kernel's pipelines (one row per invocation, its whole row unrolled) JIT for 6-8 s each on
+// Mesa 25.0.7 at d512 (1.6-1.9 s on 22.3.6), rowwise's for 1.0-1.4 s, at half the subgroup kernel's
+// speed (B1 H8 256x256 d512 f16: 235 ms against 112; bench/results, 2026-12-03).
 // (The subgroup family's configuration picks between the subgroup kernel and its decode form.)
 FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool packing_allowed) {
   for (FusedKernel k : {FusedKernel::tiled, FusedKernel::rowwise, FusedKernel::subgroup})
@@ -219,10 +248,10 @@ FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool pack
   const bool cpu_prefill = device.is_cpu() && shape.seq_q >= 16;
   const bool subgroup_runs = device_runs(device, FusedKernel::subgroup);
   const bool decode_form = device_runs(device, FusedKernel::subgroup_decode) && packing_allowed && !cpu_prefill &&
-                           uint64_t(shape.seq_q) * uint64_t(in.group()) <= kDecodeMaxTileRows &&
-                           std::max(shape.dim_qk, shape.dim_v) <= 256;
-  if ((device.is_cpu() && subgroup_runs) || decode_form) return FusedKernel::subgroup;
-  return cpu_prefill ? FusedKernel::rowwise : FusedKernel::tiled;
+                           uint64_t(shape.seq_q) * uint64_t(in.group()) <= kDecodeMaxTileRows;
+  const bool cpu_wide = device.is_cpu() && std::max(shape.dim_qk, shape.dim_v) > kCpuSubgroupMaxHeadDim;
+  if ((device.is_cpu() && subgroup_runs && !cpu_wide) || decode_form) return FusedKernel::subgroup;
+  return cpu_prefill || cpu_wide ? FusedKernel::rowwise : FusedKernel::tiled;
 }
 
 // The decode form's reads and writes in 16-byte chunks, and its prefetch on a CPU device.

@@ -44,8 +44,8 @@ void run_once(Context& context, DType dtype, int64_t seq_q, int64_t seq_k, int64
 void Context::prepare_pipelines(DType dtype, const std::vector<int64_t>& head_dims) {
   impl();  // a moved-from Context throws, even with no head dims
   for (const int64_t dim : head_dims) {
-    if (dim < 1 || dim > 256)
-      throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1..256");
+    if (dim < 1 || dim > kMaxHeadDim)
+      throw Error("prepare_pipelines: head dim " + std::to_string(dim) + " is outside 1.." + std::to_string(kMaxHeadDim));
     // A kernel is one pipeline for a split call (writing the partials the combine reads) and another
     // for a call in one piece: one key is always one piece; 4096 keys on a query row, or 64 keys on
     // 64 rows of one head, too few workgroups to fill a device, are split.

@@ -252,7 +252,7 @@ TEST_SUITE("pipeline-cache") {
   TEST_CASE("prepare_pipelines builds what the default path then uses for decode and prefill") {
     OwnContext own("");
     Context& ctx = *own.context;
-    CHECK(contains(error_message([&] { ctx.prepare_pipelines(DType::f32, {300}); }), "300"));
+    CHECK(contains(error_message([&] { ctx.prepare_pipelines(DType::f32, {577}); }), "577"));
     ctx.prepare_pipelines(DType::f32, {64});
     const std::size_t prepared = ctx.pipeline_count();
     CHECK(prepared >= 2);

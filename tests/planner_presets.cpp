@@ -147,7 +147,14 @@ void check_packing([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const 
     CHECK(c.heads_per_workgroup(p.group_size()) == uint32_t(p.group_size()));
     if (c.rows > c.lanes) CHECK(uint64_t(c.rows / 2) < tile_rows);
     if (c.decode()) CHECK(tile_rows <= 16);
-    if (c.decode()) CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows));
+    // The decode form's rows: all the tile's, or 4; fewer where a lane's values of a key times its
+    // rows would pass 160 (the JIT bound of the head dims past 256).
+    const uint64_t lane_values = ceil_div(ceil_div(uint64_t(std::max(p.dim_qk, p.dim_v)) * dtype_size(p.dtype), 16), c.threads_per_row) *
+                                 (16 / dtype_size(p.dtype));
+    const uint64_t lane_loads = lane_values / (16 / dtype_size(p.dtype));
+    if (c.decode())
+      CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows || lane_values * c.rows * 2 > 160 || lane_loads * c.rows * 2 > 32));
+    if (c.decode()) CHECK((c.rows == 1 || (lane_values * c.rows <= 160 && lane_loads * c.rows <= 32)));
   }
   // 16-byte chunks only where every row of Q, K and V is whole chunks at chunk-aligned strides.
   if (c.vec_loads) {
@@ -297,6 +304,12 @@ std::vector<Shape> shapes() {
     v.push_back(shape("dim_qk 203 dim_v 21 " + ts, t, 2, 4, 2, 37, 300, 203, 21));
     v.push_back(shape("dim_qk 21 dim_v 256 " + ts, t, 2, 4, 2, 37, 300, 21, 256));
     v.push_back(shape("dim_qk 256 dim_v 8 " + ts, t, 1, 4, 4, 1000, 1000, 256, 8));
+    // Head dims past 256: Gemma's 512 prefill and decode, MLA's 576/512 decode (MQA 16:1) and prefill.
+    v.push_back(shape("prefill " + ts + " d512 seq 2048", t, 1, 8, 8, 2048, 2048, 512, 512));
+    v.push_back(shape("decode " + ts + " H16/KV8 d512 seq_k 8192", t, 1, 16, 8, 1, 8192, 512, 512));
+    v.push_back(shape("MLA decode " + ts + " H16/KV1 576/512 seq_k 8192", t, 1, 16, 1, 1, 8192, 576, 512));
+    v.push_back(shape("MLA prefill " + ts + " H16/KV1 576/512 seq 1000", t, 1, 16, 1, 1000, 1000, 576, 512));
+    v.push_back(shape("dim_qk 288 dim_v 320 " + ts, t, 2, 4, 2, 37, 300, 288, 320));
   }
   Shape causal = shape("causal bottom-right bshd, LSE, mask, kv_lengths", DType::f16, 3, 8, 2, 100, 1000, 128, 128);
   causal.causal = Causal::bottom_right;

@@ -76,14 +76,17 @@ TEST_SUITE("unit") {
           const bool cpu_prefill = cpu_auto && s.seq_q >= 16;
           const bool subgroup_runs = preset.info.subgroup_shuffle && lanes != 0;
           // Wherever the subgroup kernel can run (on GPUs: one subgroup size, or a size required), decode
-          // (a GQA group's rows up to 16, not a CPU device's prefill) takes the decode form up to 256 dims.
+          // (a GQA group's rows up to 16, not a CPU device's prefill) takes the decode form at every head dim.
           const bool decode_form = v == KernelVariant::automatic && !cpu_prefill && preset.info.subgroup_shuffle &&
-                                   lanes != 0 && s.seq_q * (s.heads / s.kv_heads) <= 16 &&
-                                   std::max(s.dim_qk, s.dim_v) <= 256;
-          CHECK(plan.config.one_subgroup() == (v == KernelVariant::subgroup || (cpu_auto && subgroup_runs) || decode_form));
+                                   lanes != 0 && s.seq_q * (s.heads / s.kv_heads) <= 16;
+          // Past 256 dims a CPU device runs the decode form or rowwise (the subgroup kernel's JIT time).
+          const bool cpu_wide = cpu_auto && std::max(s.dim_qk, s.dim_v) > 256;
+          CHECK(plan.config.one_subgroup() ==
+                (v == KernelVariant::subgroup || (cpu_auto && subgroup_runs && !cpu_wide) || decode_form));
           if (decode_form) CHECK(plan.config.decode());
           if (plan.config.one_subgroup()) CHECK(plan.config.lanes == lanes);
-          CHECK(plan.config.is(detail::FusedKernel::rowwise) == (v == KernelVariant::rowwise || (cpu_prefill && !subgroup_runs)));
+          CHECK(plan.config.is(detail::FusedKernel::rowwise) ==
+                (v == KernelVariant::rowwise || (!decode_form && (cpu_wide || (cpu_prefill && !subgroup_runs)))));
           if (plan.config.one_subgroup() && s.seq_q < 16) CHECK(plan.config.pack_group);
           if (plan.config.pack_group) CHECK(uint64_t(s.seq_q) < uint64_t(4) * plan.config.lanes);  // below one tile
           check_plan(preset, l, plan);

@@ -1,7 +1,8 @@
-// Head dims past the fused kernels' 256 (up to 576 / 512): the plan takes the three-stage path when
-// the path is left to it, and the backward follows; a call that asks for the fused path, and a paged
-// call (which runs on the fused kernels), is refused naming the limit. The answers themselves are the
-// catalog's "wide" and "wide-backward" sections (conform/catalog_wide.cpp).
+// Head dims past 256 (up to 576 / 512): which path and kernel the plan picks, and that a paged call
+// takes them. On CPU devices prefill runs on the three-stage path when the path is left to the plan
+// (its GEMMs are faster there), decode on the fused kernels' decode form; a call asking for the fused
+// path gets it; the backward runs in three stages whatever the forward's path. The answers themselves
+// are the catalog's "wide" and "wide-backward" sections and the serving sections' wide cases.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -14,11 +15,11 @@ using namespace vkattn::test;
 
 namespace {
 
-AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path) {
+AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path, int64_t seq_q = 3) {
   AttentionSpec spec;
-  spec.q = TensorLayout::bhsd(DType::f32, 1, 4, 3, dim_qk);
+  spec.q = TensorLayout::bhsd(DType::f32, 1, 4, seq_q, dim_qk);
   spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, 1, 70, dim_qk), TensorLayout::bhsd(DType::f32, 1, 1, 70, dim_v)};
-  spec.out = TensorLayout::bhsd(DType::f32, 1, 4, 3, dim_v);
+  spec.out = TensorLayout::bhsd(DType::f32, 1, 4, seq_q, dim_v);
   spec.lse = true;
   spec.path = path;
   return spec;
@@ -27,25 +28,36 @@ AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path) {
 }  // namespace
 
 TEST_SUITE("prepared") {
-  TEST_CASE("head dims past 256: the three-stage path, forward and backward; the fused kernels refuse them") {
+  TEST_CASE("head dims past 256: the path and kernel the plan picks, forward and backward") {
     Context& ctx = context();
-    const PreparedAttention wide(ctx, wide_spec(576, 512, AttentionPath::automatic));
-    CHECK(wide.plan().path == std::string("unfused"));
-    CHECK(PreparedAttentionBackward(ctx, wide_spec(576, 512, AttentionPath::automatic)).plan().kernel == std::string("three-stage"));
-    CHECK(PreparedAttention(ctx, wide_spec(256, 256, AttentionPath::automatic)).plan().path == std::string("fused"));
-    CHECK(PreparedAttention(ctx, wide_spec(192, 320, AttentionPath::automatic)).plan().path == std::string("unfused"));
-    const std::string fused = error_message([&] { (void)PreparedAttention(ctx, wide_spec(512, 512, AttentionPath::fused)); });
-    CHECK(contains(fused, "dim: head dim 512; the fused kernels take head dims up to 256; the three-stage path"));
-    CHECK(contains(error_message([&] { (void)PreparedAttentionBackward(ctx, wide_spec(320, 288, AttentionPath::fused)); }),
-                   "the fused kernels take head dims up to 256"));
+    const bool cpu = ctx.device_info().is_cpu();
+    // Decode (4 query heads x 3 rows against one KV head): the fused kernels on every device.
+    const PreparedAttention decode(ctx, wide_spec(576, 512, AttentionPath::automatic));
+    CHECK(decode.plan().path == std::string("fused"));
+    // Prefill: three stages on a CPU device when the plan chooses, fused when asked.
+    const PreparedAttention prefill(ctx, wide_spec(512, 512, AttentionPath::automatic, 40));
+    CHECK(prefill.plan().path == std::string(cpu ? "unfused" : "fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(256, 256, AttentionPath::automatic, 40)).plan().path == std::string("fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(512, 512, AttentionPath::fused, 40)).plan().path == std::string("fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(320, 192, AttentionPath::unfused, 40)).plan().path == std::string("unfused"));
+    // The backward: three stages past 256 on every path; fused at 256.
+    for (AttentionPath path : {AttentionPath::automatic, AttentionPath::fused})
+      CHECK(PreparedAttentionBackward(ctx, wide_spec(576, 512, path)).plan().kernel == std::string("three-stage"));
+    CHECK(PreparedAttentionBackward(ctx, wide_spec(256, 256, AttentionPath::automatic)).plan().kernel != std::string("three-stage"));
+    // Past 576 / 512 nothing takes it.
+    CHECK(contains(error_message([&] { (void)PreparedAttention(ctx, wide_spec(577, 512, AttentionPath::automatic)); }),
+                   "577"));
+  }
 
+  TEST_CASE("a paged cache of 576-wide keys and 512-wide values runs on the fused kernels") {
+    Context& ctx = context();
     PagedAttentionLayouts paged;
-    paged.q = TensorLayout::bhsd(DType::f32, 1, 4, 1, 576);
-    paged.k_cache = PagedKvLayout::dense(DType::f32, 8, 16, 1, 576);
-    paged.v_cache = PagedKvLayout::dense(DType::f32, 8, 16, 1, 512);
+    paged.q = TensorLayout::bhsd(DType::f16, 1, 16, 1, 576);
+    paged.k_cache = PagedKvLayout::dense(DType::f16, 8, 64, 1, 576);
+    paged.v_cache = PagedKvLayout::dense(DType::f16, 8, 64, 1, 512);
     paged.max_pages = 4;
-    paged.out = TensorLayout::bhsd(DType::f32, 1, 4, 1, 512);
-    CHECK(contains(error_message([&] { (void)PreparedAttention(ctx, AttentionSpec::paged(paged)); }),
-                   "the fused kernels take head dims up to 256, and a paged call runs on them"));
+    paged.out = TensorLayout::bhsd(DType::f16, 1, 16, 1, 512);
+    const PreparedAttention call(ctx, AttentionSpec::paged(paged));
+    CHECK(call.plan().path == std::string("fused"));
   }
 }

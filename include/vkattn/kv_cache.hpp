@@ -105,7 +105,7 @@ struct PagedProblem {
   }
 };
 
-// Checks the layouts (sizes, strides, dtypes, dims 1..256, GQA divisibility, the caches agreeing in
+// Checks the layouts (sizes, strides, dtypes, dims 1..576 (kMaxHeadDim), GQA divisibility, the caches agreeing in
 // pages, page size, heads, quant and order, q8_0's dim a multiple of 32, the capacity max_pages *
 // page_size within int32 and holding the append, the options and modifiers) and throws vkattn::Error
 // naming the argument and its values.

@@ -61,8 +61,5 @@ AttentionProblem check_attention(const AttentionLayouts& layouts);
 // The widest head dims a call takes (DeepSeek's MLA: 576 for Q and K, 512 for V); any pair of
 // dim_qk and dim_v up to it.
 constexpr int64_t kMaxHeadDim = 576;
-// The widest the fused kernels (and so paged calls, which run on them) take: past it a call runs on
-// the three-stage path (path automatic or unfused), whose GEMMs take any dim.
-constexpr int64_t kMaxFusedHeadDim = 256;
 
 }  // namespace vkattn

@@ -76,7 +76,7 @@ struct VarlenProblem {
   }
 };
 
-// Checks the layouts (packed tensors of batch 1, sizes, strides, dtypes, dims 1..256, GQA
+// Checks the layouts (packed tensors of batch 1, sizes, strides, dtypes, dims 1..576 (kMaxHeadDim), GQA
 // divisibility, q8_0's dims, strides and offsets multiples of 32, batch >= 1, the options and
 // modifiers, ALiBi's batch against `batch`, max_seqlen_q and max_seqlen_k in [0, total]); throws
 // vkattn::Error naming the argument and its values.

@@ -217,7 +217,7 @@ class Checker:
                   for s in ("0/1", "2/1", "1/0", "x", "1/2/3", " 1/2", "+1/2", "-1/2", "1/", "1/99999999999999999999")]
         cases += [("conform", ["--list", "--profile", "nope"], "--profile"),
                   ("conform", ["--list", "--filter", "no-such-case"], "--filter")]
-        cases += [("prepare", ["--dims", "0"], "--dims"), ("prepare", ["--dims", "64,257"], "--dims"),
+        cases += [("prepare", ["--dims", "0"], "--dims"), ("prepare", ["--dims", "64,577"], "--dims"),
                   ("prepare", ["--dtype", "f64"], "--dtype")]
         for command, args, option in cases:
             p = self.run(d, args, command)

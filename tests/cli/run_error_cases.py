@@ -32,9 +32,6 @@ def error_cases():
         ("dim_mismatch", dict(base, **{"k.npy": kv[..., :8]}), []),
         ("dim_over_576", {"q.npy": np.zeros((1, 1, 2, 600), np.float32), "k.npy": np.zeros((1, 1, 3, 600), np.float32),
                           "v.npy": np.zeros((1, 1, 3, 600), np.float32)}, []),
-        # Past the fused kernels' 256 a call runs on the three-stage path; --path fused refuses it.
-        ("dim_over_256_fused", {"q.npy": np.zeros((1, 1, 2, 300), np.float32), "k.npy": np.zeros((1, 1, 3, 300), np.float32),
-                                "v.npy": np.zeros((1, 1, 3, 300), np.float32)}, ["--path", "fused"]),
         ("heads_not_divisible", dict(base, **{"q.npy": np.zeros((2, 3, 8, 16), np.float32)}), []),
         ("mixed_dtypes", dict(base, **{"k.npy": kv.astype(np.float16)}), []),
         ("mask_no_broadcast", dict(base, **{"mask.npy": np.ones((3, 1, 8, 10), bool)}), ["--mask", "mask.npy"]),

@@ -83,7 +83,7 @@ void check_accepted(const vkattn::AttentionLayouts& l, const vkattn::AttentionPr
   if (p.dtype != vkattn::DType::f32 && p.dtype != vkattn::DType::f16 && p.dtype != vkattn::DType::bf16)
     violated("an invalid dtype");
   if (p.dim_qk < 1 || p.dim_qk > vkattn::kMaxHeadDim || p.dim_v < 1 || p.dim_v > vkattn::kMaxHeadDim)
-    violated("a head dim outside 1..256");
+    violated("a head dim outside 1..kMaxHeadDim");
   if (p.kv_heads < 1 || p.heads % p.kv_heads != 0) violated("heads not divisible by kv_heads");
   if (p.batch != l.k.batch || p.batch != l.v.batch || p.batch != l.out.batch || p.heads != l.out.heads ||
       l.k.heads != l.v.heads || l.k.seq != l.v.seq || l.out.seq != l.q.seq || l.k.dim != l.q.dim ||

@@ -79,7 +79,7 @@ void check_accepted(const vkattn::VarlenAttentionLayouts& l, const vkattn::Varle
     violated("max_seqlen resolved to another value");
   const vkattn::AttentionProblem& a = p.attention;
   if (a.dim_qk < 1 || a.dim_qk > vkattn::kMaxHeadDim || a.dim_v < 1 || a.dim_v > vkattn::kMaxHeadDim)
-    violated("a head dim outside 1..256");
+    violated("a head dim outside 1..kMaxHeadDim");
   if (a.kv_heads < 1 || a.heads % a.kv_heads != 0) violated("heads not divisible by kv_heads");
   if (p.kv_quant == vkattn::KvQuant::q8_0) {
     for (const TensorLayout* t : {&l.k, &l.v})

@@ -63,7 +63,7 @@ void add_shape_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
                       "from the random values; dims multiples of 32); kv GB/s counts the blocks' bytes")
           ->check(CLI::IsMember({"q8_0"})));
   f.shape_options.push_back(
-      app->add_option("--dim", o->dim, "Head dim of Q and K (1..576; past 256 the three-stage path)")->capture_default_str()->check(kPositive));
+      app->add_option("--dim", o->dim, "Head dim of Q and K (1..576)")->capture_default_str()->check(kPositive));
   f.shape_options.push_back(app->add_option("--dim-v", o->dim_v, "Head dim of V and O (default: dim)")->check(kPositive));
   f.dtype = app->add_option("--dtype", o->dtype, "Storage dtype (f32; f16 with --sweep)")
                            ->capture_default_str()

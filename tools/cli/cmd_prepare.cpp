@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "vkattn/context.hpp"
+#include "vkattn/problem.hpp"
 #include "vkattn/types.hpp"
 
 namespace vkattn::cli {
@@ -44,7 +45,7 @@ Command add_prepare_command(CLI::App& parent) {
   app->add_option("--dims", o->dims, "Head dims to prepare (comma-separated)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{256}));  // prepare_pipelines' bound, refused before a device opens
+      ->check(CLI::Range(int64_t{1}, vkattn::kMaxHeadDim));  // prepare_pipelines' bound, refused before a device opens
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else the best)");
   return {app, [o]() {
             const DType dtype = parse_dtype(o->dtype);
