@@ -29,6 +29,10 @@ AttentionSpec backward_view(const AttentionSpec& spec) {
   // (A three-stage backward's checks are its forward's three-stage path's, whose workspace is scores:
   // the fused path's split partials are not its limits.)
   view.path = spec.weights && spec.path != AttentionPath::fused ? AttentionPath::unfused : spec.path;
+  // Head dims past kMaxFusedBackwardHeadDim take the three-stage backward whatever the forward's path:
+  // the fused backward kernels compute them right, but their pipelines JIT for minutes on lavapipe
+  // (conform's wide-backward section on the three fused paths: 12 min, against under 1 three-stage).
+  if (std::max(spec.q.dim, spec.out.dim) > kMaxFusedBackwardHeadDim) view.path = AttentionPath::unfused;
   view.weights = false;
   view.options.dropout.reset();  // (the forward's plan is only its checks and layouts here)
   return view;
@@ -86,16 +90,7 @@ void plan_fused_forms(const DeviceInfo& device, KernelVariant variant, BackwardC
 
 BackwardCallPlan plan_backward(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
   BackwardCallPlan plan;
-  AttentionSpec view = backward_view(spec);
-  plan.forward = plan_call(device, variant, view);
-  // Head dims past kMaxFusedBackwardHeadDim take the three-stage backward whatever the forward's path:
-  // the fused backward kernels compute them right, but their pipelines JIT for minutes on lavapipe
-  // (conform's wide-backward section on the three fused paths: 12 min, against under 1 three-stage).
-  const AttentionProblem& fp = plan.forward.planned.problem();
-  if (!plan.forward.planned.unfused && std::max(fp.dim_qk, fp.dim_v) > kMaxFusedBackwardHeadDim) {
-    view.path = AttentionPath::unfused;
-    plan.forward = plan_call(device, variant, view);
-  }
+  plan.forward = plan_call(device, variant, backward_view(spec));
   const AttentionLayouts& l = plan.forward.dense;
   const AttentionProblem& p = plan.p = plan.forward.planned.problem();
   plan.alignment = plan.forward.planned.alignment();

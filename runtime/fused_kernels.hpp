@@ -71,6 +71,13 @@ const FusedKernelTraits& kernel_traits(FusedKernel kernel);
 // The subgroup kernel's decode form reads rows in chunks of this many bytes (4 f32, 8 f16/bf16).
 inline constexpr uint32_t kDecodeChunkBytes = 16;
 
+// On a CPU device a call of at least this many query rows is prefill (the kernel choice,
+// plan_kernel.cpp, and the path choice, prepared_attention.cpp).
+inline constexpr int64_t kCpuPrefillRows = 16;
+// The widest head dim a CPU device runs the subgroup kernel (not its decode form) at: past it prefill
+// takes the three-stage path when the plan chooses, rowwise on the fused path (its JIT time).
+inline constexpr int64_t kCpuSubgroupMaxHeadDim = 256;
+
 // The tile shape of a plan's kernel (its specialization constants).
 struct KernelConfig {
   FusedKernel kernel = FusedKernel::tiled;

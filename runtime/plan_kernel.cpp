@@ -47,8 +47,6 @@ constexpr uint64_t kDecodeMaxLaneValues = 160;
 // And a lane's 16-byte loads of a key times its rows, at most (Mesa 25.0.7: 576/512 f32, 18 loads x 2
 // rows, 7.1 s; d256 f32, 8 x 4 rows, 3.8 s).
 constexpr uint64_t kDecodeMaxLaneLoads = 32;
-// The widest head dim the subgroup kernel (not its decode form) runs on a CPU device.
-constexpr int64_t kCpuSubgroupMaxHeadDim = 256;
 constexpr uint64_t kDecodeMaxTileRows = 16;
 uint32_t decode_keys_per_iteration(uint32_t rows, uint64_t chunks_per_lane) {
   uint32_t keys = rows <= 2 ? 4 : 2;
@@ -245,7 +243,7 @@ FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool pack
     if (variant == kernel_traits(k).variant) return k;
   const DeviceInfo& device = in.device;
   const AttentionProblem& shape = in.shape;
-  const bool cpu_prefill = device.is_cpu() && shape.seq_q >= 16;
+  const bool cpu_prefill = device.is_cpu() && shape.seq_q >= kCpuPrefillRows;
   const bool subgroup_runs = device_runs(device, FusedKernel::subgroup);
   const bool decode_form = device_runs(device, FusedKernel::subgroup_decode) && packing_allowed && !cpu_prefill &&
                            uint64_t(shape.seq_q) * uint64_t(in.group()) <= kDecodeMaxTileRows;

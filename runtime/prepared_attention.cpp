@@ -21,13 +21,6 @@
 
 namespace vkattn {
 namespace detail {
-namespace {
-// On CPU devices, calls of at least this many query rows are prefill (the fused kernels' own rule,
-// plan_kernel.cpp), and prefill past this head dim runs three-stage when the path is automatic.
-constexpr int64_t kCpuPrefillRows = 16;
-constexpr int64_t kCpuFusedPrefillHeadDim = 256;
-}  // namespace
-
 AttentionPlan report_of(const PathPlan& planned) {
   AttentionPlan plan;
   plan.workspace_bytes = planned.workspace_bytes();
@@ -68,12 +61,12 @@ PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const Attent
   check_path(path);
   PathPlan planned;
   bool unfused = path == AttentionPath::unfused;
-  // Prefill at head dims past 256 on a CPU device runs on the three-stage path when the path is left
-  // to the plan: its GEMMs are 2.3x faster there than the subgroup kernel with one row per invocation
-  // (lavapipe, Mesa 22.3.6, B1 H8 512x512 d512 f16: 177 ms against 412; d256 fused 128 ms), and the
-  // fused pipelines JIT for about 2 s each (docs/devices.md). Decode, q8_0 K/V and GPUs stay fused.
+  // Prefill past kCpuSubgroupMaxHeadDim on a CPU device runs on the three-stage path when the path is
+  // left to the plan: its GEMMs are faster there than the fused kernels (lavapipe, Mesa 22.3.6, B1 H8
+  // 512x512 d512 f16: 177-199 ms against 412 for the subgroup kernel and 1004-1016 for rowwise, which
+  // the fused path runs there for its JIT time). Decode, q8_0 K/V and GPUs stay fused.
   const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);
-  if (path == AttentionPath::automatic && device.is_cpu() && widest > kCpuFusedPrefillHeadDim &&
+  if (path == AttentionPath::automatic && device.is_cpu() && widest > kCpuSubgroupMaxHeadDim &&
       layouts.q.seq >= kCpuPrefillRows && layouts.kv_quant == KvQuant::none)
     unfused = true;
   if (weights) {
