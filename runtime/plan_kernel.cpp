@@ -235,8 +235,9 @@ KernelConfig choose_tiled_config(const DeviceInfo& device, const AttentionProble
 // prefill.
 // Past 256 head dims a CPU device runs the decode form where it applies and rowwise otherwise: the
 // subgroup kernel's pipelines (one row per invocation, its whole row unrolled) JIT for 6-8 s each on
-// Mesa 25.0.7 at d512 (1.6-1.9 s on 22.3.6), rowwise's for 1.0-1.4 s, at half the subgroup kernel's
-// speed (B1 H8 256x256 d512 f16: 235 ms against 112; bench/results, 2026-12-03).
+// Mesa 25.0.7 at d512 (1.6-1.9 s on 22.3.6), rowwise's for 1.7-2.4 s on either, at half the subgroup
+// kernel's speed or less (B1 H8 d512 f16: 235 ms against 112 at 256x256, 1004 against 412 at 512x512;
+// bench/results, 2026-12-03).
 // (The subgroup family's configuration picks between the subgroup kernel and its decode form.)
 FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool packing_allowed) {
   for (FusedKernel k : {FusedKernel::tiled, FusedKernel::rowwise, FusedKernel::subgroup})
