@@ -77,6 +77,18 @@ std::vector<ServingCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "320/288, prefill 20 rows, every modifier, shared prefix pages", .dtype = DType::f32, .heads = 4,
        .kv_heads = 2, .dim_qk = 320, .dim_v = 288, .modifiers = every_modifier(Window{24, 0}, 20.0f, 2),
        .kv = PagedSource{.seq_q = 20, .page_size = 16, .cache_lens = {48, 40}, .shared_pages = 2}});
+  // V as a view of K's rows (MLA's one latent cache, read once): the decode shape with an append of
+  // k_new alone, a q8_0 view on hnd pages, and the modifiers over a view with rows wider than both dims' use.
+  add({.name = "MLA decode 576/512, V a view of K's rows, MQA 16:1, page 64, append k_new alone", .dtype = DType::f16,
+       .heads = 16, .kv_heads = 1, .dim_qk = 576, .dim_v = 512,
+       .kv = PagedSource{.page_size = 64, .cache_lens = {300, 0, 64}, .seq_new = 1, .v_view = true}});
+  add({.name = "V a view of K's rows, q8_0, GQA 4:2, 96/64, hnd, 3 rows, append", .dtype = DType::bf16,
+       .quant = KvQuant::q8_0, .heads = 4, .kv_heads = 2, .dim_qk = 96, .dim_v = 64,
+       .kv = PagedSource{.seq_q = 3, .page_size = 16, .order = PageOrder::hnd, .cache_lens = {40, 7}, .seq_new = 2,
+                         .v_view = true}});
+  add({.name = "V a view of K's rows, every modifier, 48/40, page 8", .dtype = DType::f32, .heads = 6, .kv_heads = 3,
+       .dim_qk = 48, .dim_v = 40, .modifiers = every_modifier(Window{32, 0}, 20.0f, 3),
+       .kv = PagedSource{.seq_q = 3, .page_size = 8, .cache_lens = {70, 0, 9}, .seq_new = 2, .v_view = true}});
   return cases;
 }
 

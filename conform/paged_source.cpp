@@ -38,6 +38,7 @@ std::string describe(const ServingCase& c, const PagedSource& p) {
   s << "}";
   if (p.seq_new) s << " append " << p.seq_new;
   if (p.shared_pages) s << " shared " << p.shared_pages << " pages";
+  if (p.v_view) s << " V a view of K's rows";
   s << " causal " << to_string(c.causal);
   s << serving_text(c.modifiers);
   s << " seed " << c.seed;
@@ -101,7 +102,12 @@ void draw_caches(const ServingCase& c, const PagedSource& p, const std::function
     for (int64_t t = 0; t < p.cache_lens[std::size_t(b)]; ++t) {
       const int64_t page = d.pages.table[std::size_t(b * d.pages.max_pages + t / ps)], slot = t % ps;
       for (int64_t h = 0; h < g; ++h) {
-        for (int64_t e = 0; e < c.dim_qk; ++e) d.k_cache[std::size_t(kl.index(page, slot, h, e))] = rounded();
+        for (int64_t e = 0; e < c.dim_qk; ++e) {
+          float& x = d.k_cache[std::size_t(kl.index(page, slot, h, e))];
+          x = rounded();
+          if (p.v_view && e < c.dim_v) d.v_scale = std::max(d.v_scale, double(std::fabs(x)));
+        }
+        if (p.v_view) continue;  // V's values are K's (below)
         for (int64_t e = 0; e < c.dim_v; ++e) {
           float& x = d.v_cache[std::size_t(vl.index(page, slot, h, e))];
           x = rounded();
@@ -109,6 +115,7 @@ void draw_caches(const ServingCase& c, const PagedSource& p, const std::function
         }
       }
     }
+  if (p.v_view) d.v_cache = d.k_cache;
 }
 
 // Q, and the rows an append writes.
@@ -120,10 +127,14 @@ void draw_queries_and_appends(const ServingCase& c, const PagedSource& p, const 
   for (float& x : d.q) x = rounded();
   if (!p.seq_new) return;
   layouts.k_new = TensorLayout::bhsd(c.dtype, batch, g, p.seq_new, c.dim_qk);
-  layouts.v_new = TensorLayout::bhsd(c.dtype, batch, g, p.seq_new, c.dim_v);
   d.k_new.resize(std::size_t(layouts.k_new->element_count()));
-  d.v_new.resize(std::size_t(layouts.v_new->element_count()));
   for (float& x : d.k_new) x = rounded();
+  if (p.v_view) {  // k_new alone: V reads the first dim_v columns of the rows it writes
+    for (const float x : d.k_new) d.v_scale = std::max(d.v_scale, double(std::fabs(x)));
+    return;
+  }
+  layouts.v_new = TensorLayout::bhsd(c.dtype, batch, g, p.seq_new, c.dim_v);
+  d.v_new.resize(std::size_t(layouts.v_new->element_count()));
   for (float& x : d.v_new) {
     x = rounded();
     d.v_scale = std::max(d.v_scale, double(std::fabs(x)));
@@ -140,7 +151,9 @@ PagedData draw_paged_data(const ServingCase& c, const PagedSource& p) {
   PagedAttentionLayouts& layouts = d.layouts;
   layouts.q = TensorLayout::bhsd(c.dtype, batch, c.heads, p.seq_q, c.dim_qk);
   layouts.k_cache = PagedKvLayout::dense(c.dtype, d.pages.num_pages, p.page_size, c.kv_heads, c.dim_qk, c.quant, p.order);
-  layouts.v_cache = PagedKvLayout::dense(c.dtype, d.pages.num_pages, p.page_size, c.kv_heads, c.dim_v, c.quant, p.order);
+  layouts.v_cache = p.v_view ? layouts.k_cache.prefix_view(c.dim_v)
+                             : PagedKvLayout::dense(c.dtype, d.pages.num_pages, p.page_size, c.kv_heads, c.dim_v,
+                                                    c.quant, p.order);
   layouts.max_pages = d.pages.max_pages;
   layouts.out = TensorLayout::bhsd(c.dtype, batch, c.heads, p.seq_q, c.dim_v);
   layouts.has_lse = c.lse;
@@ -213,16 +226,16 @@ struct PagedDevice {
         lse(ctx, std::max<uint64_t>(rows, 1) * 4) {
     if (p.seq_new) {
       k_new.emplace(upload_bytes(ctx, encoded(c.dtype, d.k_new).data(), d.k_new.size() * dtype_size(c.dtype)));
-      v_new.emplace(upload_bytes(ctx, encoded(c.dtype, d.v_new).data(), d.v_new.size() * dtype_size(c.dtype)));
+      if (!p.v_view) v_new.emplace(upload_bytes(ctx, encoded(c.dtype, d.v_new).data(), d.v_new.size() * dtype_size(c.dtype)));
     }
     head = upload(ctx, d.head);
     bufs.q = &q;
     bufs.k = &k_cache;
-    bufs.v = &v_cache;
+    bufs.v = p.v_view ? &k_cache : &v_cache;  // a view of K's rows: K's Buffer
     bufs.out = &out.buffer();
     bufs.block_table = {&table, 0};
     bufs.cache_lens = {&lens, 0};
-    if (p.seq_new) bufs.k_new = &*k_new, bufs.v_new = &*v_new;
+    if (p.seq_new) bufs.k_new = &*k_new, bufs.v_new = v_new ? &*v_new : nullptr;
     if (c.lse) bufs.lse = {&lse.buffer(), 0};
     bind_head_values(head, bufs);
   }
@@ -231,10 +244,12 @@ struct PagedDevice {
 // After an append both caches hold exactly the reference's values (bit for bit: a copy, or the
 // blocks quantize_q8_0 makes, compared as the values they stand for), the untouched rows (NaN
 // included) unchanged. Returns a line per cache that differs.
-std::string appended_cache_mismatches(const ServingCase& c, const PagedDevice& dev, const reference::PagedOutputs& ref) {
+std::string appended_cache_mismatches(const ServingCase& c, const PagedSource& p, const PagedDevice& dev,
+                                      const reference::PagedOutputs& ref) {
   std::string text;
   for (const auto& [name, buf, values] :
        {std::tuple{"k_cache", &dev.k_cache, &ref.k_cache}, std::tuple{"v_cache", &dev.v_cache, &ref.v_cache}}) {
+    if (p.v_view && buf == &dev.v_cache) continue;  // one cache: K's
     if (c.quant == KvQuant::q8_0) {
       std::vector<uint8_t> got(std::size_t(q8_0_bytes(int64_t(values->size()))));
       buf->download(got.data(), got.size());
@@ -264,7 +279,7 @@ std::string appended_cache_mismatches(const ServingCase& c, const PagedDevice& d
 std::string run_step(const ServingCase& c, const PagedSource& p, const PagedData& d, const reference::PagedOutputs& ref,
                      const PreparedAttention& prepared, PagedDevice& dev, double& worst) {
   dev.k_cache.upload(d.k_bytes.data(), d.k_bytes.size());
-  dev.v_cache.upload(d.v_bytes.data(), d.v_bytes.size());
+  if (!p.v_view) dev.v_cache.upload(d.v_bytes.data(), d.v_bytes.size());
   dev.out.reset();
   dev.lse.reset();
   prepared.run(dev.bufs);
@@ -275,7 +290,7 @@ std::string run_step(const ServingCase& c, const PagedSource& p, const PagedData
   const Comparison cmp = compare_outputs(ref, gpu_out, gpu_lse, d.v_scale, c.dtype);
   worst = std::max(worst, cmp.worst);
   std::string text = guard + cmp.text;
-  if (p.seq_new) text += appended_cache_mismatches(c, dev, ref);
+  if (p.seq_new) text += appended_cache_mismatches(c, p, dev, ref);
   return text;
 }
 
@@ -306,6 +321,7 @@ FeatureTags features(const ServingCase& c, const PagedSource& p) {
   FeatureTags f = {{"dtype", to_string(c.dtype)}, {"layout", "paged " + std::to_string(p.page_size)}};
   if (p.order == PageOrder::hnd) f.emplace_back("layout", "paged hnd");
   if (p.seq_new) f.emplace_back("layout", "append");
+  if (p.v_view) f.emplace_back("layout", "V a view of K");
   add_serving_features(c, f);
   return f;
 }

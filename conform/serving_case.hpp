@@ -35,6 +35,9 @@ struct PagedSource {
   // prompt prefix), which neither appends to.
   int64_t shared_pages = 0;
   bool shuffle_pages = true;  // pages handed out in a random order, not 0, 1, 2, ...
+  // V as the first dim_v columns of K's rows (k_cache.prefix_view, MLA's latent cache): one cache in
+  // one Buffer, given as both; an append gives k_new alone.
+  bool v_view = false;
 };
 
 // Keys and values as packed variable-length sequences (cu_seqlens).

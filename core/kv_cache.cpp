@@ -39,7 +39,12 @@ void check_cache(const char* name, const PagedKvLayout& c, DType q_dtype) {
   if (c.dim > kMaxHeadDim) fail(n + ".dim (" + str(c.dim) + ") exceeds the maximum head dim " + str(kMaxHeadDim));
   if (c.quant == KvQuant::q8_0 && c.dim % kQ8_0BlockElements != 0)
     fail(n + ".dim (" + str(c.dim) + ") must be a multiple of 32 for q8_0 (its blocks are 32 elements of a row)");
-  detail::checked_product(n, {c.num_pages, c.page_size, c.kv_heads, c.dim});
+  if (c.row_stride != 0 && c.row_stride < c.dim)
+    fail(n + ".row_stride (" + str(c.row_stride) + ") must be 0 (rows of dim elements) or at least " + n + ".dim (" +
+         str(c.dim) + ")");
+  if (c.quant == KvQuant::q8_0 && c.row_stride % kQ8_0BlockElements != 0)
+    fail(n + ".row_stride (" + str(c.row_stride) + ") must be a multiple of 32 for q8_0 (rows of whole blocks)");
+  detail::checked_product(n, {c.num_pages, c.page_size, c.kv_heads, c.row_elements()});
 }
 
 void check_appended(const char* name, const TensorLayout& t, const TensorLayout& q, const PagedKvLayout& cache,
@@ -79,6 +84,7 @@ std::string PagedKvLayout::describe() const {
   const std::array<int64_t, 4> shape = storage_shape();
   s << (quant == KvQuant::q8_0 ? "q8_0" : to_string(dtype)) << (order == PageOrder::hnd ? " hnd" : "") << " ("
     << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ")";
+  if (row_stride != 0 && row_stride != dim) s << " of rows " << row_stride;
   return s.str();
 }
 
@@ -117,12 +123,16 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
          ") exceeds 2^31 - 1 tokens (cache_lens are int32)");
 
   int64_t seq_new = 0;
-  if (l.k_new.has_value() != l.v_new.has_value())
-    fail(std::string("k_new and v_new: give both or neither (") + (l.k_new ? "k_new" : "v_new") + " alone was given)");
+  if (l.v_new && !l.k_new) fail("v_new alone was given: give k_new and v_new, or k_new alone (v_cache a view of k_cache)");
+  if (l.k_new && !l.v_new && !l.v_views_k())
+    fail("k_new alone was given, but v_cache (" + l.v_cache.describe() + ") is not a view of k_cache's rows (" +
+         l.k_cache.describe() + "): give v_new too, or describe v_cache as k_cache.prefix_view(dim_v)");
   if (l.k_new) {
     check_appended("k_new", *l.k_new, l.q, l.k_cache, "k_cache");
-    check_appended("v_new", *l.v_new, l.q, l.v_cache, "v_cache");
-    check_equal("v_new.seq", l.v_new->seq, "k_new.seq", l.k_new->seq);
+    if (l.v_new) {
+      check_appended("v_new", *l.v_new, l.q, l.v_cache, "v_cache");
+      check_equal("v_new.seq", l.v_new->seq, "k_new.seq", l.k_new->seq);
+    }
     seq_new = l.k_new->seq;
     if (seq_new > capacity)
       fail("k_new.seq (" + str(seq_new) + ") exceeds the block table's capacity max_pages * page_size = " +
@@ -147,6 +157,7 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
   p.page_size = l.k_cache.page_size;
   p.max_pages = l.max_pages;
   p.seq_new = seq_new;
+  p.appends_v = l.v_new.has_value();
   p.quant = l.k_cache.quant;
   return p;
 }

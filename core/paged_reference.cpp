@@ -79,7 +79,10 @@ PagedOutputs paged_attention(const PagedInputs& in) {
   o.v_cache.resize(static_cast<std::size_t>(in.v_cache_layout.element_count()));
   if (p.has_append()) {
     append("k_new", *in.k_new_layout, in.k_new, in.k_cache_layout, p, in.block_table, in.cache_lens, o.k_cache);
-    append("v_new", *in.v_new_layout, in.v_new, in.v_cache_layout, p, in.block_table, in.cache_lens, o.v_cache);
+    if (p.appends_v)
+      append("v_new", *in.v_new_layout, in.v_new, in.v_cache_layout, p, in.block_table, in.cache_lens, o.v_cache);
+    else
+      o.v_cache = o.k_cache;  // V is a view of K's rows (k_new alone): it reads what K's append wrote
   }
 
   const AttentionProblem& a = p.attention;

@@ -28,7 +28,9 @@ struct PagedKeys {
   }
   int64_t max_pages = 0, num_pages = 0;
   int64_t seq_new = 0;                           // tokens appended before attending
-  int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * dim)
+  int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * row)
+  int64_t k_row = 0, v_row = 0;                  // elements per cache row (a view's are wider than its dim)
+  bool appends_v = true;                         // else k_new alone: V is a view of K's rows
 };
 
 // A packed variable-length batch (vkattn/varlen.hpp) instead of dense batches: the layouts are the

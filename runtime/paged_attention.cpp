@@ -49,15 +49,20 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, co
   push.head_rows = hnd ? paged.page_size : 1u;
   push.kn_sb = u32(k_new.stride_batch), push.kn_sh = u32(k_new.stride_head), push.kn_ss = u32(k_new.stride_seq);
   push.vn_sb = u32(v_new.stride_batch), push.vn_sh = u32(v_new.stride_head), push.vn_ss = u32(v_new.stride_seq);
+  push.kc_row = u32(paged.k_row), push.vc_row = u32(paged.v_row);
+  push.write_v = paged.appends_v ? 1u : 0u;
 
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::kv_append));
   const bool q8_0 = p.kv_quant == KvQuant::q8_0;
   d.pipeline = c.pipelines->get(kv_append_pipeline(p.dtype, q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q));
   d.bind(KV_APPEND_K_NEW_BINDING, tensor(slots.k_new, k_new), offsetof(KvAppendPush, kn_off));
-  d.bind(KV_APPEND_V_NEW_BINDING, tensor(slots.v_new, v_new), offsetof(KvAppendPush, vn_off));
+  // k_new alone (V a view of K's rows): K's slots stand in for V's, which write_v 0 leaves unwritten.
+  const uint32_t v_new_slot = paged.appends_v ? slots.v_new : slots.k_new;
+  const uint32_t v_cache_slot = paged.appends_v ? slots.v : slots.k;
+  d.bind(KV_APPEND_V_NEW_BINDING, tensor(v_new_slot, v_new), offsetof(KvAppendPush, vn_off));
   d.bind(KV_APPEND_K_CACHE_BINDING, kv_binding(slots.k, p.dtype, p.kv_quant, 0, paged.k_elements), offsetof(KvAppendPush, kc_off));
-  d.bind(KV_APPEND_V_CACHE_BINDING, kv_binding(slots.v, p.dtype, p.kv_quant, 0, paged.v_elements), offsetof(KvAppendPush, vc_off));
+  d.bind(KV_APPEND_V_CACHE_BINDING, kv_binding(v_cache_slot, p.dtype, p.kv_quant, 0, paged.v_elements), offsetof(KvAppendPush, vc_off));
   d.bind(KV_APPEND_BLOCK_TABLE_BINDING, Binding{slots.block_table, 0, 4, uint64_t(p.batch * paged.max_pages)}, offsetof(KvAppendPush, bt_off));
   d.bind(KV_APPEND_CACHE_LENS_BINDING, Binding{slots.kv_lengths, 0, 4, uint64_t(p.batch)}, offsetof(KvAppendPush, lens_off));
   d.set_push(push);
@@ -77,7 +82,8 @@ void emit_paged_attention(ContextImpl& c, CommandList& list, const FusedPlan& pl
                           const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
                           const AttentionSlots& slots) {
   list.own_slot(slots.workspace);
-  if (plan.paged->seq_new > 0) emit_kv_append(c, list, plan, *k_new, *v_new, slots);
+  // k_new alone (V a view of K's rows): its binding stands in for v_new's, which nothing reads.
+  if (plan.paged->seq_new > 0) emit_kv_append(c, list, plan, *k_new, v_new ? *v_new : *k_new, slots);
   emit_fused_attention(c, list, plan, layouts, slots);
 }
 
@@ -89,10 +95,20 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
   const bool append = call.paged.has_append();
   BufferChecks checks(context, dtype_size(p.dtype));
   checks.tensor("q", b.q, layouts.q, false);
+  // k_new alone: V is a view of K's rows, so its Buffer must be K's (the append writes K's rows,
+  // which V then reads: one argument, not an output overlapping an input).
+  const bool v_in_k = append && !call.paged.appends_v;
+  if (v_in_k && b.k && b.v && (b.v->handle() != b.k->handle() || b.v->offset() != b.k->offset()))
+    throw Error("v_cache: k_new alone was given (v_cache a view of k_cache's rows), so v_cache must be k_cache's "
+                "Buffer; it is another");
   // (As bound: a q8_0 cache in 16-bit units.) Written by an append.
   for (const auto& [name, buffer, cache] : {std::tuple{"k_cache", b.k, &layouts.k_cache},
                                             std::tuple{"v_cache", b.v, &layouts.v_cache}}) {
     const Binding bound = kv_binding(0, p.dtype, p.kv_quant, 0, cache->element_count());
+    if (v_in_k && cache == &layouts.v_cache) {
+      if (!buffer) throw Error("v_cache: missing (give k_cache's Buffer: v_cache is a view of its rows)");
+      continue;  // k_cache's extent, checked above
+    }
     checks.add(name, buffer, 0, bound.element_size, 0, bound.elements, append);
   }
   checks.tensor("out", b.out, layouts.out, true);
@@ -100,7 +116,8 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
              false);
   checks.add("cache_lens", b.cache_lens.buffer, b.cache_lens.offset, 4, 0, uint64_t(p.batch), false);
   if (BufferChecks::optional("k_new", b.k_new != nullptr, append)) checks.tensor("k_new", b.k_new, *layouts.k_new, false);
-  if (BufferChecks::optional("v_new", b.v_new != nullptr, append)) checks.tensor("v_new", b.v_new, *layouts.v_new, false);
+  if (BufferChecks::optional("v_new", b.v_new != nullptr, append && call.paged.appends_v))
+    checks.tensor("v_new", b.v_new, *layouts.v_new, false);
   if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
     checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
   checks.head_values(b.per_head(), layouts.per_head());

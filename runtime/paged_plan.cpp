@@ -15,8 +15,8 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 // The cache as the kernels address it: key j of sequence b, KV head g is row page * page_rows + slot
 // of the view (PagedKeys::page_rows), plus g * stride_head; the view's seq is the capacity (the most
-// keys a sequence has). nhd pages: rows of kv_heads * dim, heads dim apart; hnd: rows of dim, heads
-// page_size * dim apart.
+// keys a sequence has). nhd pages: rows of kv_heads * row, heads row apart; hnd: rows of row, heads
+// page_size * row apart (row = the cache's row_elements(): its dim, or a view's wider rows).
 TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
   TensorLayout t;
   t.dtype = dtype;
@@ -26,8 +26,9 @@ TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, 
   t.dim = cache.dim;
   t.stride_batch = 0;
   const bool hnd = cache.order == PageOrder::hnd;
-  t.stride_head = hnd ? cache.page_size * cache.dim : cache.dim;
-  t.stride_seq = hnd ? cache.dim : cache.kv_heads * cache.dim;
+  const int64_t row = cache.row_elements();  // a view's rows are wider than its dim
+  t.stride_head = hnd ? cache.page_size * row : row;
+  t.stride_seq = hnd ? row : cache.kv_heads * row;
   return t;
 }
 
@@ -57,6 +58,9 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   keys.seq_new = pp.seq_new;
   keys.k_elements = layouts.k_cache.element_count();
   keys.v_elements = layouts.v_cache.element_count();
+  keys.k_row = layouts.k_cache.row_elements();
+  keys.v_row = layouts.v_cache.row_elements();
+  keys.appends_v = pp.appends_v;
   // Both caches are bound whole (any key may be in any page), and indexed with 32 bits.
   const uint64_t alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   for (const auto& [name, cache] : {std::pair{"k_cache", &layouts.k_cache}, std::pair{"v_cache", &layouts.v_cache}}) {

@@ -46,7 +46,7 @@ static_assert(sizeof(CombinePush) == 17 * 4);
 static_assert(sizeof(WorkListPush) == 14 * 4);
 static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
-static_assert(sizeof(KvAppendPush) == 22 * 4);
+static_assert(sizeof(KvAppendPush) == 25 * 4);
 static_assert(sizeof(BackwardPush) == 32 * 4 && sizeof(ReducePush) == 9 * 4 && sizeof(MergePush) == 12 * 4);
 static_assert(SPEC_BACKWARD_MODIFIERS + MOD_SPEC_BLOCK == SPEC_BACKWARD_VARLEN && SPEC_BACKWARD_COUNT <= kMaxSpecConstants);
 static_assert(SPEC_ATTENTION_COUNT <= kMaxSpecConstants, "PipelineKey holds every specialization constant");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Consumption tests: the three ways an application takes vkattn in, each built from scratch and run.
-#   1. the installed package through find_package(vkattn)  (examples/: readme_example, minimal, decode_loop, context_parallel, app_record)
+#   1. the installed package through find_package(vkattn)  (examples/: readme_example, minimal, decode_loop, context_parallel, mla_decode, app_record)
 #   2. the source tree through add_subdirectory()           (tests/consume/add_subdirectory/)
 #   3. the installed pkg-config file                        (a plain c++ compile of examples/minimal.cpp)
 # Usage: scripts/consumption-tests.sh [BUILD_DIR]   (default build/release, already built)
@@ -26,6 +26,7 @@ cmake --build "$out/find_package"
 "$out/find_package/minimal"
 "$out/find_package/decode_loop"
 "$out/find_package/context_parallel"
+"$out/find_package/mla_decode" --steps 2
 "$out/find_package/app_record" --validate
 
 part "find_package(vkattn <version>): the package version is SameMajorVersion-compatible"

@@ -3,7 +3,9 @@
 // v_new (batch, kv_heads, seq_new, dim) is written to token t' = cache_lens[b] + t of sequence b: row
 // t' % page_size of page block_table[b][t' / page_size], head g, in the caches (num_pages, page_size,
 // kv_heads, dim), or (num_pages, kv_heads, page_size, dim) for hnd pages. The attention dispatches that follow (after a barrier, in the same recorded work)
-// see sequence b as cache_lens[b] + seq_new keys long.
+// see sequence b as cache_lens[b] + seq_new keys long. A cache row is kc_row (vc_row) elements: its dim,
+// or a view's wider rows. write_v 0: k_new alone (V a view of K's rows, which K's write fills; the V
+// bindings are then K's, and nothing is written through them).
 //   - Caches of the call's dtype (KV_FORMAT_AS_Q): the values unchanged. One invocation per (d, t,
 //     b * kv_heads + g): x over the larger dim.
 //   - q8_0 caches (KV_FORMAT_Q8_0): each run of 32 elements quantized as quantize_q8_0 does
@@ -87,12 +89,13 @@ void main() {
   const uint row = page * pc.page_size * pc.kv_heads + (token % pc.page_size) * pc.slot_rows + g * pc.head_rows;
   const uint k_src = pc.kn_off + b * pc.kn_sb + g * pc.kn_sh + t * pc.kn_ss + d;
   const uint v_src = pc.vn_off + b * pc.vn_sb + g * pc.vn_sh + t * pc.vn_ss + d;
-  const uint k_dst = row * pc.dim_qk + d, v_dst = row * pc.dim_v + d;
+  const uint k_dst = row * pc.kc_row + d, v_dst = row * pc.vc_row + d;
+  const bool write_v = pc.write_v != 0u && d < pc.dim_v;
   if (Q8_0) {
     if (d < pc.dim_qk) QUANTIZE_BLOCK(k_new, k_words, k_src, pc.kc_off + k_dst / 32u * 17u)
-    if (d < pc.dim_v) QUANTIZE_BLOCK(v_new, v_words, v_src, pc.vc_off + v_dst / 32u * 17u)
+    if (write_v) QUANTIZE_BLOCK(v_new, v_words, v_src, pc.vc_off + v_dst / 32u * 17u)
   } else {
     if (d < pc.dim_qk) k_cache[pc.kc_off + k_dst] = k_new[k_src];
-    if (d < pc.dim_v) v_cache[pc.vc_off + v_dst] = v_new[v_src];
+    if (write_v) v_cache[pc.vc_off + v_dst] = v_new[v_src];
   }
 }

@@ -381,7 +381,8 @@
   uint page_size, max_pages, num_pages, slot_rows, head_rows;                                \
   uint kn_sb, kn_sh, kn_ss, kn_off;                                                          \
   uint vn_sb, vn_sh, vn_ss, vn_off;                                                          \
-  uint kc_off, vc_off, bt_off, lens_off;
+  uint kc_off, vc_off, bt_off, lens_off;                                                     \
+  uint kc_row, vc_row, write_v;
 
 /* Building a paged call's work list (attention_work_list.comp): sequence b has clamp(cache_lens[b],
  * 0, capacity - seq_new) + seq_new keys (cache_lens at element lens_off of its binding); keys per item: the

@@ -359,6 +359,37 @@ TEST_SUITE("paged") {
     CHECK(contains(error_message([&] { prepared.run(b); }), "lse: given, but the call was prepared without it"));
     expect_no_validation_messages();
   }
+
+  TEST_CASE("paged KV cache: V as a view of K's rows takes K's Buffer when k_new comes alone") {
+    PagedAttentionLayouts l;
+    l.q = TensorLayout::bhsd(DType::f32, 2, 2, 1, 64);
+    l.k_cache = PagedKvLayout::dense(DType::f32, 4, 16, 1, 64);
+    l.v_cache = l.k_cache.prefix_view(32);
+    l.max_pages = 2;
+    l.k_new = TensorLayout::bhsd(DType::f32, 2, 1, 1, 64);
+    l.out = TensorLayout::bhsd(DType::f32, 2, 2, 1, 32);
+    const PreparedPagedAttention prepared(context(), l);
+    Buffer q = Buffer::allocate(context(), 2 * 2 * 64 * 4), out = Buffer::allocate(context(), 2 * 2 * 32 * 4);
+    Buffer cache = Buffer::allocate(context(), 4 * 16 * 64 * 4), other = Buffer::allocate(context(), 4 * 16 * 64 * 4);
+    Buffer k_new = Buffer::allocate(context(), 2 * 64 * 4), v_new = Buffer::allocate(context(), 2 * 32 * 4);
+    const std::vector<int32_t> table_values = {0, 1, 2, 3}, lens_values = {5, 20};
+    Buffer table = Buffer::allocate(context(), 16), lens = Buffer::allocate(context(), 8);
+    table.upload(table_values.data(), 16);
+    lens.upload(lens_values.data(), 8);
+    cache.fill(0), q.fill(0), k_new.fill(0);
+    PagedAttentionBuffers b;
+    b.q = &q, b.k_cache = &cache, b.v_cache = &cache, b.k_new = &k_new, b.out = &out;
+    b.block_table = {&table, 0}, b.cache_lens = {&lens, 0};
+    CHECK_NOTHROW(prepared.run(b));  // one cache, written by the append and read as K and V
+    b.v_cache = &other;
+    CHECK(contains(error_message([&] { prepared.run(b); }),
+                   "v_cache: k_new alone was given (v_cache a view of k_cache's rows), so v_cache must be k_cache's "
+                   "Buffer; it is another"));
+    b.v_cache = &cache;
+    b.v_new = &v_new;
+    CHECK(contains(error_message([&] { prepared.run(b); }), "v_new: given, but the call was prepared without it"));
+    expect_no_validation_messages();
+  }
 }
 
 TEST_SUITE("long") {

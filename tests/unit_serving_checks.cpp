@@ -149,7 +149,13 @@ TEST_SUITE("unit") {
   TEST_CASE("check_paged_attention: appended keys and values") {
     PagedAttentionLayouts l = valid_paged();
     l.k_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 64);
-    CHECK(contains(paged_message(l), "k_new and v_new: give both or neither (k_new alone was given)"));
+    CHECK(contains(paged_message(l), "k_new alone was given, but v_cache (f32 (10, 16, 2, 32)) is not a view of "
+                                     "k_cache's rows (f32 (10, 16, 2, 64)): give v_new too, or describe v_cache as "
+                                     "k_cache.prefix_view(dim_v)"));
+    l.k_new.reset();
+    l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 32);
+    CHECK(contains(paged_message(l), "v_new alone was given"));
+    l.k_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 64);
     l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 4, 32);
     CHECK(contains(paged_message(l), "v_new.seq (4) must equal k_new.seq (5)"));
     l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 64);
@@ -167,6 +173,34 @@ TEST_SUITE("unit") {
     l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 65, 32);
     CHECK(contains(paged_message(l),
                    "k_new.seq (65) exceeds the block table's capacity max_pages * page_size = 4 * 16 = 64"));
+  }
+
+  TEST_CASE("check_paged_attention: V as a view of K's rows (row_stride, prefix_view)") {
+    PagedAttentionLayouts l = valid_paged();
+    l.v_cache = l.k_cache.prefix_view(32);
+    CHECK(l.v_cache.row_elements() == 64);
+    CHECK(l.v_cache.index(1, 2, 1, 5) == l.k_cache.index(1, 2, 1, 5));  // the same element of the same row
+    CHECK(l.v_cache.element_count() == l.k_cache.element_count());
+    CHECK(l.v_cache.describe() == "f32 (10, 16, 2, 32) of rows 64");
+    CHECK(l.v_views_k());
+    l.k_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 64);  // k_new alone: V reads the rows it writes
+    const PagedProblem p = check_paged_attention(l);
+    CHECK(p.has_append());
+    CHECK(!p.appends_v);
+    l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 5, 32);  // both still allowed (a view that is written twice)
+    CHECK(check_paged_attention(l).appends_v);
+    l.v_new.reset();
+
+    l.v_cache.row_stride = 16;
+    CHECK(contains(paged_message(l), "v_cache.row_stride (16) must be 0 (rows of dim elements) or at least v_cache.dim (32)"));
+    l.v_cache.row_stride = -64;
+    CHECK(contains(paged_message(l), "v_cache.row_stride (-64) must be 0"));
+    l.v_cache.row_stride = 96;  // wider rows than K's: not K's rows
+    CHECK(contains(paged_message(l), "is not a view of k_cache's rows"));
+    l.v_cache = l.k_cache.prefix_view(32);
+    l.k_cache.quant = l.v_cache.quant = KvQuant::q8_0;
+    l.k_cache.row_stride = l.v_cache.row_stride = 80;
+    CHECK(contains(paged_message(l), "k_cache.row_stride (80) must be a multiple of 32 for q8_0 (rows of whole blocks)"));
   }
 
   TEST_CASE("check_paged_values: the block table and cache lengths") {

@@ -49,22 +49,38 @@ const char* to_string(PageOrder order);  // "nhd" | "hnd"
 
 // K or V cache, dense (num_pages, page_size, kv_heads, dim) from the start of its buffer, or
 // (num_pages, kv_heads, page_size, dim) with PageOrder::hnd. Element (page p, slot s, head g, d) is
-// index ((p * page_size + s) * kv_heads + g) * dim + d, or ((p * kv_heads + g) * page_size + s) * dim + d;
-// with KvQuant::q8_0 that index is cut into 34-byte blocks of 32 (types.hpp, KvQuant), so dim must be
-// a multiple of 32.
+// index ((p * page_size + s) * kv_heads + g) * row + d, or ((p * kv_heads + g) * page_size + s) * row + d,
+// where row = row_elements(): dim, or row_stride where a cache's rows are wider than the dims it
+// reads (a view). with KvQuant::q8_0 that index is cut into 34-byte blocks of 32 (types.hpp,
+// KvQuant), so dim and row_stride must be multiples of 32.
+//
+// A view of another cache's rows (multi-head latent attention, DeepSeek's MLA): V as the first
+// dim_v columns of K's rows is k_cache.prefix_view(dim_v), given the K cache's Buffer as v_cache.
+// Reading shared bytes is allowed; an append then writes k_new alone (PagedAttentionLayouts).
 struct PagedKvLayout {
   DType dtype = DType::f32;  // the call's dtype (q's); with q8_0 the storage is the blocks instead
   KvQuant quant = KvQuant::none;
   int64_t num_pages = 0, page_size = 0, kv_heads = 0, dim = 0;
   PageOrder order = PageOrder::nhd;
+  int64_t row_stride = 0;  // elements from one (page, slot, head) row to the next; 0: dim (rows packed)
 
   static PagedKvLayout dense(DType dtype, int64_t num_pages, int64_t page_size, int64_t kv_heads, int64_t dim,
                              KvQuant quant = KvQuant::none, PageOrder order = PageOrder::nhd);
-  int64_t index(int64_t page, int64_t slot, int64_t head, int64_t d) const {
-    if (order == PageOrder::hnd) return ((page * kv_heads + head) * page_size + slot) * dim + d;
-    return ((page * page_size + slot) * kv_heads + head) * dim + d;
+  // The first `prefix_dim` columns of this cache's rows, as a cache of that dim (same pages, rows and
+  // buffer): MLA's V over its latent K cache.
+  PagedKvLayout prefix_view(int64_t prefix_dim) const {
+    PagedKvLayout v = *this;
+    v.row_stride = row_elements();
+    v.dim = prefix_dim;
+    return v;
   }
-  int64_t element_count() const { return num_pages * page_size * kv_heads * dim; }
+  int64_t row_elements() const { return row_stride != 0 ? row_stride : dim; }
+  int64_t index(int64_t page, int64_t slot, int64_t head, int64_t d) const {
+    if (order == PageOrder::hnd) return ((page * kv_heads + head) * page_size + slot) * row_elements() + d;
+    return ((page * page_size + slot) * kv_heads + head) * row_elements() + d;
+  }
+  // The elements the cache spans: every row whole (num_pages * page_size * kv_heads * row_elements()).
+  int64_t element_count() const { return num_pages * page_size * kv_heads * row_elements(); }
   // The dims in storage order: (num_pages, page_size, kv_heads, dim), or with hnd pages
   // (num_pages, kv_heads, page_size, dim).
   std::array<int64_t, 4> storage_shape() const {
@@ -73,7 +89,9 @@ struct PagedKvLayout {
   }
   // Bytes of the cache: element_count() * dtype size, or its q8_0 blocks.
   int64_t required_bytes() const;
-  std::string describe() const;  // "q8_0 (64, 16, 2, 128)", "f16 hnd (64, 2, 16, 128)": dims in storage order
+  // "q8_0 (64, 16, 2, 128)", "f16 hnd (64, 2, 16, 128)": dims in storage order; a view adds
+  // " of rows 576".
+  std::string describe() const;
 };
 
 // The tensors of one paged call, described without data. The block table is int32 (batch,
@@ -82,8 +100,17 @@ struct PagedAttentionLayouts : PerHeadLayouts {  // the per-head tensors' layout
   TensorLayout q;                   // (batch, heads, seq_q, dim_qk)
   PagedKvLayout k_cache, v_cache;   // dims dim_qk and dim_v; the same pages, page size and heads
   int64_t max_pages = 0;            // the block table's columns
-  // Both or neither: (batch, kv_heads, seq_new, dim_qk | dim_v), in the call's dtype.
+  // (batch, kv_heads, seq_new, dim_qk | dim_v), in the call's dtype: both, or neither, or k_new
+  // alone where v_cache is a view of k_cache's rows (v_cache.row_elements() == k_cache's, v_cache.dim
+  // <= k_cache.dim: k_cache.prefix_view(dim_v)); the run is then given one Buffer for both caches,
+  // and V's rows are the first dim_v columns of the rows K's append writes.
   std::optional<TensorLayout> k_new, v_new;
+  // v_cache reads the first dim_v columns of k_cache's rows (layouts alone can say so; the
+  // buffers must agree).
+  bool v_views_k() const {
+    return v_cache.row_elements() == k_cache.row_elements() && v_cache.dim <= k_cache.dim &&
+           v_cache.row_stride != 0;
+  }
   TensorLayout out;                 // (batch, heads, seq_q, dim_v)
   bool has_lse = false;
   AttentionOptions options;
@@ -95,6 +122,7 @@ struct PagedProblem {
   AttentionProblem attention;
   int64_t num_pages = 0, page_size = 0, max_pages = 0, seq_new = 0;
   KvQuant quant = KvQuant::none;
+  bool appends_v = false;  // an append writes v_new too (else k_new alone: V is a view of K's rows)
   bool has_append() const { return seq_new > 0; }
   int64_t capacity() const { return max_pages * page_size; }
   // The dense problem of a sequence of seq_k keys (its length after the append).

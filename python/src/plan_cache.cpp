@@ -33,7 +33,7 @@ void put(std::ostringstream& out, const std::optional<TensorLayout>& t) {
 
 void put(std::ostringstream& out, const PagedKvLayout& l) {
   out << "P" << static_cast<int>(l.dtype) << ' ' << static_cast<int>(l.quant) << ' ' << l.num_pages << ' '
-      << l.page_size << ' ' << l.kv_heads << ' ' << l.dim << ' ' << static_cast<int>(l.order) << ' ';
+      << l.page_size << ' ' << l.kv_heads << ' ' << l.dim << ' ' << static_cast<int>(l.order) << ' ' << l.row_stride << ' ';
 }
 
 void put(std::ostringstream& out, const KvSource& kv) {

@@ -46,6 +46,11 @@ void add_shape_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
                       "With --paged: nhd, pages of (page_size, kv_heads, dim) (the default: FlashAttention's and "
                       "vLLM's), or hnd, (kv_heads, page_size, dim) (FlashInfer's HND)")
           ->check(CLI::IsMember({"nhd", "hnd"})));
+  f.shape_options.push_back(app->add_flag(
+      "--v-view", o->v_view,
+      "With --paged: one cache whose rows are K's, V read as their first --dim-v columns (multi-head latent "
+      "attention, DeepSeek's MLA: 576-wide K rows, V their first 512), bound as one buffer and read once; kv "
+      "GB/s counts K's bytes alone"));
   f.shape_options.push_back(
       app->add_option("--kv-layout", o->kv_layout,
                       "Dense K and V: bhsd, (batch, kv_heads, seq, dim) (the default), or bshd, (batch, seq, "

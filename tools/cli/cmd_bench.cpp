@@ -89,6 +89,7 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.kv_lengths = o.lengths;
     s.page_size = o.page_size;
     s.page_order = o.page_order == "hnd" ? PageOrder::hnd : PageOrder::nhd;
+    s.v_views_k = o.v_view;
     s.kv_bshd = o.kv_layout == "bshd";
     s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
     if (o.varlen) {  // the sequences' lengths, drawn or --lengths (kv_lengths then means each one's keys)
@@ -318,6 +319,11 @@ void check_usage(const BenchOptions& o) {
     throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
   if (!o.page_order.empty() && o.page_size == 0)
     throw UsageError("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
+  if (o.v_view && o.page_size == 0)
+    throw UsageError("--v-view reads V from the rows of a paged K cache; give --paged PAGE_SIZE too");
+  if (o.v_view && o.dim_v > o.dim)
+    throw UsageError("--v-view reads V as the first --dim-v columns of K's rows; --dim-v " + std::to_string(o.dim_v) +
+                     " exceeds --dim " + std::to_string(o.dim));
   if (o.varlen && o.page_size > 0)
     throw UsageError("--varlen (packed K/V rows) and --paged (a paged KV cache) are two layouts; give one of them");
   if (!o.kv_layout.empty() && (o.page_size > 0 || o.varlen))

@@ -84,7 +84,9 @@ std::vector<int64_t> sequence_lengths(const BenchShape& shape) {
 uint64_t kv_read_bytes(const BenchShape& shape, DType dtype) {
   uint64_t keys = 0;
   for (const int64_t len : sequence_lengths(shape)) keys += static_cast<uint64_t>(len);
-  const uint64_t elements = keys * static_cast<uint64_t>(shape.kv_heads * (shape.dim_qk + shape.dim_v));
+  // --v-view: V is read from K's rows, one cache.
+  const int64_t dims = shape.v_views_k ? shape.dim_qk : shape.dim_qk + shape.dim_v;
+  const uint64_t elements = keys * static_cast<uint64_t>(shape.kv_heads * dims);
   if (shape.kv_quant == KvQuant::q8_0) return elements / kQ8_0BlockElements * kQ8_0BlockBytes;
   return elements * dtype_size(dtype);
 }

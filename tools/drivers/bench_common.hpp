@@ -43,6 +43,7 @@ struct BenchOptions {
   PerHead<bool> per_head;             // the per-head tensors' flags (per_head_options.hpp)
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string page_order;             // --page-order: "" (nhd), "nhd" or "hnd" 
+  bool v_view = false;                // --v-view: V as the first dim-v columns of K's rows (one cache)
   std::string kv_layout;              // --kv-layout: "" (bhsd), "bhsd" or "bshd" (dense K and V)
   std::string kv_dtype;               // --kv-dtype: "" (the compute dtype) or "q8_0"
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each

@@ -67,8 +67,9 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   layouts.q = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_qk);
   layouts.k_cache =
       PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_qk, shape.kv_quant, shape.page_order);
-  layouts.v_cache =
-      PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v, shape.kv_quant, shape.page_order);
+  layouts.v_cache = shape.v_views_k ? layouts.k_cache.prefix_view(shape.dim_v)
+                                    : PagedKvLayout::dense(dtype, num_pages, page_size, shape.kv_heads, shape.dim_v,
+                                                           shape.kv_quant, shape.page_order);
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
   apply_shape_options(shape, layouts);
@@ -80,7 +81,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const uint64_t q_bytes = static_cast<uint64_t>(layouts.q.element_count()) * esize;
   const uint64_t out_bytes = static_cast<uint64_t>(layouts.out.element_count()) * esize;
   const uint64_t k_bytes = static_cast<uint64_t>(layouts.k_cache.required_bytes());
-  const uint64_t v_bytes = static_cast<uint64_t>(layouts.v_cache.required_bytes());
+  const uint64_t v_bytes = shape.v_views_k ? 0 : static_cast<uint64_t>(layouts.v_cache.required_bytes());
   const uint64_t table_bytes = static_cast<uint64_t>(batch * max_pages) * 4, lens_bytes = static_cast<uint64_t>(batch) * 4;
   check_shape_fits(o, context.device_info(), {q_bytes, k_bytes, v_bytes, out_bytes, table_bytes, lens_bytes});
 
@@ -88,16 +89,22 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   const std::vector<int32_t> table = block_table(pages, num_pages, max_pages, rng);
   std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
-  std::vector<float> v = cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
+  // --v-view: V's values are K's (one cache; its buffer is bound as both).
+  std::vector<float> v = shape.v_views_k ? k : cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
   // --kv-dtype q8_0: the caches uploaded as blocks (a NaN row no sequence holds: blocks of NaN
   // scale); k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
-  if (shape.kv_quant == KvQuant::q8_0) k_blocks = conform::to_q8_0_blocks(k), v_blocks = conform::to_q8_0_blocks(v);
+  if (shape.kv_quant == KvQuant::q8_0) {
+    k_blocks = conform::to_q8_0_blocks(k);
+    if (!shape.v_views_k) v_blocks = conform::to_q8_0_blocks(v);
+  }
+  if (shape.v_views_k) v = k;  // (k as the blocks hold it)
   const std::vector<int32_t> lens(lengths.begin(), lengths.end());
 
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
                              .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
-                             .out_bytes = out_bytes, .out_elements = layouts.out.element_count()};
+                             .out_bytes = out_bytes, .out_elements = layouts.out.element_count(),
+                             .v_is_k = shape.v_views_k};
   const auto check = [&](std::span<const float> out, const PerHeadValues& per_head) {
     // (q8_0: the reference reads the values the blocks hold, k and v.)
     PagedAttentionLayouts as_values = layouts;

@@ -40,6 +40,7 @@ struct BenchShape {
   // --paged: K and V in a paged cache of pages of this many tokens (vkattn/kv_cache.hpp); 0: dense.
   int64_t page_size = 0;
   PageOrder page_order = PageOrder::nhd;  // --page-order
+  bool v_views_k = false;                 // --v-view: one cache, V the first dim_v columns of K's rows
   // --kv-layout bshd: dense K and V laid out (batch, seq, kv_heads, dim) (PyTorch's, a head's rows
   // kv_heads * dim elements apart) instead of (batch, kv_heads, seq, dim).
   bool kv_bshd = false;
@@ -52,13 +53,14 @@ struct BenchShape {
   std::vector<int64_t> q_lengths;
 };
 
-// "dense", "dense bshd", "paged 16", "paged 16 hnd" or "varlen" (then " q8_0" for q8_0 K/V): the K/V
-// layout a result was measured with.
+// "dense", "dense bshd", "paged 16", "paged 16 hnd" or "varlen" (then " v-view" for V a view of K's
+// rows, " q8_0" for q8_0 K/V): the K/V layout a result was measured with.
 inline std::string layout_name(const BenchShape& shape) {
   const std::string kv = shape.kv_quant == KvQuant::q8_0 ? " q8_0" : "";
   if (shape.varlen) return "varlen" + kv;
   if (shape.page_size == 0) return (shape.kv_bshd ? "dense bshd" : "dense") + kv;
-  return "paged " + std::to_string(shape.page_size) + (shape.page_order == PageOrder::hnd ? " hnd" : "") + kv;
+  return "paged " + std::to_string(shape.page_size) + (shape.page_order == PageOrder::hnd ? " hnd" : "") +
+         (shape.v_views_k ? " v-view" : "") + kv;
 }
 
 // The shape's options and per-head tensors onto the layouts of any source (dense, paged, packed).

@@ -40,6 +40,7 @@ struct ServingValues {
   const std::vector<int32_t>&ints_a, &ints_b;
   uint64_t q_bytes, k_bytes, v_bytes, out_bytes;
   int64_t out_elements;
+  bool v_is_k = false;  // V a view of K's rows: K's buffer bound as V too (v, v_blocks and v_bytes unused)
 };
 
 // Uploads `values`, times a PreparedAttention of `spec` recorded over the rotated sets, and fills
@@ -67,14 +68,14 @@ inline void run_serving_bench(Context& context, const BenchOptions& o, const Ben
   std::vector<ServingSet> sets;
   result.rotated_input_bytes = make_rotated_sets(context, rotation_count(touched_bytes), sets, [&] {
     return ServingSet{upload(context, dtype, values.q), upload_kv(context, dtype, values.k, values.k_blocks),
-                      upload_kv(context, dtype, values.v, values.v_blocks),
+                      values.v_is_k ? Buffer::allocate(context, 16) : upload_kv(context, dtype, values.v, values.v_blocks),
                       Buffer::allocate(context, std::max<uint64_t>(values.out_bytes, 16))};
   });
   result.rotations = static_cast<int>(sets.size());
   std::vector<AttentionBuffers> buffers(sets.size());
   for (std::size_t r = 0; r < sets.size(); ++r) {
     AttentionBuffers& b = buffers[r];
-    b.q = &sets[r].q, b.k = &sets[r].k, b.v = &sets[r].v, b.out = &sets[r].out;
+    b.q = &sets[r].q, b.k = &sets[r].k, b.v = values.v_is_k ? &sets[r].k : &sets[r].v, b.out = &sets[r].out;
     bind_source_ints(spec, ints_a, ints_b, b);
     b.per_head() = per_head_buffers;
   }
@@ -98,7 +99,8 @@ inline void run_serving_bench(Context& context, const BenchOptions& o, const Ben
   time_runs(context, o, timer, result);
   result.plan = prepared->plan();
   result.device_bytes =
-      values.q_bytes + values.k_bytes + values.v_bytes + values.out_bytes + ints_bytes + prepared->workspace_bytes();
+      values.q_bytes + values.k_bytes + (values.v_is_k ? 0 : values.v_bytes) + values.out_bytes + ints_bytes +
+      prepared->workspace_bytes();
   result.peak_device_bytes = context.memory_stats().peak_bytes - baseline - result.rotated_input_bytes;
   const double seconds = result.ms_median * 1e-3;
   result.tflops = seconds > 0 ? flops / seconds * 1e-12 : 0.0;
