@@ -14,7 +14,7 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   detail::add_long_sections(sections, base_seed);
   detail::add_layer_section(sections, base_seed);
   CaseSection paged{"paged", "paged", "paged KV cache: page sizes, nhd and hnd pages, shared pages, appends, modifiers, q8_0", {}, {},
-                    paged_cases(base_seed, false), {}, {0, 4, 6, 8, 12, 15, 17, 21}};
+                    paged_cases(base_seed, false), {}, {0, 4, 6, 8, 12, 15, 17, 21, 23}};
   sections.push_back(std::move(paged));
   CaseSection long_paged{"long-paged", "long", "paged KV cache of 65,536 keys with an append", {}, {},
                          paged_cases(base_seed, true), {}, {}};

@@ -89,6 +89,24 @@ std::vector<ServingCase> paged_cases(uint64_t base_seed, bool long_cases) {
   add({.name = "V a view of K's rows, every modifier, 48/40, page 8", .dtype = DType::f32, .heads = 6, .kv_heads = 3,
        .dim_qk = 48, .dim_v = 40, .modifiers = every_modifier(Window{32, 0}, 20.0f, 3),
        .kv = PagedSource{.seq_q = 3, .page_size = 8, .cache_lens = {70, 0, 9}, .seq_new = 2, .v_view = true}});
+  // Cascade: a prefix every sequence shares read once (shared_prefix_pages), the rest per sequence,
+  // merged: decode with an append (GQA, a sequence that is the prefix alone), MLA's one latent cache,
+  // q8_0 hnd pages with softcap and sinks over 2 rows, and 3 rows without causal.
+  add({.name = "cascade decode, 5 sequences share 3 pages, GQA 8:2, append", .dtype = DType::f16, .heads = 8,
+       .kv_heads = 2, .kv = PagedSource{.page_size = 16, .cache_lens = {48, 60, 100, 49, 48}, .seq_new = 1,
+                                        .shared_pages = 3, .cascade = true}});
+  add({.name = "cascade, MLA 576/512, V a view of K's rows, MQA 16:1, page 64, append", .dtype = DType::f16,
+       .heads = 16, .kv_heads = 1, .dim_qk = 576, .dim_v = 512,
+       .kv = PagedSource{.page_size = 64, .cache_lens = {130, 200, 128}, .seq_new = 1, .shared_pages = 2,
+                         .v_view = true, .cascade = true}});
+  add({.name = "cascade, q8_0, hnd, softcap and sinks, GQA 6:3, 2 rows, append 2", .dtype = DType::bf16,
+       .quant = KvQuant::q8_0, .heads = 6, .kv_heads = 3, .dim_qk = 64, .dim_v = 32,
+       .modifiers = {.options = {.softcap = 20.0f}, .sinks = true},
+       .kv = PagedSource{.seq_q = 2, .page_size = 16, .order = PageOrder::hnd, .cache_lens = {40, 32, 77}, .seq_new = 2,
+                         .shared_pages = 2, .cascade = true}});
+  add({.name = "cascade, no causal, 3 rows, MHA, page 8", .dtype = DType::f32, .heads = 3, .kv_heads = 3,
+       .causal = Causal::none,
+       .kv = PagedSource{.seq_q = 3, .page_size = 8, .cache_lens = {16, 40, 17, 23}, .shared_pages = 2, .cascade = true}});
   return cases;
 }
 

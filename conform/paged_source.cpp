@@ -39,6 +39,7 @@ std::string describe(const ServingCase& c, const PagedSource& p) {
   if (p.seq_new) s << " append " << p.seq_new;
   if (p.shared_pages) s << " shared " << p.shared_pages << " pages";
   if (p.v_view) s << " V a view of K's rows";
+  if (p.cascade) s << " cascade";
   s << " causal " << to_string(c.causal);
   s << serving_text(c.modifiers);
   s << " seed " << c.seed;
@@ -61,7 +62,7 @@ BlockTable draw_block_table(const PagedSource& p, std::mt19937_64& rng) {
   int64_t distinct = p.spare_pages, max_need = 1;
   for (int64_t b = 0; b < batch; ++b) {
     need[std::size_t(b)] = (p.cache_lens[std::size_t(b)] + p.seq_new + ps - 1) / ps;
-    distinct += need[std::size_t(b)] - (b == 1 ? p.shared_pages : 0);
+    distinct += need[std::size_t(b)] - (b == 1 || (p.cascade && b > 1) ? p.shared_pages : 0);
     max_need = std::max(max_need, need[std::size_t(b)]);
   }
   BlockTable t;
@@ -75,7 +76,7 @@ BlockTable draw_block_table(const PagedSource& p, std::mt19937_64& rng) {
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < need[std::size_t(b)]; ++i)
       t.table[std::size_t(b * t.max_pages + i)] =
-          b == 1 && i < p.shared_pages ? t.table[std::size_t(i)] : order[next++];
+          (b == 1 || (p.cascade && b > 1)) && i < p.shared_pages ? t.table[std::size_t(i)] : order[next++];
   return t;
 }
 
@@ -157,6 +158,7 @@ PagedData draw_paged_data(const ServingCase& c, const PagedSource& p) {
   layouts.max_pages = d.pages.max_pages;
   layouts.out = TensorLayout::bhsd(c.dtype, batch, c.heads, p.seq_q, c.dim_v);
   layouts.has_lse = c.lse;
+  layouts.shared_prefix_pages = p.cascade ? p.shared_pages : 0;
   layouts.options.causal = c.causal;
   apply_options(c.modifiers, layouts.options);
   draw_caches(c, p, rounded, d);
@@ -304,7 +306,12 @@ ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& 
 
   const PreparedAttention prepared(ctx, AttentionSpec::paged(d.layouts));
   ServingResult result;
-  result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
+  result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits" +
+                (prepared.plan().cascade ? ", cascade" : "");
+  if (prepared.plan().cascade != p.cascade) {  // the case is there for the cascade (or for its absence)
+    result.text = std::string("the plan ") + (p.cascade ? "does not run" : "runs") + " the cascade";
+    return result;
+  }
   // Two steps of one plan, each from the original caches, on fresh poison.
   for (int step = 0; step < 2; ++step) {
     const std::string text = run_step(c, p, d, ref, prepared, dev, result.worst);
@@ -322,6 +329,7 @@ FeatureTags features(const ServingCase& c, const PagedSource& p) {
   if (p.order == PageOrder::hnd) f.emplace_back("layout", "paged hnd");
   if (p.seq_new) f.emplace_back("layout", "append");
   if (p.v_view) f.emplace_back("layout", "V a view of K");
+  if (p.cascade) f.emplace_back("layout", "cascade");
   add_serving_features(c, f);
   return f;
 }

@@ -38,6 +38,9 @@ struct PagedSource {
   // V as the first dim_v columns of K's rows (k_cache.prefix_view, MLA's latent cache): one cache in
   // one Buffer, given as both; an append gives k_new alone.
   bool v_view = false;
+  // Cascade: every sequence (not just 0 and 1) starts with sequence 0's first shared_pages pages, and
+  // the call is given them as shared_prefix_pages (read once for the batch).
+  bool cascade = false;
 };
 
 // Keys and values as packed variable-length sequences (cu_seqlens).

@@ -49,7 +49,7 @@ AttentionSpec AttentionSpec::dense(const AttentionLayouts& l, bool weights, Atte
 AttentionSpec AttentionSpec::paged(const PagedAttentionLayouts& l) {
   AttentionSpec spec;
   spec.q = l.q;
-  spec.kv = PagedKv{l.k_cache, l.v_cache, l.max_pages, l.k_new, l.v_new};
+  spec.kv = PagedKv{l.k_cache, l.v_cache, l.max_pages, l.k_new, l.v_new, l.shared_prefix_pages};
   spec.out = l.out;
   spec.options = l.options;
   spec.per_head() = l.per_head();
@@ -107,6 +107,7 @@ PagedAttentionLayouts AttentionSpec::paged_layouts() const {
   l.max_pages = cache.max_pages;
   l.k_new = cache.k_new;
   l.v_new = cache.v_new;
+  l.shared_prefix_pages = cache.shared_prefix_pages;
   l.out = out;
   l.has_lse = lse;
   l.options = options;

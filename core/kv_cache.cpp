@@ -2,6 +2,7 @@
 // (check_attention) for Q, O and the options, so that both layouts word a bad option the same way.
 #include "vkattn/kv_cache.hpp"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <sstream>
@@ -55,6 +56,31 @@ void check_appended(const char* name, const TensorLayout& t, const TensorLayout&
   check_equal(n + ".batch", t.batch, "q.batch", q.batch);
   check_equal(n + ".heads", t.heads, std::string(cache_name) + ".kv_heads", cache.kv_heads);
   check_equal(n + ".dim", t.dim, std::string(cache_name) + ".dim", cache.dim);
+}
+
+// shared_prefix_pages: the prefix must be visible, whole, to every query row of every sequence, and
+// a GQA group's query rows of a sequence must be one run of Q (the prefix pass reads them as one
+// head's rows).
+void check_cascade(const PagedAttentionLayouts& l, int64_t seq_new) {
+  const int64_t n = l.shared_prefix_pages;
+  if (n == 0) return;
+  const std::string name = "shared_prefix_pages (" + str(n) + ")";
+  if (n < 0) fail(name + " must be >= 0");
+  if (n >= l.max_pages)
+    fail(name + " must be below max_pages (" + str(l.max_pages) + "): each sequence's own pages follow the prefix");
+  const AttentionOptions& o = l.options;
+  if (o.window) fail(name + ": a sliding window sees a prefix key or not by each row's position; cascade takes none");
+  if (l.alibi) fail(name + ": ALiBi biases a prefix key by each row's position; cascade takes none");
+  if (o.causal == Causal::top_left)
+    fail(name + ": top-left causal hides prefix keys from the first rows; cascade takes bottom-right or none");
+  if (o.causal == Causal::bottom_right && l.q.seq > seq_new + 1)
+    fail(name + ": bottom-right causal with seq_q (" + str(l.q.seq) + ") > seq_new + 1 (" + str(seq_new + 1) +
+         ") hides prefix keys from the first rows when a sequence holds no more than the prefix");
+  if (o.dropout && o.dropout->p > 0.0f) fail(name + ": dropout is not taken with cascade");
+  const bool grouped = l.k_cache.kv_heads > 0 && l.q.heads / l.k_cache.kv_heads > 1;
+  if (grouped && l.q.seq > 1 && l.q.stride_head != l.q.seq * l.q.stride_seq)
+    fail(name + ": the prefix pass reads a GQA group's query rows as one run, so q.stride_head (" + str(l.q.stride_head) +
+         ") must equal seq_q * q.stride_seq (" + str(l.q.seq) + " * " + str(l.q.stride_seq) + ")");
 }
 
 }  // namespace
@@ -139,6 +165,8 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
            str(l.max_pages) + " * " + str(l.k_cache.page_size) + " = " + str(capacity));
   }
 
+  check_cascade(l, seq_new);
+
   // The dense rules for Q, O, the options and the modifiers: K and V stand in as one key per
   // sequence (the key count is per sequence; nothing below depends on it).
   AttentionLayouts dense;
@@ -158,6 +186,7 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& l) {
   p.max_pages = l.max_pages;
   p.seq_new = seq_new;
   p.appends_v = l.v_new.has_value();
+  p.shared_prefix_pages = l.shared_prefix_pages;
   p.quant = l.k_cache.quant;
   return p;
 }
@@ -180,6 +209,14 @@ void check_paged_values(const PagedProblem& p, std::span<const int32_t> block_ta
         fail(entry + " + k_new.seq (" + str(p.seq_new) + ") = " + str(len + p.seq_new) + " exceeds " + capacity_text);
       fail(entry + " exceeds " + capacity_text);
     }
+    if (len < p.prefix_tokens())
+      fail(entry + " is shorter than the shared prefix: shared_prefix_pages * page_size = " +
+           str(p.shared_prefix_pages) + " * " + str(p.page_size) + " = " + str(p.prefix_tokens()));
+    for (int64_t i = 0; i < p.shared_prefix_pages; ++i)
+      if (block_table[static_cast<std::size_t>(b * p.max_pages + i)] != block_table[static_cast<std::size_t>(i)])
+        fail("block_table[" + str(b) + "][" + str(i) + "] (" + str(block_table[static_cast<std::size_t>(b * p.max_pages + i)]) +
+             ") differs from block_table[0][" + str(i) + "] (" + str(block_table[static_cast<std::size_t>(i)]) +
+             "): the first shared_prefix_pages (" + str(p.shared_prefix_pages) + ") entries are every sequence's");
     const int64_t pages = (len + p.seq_new + p.page_size - 1) / p.page_size;
     for (int64_t i = 0; i < pages; ++i) {
       const int32_t page = block_table[static_cast<std::size_t>(b * p.max_pages + i)];
@@ -220,6 +257,22 @@ void check_paged_values(const PagedProblem& p, std::span<const int32_t> block_ta
            str(first_is_me ? h.other_b : h.b) + " also maps to: an appended row must belong to its own token alone");
     }
   }
+}
+
+int64_t shared_prefix_pages(std::span<const int32_t> block_table, std::span<const int32_t> cache_lens,
+                            int64_t max_pages, int64_t page_size) {
+  const int64_t batch = static_cast<int64_t>(cache_lens.size());
+  if (batch < 2 || max_pages < 1 || page_size < 1) return 0;
+  detail::check_size("block_table", block_table.size(), batch * max_pages, detail::shape_string({batch, max_pages}),
+                     " (batch, max_pages)");
+  int64_t pages = max_pages - 1;  // a sequence's own pages follow the prefix
+  for (int64_t b = 0; b < batch; ++b) {
+    pages = std::min<int64_t>(pages, std::max<int64_t>(cache_lens[static_cast<std::size_t>(b)], 0) / page_size);
+    int64_t i = 0;
+    while (i < pages && block_table[static_cast<std::size_t>(b * max_pages + i)] == block_table[static_cast<std::size_t>(i)]) ++i;
+    pages = i;
+  }
+  return pages;
 }
 
 }  // namespace vkattn

@@ -70,19 +70,20 @@ ChunkBindings chunk_bindings(const ChunkCall& call, const AttentionSlots& slots,
   // A paged cache's rows of the block table start at the chunk's first batch. A packed batch
   // (plan.varlen): cu_seqlens_q where the block table is and cu_seqlens_k where the key lengths are
   // (shader_abi.h).
-  b.block_table = plan.paged ? Binding{slots.block_table, kv_offset * uint64_t(plan.paged->max_pages), 4,
-                                       uint64_t(p.batch * plan.paged->max_pages)}
+  b.block_table = plan.paged ? Binding{slots.block_table,
+                                       (uint64_t(plan.paged->table_offset) * 4 + kv_offset * uint64_t(plan.paged->row_stride())),
+                                       4, uint64_t(plan.paged->table_span(p.batch))}
                              : kPlaceholder;
   if (plan.varlen) b.block_table = Binding{slots.block_table, 0, 4, call.batches + 1};
   const uint64_t rows_total = uint64_t(p.batch) * uint64_t(p.heads) * uint64_t(p.seq_q);
-  b.lse = l.has_lse ? Binding{slots.lse, lse_offset, 4, rows_total} : kPlaceholder;
+  b.lse = l.has_lse ? Binding{slots.lse, slots.lse_base + lse_offset, 4, rows_total} : kPlaceholder;
   b.mask = kPlaceholder;
   if (l.mask) {
     const uint64_t msize = mask_type_size(l.mask->type);
     b.mask = Binding{slots.mask, uint64_t(l.mask->offset) * msize, msize, uint64_t(l.mask->required_elements() - l.mask->offset)};
   }
   b.kv_lengths = plan.varlen       ? Binding{slots.kv_lengths, 0, 4, call.batches + 1}
-                 : l.has_kv_lengths ? Binding{slots.kv_lengths, kv_offset, 4, uint64_t(p.batch)}
+                 : l.has_kv_lengths ? Binding{slots.kv_lengths, slots.kv_lengths_base + kv_offset, 4, uint64_t(p.batch)}
                                     : kPlaceholder;
   // The score modifiers' per-head tensors, whole (a chunk's heads index them from its h0).
   b.per_head = per_head_slot_bindings(slots.per_head, l.per_head());
@@ -130,7 +131,7 @@ AttentionPush kernel_push(const ChunkCall& call) {
     push.m_sh = u32(plan.varlen->max_seq_k);
   }
   if (plan.paged) {  // the block table's row stride, the pool's pages, the appended tokens (shader_abi.h)
-    push.m_sb = u32(plan.paged->max_pages);
+    push.m_sb = u32(plan.paged->row_stride());
     push.m_sh = u32(plan.paged->num_pages);
     push.m_ss = u32(plan.paged->seq_new);
   }
@@ -169,7 +170,7 @@ AttentionConstants kernel_constants(const ContextImpl& c, const ChunkCall& call,
   if (call.split()) k.modifiers = split_part_modifiers(k.modifiers);
   k.kv_format = p.kv_quant == KvQuant::q8_0 ? KV_FORMAT_Q8_0 : KV_FORMAT_AS_Q;
   k.varlen = plan.varlen ? 1u : 0u;
-  k.page_stride = plan.paged ? plan.paged->page_rows(p.kv_heads) : 0u;
+  k.page_stride = plan.paged ? plan.paged->page_rows() : 0u;
   k.prefetch_keys = cfg.prefetch_keys;
   // The subgroup kernels' workgroup is one subgroup of cfg.lanes: required where the device can
   // require it (on devices of several sizes the plan depends on it, plan_fit).

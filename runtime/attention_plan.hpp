@@ -21,12 +21,20 @@ namespace vkattn::detail {
 struct PagedKeys {
   uint32_t page_size = 0;
   PageOrder order = PageOrder::nhd;
+  int64_t cache_kv_heads = 0;  // the caches' (a cascade's prefix pass sees one KV head per batch entry)
   // A page's key rows in the cache views (SPEC_ATTENTION_PAGE_STRIDE): nhd pages hold page_size rows
   // of all heads, hnd pages kv_heads runs of page_size rows.
-  uint32_t page_rows(int64_t kv_heads) const {
-    return order == PageOrder::hnd ? page_size * static_cast<uint32_t>(kv_heads) : page_size;
+  uint32_t page_rows() const {
+    return order == PageOrder::hnd ? page_size * static_cast<uint32_t>(cache_kv_heads) : page_size;
   }
   int64_t max_pages = 0, num_pages = 0;
+  // The table as read: sequence b's page i is entry table_offset + b * table_row_stride + i of the
+  // binding (a cascade's passes: the suffix from column shared_prefix_pages, the prefix every row
+  // from row 0's). table_row_stride < 0: max_pages (the table as given).
+  int64_t table_offset = 0, table_row_stride = -1;
+  int64_t row_stride() const { return table_row_stride < 0 ? max_pages : table_row_stride; }
+  // Entries a chunk of `batches` sequences spans from its first row's first.
+  int64_t table_span(int64_t batches) const { return (batches - 1) * row_stride() + max_pages; }
   int64_t seq_new = 0;                           // tokens appended before attending
   int64_t k_elements = 0, v_elements = 0;        // of the caches (num_pages * page_size * kv_heads * row)
   int64_t k_row = 0, v_row = 0;                  // elements per cache row (a view's are wider than its dim)
@@ -117,13 +125,38 @@ FusedPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Atte
 // A paged call planned (plan_paged): its checked problem, the dense view of its tensors the fused
 // kernels run on (K and V: the caches as (batch, kv_heads, capacity, dim) of batch stride 0) and the
 // plan (plan.paged set).
+// Cascade (shared-prefix) attention of a paged call (PagedAttentionLayouts::shared_prefix_pages,
+// runtime/paged_cascade.cpp): after the append, the passes' key lengths (cascade_lengths.comp); the
+// prefix pass, whose batch is the KV heads and whose rows are a head's group of every sequence
+// (kv_heads, batch, group * seq_q) against the prefix pages (table row 0, row stride 0); the suffix
+// pass, the call itself against each sequence's pages past the prefix; and their merge into O and
+// LSE (cascade_merge.comp). The passes' results and lengths live in the workspace after the larger of
+// the two passes' own scratch (the passes run one after the other and share it).
+struct CascadePlan {
+  PagedKeys keys;  // the call's own (its append's): the whole table
+  FusedPlan prefix, suffix;
+  AttentionLayouts prefix_layouts, suffix_layouts;  // their O in the workspace (element offsets)
+  int64_t prefix_tokens = 0;
+  // Byte offsets in the workspace: the lengths (batch suffix, then kv_heads prefix), each pass's LSE.
+  uint64_t lengths_offset = 0, prefix_lse_offset = 0, suffix_lse_offset = 0;
+  uint64_t workspace_bytes = 0;
+};
+
 struct PagedCall {
   PagedProblem problem;
   AttentionLayouts dense;
   FusedPlan plan;
+  std::optional<CascadePlan> cascade;  // shared_prefix_pages > 0: plan is then cascade->suffix
 };
-// Plans a paged call (check_paged_attention, then plan_fused on the dense view); throws Error.
+// Plans a paged call (check_paged_attention, then plan_fused on the dense view; with
+// shared_prefix_pages, plan_cascade); throws Error.
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
+// A paged cache as the kernels address it: (batch, kv_heads, capacity, dim) of batch stride 0 whose
+// key rows the block table places (paged_plan.cpp).
+TensorLayout paged_cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity);
+// The cascade of a paged call with shared_prefix_pages, from its dense view and keys (paged_cascade.cpp).
+CascadePlan plan_cascade(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts,
+                         const PagedProblem& problem, const AttentionLayouts& dense, const PagedKeys& keys);
 
 
 // The layouts of one chunk: tensors rebased to (b0, h0) and cut to nb batches x nh query heads

@@ -25,6 +25,9 @@ struct AttentionSlots {
   // A paged call's (k and v are then its caches): the block table (at the byte offset its plan's
   // emit was given) and the tokens to append.
   uint32_t block_table = 12, k_new = 13, v_new = 14;
+  // Byte offsets of the LSE and the key lengths in their slots (a cascade's passes keep theirs in
+  // the workspace).
+  uint64_t lse_base = 0, kv_lengths_base = 0;
 };
 inline constexpr uint32_t kAttentionSlotCount = 12;  // the placeholder (slot 0) and slots q .. per_head above
 inline constexpr uint32_t kPagedSlotCount = 15;      // and a paged call's three more
@@ -33,7 +36,10 @@ inline constexpr uint32_t kPagedSlotCount = 15;      // and a paged call's three
 struct PathPlan {
   std::optional<FusedPlan> fused;
   std::optional<UnfusedPlan> unfused;
-  uint64_t workspace_bytes() const { return fused ? fused->workspace_bytes : unfused->workspace_bytes; }
+  std::optional<CascadePlan> cascade;  // a paged call's cascade (fused is then its suffix pass)
+  uint64_t workspace_bytes() const {
+    return cascade ? cascade->workspace_bytes : fused ? fused->workspace_bytes : unfused->workspace_bytes;
+  }
   const AttentionProblem& problem() const { return fused ? fused->problem : unfused->problem; }
   uint64_t alignment() const { return fused ? fused->alignment : unfused->alignment; }
 };
@@ -61,7 +67,11 @@ void emit_fused_attention(ContextImpl& context, CommandList& list, const FusedPl
 // give them (plan.paged->seq_new > 0), a barrier, then the fused dispatches.
 void emit_paged_attention(ContextImpl& context, CommandList& list, const FusedPlan& plan,
                           const AttentionLayouts& layouts, const std::optional<TensorLayout>& k_new,
-                          const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {});
+                          const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {},
+                          const CascadePlan* cascade = nullptr);
+// A cascade's passes and merge (after the append), paged_cascade.cpp.
+void emit_cascade(ContextImpl& context, CommandList& list, const CascadePlan& plan, const AttentionLayouts& layouts,
+                  const AttentionSlots& slots);
 
 // The barriers vkattn's synchronous calls put around recorded attention: prior host/transfer/shader
 // writes before the kernels read, and the kernels' writes before host or transfer reads.

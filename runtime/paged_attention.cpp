@@ -27,9 +27,8 @@ namespace {
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // k_new and v_new written into the caches at tokens cache_lens[b] .. (kv_append.comp).
-void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, const TensorLayout& k_new,
-                    const TensorLayout& v_new, const AttentionSlots& slots) {
-  const PagedKeys& paged = *plan.paged;
+void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, const PagedKeys& paged,
+                    const TensorLayout& k_new, const TensorLayout& v_new, const AttentionSlots& slots) {
   const AttentionProblem& p = plan.problem;
   const uint64_t esize = dtype_size(p.dtype);
   const auto tensor = [&](uint32_t slot, const TensorLayout& t) {
@@ -80,11 +79,16 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, co
 
 void emit_paged_attention(ContextImpl& c, CommandList& list, const FusedPlan& plan, const AttentionLayouts& layouts,
                           const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
-                          const AttentionSlots& slots) {
+                          const AttentionSlots& slots, const CascadePlan* cascade) {
   list.own_slot(slots.workspace);
   // k_new alone (V a view of K's rows): its binding stands in for v_new's, which nothing reads.
-  if (plan.paged->seq_new > 0) emit_kv_append(c, list, plan, *k_new, v_new ? *v_new : *k_new, slots);
-  emit_fused_attention(c, list, plan, layouts, slots);
+  // (A cascade's suffix pass reads the table from its prefix on; the append writes through all of it.)
+  const PagedKeys& keys = cascade ? cascade->keys : *plan.paged;
+  if (keys.seq_new > 0) emit_kv_append(c, list, plan, keys, *k_new, v_new ? *v_new : *k_new, slots);
+  if (cascade)
+    emit_cascade(c, list, *cascade, layouts, slots);
+  else
+    emit_fused_attention(c, list, plan, layouts, slots);
 }
 
 void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, const AttentionBuffers& b,
@@ -121,7 +125,10 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
   if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
     checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
   checks.head_values(b.per_head(), layouts.per_head());
-  checks.workspace(workspace, plan.workspace_bytes, "split-KV partials");
+  if (call.planned.cascade)
+    checks.workspace(workspace, call.planned.cascade->workspace_bytes, "cascade's passes and split-KV partials");
+  else
+    checks.workspace(workspace, plan.workspace_bytes, "split-KV partials");
   checks.finish();
 }
 

@@ -13,11 +13,13 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+}  // namespace
+
 // The cache as the kernels address it: key j of sequence b, KV head g is row page * page_rows + slot
 // of the view (PagedKeys::page_rows), plus g * stride_head; the view's seq is the capacity (the most
 // keys a sequence has). nhd pages: rows of kv_heads * row, heads row apart; hnd: rows of row, heads
 // page_size * row apart (row = the cache's row_elements(): its dim, or a view's wider rows).
-TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
+TensorLayout paged_cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity) {
   TensorLayout t;
   t.dtype = dtype;
   t.batch = batch;
@@ -32,8 +34,6 @@ TensorLayout cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, 
   return t;
 }
 
-}  // namespace
-
 PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts) {
   PagedCall call;
   call.problem = check_paged_attention(layouts);
@@ -42,8 +42,8 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   AttentionLayouts& d = call.dense;
   d.q = layouts.q;
   d.out = layouts.out;
-  d.k = cache_view(layouts.q.dtype, layouts.q.batch, layouts.k_cache, pp.capacity());
-  d.v = cache_view(layouts.q.dtype, layouts.q.batch, layouts.v_cache, pp.capacity());
+  d.k = paged_cache_view(layouts.q.dtype, layouts.q.batch, layouts.k_cache, pp.capacity());
+  d.v = paged_cache_view(layouts.q.dtype, layouts.q.batch, layouts.v_cache, pp.capacity());
   d.has_kv_lengths = true;  // the cache lengths, bound where the key lengths are
   d.has_lse = layouts.has_lse;
   d.options = layouts.options;
@@ -53,6 +53,7 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
   PagedKeys keys;
   keys.page_size = static_cast<uint32_t>(pp.page_size);
   keys.order = layouts.k_cache.order;
+  keys.cache_kv_heads = layouts.k_cache.kv_heads;
   keys.max_pages = pp.max_pages;
   keys.num_pages = pp.num_pages;
   keys.seq_new = pp.seq_new;
@@ -81,7 +82,12 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
     throw unsupported("grid: appending " + str(uint64_t(pp.seq_new)) + " tokens to " +
                       str(uint64_t(pp.attention.batch)) + " x " + str(uint64_t(pp.attention.kv_heads)) +
                       " (batch x kv_heads) exceeds maxComputeWorkGroupCount of " + device.name);
-  call.plan = plan_fused(device, variant, d, true, &keys);
+  if (pp.shared_prefix_pages > 0) {
+    call.cascade = plan_cascade(device, variant, layouts, pp, d, keys);
+    call.plan = call.cascade->suffix;
+  } else {
+    call.plan = plan_fused(device, variant, d, true, &keys);
+  }
   return call;
 }
 

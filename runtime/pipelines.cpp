@@ -230,6 +230,19 @@ PipelineKey merge_gather_pipeline(DType dtype, uint32_t workgroup) {
   return key;
 }
 
+PipelineKey cascade_lengths_pipeline() {
+  PipelineKey key;
+  key.shader = Shader::cascade_lengths;
+  return key;
+}
+
+PipelineKey cascade_merge_pipeline(DType dtype) {
+  PipelineKey key;
+  key.shader = Shader::cascade_merge;
+  key.types[0] = dtype;
+  return key;
+}
+
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
   PipelineKey key;
   key.shader = Shader::gemm_subgroup;
@@ -303,7 +316,8 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
     };
     static_assert(ATTENTION_BINDINGS <= kMaxBindings && COMBINE_BINDINGS <= kMaxBindings && SOFTMAX_BINDINGS <= kMaxBindings &&
                   GEMM_BINDINGS <= kMaxBindings && KV_APPEND_BINDINGS <= kMaxBindings && WORK_LIST_BINDINGS <= kMaxBindings &&
-                  BACKWARD_BINDINGS <= kMaxBindings && REDUCE_BINDINGS <= kMaxBindings && MERGE_BINDINGS <= kMaxBindings);
+                  BACKWARD_BINDINGS <= kMaxBindings && REDUCE_BINDINGS <= kMaxBindings && MERGE_BINDINGS <= kMaxBindings &&
+                  CASCADE_LENGTHS_BINDINGS <= kMaxBindings && CASCADE_MERGE_BINDINGS <= kMaxBindings);
     layouts_[static_cast<int>(KernelKind::attention)] = make_layout(
         device_, ATTENTION_BINDINGS, sizeof(AttentionPush),
         bits({ATTENTION_O_BINDING, ATTENTION_LSE_BINDING, ATTENTION_PARTIAL_O_BINDING, ATTENTION_PARTIAL_LSE_BINDING}),
@@ -326,6 +340,10 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
         make_layout(device_, REDUCE_BINDINGS, sizeof(ReducePush), bits({REDUCE_OUT_BINDING}), 0);
     layouts_[static_cast<int>(KernelKind::merge_gather)] = make_layout(
         device_, MERGE_BINDINGS, sizeof(MergePush), bits({MERGE_PARTIAL_O_BINDING, MERGE_PARTIAL_LSE_BINDING}), 0);
+    layouts_[static_cast<int>(KernelKind::cascade_lengths)] = make_layout(
+        device_, CASCADE_LENGTHS_BINDINGS, sizeof(CascadeLengthsPush), bits({CASCADE_LENGTHS_OUT_BINDING}), 0);
+    layouts_[static_cast<int>(KernelKind::cascade_merge)] = make_layout(
+        device_, CASCADE_MERGE_BINDINGS, sizeof(CascadeMergePush), bits({CASCADE_MERGE_O_BINDING, CASCADE_MERGE_LSE_BINDING}), 0);
   } catch (...) {
     release();
     throw;

@@ -24,7 +24,9 @@
 
 namespace vkattn::detail {
 
-enum class KernelKind { attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce, merge_gather };
+enum class KernelKind {
+  attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce, merge_gather, cascade_lengths, cascade_merge
+};
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types). A new shader is a
 // value here and its row in kShaderRows, in the same order.
@@ -49,7 +51,9 @@ enum class Shader : uint8_t {
   attention_backward_kv_tiled,
   attention_backward_q_tiled,
   attention_backward_scores,
-  merge_states_gather
+  merge_states_gather,
+  cascade_lengths,
+  cascade_merge
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -84,12 +88,14 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::attention_backward_q_tiled, "attention_backward_q_tiled", 1, KernelKind::backward},
     {Shader::attention_backward_scores, "attention_backward_scores", 1, KernelKind::backward},
     {Shader::merge_states_gather, "merge_states_gather", 1, KernelKind::merge_gather},
+    {Shader::cascade_lengths, "cascade_lengths", 0, KernelKind::cascade_lengths},
+    {Shader::cascade_merge, "cascade_merge", 1, KernelKind::cascade_merge},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::merge_states_gather) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::cascade_merge) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 
@@ -188,6 +194,9 @@ PipelineKey backward_pipeline(DType dtype, Shader shader, const BackwardConstant
 PipelineKey backward_reduce_pipeline(DType dtype, uint32_t workgroup);
 // Merging attention states' gather (merge_states_gather.comp) of parts in storage type `dtype`.
 PipelineKey merge_gather_pipeline(DType dtype, uint32_t workgroup);
+// Cascade attention's pass lengths (no storage type) and merge (the call's storage type).
+PipelineKey cascade_lengths_pipeline();
+PipelineKey cascade_merge_pipeline(DType dtype);
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& constants);
 
 // The embedded SPIR-V module `key` runs, e.g. "attention_tiled_f16", "gemm_f16_f16_f32",
@@ -249,7 +258,7 @@ class PipelineRegistry {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;
-  KernelLayout layouts_[9];
+  KernelLayout layouts_[11];  // one per KernelKind
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;

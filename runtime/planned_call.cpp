@@ -62,6 +62,7 @@ PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const Att
       call.paged = paged.problem;
       call.dense = paged.dense;
       call.planned.fused = std::move(paged.plan);
+      call.planned.cascade = std::move(paged.cascade);
       break;
     }
     default: {
@@ -80,7 +81,7 @@ PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const Att
 void emit_call(ContextImpl& context, CommandList& list, const PlannedCall& call) {
   if (call.source == Source::paged)
     emit_paged_attention(context, list, *call.planned.fused, call.dense, call.paged_layouts->k_new,
-                         call.paged_layouts->v_new);
+                         call.paged_layouts->v_new, {}, call.planned.cascade ? &*call.planned.cascade : nullptr);
   else
     emit_attention(context, list, call.planned, call.dense);
 }

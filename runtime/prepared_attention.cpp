@@ -40,6 +40,7 @@ AttentionPlan report_of(const PathPlan& planned) {
   plan.keys_per_split = lp.keys_per_split;
   plan.path = "fused";
   plan.kernel = lp.config.name();
+  plan.cascade = planned.cascade.has_value();
   plan.chunks = uint32_t(ceil_div(uint64_t(lp.problem.batch), uint64_t(lp.batch_chunk)) *
                          ceil_div(uint64_t(lp.problem.heads), uint64_t(lp.head_chunk)) * lp.query_ranges *
                          ceil_div(lp.splits, lp.splits_per_dispatch));

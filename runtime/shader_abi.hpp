@@ -39,6 +39,12 @@ struct ReducePush {
 struct MergePush {
   MERGE_PUSH_MEMBERS
 };
+struct CascadeLengthsPush {
+  CASCADE_LENGTHS_PUSH_MEMBERS
+};
+struct CascadeMergePush {
+  CASCADE_MERGE_PUSH_MEMBERS
+};
 
 // Every member is 4 bytes (std430 adds no padding), and Vulkan guarantees 128 bytes of push constants.
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
@@ -48,6 +54,7 @@ static_assert(sizeof(SoftmaxPush) == 18 * 4);
 static_assert(sizeof(GemmPush) == 30 * 4);
 static_assert(sizeof(KvAppendPush) == 25 * 4);
 static_assert(sizeof(BackwardPush) == 32 * 4 && sizeof(ReducePush) == 9 * 4 && sizeof(MergePush) == 12 * 4);
+static_assert(sizeof(CascadeLengthsPush) == 7 * 4 && sizeof(CascadeMergePush) == 15 * 4);
 static_assert(SPEC_BACKWARD_MODIFIERS + MOD_SPEC_BLOCK == SPEC_BACKWARD_VARLEN && SPEC_BACKWARD_COUNT <= kMaxSpecConstants);
 static_assert(SPEC_ATTENTION_COUNT <= kMaxSpecConstants, "PipelineKey holds every specialization constant");
 static_assert(sizeof(AttentionPush) <= 128 && sizeof(CombinePush) <= 128 && sizeof(SoftmaxPush) <= 128 &&

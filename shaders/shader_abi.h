@@ -80,6 +80,20 @@
 #define MERGE_PARTIAL_O_BINDING 2           /* written */
 #define MERGE_PARTIAL_LSE_BINDING 3         /* written */
 #define MERGE_BINDINGS 4
+
+/* Cascade (shared-prefix) paged attention (runtime/paged_cascade.cpp): the passes' key lengths
+ * (cascade_lengths.comp), and the merge of the prefix pass's and the suffix pass's results
+ * (cascade_merge.comp). */
+#define CASCADE_LENGTHS_IN_BINDING 0
+#define CASCADE_LENGTHS_OUT_BINDING 1       /* written */
+#define CASCADE_LENGTHS_BINDINGS 2
+#define CASCADE_MERGE_PREFIX_O_BINDING 0
+#define CASCADE_MERGE_PREFIX_LSE_BINDING 1
+#define CASCADE_MERGE_SUFFIX_O_BINDING 2
+#define CASCADE_MERGE_SUFFIX_LSE_BINDING 3
+#define CASCADE_MERGE_O_BINDING 4           /* written */
+#define CASCADE_MERGE_LSE_BINDING 5         /* written */
+#define CASCADE_MERGE_BINDINGS 6
 /* attention_backward_reduce.comp */
 #define REDUCE_PARTS_BINDING 0
 #define REDUCE_OUT_BINDING 1                /* written */
@@ -369,9 +383,25 @@
   uint batch, heads, seq, dim, row_base, range_rows;                                         \
   uint o_sb, o_sh, o_ss, o_off, lse_off, partial_off; /* partial_off: O's low half, LSE's high */
 
+/* The key lengths of a cascade's passes (cascade_lengths.comp), at out_off of the written binding:
+ * the suffix pass's, batch of them, clamp(cache_lens[b], prefix_tokens, capacity - seq_new) -
+ * prefix_tokens (cache_lens at in_off; the attention kernels' clamping rule, the prefix taken off),
+ * then the prefix pass's, kv_heads of them, prefix_tokens. */
+#define CASCADE_LENGTHS_PUSH_MEMBERS                                                         \
+  uint batch, kv_heads, prefix_tokens, capacity, seq_new, in_off, out_off;
+
+/* A cascade's merge (cascade_merge.comp): row (b, h, i) of the call, h = g * group + j, is the
+ * prefix pass's row ((g * batch + b) * group + j) * seq_q + i (O rows of dim_v at po_off, LSE at
+ * plse_off) merged with the suffix pass's row (b * heads + h) * seq_q + i (so_off, slse_off) by their
+ * LSEs, into O at o_off + b*o_sb + h*o_sh + i*o_ss + d and, with write_lse, LSE at lse_off + row. */
+#define CASCADE_MERGE_PUSH_MEMBERS                                                           \
+  uint batch, heads, group, seq_q, dim_v;                                                    \
+  uint o_sb, o_sh, o_ss, o_off, lse_off, write_lse;                                          \
+  uint po_off, plse_off, so_off, slse_off;
+
 /* The append of new tokens to a paged KV cache (kv_append.comp): element (b, g, t, d) of k_new/v_new
  * (strides *_sb, *_sh, *_ss, offset *_off) goes to token cache_lens[b] + t of sequence b, page p,
- * slot s: cache row p * page_size * kv_heads + s * slot_rows + g * head_rows (rows of dim elements;
+ * slot s: cache row p * page_size * kv_heads + s * slot_rows + g * head_rows (rows of kc_row, vc_row elements;
  * nhd pages: slot_rows kv_heads, head_rows 1; hnd: 1 and page_size). The caches'
  * offsets are their bindings' element offsets; cache_lens[b] is clamped into [0, capacity - seq_new]
  * and a table entry into [0, num_pages) (the attention kernels' rule), so a bad value writes wrong

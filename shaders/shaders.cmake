@@ -22,6 +22,8 @@ foreach(dtype f32 f16 bf16)
   vkattn_add_shader(NAME attention_backward_scores_${dtype} SOURCE attention_backward_scores.comp DEFINES DTYPE_${DT}=1)
   # Merging attention states: one part's rows into the combine's partials (the combine merges them).
   vkattn_add_shader(NAME merge_states_gather_${dtype} SOURCE merge_states_gather.comp DEFINES DTYPE_${DT}=1)
+  # Cascade (shared-prefix) paged attention: the merge of its prefix and suffix passes.
+  vkattn_add_shader(NAME cascade_merge_${dtype} SOURCE cascade_merge.comp DEFINES DTYPE_${DT}=1)
   # Their tiled forms (GPUs): shared-memory blocks of keys and query rows.
   vkattn_add_shader(NAME attention_backward_kv_tiled_${dtype} SOURCE attention_backward_kv_tiled.comp DEFINES DTYPE_${DT}=1)
   vkattn_add_shader(NAME attention_backward_q_tiled_${dtype} SOURCE attention_backward_q_tiled.comp DEFINES DTYPE_${DT}=1)
@@ -31,6 +33,8 @@ endforeach()
 # scores only): one module each.
 vkattn_add_shader(NAME attention_work_list SOURCE attention_work_list.comp)
 vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
+# A cascade's key lengths of its two passes (int32 only).
+vkattn_add_shader(NAME cascade_lengths SOURCE cascade_lengths.comp)
 
 # The GEMM, one module per (A, B, C) storage-type combination the library uses, named
 # gemm_<A>_<B>_<C> (and gemm_subgroup_<A>_<B>_<C>, the CPU devices' kernel): linear layers (d, d, d), scores (d, d, f32), the weighted sum (f32, d, d)

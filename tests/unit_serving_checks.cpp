@@ -203,6 +203,57 @@ TEST_SUITE("unit") {
     CHECK(contains(paged_message(l), "k_cache.row_stride (80) must be a multiple of 32 for q8_0 (rows of whole blocks)"));
   }
 
+  TEST_CASE("check_paged_attention and check_paged_values: cascade (shared_prefix_pages)") {
+    PagedAttentionLayouts l = valid_paged();  // B 2, H 8 / KV 2, Sq 3, 4 columns of pages of 16
+    l.shared_prefix_pages = 2;
+    CHECK(check_paged_attention(l).prefix_tokens() == 32);
+    l.options.causal = Causal::bottom_right;
+    CHECK(contains(paged_message(l), "shared_prefix_pages (2): bottom-right causal with seq_q (3) > seq_new + 1 (1) hides "
+                                     "prefix keys from the first rows"));
+    l.k_new = TensorLayout::bhsd(DType::f32, 2, 2, 2, 64);
+    l.v_new = TensorLayout::bhsd(DType::f32, 2, 2, 2, 32);
+    CHECK_NOTHROW(check_paged_attention(l));  // seq_q 3 <= seq_new 2 + 1
+    l.options.causal = Causal::top_left;
+    CHECK(contains(paged_message(l), "top-left causal hides prefix keys"));
+    l.options.causal = Causal::none;
+    l.options.window = Window{8, 0};
+    CHECK(contains(paged_message(l), "shared_prefix_pages (2): a sliding window"));
+    l.options.window.reset();
+    l.alibi = HeadValuesLayout{1, 8, 0};
+    CHECK(contains(paged_message(l), "shared_prefix_pages (2): ALiBi"));
+    l.alibi.reset();
+    l.q.stride_head = 3 * 64 + 7;
+    l.q.stride_batch = 8 * l.q.stride_head;
+    CHECK(contains(paged_message(l), "q.stride_head (199) must equal seq_q * q.stride_seq (3 * 64)"));
+    l.q = TensorLayout::bhsd(DType::f32, 2, 8, 3, 64);
+    l.shared_prefix_pages = 4;
+    CHECK(contains(paged_message(l), "shared_prefix_pages (4) must be below max_pages (4)"));
+    l.shared_prefix_pages = -1;
+    CHECK(contains(paged_message(l), "shared_prefix_pages (-1) must be >= 0"));
+
+    l.shared_prefix_pages = 2;
+    const PagedProblem p = check_paged_attention(l);
+    std::vector<int32_t> table = {5, 6, 7, -1, 5, 6, 8, 9};
+    std::vector<int32_t> lens = {32, 40};
+    CHECK_NOTHROW(check_paged_values(p, table, lens));
+    lens[0] = 31;
+    CHECK(contains(error_message([&] { check_paged_values(p, table, lens); }),
+                   "cache_lens[0] (31) is shorter than the shared prefix: shared_prefix_pages * page_size = 2 * 16 = 32"));
+    lens[0] = 32;
+    table[5] = 3;
+    CHECK(contains(error_message([&] { check_paged_values(p, table, lens); }),
+                   "block_table[1][1] (3) differs from block_table[0][1] (6)"));
+
+    // What a host's table shares: the leading entries every sequence has equal and wholly inside its length.
+    table[5] = 6;
+    CHECK(shared_prefix_pages(table, std::vector<int32_t>{32, 40}, 4, 16) == 2);
+    CHECK(shared_prefix_pages(table, std::vector<int32_t>{31, 40}, 4, 16) == 1);
+    CHECK(shared_prefix_pages(table, std::vector<int32_t>{48, 64}, 4, 16) == 2);  // entry 2 differs (7, 8)
+    CHECK(shared_prefix_pages(std::vector<int32_t>{5, 6, 7, 8}, std::vector<int32_t>{64}, 4, 16) == 0);  // one sequence
+    table[4] = 1;
+    CHECK(shared_prefix_pages(table, std::vector<int32_t>{32, 40}, 4, 16) == 0);
+  }
+
   TEST_CASE("check_paged_values: the block table and cache lengths") {
     PagedAttentionLayouts l = valid_paged();
     PagedProblem p = check_paged_attention(l);

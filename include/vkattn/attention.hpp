@@ -91,6 +91,9 @@ struct AttentionPlan {
   // fused_workspace_budget (ranges of query tiles, each split and combined in turn).
   uint64_t scores_bytes = 0;
   uint32_t chunks = 1;
+  // A paged call with shared_prefix_pages: its shared prefix read once for the batch (a prefix pass,
+  // the other fields' suffix pass, a merge; workspace_bytes holds both passes' results).
+  bool cascade = false;
 };
 
 // The buffers of one run of a prepared call (AttentionSpec, vkattn/attention_spec.hpp). Each tensor

@@ -30,6 +30,7 @@ struct PagedKv {
   PagedKvLayout k_cache, v_cache;  // dims dim_qk and dim_v; the same pages, page size and heads
   int64_t max_pages = 0;           // the block table's columns
   std::optional<TensorLayout> k_new, v_new;
+  int64_t shared_prefix_pages = 0;  // cascade: PagedAttentionLayouts::shared_prefix_pages
 };
 
 // Packed variable-length sequences (FlashAttention's varlen layout, vkattn/varlen.hpp): the

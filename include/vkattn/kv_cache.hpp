@@ -114,6 +114,17 @@ struct PagedAttentionLayouts : PerHeadLayouts {  // the per-head tensors' layout
   TensorLayout out;                 // (batch, heads, seq_q, dim_v)
   bool has_lse = false;
   AttentionOptions options;
+  // Cascade (shared-prefix) attention: every sequence's first shared_prefix_pages table entries are
+  // the same pages (a prompt the batch shares) and every sequence holds at least those pages' tokens
+  // (cache_lens[b] >= shared_prefix_pages * page_size). The call then reads those pages once for all
+  // the batch's query rows (a GQA group's rows of every sequence stacked against its KV head), each
+  // sequence's own pages separately, and merges the two; the answers are those of the same call
+  // without it, up to rounding (the two parts are stored in the call's dtype before the merge).
+  // 0: off. The prefix must be visible to every query row, so it takes no window, no ALiBi, no
+  // top-left causal, and bottom-right causal only with seq_q <= seq_new + 1 (decode); Q's rows of a
+  // head must be one run (q.stride_head == seq_q * q.stride_seq) when a KV head serves several query
+  // heads. shared_prefix_pages() (below) finds the pages a host's block table shares.
+  int64_t shared_prefix_pages = 0;
 };
 
 struct PagedProblem {
@@ -123,6 +134,8 @@ struct PagedProblem {
   int64_t num_pages = 0, page_size = 0, max_pages = 0, seq_new = 0;
   KvQuant quant = KvQuant::none;
   bool appends_v = false;  // an append writes v_new too (else k_new alone: V is a view of K's rows)
+  int64_t shared_prefix_pages = 0;  // the layouts' (cascade)
+  int64_t prefix_tokens() const { return shared_prefix_pages * page_size; }
   bool has_append() const { return seq_new > 0; }
   int64_t capacity() const { return max_pages * page_size; }
   // The dense problem of a sequence of seq_k keys (its length after the append).
@@ -143,7 +156,16 @@ PagedProblem check_paged_attention(const PagedAttentionLayouts& layouts);
 // max_pages values) and cache_lens (batch). cache_lens[b] in [0, capacity - seq_new]; the table
 // entries a sequence uses (its first ceil(len_b / page_size)) in [0, num_pages); every appended row
 // held by its own token alone. Throws Error naming the entry and its value.
+// With shared_prefix_pages, also that every sequence's first entries are sequence 0's and its
+// length covers them.
 void check_paged_values(const PagedProblem& problem, std::span<const int32_t> block_table,
                         std::span<const int32_t> cache_lens);
+
+// The pages a batch's block table shares from its start: the most leading entries every sequence has
+// equal to sequence 0's and wholly within its cache length (cache_lens[b] >= pages * page_size), so
+// that PagedAttentionLayouts::shared_prefix_pages may be set to it (0: none; a batch of one shares
+// nothing with anyone). Host values: block_table (batch * max_pages), cache_lens (batch).
+int64_t shared_prefix_pages(std::span<const int32_t> block_table, std::span<const int32_t> cache_lens,
+                            int64_t max_pages, int64_t page_size);
 
 }  // namespace vkattn

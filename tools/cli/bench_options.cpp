@@ -46,6 +46,17 @@ void add_shape_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
                       "With --paged: nhd, pages of (page_size, kv_heads, dim) (the default: FlashAttention's and "
                       "vLLM's), or hnd, (kv_heads, page_size, dim) (FlashInfer's HND)")
           ->check(CLI::IsMember({"nhd", "hnd"})));
+  f.shape_options.push_back(
+      app->add_option("--shared-prefix", o->shared_prefix,
+                      "With --paged: every sequence's block table starts with the same pages holding this many "
+                      "tokens (whole pages, at most the shortest sequence: a prompt the batch shares); the call "
+                      "reads them once for the batch (cascade, shared_prefix_pages found from the table) unless "
+                      "--no-cascade")
+          ->check(kPositive));
+  f.shape_options.push_back(app->add_flag(
+      "--no-cascade", o->no_cascade,
+      "With --shared-prefix: the call as it would run without the cascade, each sequence reading the prefix "
+      "(the same answers: the comparison's other half)"));
   f.shape_options.push_back(app->add_flag(
       "--v-view", o->v_view,
       "With --paged: one cache whose rows are K's, V read as their first --dim-v columns (multi-head latent "

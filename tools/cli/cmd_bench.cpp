@@ -90,6 +90,8 @@ std::vector<BenchShape> explicit_shapes(const BenchOptions& o) {
     s.page_size = o.page_size;
     s.page_order = o.page_order == "hnd" ? PageOrder::hnd : PageOrder::nhd;
     s.v_views_k = o.v_view;
+    s.shared_prefix = o.shared_prefix;
+    s.cascade = !o.no_cascade;
     s.kv_bshd = o.kv_layout == "bshd";
     s.kv_quant = o.kv_dtype == "q8_0" ? KvQuant::q8_0 : KvQuant::none;
     if (o.varlen) {  // the sequences' lengths, drawn or --lengths (kv_lengths then means each one's keys)
@@ -319,6 +321,13 @@ void check_usage(const BenchOptions& o) {
     throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
   if (!o.page_order.empty() && o.page_size == 0)
     throw UsageError("--page-order " + o.page_order + " orders the pages of a paged cache; give --paged PAGE_SIZE too");
+  if (o.shared_prefix > 0 && o.page_size == 0)
+    throw UsageError("--shared-prefix " + std::to_string(o.shared_prefix) + " shares pages of a paged cache; give --paged PAGE_SIZE too");
+  if (o.shared_prefix > 0 && o.shared_prefix % o.page_size != 0)
+    throw UsageError("--shared-prefix " + std::to_string(o.shared_prefix) + " must be whole pages of --paged " +
+                     std::to_string(o.page_size));
+  if (o.no_cascade && o.shared_prefix == 0)
+    throw UsageError("--no-cascade reads a shared prefix per sequence; give --shared-prefix TOKENS too");
   if (o.v_view && o.page_size == 0)
     throw UsageError("--v-view reads V from the rows of a paged K cache; give --paged PAGE_SIZE too");
   if (o.v_view && o.dim_v > o.dim)

@@ -44,6 +44,8 @@ struct BenchOptions {
   int64_t page_size = 0;              // --paged: K/V in a paged cache of this many tokens a page; 0: dense
   std::string page_order;             // --page-order: "" (nhd), "nhd" or "hnd" 
   bool v_view = false;                // --v-view: V as the first dim-v columns of K's rows (one cache)
+  int64_t shared_prefix = 0;          // --shared-prefix TOKENS: every sequence's first pages the same
+  bool no_cascade = false;            // --no-cascade: a shared prefix read per sequence
   std::string kv_layout;              // --kv-layout: "" (bhsd), "bhsd" or "bshd" (dense K and V)
   std::string kv_dtype;               // --kv-dtype: "" (the compute dtype) or "q8_0"
   std::vector<int64_t> lengths;       // --lengths: keys of each sequence; empty: seq_k each

@@ -17,8 +17,8 @@ namespace vkattn::cli {
 namespace {
 
 // The sequences' pages handed out from a shuffled pool of `num_pages`: table (batch, max_pages),
-// -1 past each sequence's last page.
-std::vector<int32_t> block_table(const std::vector<int64_t>& pages, int64_t num_pages, int64_t max_pages,
+// -1 past each sequence's last page; the first `shared` entries of every row are row 0's.
+std::vector<int32_t> block_table(const std::vector<int64_t>& pages, int64_t shared, int64_t num_pages, int64_t max_pages,
                                  std::mt19937_64& rng) {
   std::vector<int32_t> order(static_cast<std::size_t>(num_pages));
   std::iota(order.begin(), order.end(), 0);
@@ -26,7 +26,9 @@ std::vector<int32_t> block_table(const std::vector<int64_t>& pages, int64_t num_
   std::vector<int32_t> table(pages.size() * static_cast<std::size_t>(max_pages), -1);
   std::size_t next = 0;
   for (std::size_t b = 0; b < pages.size(); ++b)
-    for (int64_t i = 0; i < pages[b]; ++i) table[b * static_cast<std::size_t>(max_pages) + static_cast<std::size_t>(i)] = order[next++];
+    for (int64_t i = 0; i < pages[b]; ++i)
+      table[b * static_cast<std::size_t>(max_pages) + static_cast<std::size_t>(i)] =
+          b > 0 && i < shared ? table[static_cast<std::size_t>(i)] : order[next++];
   return table;
 }
 
@@ -55,12 +57,18 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const int64_t batch = shape.batch, page_size = shape.page_size;
   const std::vector<int64_t> lengths = sequence_lengths(shape);
   std::vector<int64_t> pages(lengths.size());
+  const int64_t shared = shape.shared_prefix / page_size;  // pages every sequence starts with
+  for (const int64_t len : lengths)
+    if (len < shape.shared_prefix)
+      throw Error("--shared-prefix " + std::to_string(shape.shared_prefix) + " exceeds a sequence's length (" +
+                  std::to_string(len) + ")");
   int64_t total_pages = 0, max_pages = 1;
   for (std::size_t b = 0; b < lengths.size(); ++b) {
     pages[b] = (lengths[b] + page_size - 1) / page_size;
-    total_pages += pages[b];
+    total_pages += pages[b] - (b > 0 ? shared : 0);
     max_pages = std::max(max_pages, pages[b]);
   }
+  if (shared > 0) max_pages += 1;  // a column past the longest: the cascade's prefix is below max_pages
   const int64_t num_pages = std::max<int64_t>(total_pages, 1);  // just big enough
 
   PagedAttentionLayouts layouts;
@@ -73,6 +81,11 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
   apply_shape_options(shape, layouts);
+  std::mt19937_64 rng(o.seed);
+  const std::vector<int32_t> table = block_table(pages, shared, num_pages, max_pages, rng);
+  const std::vector<int32_t> lens(lengths.begin(), lengths.end());
+  // The cascade where the table shares a prefix (found from it, as a runtime would from its own).
+  if (shape.cascade) layouts.shared_prefix_pages = shared_prefix_pages(table, lens, max_pages, page_size);
   BenchResult result;
   result.shape = shape;
   result.dtype = dtype;
@@ -85,9 +98,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   const uint64_t table_bytes = static_cast<uint64_t>(batch * max_pages) * 4, lens_bytes = static_cast<uint64_t>(batch) * 4;
   check_shape_fits(o, context.device_info(), {q_bytes, k_bytes, v_bytes, out_bytes, table_bytes, lens_bytes});
 
-  std::mt19937_64 rng(o.seed);
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
-  const std::vector<int32_t> table = block_table(pages, num_pages, max_pages, rng);
   std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
   // --v-view: V's values are K's (one cache; its buffer is bound as both).
   std::vector<float> v = shape.v_views_k ? k : cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
@@ -99,7 +110,6 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     if (!shape.v_views_k) v_blocks = conform::to_q8_0_blocks(v);
   }
   if (shape.v_views_k) v = k;  // (k as the blocks hold it)
-  const std::vector<int32_t> lens(lengths.begin(), lengths.end());
 
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
                              .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,

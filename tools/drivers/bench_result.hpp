@@ -41,6 +41,10 @@ struct BenchShape {
   int64_t page_size = 0;
   PageOrder page_order = PageOrder::nhd;  // --page-order
   bool v_views_k = false;                 // --v-view: one cache, V the first dim_v columns of K's rows
+  // --shared-prefix: tokens every sequence's table starts with (the same pages), read once for the
+  // batch (cascade) unless --no-cascade.
+  int64_t shared_prefix = 0;
+  bool cascade = true;
   // --kv-layout bshd: dense K and V laid out (batch, seq, kv_heads, dim) (PyTorch's, a head's rows
   // kv_heads * dim elements apart) instead of (batch, kv_heads, seq, dim).
   bool kv_bshd = false;
@@ -54,13 +58,16 @@ struct BenchShape {
 };
 
 // "dense", "dense bshd", "paged 16", "paged 16 hnd" or "varlen" (then " v-view" for V a view of K's
-// rows, " q8_0" for q8_0 K/V): the K/V layout a result was measured with.
+// rows, " shared N" for a prefix of N tokens every sequence's table starts with and " cascade" when
+// the call reads it once, " q8_0" for q8_0 K/V): the K/V layout a result was measured with.
 inline std::string layout_name(const BenchShape& shape) {
   const std::string kv = shape.kv_quant == KvQuant::q8_0 ? " q8_0" : "";
   if (shape.varlen) return "varlen" + kv;
   if (shape.page_size == 0) return (shape.kv_bshd ? "dense bshd" : "dense") + kv;
+  const std::string shared =
+      shape.shared_prefix > 0 ? " shared " + std::to_string(shape.shared_prefix) + (shape.cascade ? " cascade" : "") : "";
   return "paged " + std::to_string(shape.page_size) + (shape.page_order == PageOrder::hnd ? " hnd" : "") +
-         (shape.v_views_k ? " v-view" : "") + kv;
+         (shape.v_views_k ? " v-view" : "") + shared + kv;
 }
 
 // The shape's options and per-head tensors onto the layouts of any source (dense, paged, packed).
