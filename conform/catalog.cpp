@@ -16,7 +16,7 @@ std::vector<CaseSection> catalog(uint64_t base_seed) {
   CaseSection paged{"paged", "paged", "paged KV cache: page sizes, nhd and hnd pages, shared pages, appends, modifiers, q8_0", {}, {},
                     paged_cases(base_seed, false), {}, {0, 4, 6, 8, 12, 15, 17, 21, 23}};
   sections.push_back(std::move(paged));
-  CaseSection long_paged{"long-paged", "long", "paged KV cache of 65,536 keys with an append", {}, {},
+  CaseSection long_paged{"long-paged", "long", "paged KV cache of 65,536 keys with an append; a cascade over a 67,200-token prefix", {}, {},
                          paged_cases(base_seed, true), {}, {}};
   sections.push_back(std::move(long_paged));
   CaseSection varlen{"varlen", "varlen", "packed variable-length batches: empty and uneven sequences, decode, modifiers, q8_0",

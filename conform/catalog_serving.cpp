@@ -15,6 +15,11 @@ std::vector<ServingCase> paged_cases(uint64_t base_seed, bool long_cases) {
   if (long_cases) {
     add({.name = "65,536 keys, page 16, decode with an append", .dtype = DType::f16, .heads = 8, .kv_heads = 2,
          .dim_qk = 64, .dim_v = 64, .kv = PagedSource{.page_size = 16, .cache_lens = {65535, 700}, .seq_new = 1}});
+    // The cascade's prefix pass past lavapipe's loop limit: 3 sequences share 4,200 pages (67,200 tokens).
+    add({.name = "cascade over a 67,200-token shared prefix, 3 sequences, GQA 4:2, append", .dtype = DType::f16,
+         .heads = 4, .kv_heads = 2, .dim_qk = 64, .dim_v = 64,
+         .kv = PagedSource{.page_size = 16, .cache_lens = {67205, 67300, 67200}, .seq_new = 1, .shared_pages = 4200,
+                           .cascade = true}});
     return cases;
   }
   add({.name = "decode, page 16, GQA 8:2, lengths 0/1/16/37", .dtype = DType::f16, .heads = 8, .kv_heads = 2,

@@ -393,5 +393,5 @@ TEST_SUITE("paged") {
 }
 
 TEST_SUITE("long") {
-  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append") { run_all(conform::catalog_section("long-paged", base_seed()).serving_cases); }
+  TEST_CASE("paged KV cache: 65,536 keys in pages of 16, with an append; a cascade over a 67,200-token prefix") { run_all(conform::catalog_section("long-paged", base_seed()).serving_cases); }
 }

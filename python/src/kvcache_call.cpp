@@ -219,6 +219,22 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   return times;
 }
 
+// The host has the block table, so it can see a prefix every sequence's table shares (a prompt the
+// batch shares) and have the call read it once (cascade: the same answers). Where the call's options
+// leave the prefix hidden from some row (a window, ALiBi, top-left causal, ...), check_paged_attention
+// refuses the cascade and the call runs without it.
+void use_shared_prefix(KvCacheCall& call) {
+  PagedKv& paged = std::get<PagedKv>(call.spec.kv);
+  const int64_t shared = shared_prefix_pages(call.block_table, call.cache_lens, paged.max_pages, paged.k_cache.page_size);
+  if (shared == 0) return;
+  paged.shared_prefix_pages = shared;
+  try {
+    check_paged_attention(call.spec.paged_layouts());
+  } catch (const Error&) {
+    paged.shared_prefix_pages = 0;  // not for this call's options or layout
+  }
+}
+
 std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object& q, const py::object& k_cache,
                        const py::object& v_cache, const py::object& out, const std::string& dtype_name,
                        const py::array& block_table, const py::array& cache_lens, const std::optional<py::object>& k_new,
@@ -274,6 +290,7 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   if (!plainly_valid(call.spec, call.block_table, call.cache_lens)) {
     check_paged_values(check_paged_attention(call.spec.paged_layouts()), call.block_table, call.cache_lens);
   }
+  use_shared_prefix(call);
   return run(context, call, time_iterations);
 }
 

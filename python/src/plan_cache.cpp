@@ -53,7 +53,7 @@ void put(std::ostringstream& out, const KvSource& kv) {
           out << "paged ";
           put(out, source.k_cache);
           put(out, source.v_cache);
-          out << source.max_pages << ' ';
+          out << source.max_pages << ' ' << source.shared_prefix_pages << ' ';
           put(out, source.k_new);
           put(out, source.v_new);
         }

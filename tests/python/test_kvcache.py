@@ -89,6 +89,36 @@ def test_kvcache(context, rng, form, dtype, name, on_device, seq_q, seq_new):
     np.testing.assert_array_equal(caches[1], v_after)
 
 
+@pytest.mark.parametrize("dtype,name", [(np.float32, "f32"), (np.float16, "f16")])
+@pytest.mark.parametrize("window", [(-1, -1), (6, 0)])
+def test_kvcache_shared_prefix(context, rng, dtype, name, window):
+    """Three sequences whose block tables start with the same two pages (a prompt they share): the
+    call reads them once for the batch (cascade) where its options allow, and without the cascade
+    under a window; the same answers either way."""
+    page_size, shared, own = 5, 2, 2
+    num_blocks = shared + 3 * own + 1
+    order = rng.permutation(num_blocks).astype(np.int32)
+    table = np.stack([np.concatenate([order[:shared], order[shared + own * b : shared + own * (b + 1)]]) for b in range(3)])
+    k_cache = rng.standard_normal((num_blocks, page_size, KV_HEADS, DIM)).astype(dtype)
+    v_cache = rng.standard_normal((num_blocks, page_size, KV_HEADS, DIM)).astype(dtype)
+    lengths = np.array([10, 13, 17], dtype=np.int32)  # the prefix alone, then one and two pages of their own
+    q = rng.standard_normal((3, 1, HEADS, DIM)).astype(dtype)
+    k = rng.standard_normal((3, 1, KV_HEADS, DIM)).astype(dtype)
+    v = rng.standard_normal((3, 1, KV_HEADS, DIM)).astype(dtype)
+    k_after, v_after = k_cache.copy(), v_cache.copy()
+    for b in range(3):
+        t = lengths[b]
+        k_after[table[b, t // page_size], t % page_size] = k[b, 0]
+        v_after[table[b, t // page_size], t % page_size] = v[b, 0]
+    options = {"window": window} if window != (-1, -1) else {}
+    expected, expected_lse = expected_attention(q, k_after, v_after, table, lengths + 1, causal="bottom-right", **options)
+    out, lse = vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, block_table=table,
+                                              causal=True, window_size=window, return_softmax_lse=True, context=context)
+    reference.assert_close(out, expected, v_after, name)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-3 if name == "f16" else 1e-5, atol=1e-3)
+    np.testing.assert_array_equal(k_cache, k_after)
+
+
 def test_decode_loop_on_device(context, rng):
     """Token after token into a device cache: each step's output equals a fresh call on the host."""
     k_cache, v_cache, table, _ = make_cache(rng, "paged", np.float16)
