@@ -1,7 +1,7 @@
 // libFuzzer target for the paged KV cache's checks (core/kv_cache.cpp): check_paged_attention on
-// PagedAttentionLayouts (caches of any pages, page size, heads, dim, quant and order, enum values
-// outside their range, max_pages, an append, sizes anywhere in int64, the score modifiers at their
-// edges: fuzz_modifiers.hpp), then check_paged_values on block tables and cache lengths of bounded
+// PagedAttentionLayouts (caches of any pages, page size, heads, dim, row stride, quant and order, enum
+// values outside their range, max_pages, an append (k_new alone too), a shared prefix, sizes anywhere
+// in int64, the score modifiers at their edges: fuzz_modifiers.hpp), then check_paged_values on block tables and cache lengths of bounded
 // length (mostly valid, sometimes any int32). Each must return or throw vkattn::Error with a one-line
 // message; never crash, overflow (UBSan) or accept what the contract (kv_cache.hpp) refuses. Only the
 // checks run: nothing is allocated from the claimed sizes.
@@ -76,6 +76,8 @@ void check_accepted(const vkattn::PagedAttentionLayouts& l, const vkattn::PagedP
     if (c->quant == vkattn::KvQuant::q8_0 && c->dim % vkattn::kQ8_0BlockElements != 0) violated("q8_0 of a partial block");
     if (c->quant != vkattn::KvQuant::none && c->quant != vkattn::KvQuant::q8_0) violated("an invalid quant");
     if (c->order != vkattn::PageOrder::nhd && c->order != vkattn::PageOrder::hnd) violated("an invalid page order");
+    if (c->row_stride != 0 && c->row_stride < c->dim) violated("rows narrower than the dim");
+    if (c->quant == vkattn::KvQuant::q8_0 && c->row_stride % vkattn::kQ8_0BlockElements != 0) violated("q8_0 rows of a partial block");
   }
   if (l.k_cache.num_pages != l.v_cache.num_pages || l.k_cache.page_size != l.v_cache.page_size ||
       l.k_cache.kv_heads != l.v_cache.kv_heads || l.k_cache.quant != l.v_cache.quant || l.k_cache.order != l.v_cache.order)
@@ -84,7 +86,16 @@ void check_accepted(const vkattn::PagedAttentionLayouts& l, const vkattn::PagedP
     violated("a capacity outside 1..2^31-1");
   if (p.num_pages != l.k_cache.num_pages || p.page_size != l.k_cache.page_size || p.max_pages != l.max_pages)
     violated("a problem other than the layouts");
-  if (l.k_new.has_value() != l.v_new.has_value()) violated("k_new without v_new or the reverse");
+  if (l.v_new && !l.k_new) violated("v_new without k_new");
+  if (l.k_new && !l.v_new && !l.v_views_k()) violated("k_new alone where V is not a view of K's rows");
+  if (p.appends_v != l.v_new.has_value()) violated("appends_v other than the layouts'");
+  if (p.shared_prefix_pages != l.shared_prefix_pages) violated("a shared prefix other than the layouts'");
+  if (l.shared_prefix_pages != 0) {
+    if (l.shared_prefix_pages < 0 || l.shared_prefix_pages >= l.max_pages) violated("a shared prefix out of range");
+    if (l.options.window || l.alibi || l.options.causal == vkattn::Causal::top_left ||
+        (l.options.causal == vkattn::Causal::bottom_right && l.q.seq > p.seq_new + 1))
+      violated("a shared prefix some row cannot see whole");
+  }
   if (p.seq_new < 0 || p.seq_new > p.capacity() || (l.k_new && p.seq_new != l.k_new->seq)) violated("a bad seq_new");
   const vkattn::AttentionProblem& a = p.attention;
   if (a.kv_heads != l.k_cache.kv_heads || a.kv_heads < 1 || a.heads % a.kv_heads != 0) violated("heads not divisible");
@@ -101,6 +112,9 @@ void check_values_accepted(const vkattn::PagedProblem& p, const std::vector<int3
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = lens[std::size_t(b)] + p.seq_new;
     if (lens[std::size_t(b)] < 0 || len > p.capacity()) violated("a cache length out of range");
+    if (lens[std::size_t(b)] < p.prefix_tokens()) violated("a sequence shorter than the shared prefix");
+    for (int64_t i = 0; i < p.shared_prefix_pages; ++i)
+      if (table[std::size_t(b * p.max_pages + i)] != table[std::size_t(i)]) violated("a shared prefix that differs");
     for (int64_t i = 0; i < (len + p.page_size - 1) / p.page_size; ++i) {
       const int32_t page = table[std::size_t(b * p.max_pages + i)];
       if (page < 0 || page >= p.num_pages) violated("a used table entry that is not a page");
@@ -133,6 +147,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   l.q = tensor(f, dtype, batch, heads, seq_q, dim);
   l.k_cache = cache(f, dtype, pages, page_size, kv_heads, dim, quant, order);
   l.v_cache = cache(f, dtype, pages, page_size, kv_heads, dim_v, quant, order);
+  if (f.ConsumeIntegralInRange<int>(0, 3) == 0) l.k_cache.row_stride = f.ConsumeBool() ? 32 * f.ConsumeIntegralInRange<int64_t>(0, 20) : interesting(f);
+  if (f.ConsumeIntegralInRange<int>(0, 3) == 0) {  // V a view of K's rows, or rows of its own
+    if (f.ConsumeBool())
+      l.v_cache = l.k_cache.prefix_view(dim_v);
+    else
+      l.v_cache.row_stride = interesting(f);
+  }
   l.max_pages = f.ConsumeBool() ? f.ConsumeIntegralInRange<int64_t>(1, 8) : interesting(f);
   if (f.ConsumeBool()) {
     const int64_t seq_new = f.ConsumeBool() ? f.ConsumeIntegralInRange<int64_t>(1, 4) : interesting(f);
@@ -141,6 +162,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
   l.out = tensor(f, dtype, batch, heads, seq_q, dim_v);
   l.has_lse = f.ConsumeBool();
+  if (f.ConsumeIntegralInRange<int>(0, 3) == 0) l.shared_prefix_pages = f.ConsumeBool() ? f.ConsumeIntegralInRange<int64_t>(0, 8) : interesting(f);
   l.options.causal = any_enum<vkattn::Causal>(f, 3);
   if (f.ConsumeBool()) l.options.scale = f.ConsumeFloatingPoint<float>();
   vkattn::fuzz::draw_modifiers(f, l.options, l.alibi, l.sinks, batch, heads, interesting);
