@@ -25,7 +25,9 @@
 //     at capacity - seq_new), and each table entry a token uses into [0, num_pages) (-1 reads and
 //     appends page 0, num_pages or INT32_MAX page num_pages - 1). The result is wrong keys, and an
 //     append through a bad value may overwrite rows of other sequences (two writers of one row leave
-//     one's value), but nothing outside the caches is read or written.
+//     one's value), but nothing outside the caches is read or written. With shared_prefix_pages
+//     (cascade), the attention reads every sequence's prefix through sequence 0's table entries and
+//     a length below the prefix as the prefix (the append still follows the rule above).
 #pragma once
 
 #include <array>
@@ -51,7 +53,7 @@ const char* to_string(PageOrder order);  // "nhd" | "hnd"
 // (num_pages, kv_heads, page_size, dim) with PageOrder::hnd. Element (page p, slot s, head g, d) is
 // index ((p * page_size + s) * kv_heads + g) * row + d, or ((p * kv_heads + g) * page_size + s) * row + d,
 // where row = row_elements(): dim, or row_stride where a cache's rows are wider than the dims it
-// reads (a view). with KvQuant::q8_0 that index is cut into 34-byte blocks of 32 (types.hpp,
+// reads (a view). With KvQuant::q8_0 that index is cut into 34-byte blocks of 32 (types.hpp,
 // KvQuant), so dim and row_stride must be multiples of 32.
 //
 // A view of another cache's rows (multi-head latent attention, DeepSeek's MLA): V as the first
