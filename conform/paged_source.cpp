@@ -60,9 +60,11 @@ BlockTable draw_block_table(const PagedSource& p, std::mt19937_64& rng) {
   const int64_t batch = static_cast<int64_t>(p.cache_lens.size()), ps = p.page_size;
   std::vector<int64_t> need(static_cast<std::size_t>(batch));
   int64_t distinct = p.spare_pages, max_need = 1;
+  // Whether sequence b starts with sequence 0's shared pages: sequence 1, or every one for a cascade.
+  const auto shares = [&](int64_t b) { return b == 1 || (p.cascade && b > 1); };
   for (int64_t b = 0; b < batch; ++b) {
     need[std::size_t(b)] = (p.cache_lens[std::size_t(b)] + p.seq_new + ps - 1) / ps;
-    distinct += need[std::size_t(b)] - (b == 1 || (p.cascade && b > 1) ? p.shared_pages : 0);
+    distinct += need[std::size_t(b)] - (shares(b) ? p.shared_pages : 0);
     max_need = std::max(max_need, need[std::size_t(b)]);
   }
   BlockTable t;
@@ -76,7 +78,7 @@ BlockTable draw_block_table(const PagedSource& p, std::mt19937_64& rng) {
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < need[std::size_t(b)]; ++i)
       t.table[std::size_t(b * t.max_pages + i)] =
-          (b == 1 || (p.cascade && b > 1)) && i < p.shared_pages ? t.table[std::size_t(i)] : order[next++];
+          shares(b) && i < p.shared_pages ? t.table[std::size_t(i)] : order[next++];
   return t;
 }
 

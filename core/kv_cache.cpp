@@ -198,6 +198,7 @@ void check_paged_values(const PagedProblem& p, std::span<const int32_t> block_ta
                      detail::shape_string({batch, p.max_pages}), " (batch, max_pages)");
   detail::check_size("cache_lens", cache_lens.size(), batch, detail::shape_string({batch}), " (one per sequence)");
 
+  const auto entry_of = [&](int64_t b, int64_t i) { return block_table[static_cast<std::size_t>(b * p.max_pages + i)]; };
   const std::string capacity_text = "the block table's capacity max_pages * page_size = " + str(p.max_pages) +
                                     " * " + str(p.page_size) + " = " + str(p.capacity());
   for (int64_t b = 0; b < batch; ++b) {
@@ -213,13 +214,13 @@ void check_paged_values(const PagedProblem& p, std::span<const int32_t> block_ta
       fail(entry + " is shorter than the shared prefix: shared_prefix_pages * page_size = " +
            str(p.shared_prefix_pages) + " * " + str(p.page_size) + " = " + str(p.prefix_tokens()));
     for (int64_t i = 0; i < p.shared_prefix_pages; ++i)
-      if (block_table[static_cast<std::size_t>(b * p.max_pages + i)] != block_table[static_cast<std::size_t>(i)])
-        fail("block_table[" + str(b) + "][" + str(i) + "] (" + str(block_table[static_cast<std::size_t>(b * p.max_pages + i)]) +
-             ") differs from block_table[0][" + str(i) + "] (" + str(block_table[static_cast<std::size_t>(i)]) +
-             "): the first shared_prefix_pages (" + str(p.shared_prefix_pages) + ") entries are every sequence's");
+      if (entry_of(b, i) != entry_of(0, i))
+        fail("block_table[" + str(b) + "][" + str(i) + "] (" + str(entry_of(b, i)) + ") differs from block_table[0][" +
+             str(i) + "] (" + str(entry_of(0, i)) + "): the first shared_prefix_pages (" + str(p.shared_prefix_pages) +
+             ") entries are every sequence's");
     const int64_t pages = (len + p.seq_new + p.page_size - 1) / p.page_size;
     for (int64_t i = 0; i < pages; ++i) {
-      const int32_t page = block_table[static_cast<std::size_t>(b * p.max_pages + i)];
+      const int32_t page = entry_of(b, i);
       if (page < 0 || page >= p.num_pages)
         fail("block_table[" + str(b) + "][" + str(i) + "] (" + str(page) + ") is not a page: must be in [0, " +
              str(p.num_pages) + ") (k_cache.num_pages); sequence " + str(b) + " uses its first " + str(pages) +

@@ -125,10 +125,8 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
   if (BufferChecks::optional("lse", b.lse.buffer != nullptr, layouts.has_lse))
     checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
   checks.head_values(b.per_head(), layouts.per_head());
-  if (call.planned.cascade)
-    checks.workspace(workspace, call.planned.cascade->workspace_bytes, "cascade's passes and split-KV partials");
-  else
-    checks.workspace(workspace, plan.workspace_bytes, "split-KV partials");
+  checks.workspace(workspace, call.planned.workspace_bytes(),
+                   call.planned.cascade ? "cascade's passes and split-KV partials" : "split-KV partials");
   checks.finish();
 }
 

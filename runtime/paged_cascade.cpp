@@ -106,12 +106,11 @@ void emit_cascade(ContextImpl& c, CommandList& list, const CascadePlan& plan, co
                   const AttentionSlots& slots) {
   const AttentionProblem& a = plan.suffix.problem;
   const uint64_t esize = dtype_size(a.dtype), rows = uint64_t(a.batch * a.heads * a.seq_q);
-  const uint64_t seq_new = uint64_t(plan.suffix.paged->seq_new);
 
   // 1. The passes' key lengths (the workspace may still be read by the last run's merge).
   CascadeLengthsPush lengths{};
   lengths.batch = u32(a.batch), lengths.kv_heads = u32(a.kv_heads), lengths.prefix_tokens = u32(plan.prefix_tokens);
-  lengths.capacity = u32(a.seq_k + plan.prefix_tokens), lengths.seq_new = u32(int64_t(seq_new));
+  lengths.capacity = u32(plan.keys.max_pages * plan.keys.page_size), lengths.seq_new = u32(plan.keys.seq_new);
   Dispatch d;
   d.use(c.pipelines->layout(KernelKind::cascade_lengths));
   d.pipeline = c.pipelines->get(cascade_lengths_pipeline());
@@ -125,18 +124,19 @@ void emit_cascade(ContextImpl& c, CommandList& list, const CascadePlan& plan, co
   list.dispatch(d);
   list.barrier_between_dispatches();
 
-  // 2. and 3. The passes, one after the other (they share the scratch at the workspace's start).
-  AttentionSlots prefix = slots;
-  prefix.out = prefix.lse = prefix.kv_lengths = slots.workspace;
-  prefix.lse_base = plan.prefix_lse_offset;
-  prefix.kv_lengths_base = plan.lengths_offset + uint64_t(a.batch) * 4;
-  emit_fused_attention(c, list, plan.prefix, plan.prefix_layouts, prefix);
+  // 2. and 3. The passes, one after the other (they share the scratch at the workspace's start), each
+  // writing O and LSE and reading its lengths in the workspace (O at its layout's offset).
+  const auto pass_slots = [&](uint64_t lse_offset, uint64_t lengths_offset) {
+    AttentionSlots s = slots;
+    s.out = s.lse = s.kv_lengths = slots.workspace;
+    s.lse_base = lse_offset;
+    s.kv_lengths_base = lengths_offset;
+    return s;
+  };
+  emit_fused_attention(c, list, plan.prefix, plan.prefix_layouts,
+                       pass_slots(plan.prefix_lse_offset, plan.lengths_offset + uint64_t(a.batch) * 4));
   list.barrier_between_dispatches();
-  AttentionSlots suffix = slots;
-  suffix.out = suffix.lse = suffix.kv_lengths = slots.workspace;
-  suffix.lse_base = plan.suffix_lse_offset;
-  suffix.kv_lengths_base = plan.lengths_offset;
-  emit_fused_attention(c, list, plan.suffix, plan.suffix_layouts, suffix);
+  emit_fused_attention(c, list, plan.suffix, plan.suffix_layouts, pass_slots(plan.suffix_lse_offset, plan.lengths_offset));
   list.barrier_between_dispatches();
 
   // 4. The merge into the call's O and LSE.

@@ -100,8 +100,9 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
 
   const std::vector<float> q = random_values(static_cast<std::size_t>(layouts.q.element_count()), dtype, rng);
   std::vector<float> k = cache_values(layouts.k_cache, table, lengths, max_pages, dtype, rng);
-  // --v-view: V's values are K's (one cache; its buffer is bound as both).
-  std::vector<float> v = shape.v_views_k ? k : cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
+  // --v-view: V's values are K's as the device holds them (one cache; its buffer is bound as both), below.
+  std::vector<float> v;
+  if (!shape.v_views_k) v = cache_values(layouts.v_cache, table, lengths, max_pages, dtype, rng);
   // --kv-dtype q8_0: the caches uploaded as blocks (a NaN row no sequence holds: blocks of NaN
   // scale); k and v become the values the blocks hold.
   std::vector<uint8_t> k_blocks, v_blocks;
@@ -109,7 +110,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
     k_blocks = conform::to_q8_0_blocks(k);
     if (!shape.v_views_k) v_blocks = conform::to_q8_0_blocks(v);
   }
-  if (shape.v_views_k) v = k;  // (k as the blocks hold it)
+  if (shape.v_views_k) v = k;
 
   const ServingValues values{.q = q, .k = k, .v = v, .k_blocks = k_blocks, .v_blocks = v_blocks, .ints_a = table,
                              .ints_b = lens, .q_bytes = q_bytes, .k_bytes = k_bytes, .v_bytes = v_bytes,
