@@ -136,6 +136,7 @@ struct KvCacheCall {
   AttentionSpec spec;
   TensorArgument q, out;
   CacheArgument k_cache, v_cache;
+  bool v_views_k = false;  // V is the first dim_v columns of K's rows: one cache, one Buffer (MLA)
   std::optional<TensorArgument> k_new, v_new, lse;
   std::optional<HostView<std::monostate>> alibi;
   std::span<const int32_t> block_table, cache_lens;
@@ -185,7 +186,7 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   AttentionBuffers buffers;
   buffers.q = input_buffer(tensors, call.q);
   buffers.k = input_buffer(tensors, call.k_cache.argument);
-  buffers.v = input_buffer(tensors, call.v_cache.argument);
+  buffers.v = call.v_views_k ? buffers.k : input_buffer(tensors, call.v_cache.argument);
   buffers.out = output_buffer(tensors, call.out);
   // The block table and the lengths travel in one Buffer, kept by the Context for the next call: no
   // allocation, and one upload (where device memory is not mapped, each upload is a submit and a wait).
@@ -198,7 +199,7 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   buffers.cache_lens = {&values.buffer(), lens_offset};
   if (call.k_new) {
     buffers.k_new = input_buffer(tensors, *call.k_new);
-    buffers.v_new = input_buffer(tensors, *call.v_new);
+    if (call.v_new) buffers.v_new = input_buffer(tensors, *call.v_new);
   }
   if (call.lse) buffers.lse = {output_buffer(tensors, *call.lse), dense_offset_bytes(*call.lse)};
   if (call.alibi) buffers.alibi = tensors.input(call.alibi->data, call.alibi->bytes);
@@ -214,7 +215,7 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   tensors.download_outputs();
   if (call.k_new) {
     if (!call.k_cache.argument.device) download_appended_rows(call, call.k_cache, *buffers.k);
-    if (!call.v_cache.argument.device) download_appended_rows(call, call.v_cache, *buffers.v);
+    if (!call.v_cache.argument.device && !call.v_views_k) download_appended_rows(call, call.v_cache, *buffers.v);
   }
   return times;
 }
@@ -241,15 +242,28 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
                        const std::optional<py::object>& v_new, const std::optional<py::object>& lse,
                        const std::optional<py::array>& alibi, std::optional<float> scale, const std::string& causal,
                        std::optional<std::pair<int64_t, int64_t>> window, std::optional<float> softcap,
-                       int time_iterations) {
+                       int64_t dim_v, int time_iterations) {
   const DType dtype = parse_dtype(dtype_name);
-  if (k_new.has_value() != v_new.has_value()) throw Error("k, v: give both or neither");
-  const bool append = k_new.has_value();
   KvCacheCall call;
+  // No v_cache: V is the first dim_v columns of k_cache's rows (multi-head latent attention's one
+  // cache), bound as one Buffer; an append then writes k alone.
+  call.v_views_k = v_cache.is_none();
+  if (call.v_views_k ? v_new.has_value() : k_new.has_value() != v_new.has_value())
+    throw Error(call.v_views_k ? "v: V is a view of k_cache's rows (no v_cache), so only k is appended"
+                               : "k, v: give both or neither");
+  const bool append = k_new.has_value();
   call.q = bshd_argument("q", q, dtype, context, false);
   call.out = bshd_argument("out", out, dtype, context, true);
   call.k_cache = cache_argument("k_cache", k_cache, dtype, context, append);
-  call.v_cache = cache_argument("v_cache", v_cache, dtype, context, append);
+  if (call.v_views_k) {
+    if (dim_v < 1 || dim_v > call.k_cache.layout.dim)
+      throw Error("head_dim_v: " + str(dim_v) + " is not in [1, " + str(call.k_cache.layout.dim) +
+                  "] (V is the first head_dim_v columns of k_cache's rows)");
+    call.v_cache = call.k_cache;
+    call.v_cache.layout = call.k_cache.layout.prefix_view(dim_v);
+  } else {
+    call.v_cache = cache_argument("v_cache", v_cache, dtype, context, append);
+  }
   call.block_table = int32_array("block_table", block_table, 2);
   call.cache_lens = int32_array("cache_seqlens", cache_lens, 1);
 
@@ -259,9 +273,11 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   paged.max_pages = block_table.shape(1);
   if (append) {
     call.k_new = bshd_argument("k", *k_new, dtype, context, false);
-    call.v_new = bshd_argument("v", *v_new, dtype, context, false);
     paged.k_new = call.k_new->layout;
-    paged.v_new = call.v_new->layout;
+    if (v_new) {
+      call.v_new = bshd_argument("v", *v_new, dtype, context, false);
+      paged.v_new = call.v_new->layout;
+    }
   }
   call.spec.q = call.q.layout;
   call.spec.out = call.out.layout;
@@ -301,9 +317,11 @@ void register_kvcache_call(py::module_& module) {
              py::arg("v_cache"), py::arg("out"), py::arg("dtype"), py::arg("block_table"), py::arg("cache_lens"),
              py::kw_only(), py::arg("k_new") = py::none(), py::arg("v_new") = py::none(), py::arg("lse") = py::none(),
              py::arg("alibi") = py::none(), py::arg("scale") = py::none(), py::arg("causal") = "none",
-             py::arg("window") = py::none(), py::arg("softcap") = py::none(), py::arg("time_iterations") = 0,
+             py::arg("window") = py::none(), py::arg("softcap") = py::none(), py::arg("dim_v") = 0,
+             py::arg("time_iterations") = 0,
              "Attention over a paged KV cache, appending k_new and v_new first: q, out, k_new, v_new "
-             "(batch, seq, heads, dim), caches (num_pages, page_size, kv_heads, dim) C-contiguous, int32 "
+             "(batch, seq, heads, dim), caches (num_pages, page_size, kv_heads, dim) C-contiguous (v_cache None: "
+             "V the first dim_v columns of k_cache's rows, k_new appended alone), int32 "
              "block_table (batch, max_pages) and cache_lens (batch); lse (batch, heads, seq_q). The internal call "
              "under vkattn.flash_attn_with_kvcache. Returns [] (with time_iterations > 0, the (wall, thread CPU) "
              "microseconds of that many runs instead of one of the prepared call on the same buffers: bench/python_overhead.py).");

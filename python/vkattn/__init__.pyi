@@ -54,7 +54,7 @@ def asarray(x: Any, dtype: Optional[DType] = ..., *, context: Optional[Context] 
 def flash_attn_with_kvcache(
     q: Tensor,
     k_cache: Tensor,
-    v_cache: Tensor,
+    v_cache: Optional[Tensor],
     k: Optional[Tensor] = ...,
     v: Optional[Tensor] = ...,
     cache_seqlens: Union[None, int, Offsets] = ...,
@@ -66,6 +66,7 @@ def flash_attn_with_kvcache(
     alibi_slopes: Optional[Tensor] = ...,
     return_softmax_lse: bool = ...,
     *,
+    head_dim_v: Optional[int] = ...,
     out: Optional[Tensor] = ...,
     context: Optional[Context] = ...,
 ) -> Any: ...

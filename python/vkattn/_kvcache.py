@@ -109,6 +109,19 @@ def _host_cache(name, tensor, appending):
     return np.ascontiguousarray(array)
 
 
+def _prefix_view_dim(k_array, v_array):
+    """The columns V reads when v_cache is a view of the first columns of k_cache's rows (host arrays
+    sharing memory: multi-head latent attention's one cache, e.g. k_cache[..., :512]), else None."""
+    if not (isinstance(k_array, np.ndarray) and isinstance(v_array, np.ndarray)):
+        return None
+    if k_array.ndim != 4 or v_array.ndim != 4 or v_array.shape[:3] != k_array.shape[:3]:
+        return None
+    same_start = v_array.__array_interface__["data"][0] == k_array.__array_interface__["data"][0]
+    if not same_start or v_array.strides != k_array.strides or v_array.shape[3] > k_array.shape[3]:
+        return None
+    return v_array.shape[3]
+
+
 def _given_output(out, tq, shape):
     """The array the module writes for a caller's `out`: q's kind and dtype, the output's shape."""
     given = host_tensor("out", out)
@@ -133,6 +146,7 @@ def flash_attn_with_kvcache(
     alibi_slopes=None,
     return_softmax_lse=False,
     *,
+    head_dim_v=None,
     out=None,
     context=None,
 ):
@@ -158,28 +172,47 @@ def flash_attn_with_kvcache(
     (the new rows are copied back into them). The block table and cache_seqlens are host values,
     checked before anything is written: a sequence's length in [0, capacity - S_new], the blocks it
     uses in [0, num_blocks), no appended row shared (vkattn.Error otherwise).
+    One cache for K and V (multi-head latent attention, DeepSeek's MLA: K rows of 576, V their first
+    512), vkattn's addition: v_cache=None with head_dim_v=Dv, or v_cache a view of k_cache's first
+    Dv columns (k_cache[..., :Dv] of a host cache). The cache is then bound and read once, V being
+    the first head_dim_v columns of its rows, and k alone is appended (v must be None).
     out: where to write the output instead of a new tensor (vkattn's addition): of q's kind and
     dtype, shape (B, Sq, H, Dv); a decode loop that passes the same one each step allocates nothing.
     context: the vkattn.Context to run on (default: the DeviceArrays', else vkattn.default_context()).
     """
-    if (k is None) != (v is None):
-        raise invalid("k, v: give both or neither")
-    appending = k is not None
-    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)) + ((("k", k), ("v", v)) if appending else ())
-    tensors = [(name, host_tensor(name, x)) for name, x in named]
-    same_kind_and_dtype(tensors)
-    shapes = []  # read once: a DeviceArray's shape is a new tuple each time
-    for name, t in tensors:
+    if v_cache is None:
+        if head_dim_v is None:
+            raise invalid("v_cache: None needs head_dim_v (V is then the first head_dim_v columns of k_cache's rows)")
+    elif head_dim_v is not None:
+        raise invalid("head_dim_v: given only with v_cache=None (else V's columns are v_cache's)")
+    named = [("q", q), ("k_cache", k_cache)] + ([] if v_cache is None else [("v_cache", v_cache)])
+    named += [(name, x) for name, x in (("k", k), ("v", v)) if x is not None]
+    tensors = dict((name, host_tensor(name, x)) for name, x in named)
+    same_kind_and_dtype(list(tensors.items()))
+    shapes = {}  # read once: a DeviceArray's shape is a new tuple each time
+    for name, t in tensors.items():
         shape = t.shape
         if len(shape) != 4:
             raise invalid(f"{name}: expected 4 dimensions, got shape {shape}")
-        shapes.append(shape)
-    tq, tk_cache, tv_cache = tensors[0][1], tensors[1][1], tensors[2][1]
+        shapes[name] = shape
+    tq, tk_cache = tensors["q"], tensors["k_cache"]
+    if v_cache is not None and v is None and tq.kind != "device":
+        head_dim_v = _prefix_view_dim(tk_cache.array, tensors["v_cache"].array)
+    views_k = head_dim_v is not None
+    if views_k:
+        if v is not None:
+            raise invalid("v: V is a view of k_cache's rows, so k alone is appended (v must be None)")
+        if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, numbers.Integral):
+            raise TypeError(f"head_dim_v: expected an int, got {type(head_dim_v).__name__}")
+    elif (k is None) != (v is None):
+        raise invalid("k, v: give both or neither")
+    appending = k is not None
     options = _decode_options(causal, window_size, softcap, softmax_scale)
     ctx = call_context(context, (q, k_cache, v_cache))
 
-    batch, seq_q, heads, _ = shapes[0]
-    cache_shape, dim_v = shapes[1], shapes[2][3]
+    batch, seq_q, heads, _ = shapes["q"]
+    cache_shape = shapes["k_cache"]
+    dim_v = int(head_dim_v) if views_k else shapes["v_cache"][3]
     if block_table is None:
         if cache_shape[0] != batch:
             raise invalid(
@@ -191,9 +224,12 @@ def flash_attn_with_kvcache(
     lengths = _cache_lengths(cache_seqlens, batch, table.shape[1] * cache_shape[1], appending)
 
     if tq.kind == "device":
-        caches = (tk_cache.array, tv_cache.array)
+        caches = (tk_cache.array, None if views_k else tensors["v_cache"].array)
     else:
-        caches = (_host_cache("k_cache", tk_cache, appending), _host_cache("v_cache", tv_cache, appending))
+        caches = (
+            _host_cache("k_cache", tk_cache, appending),
+            None if views_k else _host_cache("v_cache", tensors["v_cache"], appending),
+        )
     if out is None:
         out, out_view = new_output(tq.kind, tq.dtype, (batch, seq_q, heads, dim_v), ctx)
     else:
@@ -211,10 +247,11 @@ def flash_attn_with_kvcache(
         tq.dtype,
         table,
         lengths,
-        k_new=layout_ready(tensors[3][1].array) if appending else None,
-        v_new=layout_ready(tensors[4][1].array) if appending else None,
+        k_new=layout_ready(tensors["k"].array) if appending else None,
+        v_new=layout_ready(tensors["v"].array) if appending and not views_k else None,
         lse=lse_view,
         alibi=None if alibi_slopes is None else float32_values("alibi_slopes", alibi_slopes),
+        dim_v=dim_v if views_k else 0,
         **options,
     )
     return (out, lse) if return_softmax_lse else out

@@ -119,6 +119,54 @@ def test_kvcache_shared_prefix(context, rng, dtype, name, window):
     np.testing.assert_array_equal(k_cache, k_after)
 
 
+@pytest.mark.parametrize("dtype,name", [(np.float32, "f32"), (np.float16, "f16")])
+def test_kvcache_latent_cache(context, rng, dtype, name):
+    """Multi-head latent attention's one cache (DeepSeek's MLA, here 96/64 wide): V is the first 64
+    columns of K's rows, given as a view of the host cache (k_cache[..., :64]) or as v_cache=None with
+    head_dim_v on the device; k alone is appended. Three sequences share their first page (the
+    cascade runs too); the same answers as the reference over separate copies of the rows."""
+    dim, dim_v, heads, page_size = 96, 64, 8, 4
+    num_blocks = 8
+    table = np.array([[5, 2, 7], [5, 0, 3], [5, 6, 1]], dtype=np.int32)  # page 5 shared
+    lengths = np.array([4, 6, 9], dtype=np.int32)
+    cache = rng.standard_normal((num_blocks, page_size, 1, dim)).astype(dtype)
+    q = rng.standard_normal((3, 1, heads, dim)).astype(dtype)
+    k = rng.standard_normal((3, 1, 1, dim)).astype(dtype)
+    after = cache.copy()
+    for b in range(3):
+        t = lengths[b]
+        after[table[b, t // page_size], t % page_size] = k[b, 0]
+    expected, expected_lse = expected_attention(q, after, after[..., :dim_v], table, lengths + 1, causal="bottom-right")
+    device_cache = vkattn.asarray(cache, context=context)
+
+    out, lse = vkattn.flash_attn_with_kvcache(q, cache, cache[..., :dim_v], k, cache_seqlens=lengths, block_table=table,
+                                              causal=True, return_softmax_lse=True, context=context)
+    assert out.shape == (3, 1, heads, dim_v)
+    reference.assert_close(out, expected, after[..., :dim_v], name)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-3 if name == "f16" else 1e-5, atol=1e-3)
+    np.testing.assert_array_equal(cache, after)  # the view's rows are K's, appended once
+
+    on_device = vkattn.flash_attn_with_kvcache(
+        vkattn.asarray(q, context=context), device_cache, None, vkattn.asarray(k, context=context),
+        cache_seqlens=lengths, block_table=table, causal=True, head_dim_v=dim_v,
+    )
+    np.testing.assert_array_equal(on_device.numpy(), out)
+    np.testing.assert_array_equal(device_cache.numpy(), after)
+
+    with pytest.raises(vkattn.Error, match="head_dim_v"):
+        vkattn.flash_attn_with_kvcache(q, cache, None, cache_seqlens=lengths, block_table=table, context=context)
+    with pytest.raises(vkattn.Error, match="head_dim_v: given only"):
+        vkattn.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=lengths, block_table=table, head_dim_v=dim_v,
+                                       context=context)
+    with pytest.raises(vkattn.Error, match="head_dim_v: 97"):
+        vkattn.flash_attn_with_kvcache(q, cache, None, cache_seqlens=lengths, block_table=table, head_dim_v=dim + 1,
+                                       context=context)
+    with pytest.raises(vkattn.Error, match="k alone is appended"):
+        vkattn.flash_attn_with_kvcache(q, cache, None, k, k, cache_seqlens=lengths, block_table=table,
+                                       head_dim_v=dim_v, context=context)
+    np.testing.assert_array_equal(cache, after)
+
+
 def test_decode_loop_on_device(context, rng):
     """Token after token into a device cache: each step's output equals a fresh call on the host."""
     k_cache, v_cache, table, _ = make_cache(rng, "paged", np.float16)
