@@ -294,10 +294,12 @@ Dispatch kernel_dispatch(ContextImpl& c, const ChunkCall& call, const ChunkBindi
   d.bind(ATTENTION_PARTIAL_LSE_BINDING, b.partial_lse);
   bind_per_head(d, KernelKind::attention, b.per_head);
   if (plan.config.vec_loads) {
+    // (The subgroup kernel reads K and V in chunks; the decode form Q too, and writes O in chunks
+    // unsplit: split, it writes the partials, whole chunks in the workspace, and the combine O.)
+    const bool decode_form = plan.config.is(FusedKernel::subgroup_decode);
     for (const uint32_t binding : {ATTENTION_Q_BINDING, ATTENTION_K_BINDING, ATTENTION_V_BINDING})
-      d.chunk_mask[binding] = kDecodeChunkBytes - 1u;
-    // (Split, the kernel writes the partials, whole chunks in the workspace, and the combine O.)
-    if (!call.split()) d.chunk_mask[ATTENTION_O_BINDING] = kDecodeChunkBytes - 1u;
+      if (decode_form || binding != ATTENTION_Q_BINDING) d.chunk_mask[binding] = kDecodeChunkBytes - 1u;
+    if (decode_form && !call.split()) d.chunk_mask[ATTENTION_O_BINDING] = kDecodeChunkBytes - 1u;
     d.unchunked_pipeline = pipelines.unchunked;
   }
   if (plan.work_list) {  // (groups: the bound; the grid is the list's, of the last range for the last)
@@ -357,7 +359,10 @@ void emit_kernel(CommandList& list, Dispatch d, const ChunkBindings& b, VkPipeli
   d.reads &= ~(1u << ATTENTION_REDO_BINDING);  // the fast pass writes the ballots, the careful pass reads them
   list.dispatch(d);
   list.compute_barrier(VK_ACCESS_SHADER_WRITE_BIT, read_write);
+  // (The careful pass reads element by element wherever the tensors start: no chunked twin.)
   d.pipeline = careful;
+  d.unchunked_pipeline = VK_NULL_HANDLE;
+  d.chunk_mask = {};
   d.reads |= 1u << ATTENTION_REDO_BINDING;
   d.writes &= ~(1u << ATTENTION_REDO_BINDING);
   list.dispatch(d);

@@ -66,7 +66,8 @@ FusedPlan plan_fused(const DeviceInfo& device, KernelVariant variant, const Atte
   plan.keys_per_split = fitted.splits.keys_per_split;
   // An unsplit decode form writes O in chunks too; split, it writes the partials (whole chunks in the
   // workspace) and the combine writes O.
-  if (plan.splits == 1 && !kernel.out_chunked) plan.config.vec_loads = false;
+  if (plan.config.is(FusedKernel::subgroup_decode) && plan.splits == 1 && !kernel.out_chunked)
+    plan.config.vec_loads = false;
 
   const QueryRanges ranges = plan_query_ranges(in, plan, rules, budget);
   plan.tiles_per_range = ranges.tiles_per_range;

@@ -93,7 +93,8 @@ struct KernelConfig {
   // every lane holds all `rows` rows and groups of threads_per_row lanes split the head dims, each
   // group taking its own keys (key_groups(); keys_per_tile counts all groups' keys of an iteration);
   // `vec_loads`: Q, K and V rows are read and O rows written (unsplit) in 16-byte chunks (dims and
-  // strides allow it; a call whose tensors start unaligned replays the element-wise pipeline).
+  // strides allow it; a call whose tensors start unaligned replays the element-wise pipeline). The
+  // subgroup kernel (choose_chunked_kv): its fast pass reads K and V rows in chunks.
   bool vec_loads = false;
   // subgroup_decode: the K and V rows of the key this many keys ahead are touched (loaded, the value
   // unused) in each iteration, as a software prefetch; 0 = none. On for a paged cache, a packed batch

@@ -141,7 +141,7 @@ struct AttentionConstants {
   uint32_t mask_kind = 0;  // the subgroup kernel's MASK_* (its code for the other kinds is left out); else 0
   uint32_t pack_group = 0;  // the subgroup kernel: 1 = rows are a GQA group's heads x query rows; else 0
   uint32_t rows_per_thread = 1, heads = 1;  // the tiled kernel's RPT and query heads per workgroup; else 1
-  uint32_t vec_loads = 0;  // the subgroup kernel's decode form: 1 = rows read and written in 16-byte chunks; else 0
+  uint32_t vec_loads = 0;  // the subgroup kernels: 1 = rows read (decode form: and written) in 16-byte chunks; else 0
   uint32_t page_size = 0;  // K and V: 0 dense tensors, else a paged cache of pages of this many tokens
   ModifierConstants modifiers;
   uint32_t kv_format = 0;  // KV_FORMAT_* (shader_abi.h): K and V as the call's dtype (0) or q8_0 blocks

@@ -274,6 +274,21 @@ void choose_chunked_rows(const PlanInputs& in, KernelChoice& choice) {
     choice.config.prefetch_keys = kCpuPrefetchKeys;
 }
 
+// The subgroup kernel's fast pass reads K and V in 16-byte chunks where every lane's share of a row
+// is whole chunks (the head dims multiples of lanes x a chunk's elements: d64, d128 and d256 f16 on
+// lavapipe's 8 lanes, d32 to d256 f32) and the rows' strides are whole chunks (the binding offsets are
+// checked at replay). Not q8_0 (its blocks are read their own way: kv_values.glsl).
+void choose_chunked_kv(const PlanInputs& in, KernelChoice& choice) {
+  const AttentionProblem& p = in.problem;
+  const int64_t chunk = kDecodeChunkBytes / int64_t(dtype_size(p.dtype));
+  const int64_t lane_rows = chunk * choice.config.lanes;
+  const auto chunked = [&](const TensorLayout& t) {
+    return t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 && t.stride_seq % chunk == 0;
+  };
+  choice.config.vec_loads = p.kv_quant == KvQuant::none && p.dim_qk % lane_rows == 0 && p.dim_v % lane_rows == 0 &&
+                            chunked(in.layouts.k) && chunked(in.layouts.v);
+}
+
 }  // namespace
 
 KernelChoice choose_kernel(const PlanInputs& in, KernelVariant variant, bool packing_allowed) {
@@ -291,6 +306,7 @@ KernelChoice choose_kernel(const PlanInputs& in, KernelVariant variant, bool pac
       break;
   }
   if (choice.config.traits().chunked_rows) choose_chunked_rows(in, choice);
+  if (choice.config.is(FusedKernel::subgroup)) choose_chunked_kv(in, choice);
   return choice;
 }
 

@@ -13,10 +13,10 @@
 //     non-finite dot (score.glsl) and NaN/Inf in V are handled by a second pass, its own pipeline
 //     (SPEC_ATTENTION_CAREFUL_PASS = 1) dispatched after this one on the same grid, which redoes from
 //     scratch, one key per iteration, the rows of the invocations that met such a key (`careful`):
-//     the fast pass sees V with non-finite values replaced by 0 (a masked key must not touch O,
-//     and p = 0 times NaN is NaN), flags any visible key whose dot or V is non-finite, writes the
-//     rows of the other invocations and leaves the workgroup's ballot of careful invocations at
-//     REDO_BINDING. In one pipeline the two halved neither's speed but doubled the JIT time (both
+//     the fast pass uses V as read, flags any visible key whose dot is non-finite and, after its
+//     loop, any accumulator that is not finite (NaN or Inf in V shows there, a masked key's too:
+//     p = 0 times Inf is NaN), writes the rows of the other invocations and leaves the workgroup's
+//     ballot of careful invocations at REDO_BINDING. In one pipeline the two halved neither's speed but doubled the JIT time (both
 //     drivers) and made the fast loop slower on Mesa 25 (register pressure).
 //
 //   - Decode (PACK_GROUP): the rows of a workgroup are the query rows of every query head of one GQA
@@ -55,6 +55,10 @@ const bool PACKED = PACK_GROUP != 0u;
 // 0: the fast pass; 1: the careful pass (above).
 layout(constant_id = SPEC_ATTENTION_CAREFUL_PASS) const uint CAREFUL_PASS = 0;
 const bool CAREFUL = CAREFUL_PASS != 0u;
+// 1: the fast pass reads K and V rows in 16-byte chunks (row_chunks.glsl), each lane E consecutive
+// dims a load; the plan sets it where the dims are whole multiples of LANES x E and the strides whole
+// chunks (a call whose K or V starts off the 16-byte grid replays the VEC = 0 pipeline).
+layout(constant_id = SPEC_ATTENTION_VEC) const uint VEC_LOADS = 0;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint R = BR / LANES;                      // query rows per invocation
@@ -65,6 +69,20 @@ const uint DQKP = NQ * LANES, DVP = NV * LANES;  // padded dims (the padding hol
 
 #include "attention_common.glsl"
 #include "score.glsl"
+#include "row_chunks.glsl"
+
+// (Products, not &&: glslang turns a chain of && over specialization constants into phis.)
+const uint VEC_FITS = (DQK % (LANES * E) == 0u ? 1u : 0u) * (DV % (LANES * E) == 0u ? 1u : 0u);
+const bool VEC = VEC_LOADS * VEC_FITS != 0u;
+
+// The dim that chunk n of a row holds in lane t (Q, K, V, the accumulators and O alike, so that the
+// lanes' dot products and sums pair the same dims). Element-wise loads: n * LANES + t, each load
+// instruction covering LANES consecutive elements. Chunked (`vec`): lane t's 16-byte chunk g holds
+// dims g * LANES * E + t * E .. + E - 1, and chunk n is element n % E of lane t's chunk n / E. The
+// fast pass reads K and V per key and each read runs lane by lane on lavapipe, so E elements a
+// lane and load instead of one: 8x fewer loads of f16 K and V (the loads were two thirds of d128 f16
+// prefill; the benchmark notebook (docs/performance.md), "the subgroup kernel's chunked K and V").
+uint chunk_dim(uint n, uint t, bool vec) { return vec ? (n / E) * (LANES * E) + t * E + n % E : n * LANES + t; }
 
 // Per workgroup of a dispatch (its linear index), the ballot of its invocations whose rows the
 // careful pass redoes: written by the fast pass, read by the careful pass.
@@ -97,13 +115,13 @@ QueryRow query_row_at(uint packed, uint tile_rows, uint kvh, uint b, uvec2 keys)
   return q;
 }
 
-// Writes dims [n * LANES, n * LANES + LANES) of an output row, `chunk` times `inv_l`: the split's
-// partial row (f32), or O's row in the call's dtype.
-void store_chunk(bool partial, uint split, uint b, QueryRow q, uint n, float chunk[LANES], float inv_l) {
+// Writes chunk n of an output row (dims chunk_dim(n, t, vec) of lanes t), `chunk` times `inv_l`: the
+// split's partial row (f32), or O's row in the call's dtype.
+void store_chunk(bool vec, bool partial, uint split, uint b, QueryRow q, uint n, float chunk[LANES], float inv_l) {
   const uint prow = partial ? partial_row(split, b, q.head, q.row) : 0u;
   const uint out_row = pc.o_off + b * pc.o_sb + q.head * pc.o_sh + query_row(q.row) * pc.o_ss;
   [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-    const uint d = n * LANES + t;
+    const uint d = chunk_dim(n, t, vec);
     if (d >= DV) continue;
     const float val = chunk[t] * inv_l;
     if (partial) partial_o[prow * DV + d] = val;
@@ -126,10 +144,11 @@ void store_stats(bool partial, uint split, uint b, QueryRow q, float m, float l)
 
 uint q_row_base(uint b, QueryRow q) { return pc.q_off + b * pc.q_sb + q.head * pc.q_sh + query_row(q.row) * pc.q_ss; }
 
-// Dims [n * LANES, n * LANES + LANES) of a Q row from its first element `base`; zeros past DQK.
-void load_q_chunk(uint base, uint n, out float chunk[LANES]) {
+// Chunk n of a Q row (dims chunk_dim(n, t, vec) of lanes t) from its first element `base`; zeros
+// past DQK.
+void load_q_chunk(bool vec, uint base, uint n, out float chunk[LANES]) {
   [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-    const uint d = n * LANES + t;
+    const uint d = chunk_dim(n, t, vec);
     chunk[t] = d < DQK ? to_f32(q[base + min(d, DQK - 1u)]) : 0.0;
   }
 }
@@ -183,7 +202,7 @@ void main() {
       const uint q_base = q_row_base(b, qc);
       [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
         float chunk[LANES];
-        load_q_chunk(q_base, n, chunk);
+        load_q_chunk(false, q_base, n, chunk);
         [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
           [[unroll]] for (uint t = 0u; t < LANES; ++t)
             if (nn == n) qx[nn * LANES + t] = chunk[t];
@@ -245,7 +264,7 @@ void main() {
         [[unroll]] for (uint nn = 0u; nn < NV; ++nn)
           [[unroll]] for (uint t = 0u; t < LANES; ++t)
             if (nn == n) chunk[t] = arow[nn * LANES + t] * factor;
-        store_chunk(partial, split, b, qc, n, chunk, inv);
+        store_chunk(false, partial, split, b, qc, n, chunk, inv);
       }
       store_stats(partial, split, b, qc, m_row, l_row);
     }
@@ -262,7 +281,7 @@ void main() {
   [[dont_unroll]] for (uint n = 0u; n < NQ; ++n) {
     [[unroll]] for (uint r = 0u; r < R; ++r) {
       float chunk[LANES];
-      load_q_chunk(q_row_base(b, qrow[r]), n, chunk);
+      load_q_chunk(VEC, q_row_base(b, qrow[r]), n, chunk);
       [[unroll]] for (uint nn = 0u; nn < NQ; ++nn)
         [[unroll]] for (uint t = 0u; t < LANES; ++t)
           if (nn == n) qr[r * DQKP + nn * LANES + t] = chunk[t];
@@ -281,24 +300,33 @@ void main() {
     // K and V of the KB keys, one element per lane and chunk; keys past key_end read key_end - 1
     // (in the binding) and are masked below.
     float kv[KB * NQ], vv[KB * NV];
-    bool v_bad[KB];
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint jb = key_row(b, min(j0 + c, key_end - 1u));
       const uint krow = k_head + jb * pc.k_ss, vrow = v_head + jb * pc.v_ss;
-      [[unroll]] for (uint n = 0u; n < NQ; ++n) {
-        const uint d = n * LANES + lane;
-        const float x = k_value(krow + min(d, DQK - 1u));
-        kv[c * NQ + n] = d < DQK ? x : 0.0;
+      if (VEC) {
+        // Whole chunks (VEC_FITS): lane `lane`'s g-th is dims g * LANES * E + lane * E ...
+        [[unroll]] for (uint g = 0u; g < NQ / E; ++g) {
+          float x[E];
+          unpack_chunk(k_chunks[(krow + g * LANES * E) / E + lane], x);
+          [[unroll]] for (uint e = 0u; e < E; ++e) kv[c * NQ + g * E + e] = x[e];
+        }
+        [[unroll]] for (uint g = 0u; g < NV / E; ++g) {
+          float x[E];
+          unpack_chunk(v_chunks[(vrow + g * LANES * E) / E + lane], x);
+          [[unroll]] for (uint e = 0u; e < E; ++e) vv[c * NV + g * E + e] = x[e];
+        }
+      } else {
+        [[unroll]] for (uint n = 0u; n < NQ; ++n) {
+          const uint d = n * LANES + lane;
+          const float x = k_value(krow + min(d, DQK - 1u));
+          kv[c * NQ + n] = d < DQK ? x : 0.0;
+        }
+        [[unroll]] for (uint n = 0u; n < NV; ++n) {
+          const uint d = n * LANES + lane;
+          const float x = v_value(vrow + min(d, DV - 1u));
+          vv[c * NV + n] = d < DV ? x : 0.0;
+        }
       }
-      bool bad = false;
-      [[unroll]] for (uint n = 0u; n < NV; ++n) {
-        const uint d = n * LANES + lane;
-        const float x = v_value(vrow + min(d, DV - 1u));
-        const bool ok = finite(x);
-        bad = bad || !ok;
-        vv[c * NV + n] = (d < DV && ok) ? x : 0.0;
-      }
-      v_bad[c] = subgroupAny(bad);
     }
 
     // Dots: per chunk a fresh partial sum over its LANES dims, then added to the total.
@@ -332,7 +360,7 @@ void main() {
         float bias = 0.0;
         if (has_mask) bias = mask_bias(MASK_KIND, in_range ? qrow[r].mask_base + j : pc.m_off);
         vis[c] = in_range && bias != NEG_INF;
-        careful = careful || (vis[c] && (!finite(dot_qk) || v_bad[c]));
+        careful = careful || (vis[c] && !finite(dot_qk));
         const float sc = modify_score(scale_dot(dot_qk, pc.scale), qrow[r].slope, qrow[r].row, j);
         s[c] = vis[c] ? add_bias(sc, bias) : NEG_INF;
         tile_max = max(tile_max, s[c]);
@@ -348,7 +376,8 @@ void main() {
       [[unroll]] for (uint d = 0u; d < DVP; ++d) acc[r * DVP + d] *= alpha;
     }
 
-    // O += P V (V's non-finite values are 0 here: such a key, if visible, set `careful`).
+    // O += P V, V as read: NaN or Inf in V (a masked key's too: p = 0 times Inf is NaN) stays in the
+    // accumulators, which are tested once after the loop.
     [[unroll]] for (uint n = 0u; n < NV; ++n) {
       [[unroll]] for (uint t = 0u; t < LANES; ++t) {
         float vb[KB];
@@ -361,6 +390,11 @@ void main() {
       }
     }
   }
+  // A non-finite accumulator: NaN or Inf met in V (or a sum that overflowed). The careful pass redoes
+  // the invocation's rows with V selected away for masked keys. One test per accumulator, not one
+  // per V element and key: on lavapipe a test of every loaded V element cost more than loading V
+  // (docs/devices.md), and the decode form does the same.
+  [[unroll]] for (uint e = 0u; e < R * DVP; ++e) careful = careful || !finite(acc[e]);
 
   // ---- The rows of the invocations that met no such key are final: their outputs. The sink of
   // the row's head joins its denominator (unsplit calls only: split, the combine adds it); a row
@@ -382,7 +416,7 @@ void main() {
       if (!qrow[r].valid || careful) continue;
       float row_chunk[LANES];
       [[unroll]] for (uint t = 0u; t < LANES; ++t) row_chunk[t] = chunk[r * LANES + t] * sink_factor[r];
-      store_chunk(partial, split, b, qrow[r], n, row_chunk, inv_l[r]);
+      store_chunk(VEC, partial, split, b, qrow[r], n, row_chunk, inv_l[r]);
     }
   }
   [[unroll]] for (uint r = 0u; r < R; ++r)

@@ -71,22 +71,11 @@ const uint KB = BC / KG;      // keys per iteration of each group
 #include "attention_common.glsl"
 #include "score.glsl"
 
-// Chunks of 16 bytes: E elements, read as one CHUNK_T through an alias of the binding.
-#if defined(DTYPE_F32)
-const uint E = 4u;
-#define CHUNK_T vec4
-#else
-const uint E = 8u;
-#define CHUNK_T uvec4
-#endif
-layout(binding = ATTENTION_Q_BINDING) readonly buffer QChunks { CHUNK_T q_chunks[]; };
-layout(binding = ATTENTION_K_BINDING) readonly buffer KChunks { CHUNK_T k_chunks[]; };
-layout(binding = ATTENTION_V_BINDING) readonly buffer VChunks { CHUNK_T v_chunks[]; };
+#include "row_chunks.glsl"
 // VEC: O and the split partials are written a chunk at a time too (the plan's chunk rule covers O;
 // the partials' rows are DV floats, a multiple of E). One 16-byte store per chunk instead of E
 // element stores: on lavapipe each store runs lane by lane, and a kernel's stores are a large part
 // of its JIT time (the benchmark notebook (docs/performance.md), "d256 decode's first dispatch").
-layout(binding = ATTENTION_O_BINDING) writeonly buffer OChunks { CHUNK_T o_chunks[]; };
 layout(binding = ATTENTION_PARTIAL_O_BINDING) writeonly buffer PartialOVecs { vec4 partial_o_vecs[]; };
 
 const uint NQ = (DQK + E * TPR - 1u) / (E * TPR);  // chunks per lane of a Q or K row
@@ -94,38 +83,6 @@ const uint NV = (DV + E * TPR - 1u) / (E * TPR);   // of a V or O row
 const uint QW = NQ * E, VW = NV * E;                   // elements per lane of a Q/K row, of a V/O row
 
 bool finite(float x) { return !(isnan(x) || isinf(x)); }
-
-void unpack_chunk(CHUNK_T w, out float x[E]) {
-#if defined(DTYPE_F32)
-  x[0] = w.x, x[1] = w.y, x[2] = w.z, x[3] = w.w;
-#else
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-#if defined(DTYPE_F16)
-    const vec2 h = unpackHalf2x16(w[i]);
-    x[2u * i] = h.x, x[2u * i + 1u] = h.y;
-#else
-    x[2u * i] = uintBitsToFloat(w[i] << 16), x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xffff0000u);
-#endif
-  }
-#endif
-}
-
-// E f32 values narrowed to the storage type (as from_f32) and packed into one chunk.
-CHUNK_T pack_chunk(float x[E]) {
-#if defined(DTYPE_F32)
-  return vec4(x[0], x[1], x[2], x[3]);
-#else
-  CHUNK_T w;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-#if defined(DTYPE_F16)
-    w[i] = packHalf2x16(vec2(x[2u * i], x[2u * i + 1u]));
-#else
-    w[i] = f32_to_bf16_bits(x[2u * i]) | (f32_to_bf16_bits(x[2u * i + 1u]) << 16);
-#endif
-  }
-  return w;
-#endif
-}
 
 // Elements c*E .. c*E + E - 1 of the row of `dim` elements that starts at element `base` of tensor
 // `t` (TENSOR_Q, _K or _V), as f32; 0 past the row's end (a chunk index past it reads the row's last

@@ -240,7 +240,7 @@
 #define SPEC_ATTENTION_PACK_GROUP 7  /* subgroup: 1 = a workgroup's rows are a GQA group's query heads x seq_q (grid y: KV heads); others: 0 */
 #define SPEC_ATTENTION_RPT 8        /* tiled: query rows per row group (others: 1) */
 #define SPEC_ATTENTION_HEADS 9      /* tiled: query heads of one GQA group per workgroup (others: 1) */
-#define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K, V and O rows are read and written in 16-byte chunks (others: 0) */
+#define SPEC_ATTENTION_VEC 10       /* subgroup decode form: 1 = Q, K, V and O rows are read and written in 16-byte chunks; subgroup: 1 = K and V rows read so (others: 0) */
 #define SPEC_ATTENTION_MODIFIERS 11     /* the modifiers' block: MOD_SPEC_BLOCK constants (11 .. 14) */
 #define SPEC_ATTENTION_PAGE_SIZE 15     /* 0: dense K and V; else K and V are a paged cache of pages of this many tokens */
 #define SPEC_ATTENTION_VARLEN 16        /* 1: a packed variable-length batch (see above); 0 otherwise */

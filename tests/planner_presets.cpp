@@ -103,7 +103,9 @@ void check_subgroup_tiles([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]]
     CHECK((keys == 1 || (keys * per_lane <= 16 && keys * per_lane * c.rows <= 32)));
   } else {
     CHECK(c.rows % c.lanes == 0);
-    CHECK(!c.vec_loads);
+    // Its K and V in 16-byte chunks where every lane's share of a row is whole chunks, never q8_0.
+    const int64_t lane_elements = int64_t(c.lanes) * (16 / int64_t(dtype_size(p.dtype)));
+    if (c.vec_loads) CHECK((p.kv_quant == KvQuant::none && p.dim_qk % lane_elements == 0 && p.dim_v % lane_elements == 0));
   }
 }
 
@@ -156,13 +158,15 @@ void check_packing([[maybe_unused]] const DeviceInfo& d, [[maybe_unused]] const 
       CHECK((c.rows == 4 || uint64_t(c.rows) >= tile_rows || lane_values * c.rows * 2 > 160 || lane_loads * c.rows * 2 > 32));
     if (c.decode()) CHECK((c.rows == 1 || (lane_values * c.rows <= 160 && lane_loads * c.rows <= 32)));
   }
-  // 16-byte chunks only where every row of Q, K and V is whole chunks at chunk-aligned strides.
+  // 16-byte chunks only where every row they read is whole chunks at chunk-aligned strides: Q, K and
+  // V for the decode form, K and V for the subgroup kernel.
   if (c.vec_loads) {
-    CHECK(c.decode());
+    CHECK((c.decode() || c.is(detail::FusedKernel::subgroup)));
     const int64_t chunk = 16 / int64_t(dtype_size(p.dtype));
     for (const TensorLayout* t : {&l.q, &l.k, &l.v})
-      CHECK((t->dim % chunk == 0 && t->stride_batch % chunk == 0 && t->stride_head % chunk == 0 &&
-             t->stride_seq % chunk == 0));
+      if (c.decode() || t != &l.q)
+        CHECK((t->dim % chunk == 0 && t->stride_batch % chunk == 0 && t->stride_head % chunk == 0 &&
+               t->stride_seq % chunk == 0));
   }
 }
 

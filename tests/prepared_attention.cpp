@@ -315,6 +315,60 @@ TEST_SUITE("prepared") {
     expect_no_validation_messages();
   }
 
+  TEST_CASE("a prefill call on the subgroup kernel reads K and V element by element where they start off 16-byte chunks") {
+    // The subgroup kernel's fast pass reads K and V in 16-byte chunks where the dims and strides are
+    // whole chunks (planned); replay binds its element-wise pipeline where K or V starts off the
+    // chunk grid. That pipeline pairs the dims in another order, so its outputs match the aligned
+    // call's to rounding, not bit for bit; a chunked read from such a start would read other elements.
+    Context& ctx = context();
+    if (!device_supports(DType::f16)) return;
+    const AttentionSpec spec =
+        spec_of({"prefill chunks", 1, 4, 2, 40, 70, 64, DType::f16, Causal::none, false, false, true, false});
+    const PreparedAttention prepared(ctx, spec);
+    if (std::string(prepared.plan().kernel) != "subgroup") {
+      MESSAGE("the device plans " << prepared.plan().kernel << ", not the subgroup kernel: skipped");
+      return;
+    }
+    std::mt19937_64 rng(case_seed(9700));
+    Arguments a(ctx, spec, rng);
+    const auto out_values = [&](const Buffer& out) {
+      std::vector<std::byte> raw(static_cast<std::size_t>(spec.out.element_count()) * 2);
+      out.download(raw.data(), raw.size());
+      std::vector<float> values(raw.size() / 2);
+      decode(DType::f16, raw.data(), values.data(), values.size());
+      return values;
+    };
+    a.poison();
+    prepared.run(a.buffers());
+    const std::vector<float> aligned = out_values(*a.out);
+    std::vector<Buffer> store;
+    store.reserve(2);
+    const auto shifted = [&](const Buffer& from) {  // `from`'s bytes in a Buffer 2 bytes into a larger one
+      std::vector<uint8_t> bytes(from.size());
+      from.download(bytes.data(), bytes.size());
+      store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
+      Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
+      view.upload(bytes.data(), bytes.size());
+      return view;
+    };
+    const Buffer k = shifted(*a.k), v = shifted(*a.v);
+    for (const char* moved : {"k", "v", "k and v"}) {
+      const std::string name = moved;
+      CAPTURE(name);
+      AttentionBuffers b = a.buffers();
+      if (name != "v") b.k = &k;
+      if (name != "k") b.v = &v;
+      a.poison();
+      prepared.run(b);
+      const std::vector<float> got = out_values(*a.out);
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, double(std::fabs(got[i] - aligned[i])) / (1e-3 + std::fabs(aligned[i])));
+      CHECK_MESSAGE(worst < 4e-3, "outputs differ from the aligned call's by " << worst << " (relative)");
+    }
+    expect_no_validation_messages();
+  }
+
   TEST_CASE("a moved-from PreparedAttention: every use is an Error") {
     Context& ctx = context();
     PreparedAttention moved(ctx, spec_of(kShapes[1]));
