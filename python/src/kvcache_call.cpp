@@ -220,12 +220,26 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
   return times;
 }
 
+// The most query rows a sequence may put against each KV head (GQA group x seq_q) for the call to
+// take the cascade on its own. The cascade pays where each sequence's rows alone are a decode tile
+// (the decode form's, up to 16 rows): stacking every sequence's rows against the prefix then reads it
+// once for all of them, on lavapipe at the prefill kernel's rate. Past that a sequence's rows already
+// fill prefill tiles, and the extra passes cost: 8 sequences, a 4096-token shared prefix and 256 of
+// their own, GQA 32/8, d128 f16, 3.1-3.2x faster with it at 4, 8 and 16 rows, 0.98x at 32
+// (bench/results, cascade-crossover, lavapipe Mesa 22.3.6, 2026-12-03).
+constexpr int64_t kCascadeMaxRowsPerSequence = 16;
+
 // The host has the block table, so it can see a prefix every sequence's table shares (a prompt the
-// batch shares) and have the call read it once (cascade: the same answers). Where the call's options
-// leave the prefix hidden from some row (a window, ALiBi, top-left causal, ...), check_paged_attention
-// refuses the cascade and the call runs without it.
+// batch shares) and have the call read it once (cascade: the same answers), where that pays
+// (kCascadeMaxRowsPerSequence). Where the call's options leave the prefix hidden from some row (a
+// window, ALiBi, top-left causal, ...), check_paged_attention refuses the cascade and the call runs
+// without it.
 void use_shared_prefix(KvCacheCall& call) {
   PagedKv& paged = std::get<PagedKv>(call.spec.kv);
+  const int64_t kv_heads = paged.k_cache.kv_heads;
+  if (kv_heads <= 0 || call.spec.q.heads % kv_heads != 0 ||
+      call.spec.q.heads / kv_heads * call.spec.q.seq > kCascadeMaxRowsPerSequence)
+    return;
   const int64_t shared = shared_prefix_pages(call.block_table, call.cache_lens, paged.max_pages, paged.k_cache.page_size);
   if (shared == 0) return;
   paged.shared_prefix_pages = shared;
