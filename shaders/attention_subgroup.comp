@@ -14,10 +14,11 @@
 //     (SPEC_ATTENTION_CAREFUL_PASS = 1) dispatched after this one on the same grid, which redoes from
 //     scratch, one key per iteration, the rows of the invocations that met such a key (`careful`):
 //     the fast pass uses V as read, flags any visible key whose dot is non-finite and, after its
-//     loop, any accumulator that is not finite (NaN or Inf in V shows there, a masked key's too:
-//     p = 0 times Inf is NaN), writes the rows of the other invocations and leaves the workgroup's
-//     ballot of careful invocations at REDO_BINDING. In one pipeline the two halved neither's speed but doubled the JIT time (both
-//     drivers) and made the fast loop slower on Mesa 25 (register pressure).
+//     loop, a sum of its accumulators that is not finite (NaN or Inf in V shows there, a masked
+//     key's too: p = 0 times Inf is NaN), writes the rows of the other invocations and leaves the
+//     workgroup's ballot of careful invocations at REDO_BINDING. In one pipeline the two halved
+//     neither's speed but doubled the JIT time (both drivers) and made the fast loop slower on
+//     Mesa 25 (register pressure).
 //
 //   - Decode (PACK_GROUP): the rows of a workgroup are the query rows of every query head of one GQA
 //     group, so each K/V element a lane loads feeds all the group's heads: K and V are read once per
@@ -81,7 +82,7 @@ const bool VEC = VEC_LOADS * VEC_FITS != 0u;
 // dims g * LANES * E + t * E .. + E - 1, and chunk n is element n % E of lane t's chunk n / E. The
 // fast pass reads K and V per key and each read runs lane by lane on lavapipe, so E elements a
 // lane and load instead of one: 8x fewer loads of f16 K and V (the loads were two thirds of d128 f16
-// prefill; the benchmark notebook (docs/performance.md), "the subgroup kernel's chunked K and V").
+// prefill: docs/devices.md; bench/results, comparison subgroup-chunked-kv-2026-12-03).
 uint chunk_dim(uint n, uint t, bool vec) { return vec ? (n / E) * (LANES * E) + t * E + n % E : n * LANES + t; }
 
 // Per workgroup of a dispatch (its linear index), the ballot of its invocations whose rows the
@@ -297,8 +298,8 @@ void main() {
 
   // ---- The fast loop: KB keys per iteration ----
   [[dont_unroll]] for (uint j0 = key_begin; j0 < key_end; j0 += KB) {
-    // K and V of the KB keys, one element per lane and chunk; keys past key_end read key_end - 1
-    // (in the binding) and are masked below.
+    // K and V of the KB keys, a 16-byte chunk per lane and load (VEC) or one element; keys past
+    // key_end read key_end - 1 (in the binding) and are masked below.
     float kv[KB * NQ], vv[KB * NV];
     [[unroll]] for (uint c = 0u; c < KB; ++c) {
       const uint jb = key_row(b, min(j0 + c, key_end - 1u));
