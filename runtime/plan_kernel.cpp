@@ -254,15 +254,18 @@ FusedKernel kernel_family(const PlanInputs& in, KernelVariant variant, bool pack
 }
 
 // The decode form's reads and writes in 16-byte chunks, and its prefetch on a CPU device.
+// Whether a tensor's batch, head and sequence strides are whole 16-byte chunks of `chunk` elements.
+bool chunk_strides(const TensorLayout& t, int64_t chunk) {
+  return t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 && t.stride_seq % chunk == 0;
+}
+
 void choose_chunked_rows(const PlanInputs& in, KernelChoice& choice) {
   const AttentionLayouts& layouts = in.layouts;
   const AttentionProblem& p = in.problem;
   // 16-byte chunks: whole in every row when the dims and strides are multiples of a chunk (the
   // binding offsets are checked at replay: CommandList picks the element-wise pipeline there).
   const int64_t chunk = kDecodeChunkBytes / int64_t(dtype_size(p.dtype));
-  const auto chunked = [&](const TensorLayout& t) {
-    return t.dim % chunk == 0 && t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 && t.stride_seq % chunk == 0;
-  };
+  const auto chunked = [&](const TensorLayout& t) { return t.dim % chunk == 0 && chunk_strides(t, chunk); };
   // (q8_0 K and V are read in runs of a block instead: kv_values.glsl.)
   choice.config.vec_loads =
       p.kv_quant == KvQuant::none && chunked(layouts.q) && chunked(layouts.k) && chunked(layouts.v);
@@ -282,11 +285,8 @@ void choose_chunked_kv(const PlanInputs& in, KernelChoice& choice) {
   const AttentionProblem& p = in.problem;
   const int64_t chunk = kDecodeChunkBytes / int64_t(dtype_size(p.dtype));
   const int64_t lane_rows = chunk * choice.config.lanes;
-  const auto chunked = [&](const TensorLayout& t) {
-    return t.stride_batch % chunk == 0 && t.stride_head % chunk == 0 && t.stride_seq % chunk == 0;
-  };
   choice.config.vec_loads = p.kv_quant == KvQuant::none && p.dim_qk % lane_rows == 0 && p.dim_v % lane_rows == 0 &&
-                            chunked(in.layouts.k) && chunked(in.layouts.v);
+                            chunk_strides(in.layouts.k, chunk) && chunk_strides(in.layouts.v, chunk);
 }
 
 }  // namespace

@@ -119,6 +119,17 @@ AttentionSpec spec_of(const Shape& s) {
   return AttentionSpec::dense(l, s.weights);
 }
 
+// `from`'s bytes in a Buffer that starts 2 bytes into a larger one, which `store` keeps alive (the view
+// holds its handle, which a move of the owner keeps): a tensor off the 16-byte chunk grid.
+Buffer shifted_copy(Context& ctx, const Buffer& from, std::vector<Buffer>& store) {
+  std::vector<uint8_t> bytes(from.size());
+  from.download(bytes.data(), bytes.size());
+  store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
+  Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
+  view.upload(bytes.data(), bytes.size());
+  return view;
+}
+
 const Shape kShapes[] = {
     // Decode with GQA and split-KV (the combine pass and the workspace), per-batch key lengths.
     {"decode", 2, 4, 1, 1, 3000, 64, DType::f16, Causal::none, false, true, true, false},
@@ -279,19 +290,10 @@ TEST_SUITE("prepared") {
       a.poison();
       prepared.run(a.buffers());
       const std::vector<uint8_t> aligned = a.outputs();
-      // `from`'s bytes, 2 bytes into a larger buffer (kept in `store`): a Buffer that starts there.
       std::vector<Buffer> store;
-      store.reserve(4);
-      const auto shifted = [&](const Buffer& from) {
-        std::vector<uint8_t> bytes(from.size());
-        from.download(bytes.data(), bytes.size());
-        store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
-        Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
-        view.upload(bytes.data(), bytes.size());
-        return view;
-      };
-      const Buffer q = shifted(*a.q), k = shifted(*a.k), v = shifted(*a.v);
-      Buffer o = shifted(*a.out);
+      const Buffer q = shifted_copy(ctx, *a.q, store), k = shifted_copy(ctx, *a.k, store),
+                   v = shifted_copy(ctx, *a.v, store);
+      Buffer o = shifted_copy(ctx, *a.out, store);
       for (const char* moved : {"q", "k", "v", "o", "q, k, v and o"}) {
         const std::string name = moved;
         CAPTURE(name);
@@ -342,16 +344,7 @@ TEST_SUITE("prepared") {
     prepared.run(a.buffers());
     const std::vector<float> aligned = out_values(*a.out);
     std::vector<Buffer> store;
-    store.reserve(2);
-    const auto shifted = [&](const Buffer& from) {  // `from`'s bytes in a Buffer 2 bytes into a larger one
-      std::vector<uint8_t> bytes(from.size());
-      from.download(bytes.data(), bytes.size());
-      store.push_back(Buffer::allocate(ctx, bytes.size() + 16));
-      Buffer view = Buffer::wrap(ctx, store.back().handle(), store.back().offset() + 2, bytes.size());
-      view.upload(bytes.data(), bytes.size());
-      return view;
-    };
-    const Buffer k = shifted(*a.k), v = shifted(*a.v);
+    const Buffer k = shifted_copy(ctx, *a.k, store), v = shifted_copy(ctx, *a.v, store);
     for (const char* moved : {"k", "v", "k and v"}) {
       const std::string name = moved;
       CAPTURE(name);
