@@ -51,6 +51,21 @@ GemmOperand scores_operand(uint32_t slot, uint64_t base, const Chunk& ch, int64_
   return o;
 }
 
+// A chunk's query-side operand (Q, the scores, O) with a GQA group's heads as the rows of one
+// matrix: row g * nr + i is row i of the group's head g. Its rows are evenly spaced (the plan's
+// pack_group_rows): one row a head, one head apart, or a head's rows followed by the next head's.
+void pack_group(GemmOperand& o, const Chunk& ch, int64_t group) {
+  if (ch.nr == 1) o.stride_row = o.stride_head;
+  o.stride_head *= group;
+}
+
+// The chunk's product over whole groups: group x nr rows, one matrix per (batch, KV head).
+void pack_group(GemmCall& g, const Chunk& ch, int64_t group) {
+  g.m = group * ch.nr;
+  g.heads = ch.nh / group;
+  g.group = 1, g.head_base = 0;
+}
+
 void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, const AttentionLayouts& l,
                 const AttentionSlots& slots, const Chunk& ch, uint32_t scores, uint64_t scores_base) {
   const AttentionProblem& p = plan.problem;
@@ -72,6 +87,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   s.m = ch.nr, s.n = p.seq_k, s.k = p.dim_qk;
   s.batch = ch.nb, s.heads = ch.nh, s.group = group, s.head_base = ch.h0 % group;
   s.alpha = p.scale;
+  if (plan.pack_group_rows) {
+    pack_group(s.a, ch, group);
+    pack_group(s.c, ch, group);
+    pack_group(s, ch, group);
+  }
   list.barrier_between_dispatches();  // also orders this chunk's writes of S after the last chunk's reads
   if (p.seq_k > 0) {
     emit_gemm(c, list, s, plan.gemm);
@@ -134,6 +154,11 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   w.m = ch.nr, w.n = p.dim_v, w.k = p.seq_k;
   w.batch = ch.nb, w.heads = ch.nh, w.group = group, w.head_base = ch.h0 % group;
   w.skip_zero_a = true;
+  if (plan.pack_group_rows) {
+    pack_group(w.a, ch, group);
+    pack_group(w.c, ch, group);
+    pack_group(w, ch, group);
+  }
   if (p.seq_k == 0) {
     // No keys: O is 0. The GEMM writes it without reading A or B (k = 0); bind them to something.
     w.a.slot = w.b.slot = kPlaceholderSlot;
@@ -198,10 +223,18 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
                   "; use the fused path, which never stores the (seq_q, seq_k) scores");
   }
 
+  // Whole groups in every chunk, their rows evenly spaced in Q and O: see pack_group_rows.
+  const auto heads_in_sequence = [&](const TensorLayout& t) {
+    return plan.row_chunk == 1 || (plan.row_chunk == p.seq_q && t.stride_head == p.seq_q * t.stride_seq);
+  };
+  plan.pack_group_rows = group > 1 && plan.head_chunk % group == 0 && heads_in_sequence(layouts.q) &&
+                         heads_in_sequence(layouts.out);
+  const int64_t gemm_rows = plan.gemm_rows();
+
   // The kernels' limits for the largest chunk.
   if (rows > 0) {
-    check_gemm_shape(device, plan.gemm, "unfused path, scores", plan.row_chunk, p.seq_k, p.dim_qk);
-    check_gemm_shape(device, plan.gemm, "unfused path, P·V", plan.row_chunk, p.dim_v, p.seq_k);
+    check_gemm_shape(device, plan.gemm, "unfused path, scores", gemm_rows, p.seq_k, p.dim_qk);
+    check_gemm_shape(device, plan.gemm, "unfused path, P·V", gemm_rows, p.dim_v, p.seq_k);
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
       throw unsupported("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);

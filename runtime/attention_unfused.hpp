@@ -27,6 +27,13 @@ struct UnfusedPlan {
   uint64_t alignment = 16;
   uint32_t softmax_workgroup = 128;
   GemmChoice gemm;  // the GEMM kernel of the plan's device (scores and P·V)
+  // The query heads of a GQA/MQA group are the rows of one product with their shared K (and V):
+  // group x rows per chunk, so K and V are read once per group, not once per head (decode: M = 1 a
+  // head otherwise). Set when every chunk holds whole groups and each group's rows are evenly
+  // spaced in Q and O (one row per chunk, or whole heads stored head after head).
+  bool pack_group_rows = false;
+  // The rows of the largest chunk's GEMMs (M of the scores' and P·V's products).
+  int64_t gemm_rows() const { return pack_group_rows ? problem.group_size() * row_chunk : row_chunk; }
   // A packed variable-length batch of this many sequences (0: a dense call). The problem is then the
   // batch-1 call of total_q queries and total_k keys, and the row softmax confines each row to its
   // sequence's keys (FLAG_VARLEN: cu_seqlens_q at the block-table slot, cu_seqlens_k at the key

@@ -35,15 +35,18 @@ GemmTile choose_tile(int64_t m) {
 // of A and CJ x lanes of B per lane (B by vec4 where the layout allows) for BM x CJ x lanes
 // multiply-adds. 32 x 8 (a 32 x 64 tile on 8 lanes): 64 x 8 and 32 x 12 ran 5-8% faster on lavapipe
 // but took 1.0 s and more to JIT against 0.6 s, and 64 columns fit P·V's dim_v 64 and 128 exactly
-// (the benchmark notebook's lavapipe-2026-11-25-gemm.txt, docs/performance.md). Fewer rows (decode: one query row) or columns (a
-// small dim_v) take a short tile rather than compute what does not exist; few sizes keep the number
-// of pipelines, each JIT-compiled on its first dispatch, small.
+// (the benchmark notebook's lavapipe-2026-11-25-gemm.txt, docs/performance.md). Fewer rows (decode: one query row, or
+// a GQA group's 4 or 8 heads, the three-stage path's packed rows) or columns (a small dim_v) take a
+// short tile rather than compute what does not exist (GQA 32/8 d128 decode over 8192 keys on the
+// three-stage path: 155 ms a head at a time, 50 ms packed on 4-row tiles, where 16-row tiles took
+// 69 in a first run; bench/results, comparison unfused-gqa-packing-2026-12-03).
+// Few sizes keep the number of pipelines, each JIT-compiled on its first dispatch, small.
 struct SubgroupTile {
   uint32_t rows, cols;  // BM, CJ (a multiple of 4: quads of columns)
   uint32_t groups() const { return rows < 8 ? 1 : rows / 8; }  // the write-out loop's
 };
 SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n) {
-  const uint32_t rows = m <= 1 ? 1 : m <= 16 ? 16 : 32;
+  const uint32_t rows = m <= 1 ? 1 : m <= 4 ? 4 : m <= 8 ? 8 : m <= 16 ? 16 : 32;
   const uint32_t cols = n <= int64_t(4 * lanes) ? 4 : 8;
   return {rows, cols};
 }

@@ -256,8 +256,9 @@ TEST_SUITE("gemm") {
     struct Size {
       int64_t m, n, k;
     };
-    // Tiles of every kind (1, 16 and 32 rows; 4 and 8 columns per lane), partial in m, n and k.
-    const std::vector<Size> sizes = {{1, 1, 1}, {7, 13, 5}, {2, 200, 64}, {33, 65, 9}, {16, 37, 21}, {70, 100, 130}};
+    // Tiles of every kind (1, 4, 8, 16 and 32 rows; 4 and 8 columns per lane), partial in m, n and k.
+    const std::vector<Size> sizes = {{1, 1, 1}, {7, 13, 5}, {2, 200, 64}, {4, 33, 40}, {8, 70, 3},
+                                     {33, 65, 9}, {16, 37, 21}, {70, 100, 130}};
     uint64_t seed = base_seed();
     for (const GemmChoice& choice : kernels())
       for (const Size& s : sizes)
@@ -433,7 +434,7 @@ TEST_SUITE("unit") {
     // On llvmpipe every accepted k loops within the budget, and the longest is accepted.
     const DeviceInfo lvp = conform::find_device_profile("llvmpipe").info;
     for (const GemmChoice& choice : {GemmChoice{}, detail::choose_gemm(lvp)})
-      for (const int64_t m : {int64_t(1), int64_t(16), int64_t(1024)})
+      for (const int64_t m : {int64_t(1), int64_t(4), int64_t(8), int64_t(16), int64_t(1024)})
         for (const int64_t n : {int64_t(8), int64_t(64), int64_t(1000)}) {
           int64_t k = 1;
           while (detail::gemm_loop_iterations(choice, m, n, k * 2) <= detail::kLlvmpipeLoopBudget) k *= 2;
