@@ -77,6 +77,10 @@ inline constexpr int64_t kCpuPrefillRows = 16;
 // The widest head dim a CPU device runs the subgroup kernel (not its decode form) at: past it prefill
 // takes the three-stage path when the plan chooses, rowwise on the fused path (its JIT time).
 inline constexpr int64_t kCpuSubgroupMaxHeadDim = 256;
+// Past kCpuSubgroupMaxHeadDim, a decode whose three-stage GEMMs have at least this many rows (a
+// GQA/MQA group of 4 query heads or more, packed) takes the three-stage path when the plan chooses
+// (prepared_attention.cpp, wide_heads_three_stage).
+inline constexpr int64_t kCpuWideGemmRows = 4;
 
 // The tile shape of a plan's kernel (its specialization constants).
 struct KernelConfig {

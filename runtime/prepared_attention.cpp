@@ -57,24 +57,48 @@ void check_path(AttentionPath path) {
     throw Error("path: invalid value " + std::to_string(static_cast<int>(path)) + " (expected automatic, fused or unfused)");
 }
 
+// Past kCpuSubgroupMaxHeadDim on a CPU device, the three-stage plan of a call whose GEMMs have at
+// least kCpuWideGemmRows rows (prefill, or a GQA/MQA group's decode rows packed): there its GEMMs
+// are faster than the fused kernels, which run these dims on the decode form or rowwise for their
+// JIT time. Lavapipe, Mesa 22.3.6, f16 over 8192 keys: B1 H8 512x512 d512 prefill 177-199 ms against
+// 412 for the subgroup kernel and 1004-1016 for rowwise; MLA decode (16 heads on one KV head,
+// 576/512) 36 ms against 128 for the decode form, GQA 32/8 d512 decode (4 rows) 174 against 235,
+// but d512 MHA decode (1 row) 148 against 116 and GQA 16/8 d320 (2 rows) 103 against 74. None
+// (the fused path) otherwise: q8_0 K/V, GPUs, and a call the three-stage path cannot take (a decode
+// past its key limits on lavapipe, which the fused path's splits cover).
+namespace {
+std::optional<UnfusedPlan> wide_heads_three_stage(const DeviceInfo& device, const AttentionLayouts& layouts) {
+  const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);
+  if (!device.is_cpu() || widest <= kCpuSubgroupMaxHeadDim || layouts.kv_quant != KvQuant::none) return std::nullopt;
+  if (layouts.q.seq >= kCpuPrefillRows) return make_unfused_plan(device, layouts, false);  // its errors are the call's
+  UnfusedPlan plan;
+  try {
+    plan = make_unfused_plan(device, layouts, false);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (plan.gemm_rows() < kCpuWideGemmRows) return std::nullopt;
+  return plan;
+}
+}  // namespace
+
 PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                            bool weights, AttentionPath path, const VarlenRows* varlen) {
   check_path(path);
   PathPlan planned;
   bool unfused = path == AttentionPath::unfused;
-  // Prefill past kCpuSubgroupMaxHeadDim on a CPU device runs on the three-stage path when the path is
-  // left to the plan: its GEMMs are faster there than the fused kernels (lavapipe, Mesa 22.3.6, B1 H8
-  // 512x512 d512 f16: 177-199 ms against 412 for the subgroup kernel and 1004-1016 for rowwise, which
-  // the fused path runs there for its JIT time). Decode, q8_0 K/V and GPUs stay fused.
-  const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);
-  if (path == AttentionPath::automatic && device.is_cpu() && widest > kCpuSubgroupMaxHeadDim &&
-      layouts.q.seq >= kCpuPrefillRows && layouts.kv_quant == KvQuant::none)
-    unfused = true;
   if (weights) {
     if (path == AttentionPath::fused)
       throw Error("path: fused, but the weights P were requested; only the unfused (three-stage) path computes them "
                   "(use path auto or unfused)");
     unfused = true;
+  }
+  if (!unfused && path == AttentionPath::automatic) {
+    if (std::optional<UnfusedPlan> wide = wide_heads_three_stage(device, layouts)) {
+      planned.unfused = std::move(wide);
+      if (varlen) planned.unfused->varlen_batch = varlen->batch;
+      return planned;
+    }
   }
   if (unfused) {
     planned.unfused = make_unfused_plan(device, layouts, weights);

@@ -15,11 +15,12 @@ using namespace vkattn::test;
 
 namespace {
 
-AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path, int64_t seq_q = 3) {
+AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path, int64_t seq_q = 3, int64_t heads = 4,
+                        int64_t kv_heads = 1) {
   AttentionSpec spec;
-  spec.q = TensorLayout::bhsd(DType::f32, 1, 4, seq_q, dim_qk);
-  spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, 1, 70, dim_qk), TensorLayout::bhsd(DType::f32, 1, 1, 70, dim_v)};
-  spec.out = TensorLayout::bhsd(DType::f32, 1, 4, seq_q, dim_v);
+  spec.q = TensorLayout::bhsd(DType::f32, 1, heads, seq_q, dim_qk);
+  spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, kv_heads, 70, dim_qk), TensorLayout::bhsd(DType::f32, 1, kv_heads, 70, dim_v)};
+  spec.out = TensorLayout::bhsd(DType::f32, 1, heads, seq_q, dim_v);
   spec.lse = true;
   spec.path = path;
   return spec;
@@ -31,9 +32,16 @@ TEST_SUITE("prepared") {
   TEST_CASE("head dims past 256: the path and kernel the plan picks, forward and backward") {
     Context& ctx = context();
     const bool cpu = ctx.device_info().is_cpu();
-    // Decode (4 query heads x 3 rows against one KV head): the fused kernels on every device.
+    // Decode of a GQA/MQA group: on a CPU device three stages where the group's packed rows are 4 or
+    // more (4 query heads x 3 rows, or MLA's 16 heads x 1 row, against one KV head), fused below
+    // that (one row a head, or 2 heads x 1 row a group); fused on a GPU.
     const PreparedAttention decode(ctx, wide_spec(576, 512, AttentionPath::automatic));
-    CHECK(decode.plan().path == std::string("fused"));
+    CHECK(decode.plan().path == std::string(cpu ? "unfused" : "fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(576, 512, AttentionPath::automatic, 1, 16)).plan().path ==
+          std::string(cpu ? "unfused" : "fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(512, 512, AttentionPath::automatic, 1, 4, 4)).plan().path == std::string("fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(320, 288, AttentionPath::automatic, 1, 4, 2)).plan().path == std::string("fused"));
+    CHECK(PreparedAttention(ctx, wide_spec(576, 512, AttentionPath::fused)).plan().path == std::string("fused"));
     // Prefill: three stages on a CPU device when the plan chooses, fused when asked.
     const PreparedAttention prefill(ctx, wide_spec(512, 512, AttentionPath::automatic, 40));
     CHECK(prefill.plan().path == std::string(cpu ? "unfused" : "fused"));
