@@ -16,10 +16,11 @@ using namespace vkattn::test;
 namespace {
 
 AttentionSpec wide_spec(int64_t dim_qk, int64_t dim_v, AttentionPath path, int64_t seq_q = 3, int64_t heads = 4,
-                        int64_t kv_heads = 1) {
+                        int64_t kv_heads = 1, int64_t seq_k = 70) {
   AttentionSpec spec;
   spec.q = TensorLayout::bhsd(DType::f32, 1, heads, seq_q, dim_qk);
-  spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, kv_heads, 70, dim_qk), TensorLayout::bhsd(DType::f32, 1, kv_heads, 70, dim_v)};
+  spec.kv = DenseKv{TensorLayout::bhsd(DType::f32, 1, kv_heads, seq_k, dim_qk),
+                    TensorLayout::bhsd(DType::f32, 1, kv_heads, seq_k, dim_v)};
   spec.out = TensorLayout::bhsd(DType::f32, 1, heads, seq_q, dim_v);
   spec.lse = true;
   spec.path = path;
@@ -42,6 +43,12 @@ TEST_SUITE("prepared") {
     CHECK(PreparedAttention(ctx, wide_spec(512, 512, AttentionPath::automatic, 1, 4, 4)).plan().path == std::string("fused"));
     CHECK(PreparedAttention(ctx, wide_spec(320, 288, AttentionPath::automatic, 1, 4, 2)).plan().path == std::string("fused"));
     CHECK(PreparedAttention(ctx, wide_spec(576, 512, AttentionPath::fused)).plan().path == std::string("fused"));
+    // Past what the three-stage path can take in one row on lavapipe (its softmax's loop limit), the
+    // decode stays fused (f16: the fused path's splits cover it).
+    AttentionSpec long_decode = wide_spec(576, 512, AttentionPath::automatic, 1, 16, 1, 4'000'000);
+    long_decode.q.dtype = long_decode.out.dtype = DType::f16;
+    std::get<DenseKv>(long_decode.kv).k.dtype = std::get<DenseKv>(long_decode.kv).v.dtype = DType::f16;
+    CHECK(PreparedAttention(ctx, long_decode).plan().path == std::string("fused"));
     // Prefill: three stages on a CPU device when the plan chooses, fused when asked.
     const PreparedAttention prefill(ctx, wide_spec(512, 512, AttentionPath::automatic, 40));
     CHECK(prefill.plan().path == std::string(cpu ? "unfused" : "fused"));
