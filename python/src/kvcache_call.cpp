@@ -230,23 +230,24 @@ std::vector<RunTime> run(PythonContext& context, const KvCacheCall& call, int ti
 constexpr int64_t kCascadeMaxRowsPerSequence = 16;
 
 // The host has the block table, so it can see a prefix every sequence's table shares (a prompt the
-// batch shares) and have the call read it once (cascade: the same answers), where that pays
-// (kCascadeMaxRowsPerSequence). Where the call's options leave the prefix hidden from some row (a
-// window, ALiBi, top-left causal, ...), check_paged_attention refuses the cascade and the call runs
-// without it.
-void use_shared_prefix(KvCacheCall& call) {
+// batch shares) and have the call read it once (cascade: the same answers). `cascade` unset: where
+// that pays (kCascadeMaxRowsPerSequence), and where the call's options leave the prefix hidden from
+// some row (a window, ALiBi, top-left causal, ...), check_paged_attention refuses it and the call runs
+// without. True: whenever the tables share a prefix, an Error where the options refuse it. False: never.
+void use_shared_prefix(KvCacheCall& call, std::optional<bool> cascade) {
+  if (cascade == false) return;
   PagedKv& paged = std::get<PagedKv>(call.spec.kv);
   const int64_t kv_heads = paged.k_cache.kv_heads;
-  if (kv_heads <= 0 || call.spec.q.heads % kv_heads != 0 ||
-      call.spec.q.heads / kv_heads * call.spec.q.seq > kCascadeMaxRowsPerSequence)
-    return;
+  if (kv_heads <= 0 || call.spec.q.heads % kv_heads != 0) return;  // (the call's own check names it)
+  if (!cascade.has_value() && call.spec.q.heads / kv_heads * call.spec.q.seq > kCascadeMaxRowsPerSequence) return;
   const int64_t shared = shared_prefix_pages(call.block_table, call.cache_lens, paged.max_pages, paged.k_cache.page_size);
-  if (shared == 0) return;
+  if (shared == 0) return;  // nothing shared: the call is the same without
   paged.shared_prefix_pages = shared;
   try {
     check_paged_attention(call.spec.paged_layouts());
-  } catch (const Error&) {
+  } catch (const Error& e) {
     paged.shared_prefix_pages = 0;  // not for this call's options or layout
+    if (cascade.has_value()) throw Error(e.code(), std::string("cascade: True, but the call cannot read its shared prefix once: ") + e.what());
   }
 }
 
@@ -256,7 +257,7 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
                        const std::optional<py::object>& v_new, const std::optional<py::object>& lse,
                        const std::optional<py::array>& alibi, std::optional<float> scale, const std::string& causal,
                        std::optional<std::pair<int64_t, int64_t>> window, std::optional<float> softcap,
-                       int64_t dim_v, int time_iterations) {
+                       int64_t dim_v, std::optional<bool> cascade, int time_iterations) {
   const DType dtype = parse_dtype(dtype_name);
   KvCacheCall call;
   // No v_cache: V is the first dim_v columns of k_cache's rows (multi-head latent attention's one
@@ -320,7 +321,7 @@ std::vector<RunTime> kvcache_attention(PythonContext& context, const py::object&
   if (!plainly_valid(call.spec, call.block_table, call.cache_lens)) {
     check_paged_values(check_paged_attention(call.spec.paged_layouts()), call.block_table, call.cache_lens);
   }
-  use_shared_prefix(call);
+  use_shared_prefix(call, cascade);
   return run(context, call, time_iterations);
 }
 
@@ -332,11 +333,12 @@ void register_kvcache_call(py::module_& module) {
              py::kw_only(), py::arg("k_new") = py::none(), py::arg("v_new") = py::none(), py::arg("lse") = py::none(),
              py::arg("alibi") = py::none(), py::arg("scale") = py::none(), py::arg("causal") = "none",
              py::arg("window") = py::none(), py::arg("softcap") = py::none(), py::arg("dim_v") = 0,
-             py::arg("time_iterations") = 0,
+             py::arg("cascade") = py::none(), py::arg("time_iterations") = 0,
              "Attention over a paged KV cache, appending k_new and v_new first: q, out, k_new, v_new "
              "(batch, seq, heads, dim), caches (num_pages, page_size, kv_heads, dim) C-contiguous (v_cache None: "
              "V the first dim_v columns of k_cache's rows, k_new appended alone), int32 "
-             "block_table (batch, max_pages) and cache_lens (batch); lse (batch, heads, seq_q). The internal call "
+             "block_table (batch, max_pages) and cache_lens (batch); lse (batch, heads, seq_q); cascade None (where "
+             "it pays), True or False: read a prefix the tables share once. The internal call "
              "under vkattn.flash_attn_with_kvcache. Returns [] (with time_iterations > 0, the (wall, thread CPU) "
              "microseconds of that many runs instead of one of the prepared call on the same buffers: bench/python_overhead.py).");
 }

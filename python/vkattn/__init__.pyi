@@ -67,6 +67,7 @@ def flash_attn_with_kvcache(
     return_softmax_lse: bool = ...,
     *,
     head_dim_v: Optional[int] = ...,
+    cascade: Optional[bool] = ...,
     out: Optional[Tensor] = ...,
     context: Optional[Context] = ...,
 ) -> Any: ...

@@ -147,6 +147,7 @@ def flash_attn_with_kvcache(
     return_softmax_lse=False,
     *,
     head_dim_v=None,
+    cascade=None,
     out=None,
     context=None,
 ):
@@ -176,6 +177,12 @@ def flash_attn_with_kvcache(
     512), vkattn's addition: v_cache=None with head_dim_v=Dv, or v_cache a view of k_cache's first
     Dv columns (k_cache[..., :Dv] of a host cache). The cache is then bound and read once, V being
     the first head_dim_v columns of its rows, and k alone is appended (v must be None).
+    cascade: a prefix every sequence's block table shares (the same whole pages at the start, a
+    prompt the batch shares) read once for the batch, each sequence's own pages apart, the two
+    merged (vkattn's addition; the same answers). It needs one query a sequence (Sq = 1) and options
+    that let every query see the whole prefix (no window, ALiBi, ...). None: where that pays, a KV
+    head having at most 16 query heads; True: whenever the tables share such a prefix (vkattn.Error
+    where the call does not allow it); False: never.
     out: where to write the output instead of a new tensor (vkattn's addition): of q's kind and
     dtype, shape (B, Sq, H, Dv); a decode loop that passes the same one each step allocates nothing.
     context: the vkattn.Context to run on (default: the DeviceArrays', else vkattn.default_context()).
@@ -207,6 +214,8 @@ def flash_attn_with_kvcache(
     elif (k is None) != (v is None):
         raise invalid("k, v: give both or neither")
     appending = k is not None
+    if cascade is not None and not isinstance(cascade, bool):
+        raise TypeError(f"cascade: expected None, True or False, got {type(cascade).__name__}")
     options = _decode_options(causal, window_size, softcap, softmax_scale)
     ctx = call_context(context, (q, k_cache, v_cache))
 
@@ -252,6 +261,7 @@ def flash_attn_with_kvcache(
         lse=lse_view,
         alibi=None if alibi_slopes is None else float32_values("alibi_slopes", alibi_slopes),
         dim_v=dim_v if views_k else 0,
+        cascade=cascade,
         **options,
     )
     return (out, lse) if return_softmax_lse else out

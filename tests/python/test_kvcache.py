@@ -279,3 +279,41 @@ def test_shared_prefix_pages(context, rng):
         vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, k, cache_seqlens=[3, 3], block_table=table,
                                        context=context)
     np.testing.assert_array_equal(k_cache, k_after)
+
+
+def test_kvcache_cascade_option(context, rng):
+    """cascade=True runs the cascade where the automatic rule would not (18 query heads on one KV
+    head: 18 rows a sequence, past its 16), cascade=False never: the same answers, and two plans (the
+    plan cache keys on the shared prefix, so a cascade that did not run would reuse the first); the
+    default then finds the plan without it. Under a window the prefix is hidden from some query:
+    cascade=True is refused, nothing appended."""
+    page_size, shared, own, heads = 5, 2, 2, 18
+    num_blocks = shared + 3 * own
+    order = rng.permutation(num_blocks).astype(np.int32)
+    table = np.stack([np.concatenate([order[:shared], order[shared + own * b : shared + own * (b + 1)]]) for b in range(3)])
+    k_cache = rng.standard_normal((num_blocks, page_size, 1, DIM)).astype(np.float32)
+    v_cache = rng.standard_normal((num_blocks, page_size, 1, DIM)).astype(np.float32)
+    lengths = np.array([20, 17, 19], dtype=np.int32)  # a 10-token prefix, then 10, 7 and 9 of their own
+    q = rng.standard_normal((3, 1, heads, DIM)).astype(np.float32)
+    expected, expected_lse = expected_attention(q, k_cache, v_cache, table, lengths, causal="bottom-right")
+    context.clear_plan_cache()
+    before = context.plan_cache_info()  # (its counts run on from earlier calls)
+    for i, cascade in enumerate((False, True)):
+        out, lse = vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table,
+                                                  causal=True, return_softmax_lse=True, cascade=cascade,
+                                                  context=context)
+        reference.assert_close(out, expected, v_cache, "f32")
+        np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-3)
+        assert context.plan_cache_info()["misses"] == before["misses"] + i + 1
+    vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table, causal=True,
+                                   return_softmax_lse=True, context=context)
+    assert context.plan_cache_info()["hits"] == before["hits"] + 1  # the default: cascade=False's plan
+    k = rng.standard_normal((3, 1, 1, DIM)).astype(np.float32)
+    k_before = k_cache.copy()
+    with pytest.raises(vkattn.Error, match="cascade: True"):
+        vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, k, k, cache_seqlens=lengths - 1, block_table=table,
+                                       causal=True, window_size=(6, 0), cascade=True, context=context)
+    np.testing.assert_array_equal(k_cache, k_before)
+    with pytest.raises(TypeError, match="cascade"):
+        vkattn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table, cascade=1,
+                                       context=context)
