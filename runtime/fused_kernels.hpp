@@ -78,8 +78,8 @@ inline constexpr int64_t kCpuPrefillRows = 16;
 // takes the three-stage path when the plan chooses, rowwise on the fused path (its JIT time).
 inline constexpr int64_t kCpuSubgroupMaxHeadDim = 256;
 // Past kCpuSubgroupMaxHeadDim, a decode whose three-stage GEMMs have at least this many rows (a
-// GQA/MQA group of 4 query heads or more, packed) takes the three-stage path when the plan chooses
-// (prepared_attention.cpp, wide_heads_three_stage).
+// GQA/MQA group's rows packed, group x seq_q: 4 heads at one query row) takes the three-stage path
+// when the plan chooses (prepared_attention.cpp, wide_heads_three_stage).
 inline constexpr int64_t kCpuWideGemmRows = 4;
 
 // The tile shape of a plan's kernel (its specialization constants).
