@@ -51,16 +51,16 @@ GemmOperand scores_operand(uint32_t slot, uint64_t base, const Chunk& ch, int64_
   return o;
 }
 
-// A chunk's query-side operand (Q, the scores, O) with a GQA group's heads as the rows of one
-// matrix: row g * nr + i is row i of the group's head g. Its rows are evenly spaced (the plan's
-// pack_group_rows): one row a head, one head apart, or a head's rows followed by the next head's.
-void pack_group(GemmOperand& o, const Chunk& ch, int64_t group) {
-  if (ch.nr == 1) o.stride_row = o.stride_head;
-  o.stride_head *= group;
-}
-
-// The chunk's product over whole groups: group x nr rows, one matrix per (batch, KV head).
+// A chunk's product (scores or P·V) over whole GQA groups: group x nr rows, one matrix per (batch,
+// KV head). Its query-side operands, A (Q or the scores) and C (the scores or O), take a group's
+// heads as the rows of one matrix: row g * nr + i is row i of the group's head g. Their rows are
+// evenly spaced (the plan's pack_group_rows): one row a head, one head apart, or a head's rows
+// followed by the next head's.
 void pack_group(GemmCall& g, const Chunk& ch, int64_t group) {
+  for (GemmOperand* o : {&g.a, &g.c}) {
+    if (ch.nr == 1) o->stride_row = o->stride_head;
+    o->stride_head *= group;
+  }
   g.m = group * ch.nr;
   g.heads = ch.nh / group;
   g.group = 1, g.head_base = 0;
@@ -87,11 +87,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   s.m = ch.nr, s.n = p.seq_k, s.k = p.dim_qk;
   s.batch = ch.nb, s.heads = ch.nh, s.group = group, s.head_base = ch.h0 % group;
   s.alpha = p.scale;
-  if (plan.pack_group_rows) {
-    pack_group(s.a, ch, group);
-    pack_group(s.c, ch, group);
-    pack_group(s, ch, group);
-  }
+  if (plan.pack_group_rows) pack_group(s, ch, group);
   list.barrier_between_dispatches();  // also orders this chunk's writes of S after the last chunk's reads
   if (p.seq_k > 0) {
     emit_gemm(c, list, s, plan.gemm);
@@ -154,11 +150,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   w.m = ch.nr, w.n = p.dim_v, w.k = p.seq_k;
   w.batch = ch.nb, w.heads = ch.nh, w.group = group, w.head_base = ch.h0 % group;
   w.skip_zero_a = true;
-  if (plan.pack_group_rows) {
-    pack_group(w.a, ch, group);
-    pack_group(w.c, ch, group);
-    pack_group(w, ch, group);
-  }
+  if (plan.pack_group_rows) pack_group(w, ch, group);
   if (p.seq_k == 0) {
     // No keys: O is 0. The GEMM writes it without reading A or B (k = 0); bind them to something.
     w.a.slot = w.b.slot = kPlaceholderSlot;
