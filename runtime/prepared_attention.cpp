@@ -93,19 +93,14 @@ PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const Attent
                   "(use path auto or unfused)");
     unfused = true;
   }
-  if (!unfused && path == AttentionPath::automatic) {
-    if (std::optional<UnfusedPlan> wide = wide_heads_three_stage(device, layouts)) {
-      planned.unfused = std::move(wide);
-      if (varlen) planned.unfused->varlen_batch = varlen->batch;
-      return planned;
-    }
-  }
-  if (unfused) {
+  if (unfused)
     planned.unfused = make_unfused_plan(device, layouts, weights);
-    if (varlen) planned.unfused->varlen_batch = varlen->batch;
-  } else {
+  else if (path == AttentionPath::automatic)
+    planned.unfused = wide_heads_three_stage(device, layouts);
+  if (!planned.unfused)
     planned.fused = plan_fused(device, variant, layouts, true, nullptr, varlen);
-  }
+  else if (varlen)
+    planned.unfused->varlen_batch = varlen->batch;
   return planned;
 }
 

@@ -247,7 +247,8 @@ void use_shared_prefix(KvCacheCall& call, std::optional<bool> cascade) {
     check_paged_attention(call.spec.paged_layouts());
   } catch (const Error& e) {
     paged.shared_prefix_pages = 0;  // not for this call's options or layout
-    if (cascade.has_value()) throw Error(e.code(), std::string("cascade: True, but the call cannot read its shared prefix once: ") + e.what());
+    if (cascade.has_value())
+      throw Error(e.code(), std::string("cascade: True, but the call cannot read its shared prefix once: ") + e.what());
   }
 }
 
