@@ -300,8 +300,9 @@ std::string run_step(const ServingCase& c, const PagedSource& p, const PagedData
 
 }  // namespace
 
-ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& p) {
+ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& p, AttentionPath path) {
   PagedData d = draw_paged_data(c, p);
+  d.layouts.path = path;
   encode_caches(c, d);
   const reference::PagedOutputs ref = paged_reference(c, p, d);
   PagedDevice dev(ctx, c, p, d);
@@ -312,6 +313,10 @@ ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& 
                 (prepared.plan().cascade ? ", cascade" : "");
   if (prepared.plan().cascade != p.cascade) {  // the case is there for the cascade (or for its absence)
     result.text = std::string("the plan ") + (p.cascade ? "does not run" : "runs") + " the cascade";
+    return result;
+  }
+  if (path == AttentionPath::unfused && prepared.plan().path != std::string("unfused")) {
+    result.text = std::string("--path unfused, but the plan runs the ") + prepared.plan().path + " path";
     return result;
   }
   // Two steps of one plan, each from the original caches, on fresh poison.

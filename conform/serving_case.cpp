@@ -21,23 +21,29 @@ void add_serving_features(const ServingCase& c, FeatureTags& f) {
   add_serving_features(c.modifiers, f);
 }
 
-bool runs_on(const ServingCase& c, AttentionPath path) {
-  return path != AttentionPath::unfused || std::holds_alternative<PackedSource>(c.kv);
+// The three-stage path takes no paged q8_0 cache and no cascade (which run on the fused kernels). A
+// packed q8_0 case runs there: its refusal is its pass.
+std::string why_not_on(const ServingCase& c, AttentionPath path) {
+  const auto* paged = std::get_if<PagedSource>(&c.kv);
+  if (path != AttentionPath::unfused || !paged) return "";
+  if (c.quant != KvQuant::none) return "the three-stage path takes no q8_0 paged cache (fused kernels only)";
+  if (paged->cascade) return "the cascade runs on the fused kernels only";
+  return "";
 }
 
 ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path) {
-  if (const auto* paged = std::get_if<PagedSource>(&c.kv)) return run_source(context, c, *paged);
+  if (const auto* paged = std::get_if<PagedSource>(&c.kv)) return run_source(context, c, *paged, path);
   return run_source(context, c, std::get<PackedSource>(c.kv), path);
 }
 
 CaseResult run_serving_case(Context& context, const ServingCase& c, const RunOptions& options) {
   const std::string source =
       std::holds_alternative<PagedSource>(c.kv) ? "paged KV cache" : "packed variable-length batch";
-  if (!runs_on(c, options.path) || options.profile) {
+  const std::string why_not = why_not_on(c, options.path);
+  if (!why_not.empty() || options.profile) {
     CaseResult r;
     r.outcome = Outcome::skipped;
-    r.skip_reason = options.profile ? source + " calls are planned for the device they run on, not a profile"
-                                    : "the three-stage path takes no " + source + " (fused kernels only)";
+    r.skip_reason = options.profile ? source + " calls are planned for the device they run on, not a profile" : why_not;
     return r;
   }
   return run_in_frame(context, c.dtype, options, [&](CaseResult& r) {

@@ -86,19 +86,19 @@ struct ServingResult {
   double worst = 0.0;  // the largest error as a fraction of its tolerance
 };
 
-// Runs `c` on `context` on `path` and compares with the reference. A paged cache runs on the fused
-// kernels (any path but unfused); packed sequences on either, the three-stage path comparing the
-// weights P too, where a q8_0 case must be refused (ErrorCode::unsupported, naming the fused path),
+// Runs `c` on `context` on `path` and compares with the reference. A paged cache runs on either
+// path (the three-stage one reading it through the block table; not a cascade or q8_0 there, see
+// why_not_on); packed sequences on either, the three-stage path comparing the weights P too, where a q8_0 case must be refused (ErrorCode::unsupported, naming the fused path),
 // which is its pass. Throws nothing for a mismatch; an Error from the library (a refusal) propagates.
 ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path = AttentionPath::automatic);
 
 // The same in `vkattn conform`'s frame (case_runner.hpp), on the path of `options`: skipped under a
-// device profile (such calls are planned for the device they run on), and a paged case on the
-// three-stage path (which takes no paged cache).
+// device profile (such calls are planned for the device they run on), and on the three-stage path a
+// q8_0 case or a cascade (fused kernels only).
 CaseResult run_serving_case(Context& context, const ServingCase& c, const RunOptions& options);
 
-// Whether `c` runs on `path`: a paged case not on the three-stage path.
-bool runs_on(const ServingCase& c, AttentionPath path);
+// Empty when `c` runs on `path`, else why not: a paged q8_0 cache or a cascade on the three-stage path.
+std::string why_not_on(const ServingCase& c, AttentionPath path);
 
 // The catalogs (catalog_serving.cpp). Paged: page sizes 1, 16 and 256; shuffled and shared pages;
 // cache lengths 0, 1, a page edge and past it; appends that cross a page boundary; decode and chunked

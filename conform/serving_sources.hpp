@@ -15,8 +15,8 @@ std::string describe(const ServingCase& c, const PackedSource& p);
 FeatureTags features(const ServingCase& c, const PagedSource& p);
 FeatureTags features(const ServingCase& c, const PackedSource& p);
 
-// The runs (serving_case.hpp, run_serving_case): a paged case on the fused kernels, a packed one on `path`.
-ServingResult run_source(Context& context, const ServingCase& c, const PagedSource& p);
+// The runs (serving_case.hpp, run_serving_case) on `path`.
+ServingResult run_source(Context& context, const ServingCase& c, const PagedSource& p, AttentionPath path);
 ServingResult run_source(Context& context, const ServingCase& c, const PackedSource& p, AttentionPath path);
 
 // The features of the fields every serving case has (K/V format, heads, the causal mask, the

@@ -55,7 +55,7 @@ AttentionSpec AttentionSpec::paged(const PagedAttentionLayouts& l) {
   spec.per_head() = l.per_head();
   spec.lse = l.has_lse;
   spec.kv_quant = l.k_cache.quant;
-  spec.path = AttentionPath::fused;
+  spec.path = l.path;
   return spec;
 }
 
@@ -94,9 +94,7 @@ PagedAttentionLayouts AttentionSpec::paged_layouts() const {
   const char* why_lengths = "its sequences end at their cache lengths";
   refuse(mask.has_value(), "mask", "paged", why_lengths);
   refuse(kv_lengths, "kv_lengths", "paged", why_lengths);
-  refuse(weights, "weights", "paged", "it runs on the fused path, which does not compute the weights P");
-  if (path == AttentionPath::unfused)
-    throw Error("path: unfused, but a paged call runs on the fused path only (use path auto or fused)");
+  refuse(weights, "weights", "paged", "it does not return the weights P");
   if (kv_quant != cache.k_cache.quant)
     throw Error(std::string("kv_quant (") + to_string(kv_quant) + ") must equal k_cache.quant (" +
                 to_string(cache.k_cache.quant) + ")");
@@ -108,6 +106,7 @@ PagedAttentionLayouts AttentionSpec::paged_layouts() const {
   l.k_new = cache.k_new;
   l.v_new = cache.v_new;
   l.shared_prefix_pages = cache.shared_prefix_pages;
+  l.path = path;
   l.out = out;
   l.has_lse = lse;
   l.options = options;

@@ -142,15 +142,6 @@ struct CascadePlan {
   uint64_t workspace_bytes = 0;
 };
 
-struct PagedCall {
-  PagedProblem problem;
-  AttentionLayouts dense;
-  FusedPlan plan;
-  std::optional<CascadePlan> cascade;  // shared_prefix_pages > 0: plan is then cascade->suffix
-};
-// Plans a paged call (check_paged_attention, then plan_fused on the dense view; with
-// shared_prefix_pages, plan_cascade); throws Error.
-PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
 // A paged cache as the kernels address it: (batch, kv_heads, capacity, dim) of batch stride 0 whose
 // key rows the block table places (paged_plan.cpp).
 TensorLayout paged_cache_view(DType dtype, int64_t batch, const PagedKvLayout& cache, int64_t capacity);

@@ -19,6 +19,7 @@ enum AttentionFlags : uint32_t {
   kFlagKvLengths = FLAG_KV_LENGTHS,
   kFlagWriteLse = FLAG_WRITE_LSE,
   kFlagVarlen = FLAG_VARLEN,  // the row softmax only
+  kFlagCacheLengths = FLAG_CACHE_LENGTHS,  // the row softmax only
 };
 
 // The causal alignment and explicit-mask kind bits of `flags`, the same in every push block that has

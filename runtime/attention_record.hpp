@@ -44,6 +44,17 @@ struct PathPlan {
   uint64_t alignment() const { return fused ? fused->alignment : unfused->alignment; }
 };
 
+// A paged call planned (paged_plan.cpp).
+struct PagedCall {
+  PagedProblem problem;
+  AttentionLayouts dense;
+  PathPlan planned;  // fused, with a cascade (shared_prefix_pages > 0: fused is its suffix), or three-stage
+};
+// Plans a paged call (check_paged_attention, then on the dense view: with shared_prefix_pages,
+// plan_cascade; the three-stage path where the layouts' path asks for it or path automatic's
+// wide-head rule takes it; else plan_fused); throws Error.
+PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const PagedAttentionLayouts& layouts);
+
 // How a planned call runs, as plan_attention and PreparedAttention::plan report it.
 AttentionPlan report_of(const PathPlan& planned);
 // What a planned dense call's buffers must hold (checked on every record).
@@ -57,18 +68,22 @@ void check_path(AttentionPath path);
 // layouts are a packed variable-length batch's (plan_varlen).
 PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                            bool weights, AttentionPath path, const VarlenRows* varlen = nullptr);
+// Path automatic's choice of the three-stage path for wide heads on a CPU device (its rule is at
+// its definition); nullopt for the fused path. `paged`: the layouts are a paged cache's views.
+std::optional<UnfusedPlan> wide_heads_three_stage(const DeviceInfo& device, const AttentionLayouts& layouts,
+                                                  const PagedKeys* paged = nullptr);
 
 // The call's dispatches and barriers, appended to `list` (pipelines built on `context` as needed).
 void emit_attention(ContextImpl& context, CommandList& list, const PathPlan& planned,
                     const AttentionLayouts& layouts, const AttentionSlots& slots = {});
 void emit_fused_attention(ContextImpl& context, CommandList& list, const FusedPlan& plan,
                           const AttentionLayouts& layouts, const AttentionSlots& slots);
-// A paged call (plan.paged): the append of k_new and v_new into the caches first when the layouts
-// give them (plan.paged->seq_new > 0), a barrier, then the fused dispatches.
-void emit_paged_attention(ContextImpl& context, CommandList& list, const FusedPlan& plan,
+// A paged call (plan_paged): the append of k_new and v_new into the caches first when the layouts
+// give them (seq_new > 0), a barrier, then the cascade's passes, the fused dispatches or the
+// three-stage path's.
+void emit_paged_attention(ContextImpl& context, CommandList& list, const PathPlan& planned,
                           const AttentionLayouts& layouts, const std::optional<TensorLayout>& k_new,
-                          const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {},
-                          const CascadePlan* cascade = nullptr);
+                          const std::optional<TensorLayout>& v_new, const AttentionSlots& slots = {});
 // A cascade's passes and merge (after the append), paged_cascade.cpp.
 void emit_cascade(ContextImpl& context, CommandList& list, const CascadePlan& plan, const AttentionLayouts& layouts,
                   const AttentionSlots& slots);

@@ -66,6 +66,23 @@ void pack_group(GemmCall& g, const Chunk& ch, int64_t group) {
   g.group = 1, g.head_base = 0;
 }
 
+// B of a chunk's product read from a paged cache (the plan's `paged`): K's or V's cache bound whole
+// from the chunk's first KV head (`head_offset` elements), keys through the chunk's rows of the
+// block table.
+void page_b(GemmCall& g, const PagedKeys& keys, const AttentionSlots& slots, const Chunk& ch, bool v, int64_t head_offset) {
+  g.b.offset = head_offset;
+  g.b.end = v ? keys.v_elements : keys.k_elements;
+  GemmPagedB t;
+  t.table_slot = slots.block_table;
+  t.table_base = uint64_t(keys.table_offset + ch.b0 * keys.row_stride()) * 4;
+  t.entries_per_batch = keys.row_stride();
+  t.pages = keys.num_pages;
+  t.page_size = keys.page_size;
+  t.page_elements = int64_t(keys.page_rows()) * (v ? g.b.stride_col : g.b.stride_row);
+  t.keys_are_columns = v;
+  g.paged_b = t;
+}
+
 void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, const AttentionLayouts& l,
                 const AttentionSlots& slots, const Chunk& ch, uint32_t scores, uint64_t scores_base) {
   const AttentionProblem& p = plan.problem;
@@ -83,6 +100,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   s.b.offset = kl.offset + ch.b0 * kl.stride_batch + kv0 * kl.stride_head;
   s.b.end = block_end(kl, s.b.offset, ch.nb, kv_count, p.seq_k);
   s.b.stride_row = kl.stride_seq;
+  if (plan.paged) page_b(s, *plan.paged, slots, ch, /*v=*/false, kv0 * kl.stride_head);
   s.c = scores_operand(scores, scores_base, ch, p.seq_k);
   s.m = ch.nr, s.n = p.seq_k, s.k = p.dim_qk;
   s.batch = ch.nb, s.heads = ch.nh, s.group = group, s.head_base = ch.h0 % group;
@@ -117,6 +135,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   if (l.has_kv_lengths) push.flags |= kFlagKvLengths;
   if (l.has_lse) push.flags |= kFlagWriteLse;
   if (plan.varlen_batch > 0) push.flags |= kFlagVarlen, push.varlen_batch = u32(plan.varlen_batch);
+  if (plan.paged) push.flags |= kFlagKvLengths | kFlagCacheLengths, push.seq_new = u32(plan.paged->seq_new);
   push.rows = u32(ch.rows()), push.chunk_heads = u32(ch.nh), push.chunk_rows = u32(ch.nr);
   push.b0 = u32(ch.b0), push.h0 = u32(ch.h0), push.i0 = u32(ch.i0);
 
@@ -143,6 +162,7 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
   w.b.end = block_end(vl, w.b.offset, ch.nb, kv_count, p.seq_k);
   w.b.stride_row = 1;              // B's rows are V's columns (dims) ...
   w.b.stride_col = vl.stride_seq;  // ... and its columns V's rows (keys)
+  if (plan.paged) page_b(w, *plan.paged, slots, ch, /*v=*/true, kv0 * vl.stride_head);
   w.c = tensor_operand(slots.out, ol);
   w.c.offset = ol.offset + ch.b0 * ol.stride_batch + ch.h0 * ol.stride_head + ch.i0 * ol.stride_seq;
   w.c.end = block_end(ol, w.c.offset, ch.nb, ch.nh, ch.nr);
@@ -163,8 +183,10 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
 
 }  // namespace
 
-UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights) {
+UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights,
+                              const PagedKeys* paged) {
   UnfusedPlan plan;
+  if (paged) plan.paged = *paged;
   plan.problem = check_attention_layouts(device, layouts);
   if (plan.problem.kv_quant != KvQuant::none)
     throw unsupported(std::string("kv_quant: ") + to_string(plan.problem.kv_quant) +
@@ -188,8 +210,9 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
     const int64_t kv_heads = std::min<int64_t>(p.kv_heads, (nh + group - 1) / group + 1);  // a chunk may straddle groups
     return uint64_t(nb * nh) <= device.max_workgroup_count[2] &&  // the GEMMs' grid z
            uint64_t(nb * nh * nr) * row_bytes <= max_range && spans(layouts.q, nb, nh, nr) <= max_range &&
-           spans(layouts.out, nb, nh, nr) <= max_range && spans(layouts.k, nb, kv_heads, p.seq_k) <= max_range &&
-           spans(layouts.v, nb, kv_heads, p.seq_k) <= max_range;
+           spans(layouts.out, nb, nh, nr) <= max_range &&
+           (paged || (spans(layouts.k, nb, kv_heads, p.seq_k) <= max_range &&  // a paged cache is bound whole
+                      spans(layouts.v, nb, kv_heads, p.seq_k) <= max_range));
   };
   plan.batch_chunk = std::max<int64_t>(p.batch, 1), plan.head_chunk = p.heads, plan.row_chunk = std::max<int64_t>(p.seq_q, 1);
   if (!fits(plan.batch_chunk, plan.head_chunk, plan.row_chunk)) {

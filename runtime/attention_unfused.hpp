@@ -11,6 +11,7 @@
 
 #include "command_list.hpp"
 #include "context_impl.hpp"
+#include "attention_plan.hpp"
 #include "gemm.hpp"
 #include "vkattn/attention.hpp"
 #include "vkattn/problem.hpp"
@@ -39,13 +40,21 @@ struct UnfusedPlan {
   // sequence's keys (FLAG_VARLEN: cu_seqlens_q at the block-table slot, cu_seqlens_k at the key
   // lengths'); P is (heads, total_q, total_k), 0 outside each row's sequence.
   int64_t varlen_batch = 0;
+  // A paged KV cache (plan_paged): K and V are its (batch, kv_heads, capacity, dim) views, read by
+  // the GEMMs through the block table (GEMM_FLAG_B_PAGED_*), and each row's keys end at its
+  // sequence's cache length plus the appended tokens (the softmax's FLAG_CACHE_LENGTHS). The scores
+  // cover the table's whole capacity; keys past a sequence's end get weight 0 and are never
+  // multiplied into O.
+  std::optional<PagedKeys> paged;
 };
 
 struct AttentionSlots;
 
 // Checks the layouts (check_attention_layouts) and the limits of the three kernels on `device`;
 // throws Error. `weights`: the caller's buffer receives P (else the scores go to the workspace).
-UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights);
+// `paged`: K and V are a paged cache's views (plan_paged), whose bindings it has checked.
+UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights,
+                              const PagedKeys* paged = nullptr);
 
 // Every chunk's three dispatches, with the barriers between them, appended to `list`. The scores
 // are the weights slot when the plan has weights, else the workspace slot.

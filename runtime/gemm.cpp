@@ -59,11 +59,16 @@ bool multiple_of_4(int64_t v) { return v % 4 == 0; }
 // the strides and sizes; the element offsets of the bindings are checked at replay.
 uint32_t subgroup_vec(const GemmCall& call) {
   const GemmOperand &b = call.b, &c = call.c;
+  // A paged B's keys start at its pages: vec4 reads need the pages at multiples of 4 too, and keys
+  // as rows read along k only (the scores), keys as columns along n only (P·V).
+  const bool paged_rows = call.paged_b && !call.paged_b->keys_are_columns;
+  const bool paged_cols = call.paged_b && call.paged_b->keys_are_columns;
+  const bool pages_ok = !call.paged_b || multiple_of_4(call.paged_b->page_elements);
   uint32_t vec = 0;
-  if (b.stride_col == 1 && b.col_block == 0 && call.k > 0 && multiple_of_4(call.k) && multiple_of_4(b.stride_row) &&
+  if (pages_ok && !paged_cols && b.stride_col == 1 && b.col_block == 0 && call.k > 0 && multiple_of_4(call.k) && multiple_of_4(b.stride_row) &&
       multiple_of_4(b.stride_batch) && multiple_of_4(b.stride_head))
     vec |= GEMM_SG_VEC_B_K;
-  else if (b.stride_row == 1 && call.n > 0 && multiple_of_4(call.n) && multiple_of_4(b.stride_col) &&
+  else if (pages_ok && !paged_rows && b.stride_row == 1 && call.n > 0 && multiple_of_4(call.n) && multiple_of_4(b.stride_col) &&
            (b.col_block == 0 || multiple_of_4(b.stride_block)) && multiple_of_4(b.stride_batch) &&
            multiple_of_4(b.stride_head))
     vec |= GEMM_SG_VEC_B_N;
@@ -177,6 +182,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
         o->offset += b0 * o->stride_batch;
         o->end = o->offset + (part.batch - 1) * o->stride_batch + last_extent;
       }
+      if (part.paged_b) part.paged_b->table_base += uint64_t(b0 * call.paged_b->entries_per_batch) * 4;
       emit_gemm(c, list, part, choice);
     }
     return;
@@ -190,13 +196,19 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   d.bind(GEMM_A_BINDING, bind_operand(call.a), offsetof(GemmPush, a_off));
   d.bind(GEMM_B_BINDING, bind_operand(call.b), offsetof(GemmPush, b_off));
   d.bind(GEMM_C_BINDING, bind_operand(call.c), offsetof(GemmPush, c_off));
-  d.bind(GEMM_BIAS_BINDING, call.has_bias ? Binding{call.bias_slot, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n)} : kPlaceholder,
-         offsetof(GemmPush, bias_off));
+  if (call.has_bias && call.paged_b) throw Error("gemm: a bias and a paged B share a binding; give one");
+  Binding bias_or_table = kPlaceholder;
+  if (call.has_bias) bias_or_table = Binding{call.bias_slot, call.bias_base, dtype_size(call.b.dtype), uint64_t(call.n)};
+  if (call.paged_b)
+    bias_or_table = Binding{call.paged_b->table_slot, call.paged_b->table_base, 4,
+                            uint64_t(call.batch * call.paged_b->entries_per_batch)};
+  d.bind(GEMM_BIAS_BINDING, bias_or_table, offsetof(GemmPush, bias_off));
 
   GemmPush push{};
   push.m = u32(call.m), push.n = u32(call.n), push.k = u32(call.k);
   push.heads = u32(call.heads), push.group = u32(call.group), push.head_base = u32(call.head_base);
   push.flags = (call.has_bias ? kGemmBias : 0u) | (call.skip_zero_a ? kGemmSkipZeroA : 0u);
+  if (call.paged_b) push.flags |= call.paged_b->keys_are_columns ? kGemmBPagedCols : kGemmBPagedRows;
   push.alpha = call.alpha;
   // The element offsets (word 0 of each operand's fields) are filled in at replay.
   const auto fill = [](const GemmOperand& o, uint32_t* f) {
@@ -206,6 +218,11 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   fill(call.a, &push.a_off);
   fill(call.b, &push.b_off);
   fill(call.c, &push.c_off);
+  if (call.paged_b) {  // the key axis's blocks are the pages (the other axis has none)
+    const GemmPagedB& t = *call.paged_b;
+    push.b_cblk = u32(t.page_size), push.b_sblk = u32(t.page_elements);
+    push.table_sb = u32(t.entries_per_batch), push.pages = u32(t.pages);
+  }
   d.set_push(push);
 
   if (choice.kernel == GemmKernel::subgroup) {

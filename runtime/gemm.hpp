@@ -5,6 +5,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "command_list.hpp"
@@ -15,7 +16,12 @@
 namespace vkattn::detail {
 
 // Flag bits of GemmPush::flags (shaders/shader_abi.h).
-enum GemmFlags : uint32_t { kGemmBias = GEMM_FLAG_BIAS, kGemmSkipZeroA = GEMM_FLAG_SKIP_ZERO_A };
+enum GemmFlags : uint32_t {
+  kGemmBias = GEMM_FLAG_BIAS,
+  kGemmSkipZeroA = GEMM_FLAG_SKIP_ZERO_A,
+  kGemmBPagedRows = GEMM_FLAG_B_PAGED_ROWS,
+  kGemmBPagedCols = GEMM_FLAG_B_PAGED_COLS,
+};
 
 // One matrix operand, per batch index (b, h): element (r, c) is at element index
 //   offset + b*stride_batch + h'*stride_head + r*stride_row + (c / col_block)*stride_block + (c % col_block)*stride_col
@@ -31,6 +37,18 @@ struct GemmOperand {
   int64_t col_block = 0, stride_block = 0;
 };
 
+// B a paged KV cache read through its block table (the three-stage path over a paged cache; the
+// GEMM_FLAG_B_PAGED_* bits): B's key x of matrix batch b is row x % page_size of page
+// table[b * entries_per_batch + x / page_size] (clamped into [0, pages)), a page being page_elements
+// elements from B's base; the key is B's row (the scores) or its column (P·V), strided by B's
+// stride_row or stride_col. B's other index has no column blocks, its stride_batch is unused.
+struct GemmPagedB {
+  uint32_t table_slot = kPlaceholderSlot;
+  uint64_t table_base = 0;  // byte offset of batch 0's first entry in the slot
+  int64_t entries_per_batch = 0, pages = 0, page_size = 0, page_elements = 0;
+  bool keys_are_columns = false;
+};
+
 struct GemmCall {
   GemmOperand a, b, c;  // A (m, k), B (n, k), C (m, n)
   bool has_bias = false;           // an (n) bias in B's dtype ...
@@ -41,6 +59,7 @@ struct GemmCall {
   int64_t group = 1, head_base = 0;  // B's head of query head h: (head_base + h) / group
   float alpha = 1.0f;
   bool skip_zero_a = false;  // A == 0 contributes nothing, even against NaN/Inf in B
+  std::optional<GemmPagedB> paged_b;  // B read through a block table (no bias then)
 };
 
 // Which GEMM kernel a device runs, chosen once from its description when a call is planned (so a

@@ -27,9 +27,8 @@ namespace {
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // k_new and v_new written into the caches at tokens cache_lens[b] .. (kv_append.comp).
-void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, const PagedKeys& paged,
+void emit_kv_append(ContextImpl& c, CommandList& list, const AttentionProblem& p, const PagedKeys& paged,
                     const TensorLayout& k_new, const TensorLayout& v_new, const AttentionSlots& slots) {
-  const AttentionProblem& p = plan.problem;
   const uint64_t esize = dtype_size(p.dtype);
   const auto tensor = [&](uint32_t slot, const TensorLayout& t) {
     return Binding{slot, uint64_t(t.offset) * esize, esize, uint64_t(t.required_elements() - t.offset)};
@@ -77,25 +76,28 @@ void emit_kv_append(ContextImpl& c, CommandList& list, const FusedPlan& plan, co
 
 }  // namespace
 
-void emit_paged_attention(ContextImpl& c, CommandList& list, const FusedPlan& plan, const AttentionLayouts& layouts,
+void emit_paged_attention(ContextImpl& c, CommandList& list, const PathPlan& planned, const AttentionLayouts& layouts,
                           const std::optional<TensorLayout>& k_new, const std::optional<TensorLayout>& v_new,
-                          const AttentionSlots& slots, const CascadePlan* cascade) {
+                          const AttentionSlots& slots) {
   list.own_slot(slots.workspace);
   // k_new alone (V a view of K's rows): its binding stands in for v_new's, which nothing reads.
   // (A cascade's suffix pass reads the table from its prefix on; the append writes through all of it.)
-  const PagedKeys& keys = cascade ? cascade->keys : *plan.paged;
-  if (keys.seq_new > 0) emit_kv_append(c, list, plan, keys, *k_new, v_new ? *v_new : *k_new, slots);
-  if (cascade)
-    emit_cascade(c, list, *cascade, layouts, slots);
+  const PagedKeys& keys = planned.cascade ? planned.cascade->keys
+                          : planned.fused ? *planned.fused->paged
+                                          : *planned.unfused->paged;
+  if (keys.seq_new > 0) emit_kv_append(c, list, planned.problem(), keys, *k_new, v_new ? *v_new : *k_new, slots);
+  if (planned.cascade)
+    emit_cascade(c, list, *planned.cascade, layouts, slots);
+  else if (planned.fused)
+    emit_fused_attention(c, list, *planned.fused, layouts, slots);
   else
-    emit_fused_attention(c, list, plan, layouts, slots);
+    emit_unfused_attention(c, list, *planned.unfused, layouts, slots);
 }
 
 void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, const AttentionBuffers& b,
                          const BufferSlice* workspace) {
   const PagedAttentionLayouts& layouts = *call.paged_layouts;
-  const FusedPlan& plan = *call.planned.fused;
-  const AttentionProblem& p = plan.problem;
+  const AttentionProblem& p = call.planned.problem();
   const bool append = call.paged.has_append();
   BufferChecks checks(context, dtype_size(p.dtype));
   checks.tensor("q", b.q, layouts.q, false);
@@ -126,7 +128,9 @@ void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, co
     checks.add("lse", b.lse.buffer, b.lse.offset, 4, 0, uint64_t(p.batch * p.heads * p.seq_q), true);
   checks.head_values(b.per_head(), layouts.per_head());
   checks.workspace(workspace, call.planned.workspace_bytes(),
-                   call.planned.cascade ? "cascade's passes and split-KV partials" : "split-KV partials");
+                   call.planned.cascade  ? "cascade's passes and split-KV partials"
+                   : call.planned.unfused ? "the three-stage path's scores"
+                                          : "split-KV partials");
   checks.finish();
 }
 

@@ -1,11 +1,12 @@
-// Planning a paged-KV-cache call (vkattn/kv_cache.hpp) on the fused kernels: the caches are seen as
-// dense (batch, kv_heads, capacity, dim) tensors of batch stride 0, whose key rows the kernels look
-// up in the block table, and the dense planner does the rest (kernel, tiles, splits by the table's
-// capacity, lavapipe's loop limit, chunks of the other tensors).
+// Planning a paged-KV-cache call (vkattn/kv_cache.hpp): the caches are seen as dense (batch, kv_heads,
+// capacity, dim) tensors of batch stride 0, whose key rows the kernels look up in the block table,
+// and the dense planners do the rest: the fused one (kernel, tiles, splits by the table's capacity,
+// lavapipe's loop limit, chunks of the other tensors) or the three-stage one (its GEMMs read the
+// caches through the table).
 #include <algorithm>
 #include <string>
 
-#include "attention_plan.hpp"
+#include "attention_record.hpp"
 #include "vkattn/error.hpp"
 
 namespace vkattn::detail {
@@ -82,12 +83,21 @@ PagedCall plan_paged(const DeviceInfo& device, KernelVariant variant, const Page
     throw unsupported("grid: appending " + str(uint64_t(pp.seq_new)) + " tokens to " +
                       str(uint64_t(pp.attention.batch)) + " x " + str(uint64_t(pp.attention.kv_heads)) +
                       " (batch x kv_heads) exceeds maxComputeWorkGroupCount of " + device.name);
+  check_path(layouts.path);
+  PathPlan& planned = call.planned;
   if (pp.shared_prefix_pages > 0) {
-    call.cascade = plan_cascade(device, variant, layouts, pp, d, keys);
-    call.plan = call.cascade->suffix;
-  } else {
-    call.plan = plan_fused(device, variant, d, true, &keys);
+    if (layouts.path == AttentionPath::unfused)
+      throw unsupported("path: unfused, but shared_prefix_pages is " + str(uint64_t(pp.shared_prefix_pages)) +
+                        "; the cascade runs on the fused path (use path auto or fused, or no shared prefix)");
+    planned.cascade = plan_cascade(device, variant, layouts, pp, d, keys);
+    planned.fused = planned.cascade->suffix;
+    return call;
   }
+  if (layouts.path == AttentionPath::unfused)
+    planned.unfused = make_unfused_plan(device, d, false, &keys);
+  else if (layouts.path == AttentionPath::automatic)
+    planned.unfused = wide_heads_three_stage(device, d, &keys);
+  if (!planned.unfused) planned.fused = plan_fused(device, variant, d, true, &keys);
   return call;
 }
 

@@ -35,7 +35,7 @@ void refuse_foreign(Source source, const AttentionBuffers& b) {
     if (a.given && a.owner != source)
       throw Error(std::string(a.name) + ": given, but a " + kSourceName[int(source)] + " call takes none");
   if (source == Source::paged && b.weights.buffer)
-    throw Error("weights: given, but a paged call takes none (it runs on the fused path, which does not compute P)");
+    throw Error("weights: given, but a paged call takes none (it does not return the weights P)");
 }
 
 }  // namespace
@@ -61,8 +61,7 @@ PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const Att
       PagedCall paged = plan_paged(device, variant, *call.paged_layouts);
       call.paged = paged.problem;
       call.dense = paged.dense;
-      call.planned.fused = std::move(paged.plan);
-      call.planned.cascade = std::move(paged.cascade);
+      call.planned = std::move(paged.planned);
       break;
     }
     default: {
@@ -80,8 +79,7 @@ PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const Att
 
 void emit_call(ContextImpl& context, CommandList& list, const PlannedCall& call) {
   if (call.source == Source::paged)
-    emit_paged_attention(context, list, *call.planned.fused, call.dense, call.paged_layouts->k_new,
-                         call.paged_layouts->v_new, {}, call.planned.cascade ? &*call.planned.cascade : nullptr);
+    emit_paged_attention(context, list, call.planned, call.dense, call.paged_layouts->k_new, call.paged_layouts->v_new);
   else
     emit_attention(context, list, call.planned, call.dense);
 }

@@ -66,21 +66,20 @@ void check_path(AttentionPath path) {
 // but d512 MHA decode (1 row) 148 against 116 and GQA 16/8 d320 (2 rows) 103 against 74. None
 // (the fused path) otherwise: q8_0 K/V, GPUs, and a call the three-stage path cannot take (a decode
 // past its key limits on lavapipe, which the fused path's splits cover).
-namespace {
-std::optional<UnfusedPlan> wide_heads_three_stage(const DeviceInfo& device, const AttentionLayouts& layouts) {
+std::optional<UnfusedPlan> wide_heads_three_stage(const DeviceInfo& device, const AttentionLayouts& layouts,
+                                                  const PagedKeys* paged) {
   const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);
   if (!device.is_cpu() || widest <= kCpuSubgroupMaxHeadDim || layouts.kv_quant != KvQuant::none) return std::nullopt;
-  if (layouts.q.seq >= kCpuPrefillRows) return make_unfused_plan(device, layouts, false);  // its errors are the call's
+  if (layouts.q.seq >= kCpuPrefillRows) return make_unfused_plan(device, layouts, false, paged);  // its errors are the call's
   UnfusedPlan plan;
   try {
-    plan = make_unfused_plan(device, layouts, false);
+    plan = make_unfused_plan(device, layouts, false, paged);
   } catch (const Error&) {
     return std::nullopt;
   }
   if (plan.gemm_rows() < kCpuWideGemmRows) return std::nullopt;
   return plan;
 }
-}  // namespace
 
 PathPlan plan_path(const DeviceInfo& device, KernelVariant variant, const AttentionLayouts& layouts,
                            bool weights, AttentionPath path, const VarlenRows* varlen) {

@@ -50,8 +50,8 @@ struct CascadeMergePush {
 static_assert(sizeof(AttentionPush) == 32 * 4 && offsetof(AttentionPush, tile_base) == 31 * 4);
 static_assert(sizeof(CombinePush) == 17 * 4);
 static_assert(sizeof(WorkListPush) == 14 * 4);
-static_assert(sizeof(SoftmaxPush) == 18 * 4);
-static_assert(sizeof(GemmPush) == 30 * 4);
+static_assert(sizeof(SoftmaxPush) == 19 * 4);
+static_assert(sizeof(GemmPush) == 32 * 4);
 static_assert(sizeof(KvAppendPush) == 25 * 4);
 static_assert(sizeof(BackwardPush) == 32 * 4 && sizeof(ReducePush) == 9 * 4 && sizeof(MergePush) == 12 * 4);
 static_assert(sizeof(CascadeLengthsPush) == 7 * 4 && sizeof(CascadeMergePush) == 15 * 4);

@@ -109,6 +109,10 @@ void main() {
     i_seq = i - q0;
     slope_batch = sequence;
   }
+  // A paged cache's sequence: its cache length (clamped, as the fused kernels' begin_sequence) plus
+  // the appended tokens; the causal rule and the window align to it, and its keys end there.
+  const bool cache_lengths = (pc.flags & FLAG_CACHE_LENGTHS) != 0u;
+  if (cache_lengths) row_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k - pc.seq_new))) + pc.seq_new;
   const uint p_seq = p_row + first_key;  // the sequence's key 0 in P
 
   // The visible keys [key_begin, key_end) of the sequence: the window, causal and key padding. Keys
@@ -116,7 +120,8 @@ void main() {
   const uint key_begin = HAS_WINDOW ? window_key_begin(i_seq) : 0u;
   uint key_end = causal_key_end(pc.flags & CAUSAL_MASK, i_seq);
   if (HAS_WINDOW) key_end = min(key_end, window_key_end(i_seq));
-  if ((pc.flags & FLAG_KV_LENGTHS) != 0u) key_end = min(key_end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
+  if ((pc.flags & FLAG_KV_LENGTHS) != 0u && !cache_lengths)
+    key_end = min(key_end, uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k))));
   const uint mask_kind = (pc.flags >> MASK_KIND_SHIFT) & 3u;
   const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
   const float slope = HAS_ALIBI ? alibi_slope(slope_batch, h) : 0.0;

@@ -8,6 +8,7 @@
 //     P = 0 so that a masked key's NaN/Inf in V never reaches O);
 //   - the projections of the multi-head layer, y = x·Wᵀ + b, whose C store splits heads (BHSD) and
 //     whose A load for the output projection merges them (gemm_push.glsl: column blocks).
+// The scores and P·V may read a paged KV cache through its block table (GEMM_FLAG_B_PAGED_*).
 //
 // A workgroup computes a BM x BN tile of C; each invocation a TM x TN register tile whose rows and
 // columns are strided by BM/TM and BN/TN. K is walked in BK steps through shared memory. The BK-step
@@ -32,6 +33,8 @@ layout(binding = GEMM_A_BINDING) readonly buffer ABuf { A_T a[]; };
 layout(binding = GEMM_B_BINDING) readonly buffer BBuf { B_T b[]; };
 layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
+// B a paged cache (GEMM_FLAG_B_PAGED_*): its block table, bound where the bias goes.
+layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
 
 const uint LANES_N = BN / TN;
 const uint LANES_M = BM / TM;
@@ -44,18 +47,32 @@ shared float sB[BK * BN];  // [kk][nn]
 // Offset of column `col` within a row (see gemm_push.glsl).
 uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sblk + (col % cblk) * sc; }
 
+// Offset of B's key `key` in a paged cache (shader_abi.h, GEMM_FLAG_B_PAGED_*): its page's, through
+// the batch's table row, clamped into [0, pages), plus its row in the page (stride `sk`).
+uint paged_key(uint table_row, uint key, uint sk) {
+  const int entry = block_table[table_row + key / pc.b_cblk];
+  return uint(clamp(entry, 0, int(pc.pages) - 1)) * pc.b_sblk + (key % pc.b_cblk) * sk;
+}
+
+// Offset of B(row, col) from the matrix's base: strided, or a paged cache's key through the table.
+uint b_element(uint table_row, uint row, uint col) {
+  if ((pc.flags & GEMM_FLAG_B_PAGED_ROWS) != 0u) return paged_key(table_row, row, pc.b_sr) + col * pc.b_sc;
+  if ((pc.flags & GEMM_FLAG_B_PAGED_COLS) != 0u) return row * pc.b_sr + paged_key(table_row, col, pc.b_sc);
+  return row * pc.b_sr + column(col, pc.b_cblk, pc.b_sblk, pc.b_sc);
+}
+
 // A[row]·B[col] again with every operand scaled by DOWN (score.glsl), for a sum that came out NaN
 // or Inf: an overflow of finite values then gives the exact product, saturated, instead of Inf or
 // NaN. Eight k per iteration: on lavapipe the 16 elements of a register tile may all take this
 // path, 2k iterations, which the caller keeps within the loop limit (see its condition).
-float rescaled_dot(uint a_row, uint b_row) {
+float rescaled_dot(uint a_row, uint b_base, uint table_row, uint b_row) {
   float sum = 0.0;
   for (uint k0 = 0u; k0 < pc.k; k0 += 8u) {
     [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
       const uint col = k0 + kk;
       if (col < pc.k) {
         const float av = A_to_f32(a[a_row + column(col, pc.a_cblk, pc.a_sblk, pc.a_sc)]);
-        const float bv = B_to_f32(b[b_row + column(col, pc.b_cblk, pc.b_sblk, pc.b_sc)]);
+        const float bv = B_to_f32(b[b_base + b_element(table_row, b_row, col)]);
         sum = fma(av * DOWN, bv * DOWN, sum);
       }
     }
@@ -73,6 +90,7 @@ void main() {
   const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
   const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
   const bool skip_zero = (pc.flags & GEMM_FLAG_SKIP_ZERO_A) != 0u;
+  const uint table_row = pc.bias_off + bz * pc.table_sb;  // a paged B's table row for this batch
 
   float acc[TM][TN], block[TM][TN];
   [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
@@ -96,7 +114,7 @@ void main() {
       if (e < BN * BK) {
         const uint nn = e / BK, kk = e % BK, row = n0 + nn, col = k0 + kk;
         float value = 0.0;
-        if (row < pc.n && col < pc.k) value = B_to_f32(b[b_base + row * pc.b_sr + column(col, pc.b_cblk, pc.b_sblk, pc.b_sc)]);
+        if (row < pc.n && col < pc.k) value = B_to_f32(b[b_base + b_element(table_row, row, col)]);
         sB[kk * BN + nn] = value;
       }
     }
@@ -141,7 +159,7 @@ void main() {
       // Not past k = 16384 (2k + k / BK iterations stay within lavapipe's limit); scores have
       // k = dim_qk, far below.
       if ((isinf(dot_ab) || isnan(dot_ab)) && !skip_zero && pc.k <= 16384u)
-        value = scale_rescaled_dot(rescaled_dot(a_base + row * pc.a_sr, b_base + col * pc.b_sr), pc.alpha);
+        value = scale_rescaled_dot(rescaled_dot(a_base + row * pc.a_sr, b_base, table_row, col), pc.alpha);
       else if (isinf(dot_ab) || isnan(dot_ab))
         value = dot_ab * pc.alpha;  // as before: non-finite propagates
       if (with_bias) value = add_bias(value, B_to_f32(bias[pc.bias_off + col]));

@@ -29,6 +29,8 @@
 //     (skip-zero), is recomputed with every operand scaled by DOWN and saturated. Here that is a
 //     second pass over k of the whole workgroup, with the same loop body, entered only when some lane
 //     met such a sum; it writes only the elements that needed it (their bits in `redo`).
+//   - B may be a paged KV cache read through its block table (GEMM_FLAG_B_PAGED_*, shader_abi.h):
+//     the scores' rows of B (keys) are looked up once per workgroup, P·V's columns once per LANES k.
 //   - Loops are do-while loops: llvmpipe runs a loop's body once more, masked, after its last lane
 //     leaves a loop whose test comes first (a `for`): a whole step of k in every block.
 //
@@ -61,6 +63,8 @@ layout(binding = GEMM_B_BINDING) readonly buffer BBuf4 { B4_T b4[]; };  // the s
 layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
 layout(binding = GEMM_C_BINDING) writeonly buffer CBuf4 { C4_T c4[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
+// B a paged cache (GEMM_FLAG_B_PAGED_*): its block table, bound where the bias goes.
+layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint BN = CJ * LANES;
@@ -70,6 +74,8 @@ const uint WORDS = (BM + 31u) / 32u;  // redo bits per column: one per row
 const uint STEPS_PER_BLOCK = 16u;
 const bool SKIP_ZERO = (FLAGS & GEMM_FLAG_SKIP_ZERO_A) != 0u;
 const bool BIAS = (FLAGS & GEMM_FLAG_BIAS) != 0u;
+const bool B_PAGED_ROWS = (FLAGS & GEMM_FLAG_B_PAGED_ROWS) != 0u;  // the scores over a paged K cache
+const bool B_PAGED_COLS = (FLAGS & GEMM_FLAG_B_PAGED_COLS) != 0u;  // P·V over a paged V cache
 const bool VEC_B_K = (VEC & GEMM_SG_VEC_B_K) != 0u;
 const bool VEC_B_N = (VEC & GEMM_SG_VEC_B_N) != 0u;
 const bool VEC_C = (VEC & GEMM_SG_VEC_C) != 0u;
@@ -79,12 +85,19 @@ const uint RESCALE_MAX_K = 16384u;    // as gemm.comp: no recomputation past thi
 // Offset of column `col` within a row (see gemm_push.glsl).
 uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sblk + (col % cblk) * sc; }
 
+// Offset of B's key `key` in a paged cache (shader_abi.h, GEMM_FLAG_B_PAGED_*): its page's, through
+// the table row at `table_row`, clamped into [0, pages), plus its row in the page (stride `sk`).
+uint paged_key(uint table_row, uint key, uint page_size, uint page_elements, uint pages, uint sk) {
+  const int entry = block_table[table_row + key / page_size];
+  return uint(clamp(entry, 0, int(pages) - 1)) * page_elements + (key % page_size) * sk;
+}
+
 void main() {
   const uint M = pc.m, N = pc.n, K = pc.k;
   const float ALPHA = pc.alpha;
   const uint A_CBLK = pc.a_cblk, A_SBLK = pc.a_sblk, A_SC = pc.a_sc, A_SR = pc.a_sr;
   const uint B_CBLK = pc.b_cblk, B_SBLK = pc.b_sblk, B_SC = pc.b_sc;
-  const uint C_SR = pc.c_sr, BIAS_OFF = pc.bias_off;
+  const uint C_SR = pc.c_sr, BIAS_OFF = pc.bias_off, PAGES = pc.pages;
 
   const uint lane = gl_SubgroupInvocationID;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
@@ -93,6 +106,7 @@ void main() {
   const uint a_base = pc.a_off + bz * pc.a_sb + h * pc.a_sh;
   const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
   const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
+  const uint table_row = BIAS_OFF + bz * pc.table_sb;  // a paged B's table row for this batch
   // k = 0 (P·V without keys, A and B bound to a placeholder): one step of zeros that reads only
   // element 0 of A and B.
   const uint k_last = max(K, 1u) - 1u;
@@ -108,7 +122,8 @@ void main() {
     const uint col = n0 + (j / 4u) * 4u * LANES + 4u * lane + j % 4u;
     const uint cl = min(col, N - 1u);
     col_ok[j] = col < N;
-    b_row[j] = b_base + min(col, N_READ - 1u) * pc.b_sr;
+    const uint key = min(col, N_READ - 1u);
+    b_row[j] = b_base + (B_PAGED_ROWS ? paged_key(table_row, key, B_CBLK, B_SBLK, PAGES, pc.b_sr) : key * pc.b_sr);
     c_col[j] = c_base + column(cl, pc.c_cblk, pc.c_sblk, pc.c_sc);
     if (j % 4u == 0u) b_quad[j / 4u] = b_base + min(col, max(N_READ, 4u) - 4u) * pc.b_sr;
   }
@@ -135,7 +150,9 @@ void main() {
         const uint kl = min(k0 + lane, k_last);
         const bool k_ok = k0 + lane < K;
         const uint a_col = column(kl, A_CBLK, A_SBLK, A_SC);
-        const uint b_col = column(kl, B_CBLK, B_SBLK, B_SC);
+        const uint b_col = B_PAGED_ROWS ? kl * B_SC  // the blocks are the keys' pages, not k's
+                           : B_PAGED_COLS ? paged_key(table_row, kl, B_CBLK, B_SBLK, PAGES, B_SC)
+                                          : column(kl, B_CBLK, B_SBLK, B_SC);
 
         // A: lane t holds element k0 + t of each of the tile's BM rows.
         float al[BM];

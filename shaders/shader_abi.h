@@ -127,6 +127,10 @@
 #define FLAG_VARLEN 1024u
 /* The fused kernels: the grid's z is a work list's items, not (split, batch) (see "Work lists"). */
 #define FLAG_WORK_LIST 2048u
+/* attention_softmax.comp: the key lengths are a paged cache's (with FLAG_KV_LENGTHS): sequence b's keys
+ * are cache_lens[b] clamped to [0, seq_k - seq_new] plus seq_new, and the causal rule and the window
+ * align to them, as in the fused kernels' paged calls. */
+#define FLAG_CACHE_LENGTHS 4096u
 
 /* ---- Score modifiers (docs/semantics.md, "Score modifiers"): the bits of the MODIFIERS specialization constant of
  * every kernel that forms or normalises scores (shaders/modifiers.glsl). Off, they compile to nothing. ---- */
@@ -227,6 +231,14 @@
 /* ---- Flag bits of the GEMM's `flags` ---- */
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
+/* B is a paged KV cache read through its block table (the three-stage path over a paged cache): B's
+ * key index x (its row for the scores, B_PAGED_ROWS; its column for P·V, B_PAGED_COLS) is at
+ * table[bias_off + b*table_sb + x / b_cblk] * b_sblk + (x % b_cblk) * (b_sr or b_sc): b_cblk is the
+ * page size, b_sblk a page's elements, the table's entries clamped into [0, pages) (a bad table reads
+ * wrong keys, never out of bounds). The table is bound where the bias goes (an attention GEMM has
+ * none) and B's other index has no blocks. */
+#define GEMM_FLAG_B_PAGED_ROWS 4u
+#define GEMM_FLAG_B_PAGED_COLS 8u
 
 /* ---- Specialization-constant ids ---- */
 /* attention_tiled.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
@@ -439,7 +451,8 @@
   uint b0, h0, i0;                                                                           \
   uint p_off, lse_off, kv_len_off; /* high halves: the sinks' and ALiBi's offsets */          \
   uint m_sb, m_sh, m_ss, m_off;                                                              \
-  uint varlen_batch; /* with FLAG_VARLEN: the sequences (cu_seqlens hold one more value each) */
+  uint varlen_batch; /* with FLAG_VARLEN: the sequences (cu_seqlens hold one more value each) */    \
+  uint seq_new;      /* with FLAG_CACHE_LENGTHS: the tokens appended to each cache before the call */
 
 /* The backward kernels (attention_backward_*.comp): the forward's strides for Q, K, V and O, whose
  * gradients dQ, dK, dV and dO share them (the element offsets: low half the tensor's, high half its
@@ -485,6 +498,7 @@
   uint a_off, a_sb, a_sh, a_sr, a_sc, a_cblk, a_sblk;                                        \
   uint b_off, b_sb, b_sh, b_sr, b_sc, b_cblk, b_sblk;                                        \
   uint c_off, c_sb, c_sh, c_sr, c_sc, c_cblk, c_sblk;                                        \
-  uint bias_off;
+  uint bias_off;                                                                             \
+  uint table_sb, pages; /* GEMM_FLAG_B_PAGED_*: the block table's entries per batch, the cache's pages */
 
 #endif

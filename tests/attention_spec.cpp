@@ -85,9 +85,10 @@ TEST_SUITE("unit") {
     bad = paged;
     bad.weights = true;
     CHECK(contains(error_message([&] { (void)bad.paged_layouts(); }), "weights: a paged call takes none"));
-    bad = paged;
-    bad.path = AttentionPath::unfused;
-    CHECK(contains(error_message([&] { (void)bad.paged_layouts(); }), "path: unfused, but a paged call runs on the fused path only"));
+    AttentionSpec unfused = paged;  // the three-stage path reads the caches through the table
+    unfused.path = AttentionPath::unfused;
+    CHECK(unfused.paged_layouts().path == AttentionPath::unfused);
+    CHECK(AttentionSpec::paged(unfused.paged_layouts()).path == AttentionPath::unfused);
     bad = paged;
     bad.kv_quant = KvQuant::q8_0;
     CHECK(contains(error_message([&] { (void)bad.paged_layouts(); }), "kv_quant (q8_0) must equal k_cache.quant (none)"));

@@ -4,7 +4,8 @@
 // (offsets, batch/head/row/column strides, column blocks, the GQA head of B). Covered: odd sizes (m,
 // n, k multiples of nothing), the library's layouts (scores; P·V with V read transposed and
 // skip-zero; projections with bias, heads split on store and merged on load; GQA heads; batches
-// beyond one dispatch), the vec4 paths and their all-scalar twins (picked at replay from the
+// beyond one dispatch; a paged KV cache read through a block table, shuffled pages and entries out
+// of range), the vec4 paths and their all-scalar twins (picked at replay from the
 // bindings' element offsets), skip-zero against NaN/Inf, overflowing sums saturating (the subgroup
 // kernel's second pass) and NaN/Inf propagating, and long reductions within lavapipe's loop limit.
 // C is poisoned (NaN) before each run and followed by guard bytes; elements of C's buffer outside
@@ -37,6 +38,7 @@ using detail::GemmCall;
 using detail::GemmChoice;
 using detail::GemmKernel;
 using detail::GemmOperand;
+using detail::GemmPagedB;
 
 namespace {
 
@@ -58,6 +60,7 @@ int64_t extent(const GemmOperand& o, int64_t batch, int64_t heads, int64_t rows,
 struct Problem {
   GemmCall call;
   std::vector<float> a, b, bias;  // values already rounded to their dtypes
+  std::vector<int32_t> table;     // a paged B's block table (call.paged_b), bound where the bias goes
   std::string name;
   bool exact = false;  // integer data whose every partial sum is exact in f32: no tolerance
 };
@@ -86,6 +89,19 @@ Problem make_problem(GemmCall call, uint64_t seed, const std::string& name) {
   for (float& x : p.bias) x = round_to(call.b.dtype, dist(rng));
   p.call = call;
   return p;
+}
+
+// Element index of B(b, h', r, c): its operand's formula, or a paged B's through the table with
+// entries clamped into [0, pages) (gemm.hpp, GemmPagedB).
+int64_t b_element(const Problem& p, int64_t b, int64_t h, int64_t r, int64_t c) {
+  const GemmCall& g = p.call;
+  if (!g.paged_b) return element(g.b, b, h, r, c);
+  const GemmPagedB& t = *g.paged_b;
+  const int64_t key = t.keys_are_columns ? c : r, other = t.keys_are_columns ? r : c;
+  const int64_t page = std::clamp<int64_t>(p.table[size_t(b * t.entries_per_batch + key / t.page_size)], 0, t.pages - 1);
+  const int64_t key_stride = t.keys_are_columns ? g.b.stride_col : g.b.stride_row;
+  const int64_t other_stride = t.keys_are_columns ? g.b.stride_row : g.b.stride_col;
+  return g.b.offset + h * g.b.stride_head + page * t.page_elements + (key % t.page_size) * key_stride + other * other_stride;
 }
 
 Buffer upload(Context& ctx, const std::vector<float>& values, DType dtype, uint64_t lead_bytes) {
@@ -117,7 +133,7 @@ Expected reference(const Problem& p) {
         for (int64_t j = 0; j < c.n; ++j) {
           double dot = 0, mag = 0;
           for (int64_t k = 0; k < c.k; ++k) {
-            const double av = p.a[size_t(element(c.a, bz, h, i, k))], bv = p.b[size_t(element(c.b, bz, kv, j, k))];
+            const double av = p.a[size_t(element(c.a, bz, h, i, k))], bv = p.b[size_t(b_element(p, bz, kv, j, k))];
             if (c.skip_zero_a && av == 0) continue;
             dot += av * bv;
             mag += std::abs(av * bv);
@@ -152,6 +168,11 @@ int64_t run_and_check(const detail::CommandList& list, const Problem& p, int64_t
                  sc = uint64_t(shift) * dtype_size(call.c.dtype);
   Buffer a = upload(ctx, p.a, call.a.dtype, sa), b = upload(ctx, p.b, call.b.dtype, sb),
          bias = upload(ctx, p.bias, call.b.dtype, sb);
+  if (call.paged_b) {  // the table where the bias goes (paged calls run unshifted: word offsets)
+    REQUIRE(shift == 0);
+    bias = Buffer::allocate(ctx, std::max<uint64_t>(p.table.size() * 4, 16));
+    bias.upload(p.table.data(), p.table.size() * 4);
+  }
   GuardedBuffer out(ctx, sc + uint64_t(call.c.end) * dtype_size(call.c.dtype));
   const std::vector<detail::SlotBase> slots = {{}, {a.handle(), a.offset() + sa}, {b.handle(), b.offset() + sb},
                                                {out.buffer().handle(), out.buffer().offset() + sc},
@@ -247,6 +268,42 @@ GemmCall linear_call(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad) 
   g.a.dtype = g.b.dtype = g.c.dtype = dtype;
   g.a.stride_row = k + pad, g.b.stride_row = k, g.c.stride_row = n + pad;
   return g;
+}
+
+// A paged cache of `pages` pages of `page_size` rows of kv_heads x row elements (nhd), the scores'
+// B (keys as rows, GEMM_FLAG_B_PAGED_ROWS) or P·V's (keys as columns, the first `dim` elements of a
+// row: V a view of K's rows), over `batch` sequences of `keys` keys whose tables hand out the pages
+// shuffled, entries past a sequence's pages and two out of range (clamped).
+Problem paged_problem(bool pv, int64_t m, int64_t keys, int64_t dim, int64_t row, int64_t page_size, int64_t kv_heads,
+                      int64_t batch, DType dtype, uint64_t seed, const std::string& name) {
+  const int64_t entries = (keys + page_size - 1) / page_size, pages = batch * entries;
+  GemmCall g = pv ? pv_call(m, dim, keys, dtype, 0) : scores_call(m, keys, dim, dtype, 0);
+  g.batch = batch, g.heads = kv_heads;
+  g.a.stride_batch = kv_heads * m * (pv ? keys : dim), g.a.stride_head = m * (pv ? keys : dim);
+  g.c.stride_batch = kv_heads * m * (pv ? dim : keys), g.c.stride_head = m * (pv ? dim : keys);
+  g.b.stride_head = row;
+  (pv ? g.b.stride_col : g.b.stride_row) = kv_heads * row;
+  GemmPagedB t;
+  t.entries_per_batch = entries + 1;  // one more column than any sequence uses
+  t.pages = pages, t.page_size = page_size, t.page_elements = page_size * kv_heads * row;
+  t.keys_are_columns = pv;
+  t.table_slot = kSlotBias;
+  g.paged_b = t;
+  Problem p = make_problem(g, seed, name);
+  p.call.b.end = pages * t.page_elements;
+  std::mt19937_64 rng(seed + 1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  p.b.resize(size_t(p.call.b.end));
+  for (float& x : p.b) x = round_to(dtype, dist(rng));
+  std::vector<int32_t> order(static_cast<size_t>(pages));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  p.table.assign(size_t(batch * t.entries_per_batch), 7777);  // past the pages: clamped, never read
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t e = 0; e < entries; ++e) p.table[size_t(b * t.entries_per_batch + e)] = order[size_t(b * entries + e)];
+  p.table[0] = -3;                                  // clamped to page 0
+  p.table[size_t(t.entries_per_batch)] = 1 << 30;  // clamped to the last page
+  return p;
 }
 
 }  // namespace
@@ -387,6 +444,19 @@ TEST_SUITE("gemm") {
       batches.a.stride_batch = 2 * 5, batches.b.stride_batch = 5 * 3, batches.c.stride_batch = 2 * 3;
       run(choice, make_problem(batches, base_seed() + 33, std::to_string(many) + " batches"));
     }
+  }
+
+  TEST_CASE("a paged KV cache read through its block table: the scores' rows, P·V's columns") {
+    for (const GemmChoice& choice : kernels())
+      for (const DType dtype : {DType::f32, DType::f16}) {
+        // Page sizes 16 and 3 (keys across page edges, a partial last page), dims multiples of 4
+        // (the vec4 reads) and odd, GQA heads, 1 to 16 rows, and V a view of wider rows.
+        run(choice, paged_problem(false, 16, 70, 64, 64, 16, 2, 3, dtype, base_seed() + 40, "paged scores, page 16"));
+        run(choice, paged_problem(false, 1, 29, 13, 13, 3, 1, 2, dtype, base_seed() + 41, "paged scores, page 3, dim 13"));
+        run(choice, paged_problem(true, 16, 70, 64, 64, 16, 2, 3, dtype, base_seed() + 42, "paged P·V, page 16"));
+        run(choice, paged_problem(true, 4, 29, 12, 20, 3, 1, 2, dtype, base_seed() + 43, "paged P·V, page 3, V a view"));
+        run(choice, paged_problem(true, 1, 33, 13, 13, 16, 3, 2, dtype, base_seed() + 44, "paged P·V, dim 13"));
+      }
   }
 
   TEST_CASE("long reductions stay exact within lavapipe's loop limit") {

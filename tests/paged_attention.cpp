@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "attention_plan.hpp"
+#include "attention_record.hpp"
 #include "command_buffer.hpp"
 #include "conform/catalog.hpp"
 #include "shader_abi.hpp"
@@ -21,10 +21,11 @@ using namespace vkattn::test;
 
 namespace {
 
-// The paged cases run on the fused kernels only: the --path=unfused runs of a suite skip them.
+// The paged cases on the suite's path (--path=unfused: the three-stage path, but for the q8_0 and
+// cascade cases, fused only).
 void run_all(const std::vector<conform::ServingCase>& cases) {
   for (const conform::ServingCase& c : cases) {
-    if (!device_supports(c.dtype) || !conform::runs_on(c, attention_path())) continue;
+    if (!device_supports(c.dtype) || !conform::why_not_on(c, attention_path()).empty()) continue;
     INFO(conform::describe(c));
     const conform::ServingResult r = conform::run_serving_case(context(), c, attention_path());
     INFO(r.plan);
@@ -237,12 +238,14 @@ TEST_SUITE("paged") {
     l.k_new = l.v_new = TensorLayout::bhsd(DType::f32, batch, 1, kNew, 32);
     l.out = l.q;
     const detail::PagedCall call = detail::plan_paged(ctx.device_info(), kernel_variant(), l);
+    REQUIRE(call.planned.fused.has_value());
+    const detail::FusedPlan& plan = *call.planned.fused;
     const PreparedPagedAttention prepared(ctx, l);
-    REQUIRE(prepared.plan().splits == call.plan.splits);
-    REQUIRE(prepared.workspace_bytes() == call.plan.workspace_bytes);
-    REQUIRE_MESSAGE(call.plan.work_list.has_value(), "a paged call of " << call.plan.splits << " splits without a work list");
-    const detail::WorkListPlan& w = *call.plan.work_list;
-    CHECK(w.max_items == uint32_t(batch) * call.plan.splits);
+    REQUIRE(prepared.plan().splits == plan.splits);
+    REQUIRE(prepared.workspace_bytes() == plan.workspace_bytes);
+    REQUIRE_MESSAGE(plan.work_list.has_value(), "a paged call of " << plan.splits << " splits without a work list");
+    const detail::WorkListPlan& w = *plan.work_list;
+    CHECK(w.max_items == uint32_t(batch) * plan.splits);
 
     Buffer q = Buffer::allocate(ctx, uint64_t(l.q.required_elements()) * 4), out = Buffer::allocate(ctx, q.size());
     Buffer k_cache = Buffer::allocate(ctx, uint64_t(l.k_cache.required_bytes())), v_cache = Buffer::allocate(ctx, k_cache.size());
@@ -270,7 +273,7 @@ TEST_SUITE("paged") {
     uint64_t total = 0;
     // (A length is clamped into [0, capacity - seq_new] before the appended tokens are added: -3 has 3 keys.)
     for (const int32_t n : lens) total += keys.emplace_back(uint64_t(std::clamp<int64_t>(n, 0, kCapacity - kNew) + kNew));
-    const uint64_t granule = call.plan.config.keys_per_tile, most = call.plan.keys_per_split;
+    const uint64_t granule = plan.config.keys_per_tile, most = plan.keys_per_split;
     uint64_t chunk = std::min<uint64_t>((total + w.target_items - 1) / w.target_items, most);
     chunk = std::clamp<uint64_t>((chunk + granule - 1) / granule * granule, w.min_keys, most);
     INFO("total keys " << total << ", target " << w.target_items << " items, min " << w.min_keys << ", max " << most);
@@ -295,15 +298,15 @@ TEST_SUITE("paged") {
     const uint32_t groups_y = 1;  // (one KV head, its GQA group packed or in one workgroup's heads)
     for (const uint32_t args : {WORK_LIST_ARGS, WORK_LIST_LAST_ARGS}) {
       CHECK(words[args + 2] == item);
-      CHECK(words[args + 1] == groups_y * uint32_t(2) / std::max<uint32_t>(call.plan.config.heads_per_workgroup(2), 1));
+      CHECK(words[args + 1] == groups_y * uint32_t(2) / std::max<uint32_t>(plan.config.heads_per_workgroup(2), 1));
     }
     chunks.push_back(chunk);
     }
     // (The three steps reach the three cases of the rule.)
     CHECK(chunks[0] > w.min_keys);
-    CHECK(chunks[0] < call.plan.keys_per_split);
+    CHECK(chunks[0] < plan.keys_per_split);
     CHECK(chunks[1] == w.min_keys);
-    CHECK(chunks[2] == call.plan.keys_per_split);
+    CHECK(chunks[2] == plan.keys_per_split);
     expect_no_validation_messages();
   }
 

@@ -42,28 +42,30 @@ TEST_SUITE("unit") {
       }
       detail::PagedCall call;
       REQUIRE_NOTHROW(call = detail::plan_paged(preset.info, KernelVariant::automatic, l));
-      REQUIRE(call.plan.paged.has_value());
-      CHECK(call.plan.paged->page_size == 16u);
-      CHECK(call.plan.problem.seq_k == 2048 * 16);  // splits sized by the capacity
-      CHECK(call.plan.splits > 1);
-      CHECK(call.plan.splits_per_dispatch == call.plan.splits);  // caches bound whole, never by key range
-      check_plan(preset, call.dense, call.plan);
+      REQUIRE(call.planned.fused.has_value());
+      const detail::FusedPlan& plan = *call.planned.fused;
+      REQUIRE(plan.paged.has_value());
+      CHECK(plan.paged->page_size == 16u);
+      CHECK(plan.problem.seq_k == 2048 * 16);  // splits sized by the capacity
+      CHECK(plan.splits > 1);
+      CHECK(plan.splits_per_dispatch == plan.splits);  // caches bound whole, never by key range
+      check_plan(preset, call.dense, plan);
       // The splits follow each sequence's own keys through a work list: at most the planned splits
       // per sequence, items of at least a CPU's 256 or a GPU decode form's 32 keys (whole key tiles),
       // and about the device's wanted workgroups (a CPU's 16, a GPU's 256, its decode form's 2048).
-      REQUIRE(call.plan.work_list.has_value());
-      const detail::WorkListPlan& w = *call.plan.work_list;
-      const detail::KernelConfig& c = call.plan.config;
-      CHECK(w.max_items == 8 * call.plan.splits);
-      CHECK(w.min_keys <= call.plan.keys_per_split);
+      REQUIRE(plan.work_list.has_value());
+      const detail::WorkListPlan& w = *plan.work_list;
+      const detail::KernelConfig& c = plan.config;
+      CHECK(w.max_items == 8 * plan.splits);
+      CHECK(w.min_keys <= plan.keys_per_split);
       CHECK(w.min_keys % c.keys_per_tile == 0);
-      CHECK(w.min_keys >= std::min<uint64_t>(preset.info.is_cpu() ? 256 : c.decode() ? 32 : c.keys_per_tile, call.plan.keys_per_split));
-      const uint64_t per_item = uint64_t(call.plan.tiles_per_range) * (8 * 4 / c.heads_per_workgroup(4));
+      CHECK(w.min_keys >= std::min<uint64_t>(preset.info.is_cpu() ? 256 : c.decode() ? 32 : c.keys_per_tile, plan.keys_per_split));
+      const uint64_t per_item = uint64_t(plan.tiles_per_range) * (8 * 4 / c.heads_per_workgroup(4));
       const uint64_t wanted = preset.info.is_cpu() ? 16 : c.decode() ? 2048 : 256;
       CHECK(w.target_items == std::clamp<uint64_t>((wanted + per_item - 1) / per_item, 1, w.max_items - 8));
-      CHECK(w.offset % call.plan.alignment == 0);
-      CHECK(w.offset >= call.plan.partial_o_bytes + call.plan.partial_lse_bytes);
-      CHECK(w.offset + w.words * 4 + call.plan.alignment <= call.plan.workspace_bytes);
+      CHECK(w.offset % plan.alignment == 0);
+      CHECK(w.offset >= plan.partial_o_bytes + plan.partial_lse_bytes);
+      CHECK(w.offset + w.words * 4 + plan.alignment <= plan.workspace_bytes);
       CHECK(w.words == WORK_LIST_ITEMS + w.max_items + 8 + 1);
       // On a CPU device the decode form touches the rows 16 keys ahead (nhd pages' rows are far
       // apart); on a GPU, and for dense K/V (below), it does not.

@@ -67,15 +67,32 @@ TEST_SUITE("prepared") {
                    "577"));
   }
 
-  TEST_CASE("a paged cache of 576-wide keys and 512-wide values runs on the fused kernels") {
+  TEST_CASE("a paged cache of 576-wide keys and 512-wide values: the path the plan chooses, or the one asked for") {
     Context& ctx = context();
+    const bool cpu = ctx.device_info().is_cpu();
     PagedAttentionLayouts paged;
     paged.q = TensorLayout::bhsd(DType::f16, 1, 16, 1, 576);
     paged.k_cache = PagedKvLayout::dense(DType::f16, 8, 64, 1, 576);
     paged.v_cache = PagedKvLayout::dense(DType::f16, 8, 64, 1, 512);
     paged.max_pages = 4;
     paged.out = TensorLayout::bhsd(DType::f16, 1, 16, 1, 512);
-    const PreparedAttention call(ctx, AttentionSpec::paged(paged));
-    CHECK(call.plan().path == std::string("fused"));
+    // MLA's 16 heads on one KV head: three stages on a CPU device (as a dense call's), fused on a GPU.
+    CHECK(PreparedAttention(ctx, AttentionSpec::paged(paged)).plan().path == std::string(cpu ? "unfused" : "fused"));
+    paged.path = AttentionPath::fused;
+    CHECK(PreparedAttention(ctx, AttentionSpec::paged(paged)).plan().path == std::string("fused"));
+    paged.path = AttentionPath::unfused;
+    CHECK(PreparedAttention(ctx, AttentionSpec::paged(paged)).plan().path == std::string("unfused"));
+    // Two heads on a KV head pack 2 rows, fewer than the rule's 4: fused on path auto.
+    paged.path = AttentionPath::automatic;
+    paged.q = TensorLayout::bhsd(DType::f16, 1, 2, 1, 576);
+    paged.out = TensorLayout::bhsd(DType::f16, 1, 2, 1, 512);
+    CHECK(PreparedAttention(ctx, AttentionSpec::paged(paged)).plan().path == std::string("fused"));
+    // A cascade runs on the fused kernels: path unfused with a shared prefix is refused.
+    paged.path = AttentionPath::unfused;
+    paged.shared_prefix_pages = 1;
+    paged.q = TensorLayout::bhsd(DType::f16, 2, 16, 1, 576);
+    paged.out = TensorLayout::bhsd(DType::f16, 2, 16, 1, 512);
+    CHECK(contains(error_message([&] { (void)PreparedAttention(ctx, AttentionSpec::paged(paged)); }),
+                   "path: unfused, but shared_prefix_pages is 1"));
   }
 }

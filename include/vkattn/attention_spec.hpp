@@ -56,7 +56,7 @@ struct AttentionArgs;  // vkattn/attention.hpp: a dense call's tensors in buffer
 //                     call's at its offsets);
 //   weights:          dense and packed (the three-stage path computes them);
 //   lse and the per-head tensors (vkattn/per_head.hpp): every source.
-// A paged call runs on the fused path (path automatic or fused).
+// A paged call runs on either path; its three-stage path does not return the weights.
 struct AttentionSpec : PerHeadLayouts {  // the per-head tensors' layouts (vkattn/per_head.hpp)
   TensorLayout q;    // dense, paged: (batch, heads, seq_q, dim_qk); packed: packed_layout(total_q, heads, dim_qk)
   KvSource kv;       // DenseKv{} unless set

@@ -127,6 +127,11 @@ struct PagedAttentionLayouts : PerHeadLayouts {  // the per-head tensors' layout
   // head must be one run (q.stride_head == seq_q * q.stride_seq) when a KV head serves several query
   // heads. shared_prefix_pages() (below) finds the pages a host's block table shares.
   int64_t shared_prefix_pages = 0;
+  // automatic: the fused kernels, or on a CPU device past head dim 256 the three-stage path where
+  // its products have enough rows (as a dense call's, docs/api.md); fused; or unfused: the
+  // three-stage path, its GEMMs reading the caches through the block table (scores over the table's
+  // whole capacity; no q8_0 caches, no cascade). The weights P are not returned either way.
+  AttentionPath path = AttentionPath::automatic;
 };
 
 struct PagedProblem {

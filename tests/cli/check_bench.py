@@ -424,7 +424,7 @@ def check_usage_errors(checks, vkattn):
         (["--batch", "2", "--lengths", "40,7,0", "--paged", "16"], "--lengths"),
         (["--paged", "0"], "--paged"),
         (["--sweep", "decode", "--paged", "16"], "drop --paged"),
-        (["--paged", "16", "--path", "unfused"], "--paged"),
+        (["--paged", "16", "--shared-prefix", "16", "--path", "unfused"], "drop --path unfused"),
         (["--varlen", "--paged", "16"], "--varlen"),
         (["--page-order", "hnd"], "--page-order hnd orders the pages of a paged cache"),
         (["--paged", "16", "--page-order", "hdn"], "--page-order"),

@@ -143,7 +143,8 @@ void add_run_options(CLI::App* app, BenchOptions* o, GivenOptions& f) {
       ->check(CLI::IsMember({"auto", "tiled", "rowwise", "subgroup"}));
   f.shape_options.push_back(
       app->add_option("--path", o->path,
-                      "auto/fused: the fused kernels; unfused: the three-stage path, writing the weights P (B,H,Sq,Sk)")
+                      "auto: the plan's choice; fused: the fused kernels; unfused: the three-stage path, writing the weights "
+                      "P (B,H,Sq,Sk) (a paged cache's returns none)")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "fused", "unfused"})));
   app->add_option("--sweep", o->sweep,

@@ -315,8 +315,8 @@ void check_usage(const BenchOptions& o) {
                 std::to_string(o.batch) + "; give one per batch entry (or drop --batch)");
   if (o.kv_dtype == "q8_0" && o.path == "unfused")
     throw UsageError("--kv-dtype q8_0 runs on the fused kernels (the three-stage path reads K and V as the dtype); drop --path unfused");
-  if (o.page_size > 0 && o.path == "unfused")
-    throw UsageError("--paged runs the fused kernels (a paged cache has no unfused path); drop --path unfused");
+  if (o.shared_prefix > 0 && !o.no_cascade && o.path == "unfused")
+    throw UsageError("--shared-prefix runs the cascade on the fused kernels; drop --path unfused (or add --no-cascade)");
   if (o.page_size > 0 && o.host_time)
     throw UsageError("--host-time compares record_attention with PreparedAttention, dense calls; drop --paged or --host-time");
   if (!o.page_order.empty() && o.page_size == 0)

@@ -81,6 +81,7 @@ BenchResult bench_paged(Context& context, const BenchOptions& o, const BenchShap
   layouts.max_pages = max_pages;
   layouts.out = TensorLayout::bhsd(dtype, batch, shape.heads, shape.seq_q, shape.dim_v);
   apply_shape_options(shape, layouts);
+  layouts.path = shape.path;
   std::mt19937_64 rng(o.seed);
   const std::vector<int32_t> table = block_table(pages, shared, num_pages, max_pages, rng);
   const std::vector<int32_t> lens(lengths.begin(), lengths.end());

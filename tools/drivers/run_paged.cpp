@@ -127,6 +127,7 @@ PagedInputs load_paged_inputs(const RunOptions& o) {
   l.options.causal = parse_causal(o.causal);
   if (!o.scale.empty()) l.options.scale = parse_float32(o.scale, "--scale");
   apply_modifier_options(o.modifiers, l.options);
+  l.path = parse_attention_path(o.path);
   in.per_head = PerHeadInputs::load(o.per_head_files, batch, heads, l.per_head());
   // The library's checks, with its messages: the layouts, then the table and lengths' values.
   in.problem = check_paged_attention(l);
@@ -282,10 +283,7 @@ std::string run_usage_error(const RunOptions& o) {
              " cannot be used with a paged cache: the cache lengths (--cache-lens) are the key lengths";
   for (const auto& [flag, path] : {std::pair{"--weights", &o.weights}, std::pair{"--heatmap", &o.heatmap}})
     if (!path->empty())
-      return std::string(flag) + " cannot be used with a paged cache: it runs on the fused kernels, which never "
-                                 "store the attention weights";
-  if (o.path == "unfused")
-    return "--path unfused cannot run a paged cache: it runs on the fused kernels only (use --path fused or auto)";
+      return std::string(flag) + " cannot be used with a paged cache: a paged call does not return the attention weights";
   return "";
 }
 
