@@ -59,7 +59,7 @@ class PreparedPagedAttention {
   ~PreparedPagedAttention();
 
   const PagedAttentionLayouts& layouts() const;
-  const AttentionPlan& plan() const;  // the fused kernel's plan (path "fused")
+  const AttentionPlan& plan() const;  // path "fused" (a cascade: plan().cascade) or "unfused" (layouts().path)
   uint64_t workspace_bytes() const;   // what record() needs in `workspace`
 
   // Records the call (the append, a barrier, the attention) into the caller's command buffer, with no
