@@ -80,6 +80,9 @@ void page_b(GemmCall& g, const PagedKeys& keys, const AttentionSlots& slots, con
   t.page_size = keys.page_size;
   t.page_elements = int64_t(keys.page_rows()) * (v ? g.b.stride_col : g.b.stride_row);
   t.keys_are_columns = v;
+  t.lengths_slot = slots.kv_lengths;  // the cache lengths (plan_paged binds them there)
+  t.lengths_base = uint64_t(ch.b0) * 4;
+  t.appended = keys.seq_new;
   g.paged_b = t;
 }
 
@@ -186,7 +189,12 @@ void emit_chunk(ContextImpl& c, CommandList& list, const UnfusedPlan& plan, cons
 UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& layouts, bool weights,
                               const PagedKeys* paged) {
   UnfusedPlan plan;
-  if (paged) plan.paged = *paged;
+  if (paged) {
+    if (paged->seq_new >= (int64_t(1) << 24))
+      throw unsupported("unfused path: appending " + str(uint64_t(paged->seq_new)) +
+                        " tokens to a paged cache; the three-stage path takes fewer than 2^24 (use the fused path)");
+    plan.paged = *paged;
+  }
   plan.problem = check_attention_layouts(device, layouts);
   if (plan.problem.kv_quant != KvQuant::none)
     throw unsupported(std::string("kv_quant: ") + to_string(plan.problem.kv_quant) +

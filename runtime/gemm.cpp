@@ -182,7 +182,10 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
         o->offset += b0 * o->stride_batch;
         o->end = o->offset + (part.batch - 1) * o->stride_batch + last_extent;
       }
-      if (part.paged_b) part.paged_b->table_base += uint64_t(b0 * call.paged_b->entries_per_batch) * 4;
+      if (part.paged_b) {
+        part.paged_b->table_base += uint64_t(b0 * call.paged_b->entries_per_batch) * 4;
+        part.paged_b->lengths_base += uint64_t(b0) * 4;
+      }
       emit_gemm(c, list, part, choice);
     }
     return;
@@ -203,12 +206,21 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
     bias_or_table = Binding{call.paged_b->table_slot, call.paged_b->table_base, 4,
                             uint64_t(call.batch * call.paged_b->entries_per_batch)};
   d.bind(GEMM_BIAS_BINDING, bias_or_table, offsetof(GemmPush, bias_off));
+  d.bind(GEMM_LENGTHS_BINDING,
+         call.paged_b ? Binding{call.paged_b->lengths_slot, call.paged_b->lengths_base, 4, uint64_t(call.batch)} : kPlaceholder,
+         offsetof(GemmPush, lens_off));
 
   GemmPush push{};
   push.m = u32(call.m), push.n = u32(call.n), push.k = u32(call.k);
   push.heads = u32(call.heads), push.group = u32(call.group), push.head_base = u32(call.head_base);
   push.flags = (call.has_bias ? kGemmBias : 0u) | (call.skip_zero_a ? kGemmSkipZeroA : 0u);
-  if (call.paged_b) push.flags |= call.paged_b->keys_are_columns ? kGemmBPagedCols : kGemmBPagedRows;
+  if (call.paged_b) {
+    if (call.paged_b->appended < 0 || call.paged_b->appended >= (int64_t(1) << (32 - GEMM_FLAGS_APPENDED_SHIFT)))
+      throw unsupported("gemm: " + std::to_string(call.paged_b->appended) +
+                        " appended tokens; a paged B takes fewer than 2^24 (use the fused path)");
+    push.flags |= (call.paged_b->keys_are_columns ? kGemmBPagedCols : kGemmBPagedRows) |
+                  u32(call.paged_b->appended) << GEMM_FLAGS_APPENDED_SHIFT;
+  }
   push.alpha = call.alpha;
   // The element offsets (word 0 of each operand's fields) are filled in at replay.
   const auto fill = [](const GemmOperand& o, uint32_t* f) {
@@ -221,14 +233,14 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   if (call.paged_b) {  // the key axis's blocks are the pages (the other axis has none)
     const GemmPagedB& t = *call.paged_b;
     push.b_cblk = u32(t.page_size), push.b_sblk = u32(t.page_elements);
-    push.table_sb = u32(t.entries_per_batch), push.pages = u32(t.pages);
+    push.b_sb = u32(t.entries_per_batch), push.pages = u32(t.pages);  // B's batch stride is through the table
   }
   d.set_push(push);
 
   if (choice.kernel == GemmKernel::subgroup) {
     const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n);
     const uint32_t vec = subgroup_vec(call);
-    GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags, choice.lanes, vec};
+    GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags & GEMM_FLAG_BITS, choice.lanes, vec};
     d.pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
     if (vec != 0) {
       // Bindings that start off a multiple of 4 elements at replay take the all-scalar twin.

@@ -41,12 +41,17 @@ struct GemmOperand {
 // GEMM_FLAG_B_PAGED_* bits): B's key x of matrix batch b is row x % page_size of page
 // table[b * entries_per_batch + x / page_size] (clamped into [0, pages)), a page being page_elements
 // elements from B's base; the key is B's row (the scores) or its column (P·V), strided by B's
-// stride_row or stride_col. B's other index has no column blocks, its stride_batch is unused.
+// stride_row or stride_col. B's other index has no column blocks, its stride_batch is unused. Batch
+// b's keys end at min(max(lengths[b], 0) + appended, capacity): the scores past them may be left
+// unwritten (whole column tiles) and P·V sums only them (shader_abi.h).
 struct GemmPagedB {
   uint32_t table_slot = kPlaceholderSlot;
   uint64_t table_base = 0;  // byte offset of batch 0's first entry in the slot
   int64_t entries_per_batch = 0, pages = 0, page_size = 0, page_elements = 0;
   bool keys_are_columns = false;
+  uint32_t lengths_slot = kPlaceholderSlot;  // int32 cache lengths, one per batch ...
+  uint64_t lengths_base = 0;                 // ... batch 0's at this byte offset of the slot
+  int64_t appended = 0;                      // tokens appended to every cache before the call (< 2^24)
 };
 
 struct GemmCall {

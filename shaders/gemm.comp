@@ -35,6 +35,7 @@ layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 // B a paged cache (GEMM_FLAG_B_PAGED_*): its block table, bound where the bias goes.
 layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
+layout(binding = GEMM_LENGTHS_BINDING) readonly buffer LengthsBuf { int cache_lengths[]; };
 
 const uint LANES_N = BN / TN;
 const uint LANES_M = BM / TM;
@@ -87,17 +88,26 @@ void main() {
   const uint z = gl_WorkGroupID.z;
   const uint bz = z / pc.heads, h = z % pc.heads;
   const uint a_base = pc.a_off + bz * pc.a_sb + h * pc.a_sh;
-  const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
+  const bool paged_rows = (pc.flags & GEMM_FLAG_B_PAGED_ROWS) != 0u, paged_cols = (pc.flags & GEMM_FLAG_B_PAGED_COLS) != 0u;
+  const uint b_base = pc.b_off + (paged_rows || paged_cols ? 0u : bz * pc.b_sb) + ((pc.head_base + h) / pc.group) * pc.b_sh;
   const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
   const bool skip_zero = (pc.flags & GEMM_FLAG_SKIP_ZERO_A) != 0u;
-  const uint table_row = pc.bias_off + bz * pc.table_sb;  // a paged B's table row for this batch
+  const uint table_row = pc.bias_off + bz * pc.b_sb;  // a paged B's table row for this batch
+  // A paged B's keys for this batch (shader_abi.h): the scores' column tiles past them are not
+  // computed, and P·V's sum stops there (the weights past them are 0). Uniform in the workgroup,
+  // before any barrier.
+  uint keys = paged_rows ? pc.n : pc.k;
+  if (paged_rows || paged_cols)
+    keys = min(uint(max(cache_lengths[pc.lens_off + bz], 0)) + (pc.flags >> GEMM_FLAGS_APPENDED_SHIFT), keys);
+  if (paged_rows && n0 >= keys) return;
+  const uint k_end = paged_cols ? keys : pc.k;
 
   float acc[TM][TN], block[TM][TN];
   [[unroll]] for (uint tm = 0u; tm < TM; ++tm)
     [[unroll]] for (uint tn = 0u; tn < TN; ++tn) acc[tm][tn] = block[tm][tn] = 0.0;
 
   uint step = 0u;
-  for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+  for (uint k0 = 0u; k0 < k_end; k0 += BK) {
     barrier();
     // Consecutive invocations load consecutive k: the contiguous dimension of Q, K, P and weights.
     [[unroll]] for (uint t = 0u; t < (BM * BK + WG - 1u) / WG; ++t) {
@@ -105,7 +115,7 @@ void main() {
       if (e < BM * BK) {
         const uint mm = e / BK, kk = e % BK, row = m0 + mm, col = k0 + kk;
         float value = 0.0;
-        if (row < pc.m && col < pc.k) value = A_to_f32(a[a_base + row * pc.a_sr + column(col, pc.a_cblk, pc.a_sblk, pc.a_sc)]);
+        if (row < pc.m && col < k_end) value = A_to_f32(a[a_base + row * pc.a_sr + column(col, pc.a_cblk, pc.a_sblk, pc.a_sc)]);
         sA[kk * BM + mm] = value;
       }
     }
@@ -114,7 +124,7 @@ void main() {
       if (e < BN * BK) {
         const uint nn = e / BK, kk = e % BK, row = n0 + nn, col = k0 + kk;
         float value = 0.0;
-        if (row < pc.n && col < pc.k) value = B_to_f32(b[b_base + b_element(table_row, row, col)]);
+        if (row < pc.n && col < k_end) value = B_to_f32(b[b_base + b_element(table_row, row, col)]);
         sB[kk * BN + nn] = value;
       }
     }

@@ -30,7 +30,8 @@
 //     second pass over k of the whole workgroup, with the same loop body, entered only when some lane
 //     met such a sum; it writes only the elements that needed it (their bits in `redo`).
 //   - B may be a paged KV cache read through its block table (GEMM_FLAG_B_PAGED_*, shader_abi.h):
-//     the scores' rows of B (keys) are looked up once per workgroup, P·V's columns once per LANES k.
+//     the scores' rows of B (keys) are looked up once per workgroup, P·V's columns once per LANES k;
+//     each batch's work ends at its sequence's keys.
 //   - Loops are do-while loops: llvmpipe runs a loop's body once more, masked, after its last lane
 //     leaves a loop whose test comes first (a `for`): a whole step of k in every block.
 //
@@ -49,9 +50,10 @@
 
 layout(constant_id = SPEC_GEMM_SG_ROWS) const uint BM = 64;  // rows of C per workgroup (1, 2, 4, or a multiple of 8)
 layout(constant_id = SPEC_GEMM_SG_COLS) const uint CJ = 8;   // columns of C per invocation
-// The call's GEMM_FLAG_* bits (skip-zero, bias), compiled in: llvmpipe runs both sides of every
-// branch, so a flag read from the push constants would cost its code in every call. The host sets
-// it equal to the push constants' `flags`, which this shader does not read.
+// The call's GEMM_FLAG_* bits (skip-zero, bias, a paged B), compiled in: llvmpipe runs both sides
+// of every branch, so a flag read from the push constants would cost its code in every call. The
+// host sets it equal to the flag bits of the push constants' `flags` (GEMM_FLAG_BITS), of which this
+// shader reads only a paged B's appended tokens.
 layout(constant_id = SPEC_GEMM_SG_FLAGS) const uint FLAGS = 0;
 // GEMM_SG_VEC_* bits: which operands are read or written four elements at a time (see above).
 layout(constant_id = SPEC_GEMM_SG_VEC) const uint VEC = 0;
@@ -65,6 +67,7 @@ layout(binding = GEMM_C_BINDING) writeonly buffer CBuf4 { C4_T c4[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 // B a paged cache (GEMM_FLAG_B_PAGED_*): its block table, bound where the bias goes.
 layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
+layout(binding = GEMM_LENGTHS_BINDING) readonly buffer LengthsBuf { int cache_lengths[]; };
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint BN = CJ * LANES;
@@ -76,6 +79,7 @@ const bool SKIP_ZERO = (FLAGS & GEMM_FLAG_SKIP_ZERO_A) != 0u;
 const bool BIAS = (FLAGS & GEMM_FLAG_BIAS) != 0u;
 const bool B_PAGED_ROWS = (FLAGS & GEMM_FLAG_B_PAGED_ROWS) != 0u;  // the scores over a paged K cache
 const bool B_PAGED_COLS = (FLAGS & GEMM_FLAG_B_PAGED_COLS) != 0u;  // P·V over a paged V cache
+const bool B_PAGED = B_PAGED_ROWS || B_PAGED_COLS;
 const bool VEC_B_K = (VEC & GEMM_SG_VEC_B_K) != 0u;
 const bool VEC_B_N = (VEC & GEMM_SG_VEC_B_N) != 0u;
 const bool VEC_C = (VEC & GEMM_SG_VEC_C) != 0u;
@@ -93,7 +97,7 @@ uint paged_key(uint table_row, uint key, uint page_size, uint page_elements, uin
 }
 
 void main() {
-  const uint M = pc.m, N = pc.n, K = pc.k;
+  const uint M = pc.m, N = pc.n;
   const float ALPHA = pc.alpha;
   const uint A_CBLK = pc.a_cblk, A_SBLK = pc.a_sblk, A_SC = pc.a_sc, A_SR = pc.a_sr;
   const uint B_CBLK = pc.b_cblk, B_SBLK = pc.b_sblk, B_SC = pc.b_sc;
@@ -104,9 +108,15 @@ void main() {
   const uint z = gl_WorkGroupID.z;
   const uint bz = z / pc.heads, h = z % pc.heads;
   const uint a_base = pc.a_off + bz * pc.a_sb + h * pc.a_sh;
-  const uint b_base = pc.b_off + bz * pc.b_sb + ((pc.head_base + h) / pc.group) * pc.b_sh;
+  const uint b_base = pc.b_off + (B_PAGED ? 0u : bz * pc.b_sb) + ((pc.head_base + h) / pc.group) * pc.b_sh;
   const uint c_base = pc.c_off + bz * pc.c_sb + h * pc.c_sh;
-  const uint table_row = BIAS_OFF + bz * pc.table_sb;  // a paged B's table row for this batch
+  const uint table_row = BIAS_OFF + bz * pc.b_sb;  // a paged B's table row for this batch
+  // A paged B's keys for this batch (shader_abi.h): the scores' column tiles past them are not
+  // computed, and P·V's sum stops there (the weights past them are 0).
+  uint keys = B_PAGED_ROWS ? N : pc.k;
+  if (B_PAGED) keys = min(uint(max(cache_lengths[pc.lens_off + bz], 0)) + (pc.flags >> GEMM_FLAGS_APPENDED_SHIFT), keys);
+  if (B_PAGED_ROWS && n0 >= keys) return;  // the whole workgroup: nothing of its tile is read
+  const uint K = B_PAGED_COLS ? keys : pc.k;
   // k = 0 (P·V without keys, A and B bound to a placeholder): one step of zeros that reads only
   // element 0 of A and B.
   const uint k_last = max(K, 1u) - 1u;

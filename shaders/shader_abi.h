@@ -47,7 +47,8 @@
 #define GEMM_B_BINDING 1
 #define GEMM_C_BINDING 2                    /* written */
 #define GEMM_BIAS_BINDING 3
-#define GEMM_BINDINGS 4
+#define GEMM_LENGTHS_BINDING 4              /* a paged B's cache lengths (GEMM_FLAG_B_PAGED_*) */
+#define GEMM_BINDINGS 5
 /* kv_append.comp */
 #define KV_APPEND_K_NEW_BINDING 0
 #define KV_APPEND_V_NEW_BINDING 1
@@ -232,13 +233,19 @@
 #define GEMM_FLAG_BIAS 1u         /* C += bias[bias_off + n] (bias in B's element type) */
 #define GEMM_FLAG_SKIP_ZERO_A 2u  /* an A element of exactly 0 contributes nothing, even against NaN/Inf in B */
 /* B is a paged KV cache read through its block table (the three-stage path over a paged cache): B's
- * key index x (its row for the scores, B_PAGED_ROWS; its column for P·V, B_PAGED_COLS) is at
- * table[bias_off + b*table_sb + x / b_cblk] * b_sblk + (x % b_cblk) * (b_sr or b_sc): b_cblk is the
- * page size, b_sblk a page's elements, the table's entries clamped into [0, pages) (a bad table reads
- * wrong keys, never out of bounds). The table is bound where the bias goes (an attention GEMM has
- * none) and B's other index has no blocks. */
+ * key index x (its row for the scores, B_PAGED_ROWS; its column for P·V, B_PAGED_COLS) of batch b is
+ * at table[bias_off + b*b_sb + x / b_cblk] * b_sblk + (x % b_cblk) * (b_sr or b_sc): b_sb is the
+ * table's entries per batch (B's batch stride is through the table), b_cblk the page size, b_sblk a
+ * page's elements, the table's entries clamped into [0, pages) (a bad table reads wrong keys, never
+ * out of bounds). The table is bound where the bias goes (an attention GEMM has none) and B's other
+ * index has no blocks. Batch b's keys end at keys_b = min(max(lengths[lens_off + b], 0) + appended,
+ * capacity) (the cache length, clamped, plus the tokens appended before the call, `flags` >>
+ * GEMM_FLAGS_APPENDED_SHIFT; capacity: n or k): the scores' column tiles past them are not computed
+ * (their weights come out 0 and are never read) and P·V's sum stops there. */
 #define GEMM_FLAG_B_PAGED_ROWS 4u
 #define GEMM_FLAG_B_PAGED_COLS 8u
+#define GEMM_FLAGS_APPENDED_SHIFT 8u /* flags' bits 8-31: a paged B's appended tokens (below 2^24) */
+#define GEMM_FLAG_BITS 255u
 
 /* ---- Specialization-constant ids ---- */
 /* attention_tiled.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
@@ -499,6 +506,6 @@
   uint b_off, b_sb, b_sh, b_sr, b_sc, b_cblk, b_sblk;                                        \
   uint c_off, c_sb, c_sh, c_sr, c_sc, c_cblk, c_sblk;                                        \
   uint bias_off;                                                                             \
-  uint table_sb, pages; /* GEMM_FLAG_B_PAGED_*: the block table's entries per batch, the cache's pages */
+  uint lens_off, pages; /* GEMM_FLAG_B_PAGED_*: the cache lengths' offset, the cache's pages */
 
 #endif

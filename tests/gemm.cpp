@@ -61,12 +61,13 @@ struct Problem {
   GemmCall call;
   std::vector<float> a, b, bias;  // values already rounded to their dtypes
   std::vector<int32_t> table;     // a paged B's block table (call.paged_b), bound where the bias goes
+  std::vector<int32_t> lengths;   // and its cache lengths, one per batch
   std::string name;
   bool exact = false;  // integer data whose every partial sum is exact in f32: no tolerance
 };
 
 // Slot numbers of the test's command lists.
-enum : uint32_t { kSlotA = 1, kSlotB, kSlotC, kSlotBias };
+enum : uint32_t { kSlotA = 1, kSlotB, kSlotC, kSlotBias, kSlotLengths };
 
 // Dense row-major operands of the shapes in `call`, sized from its strides; values uniform in
 // [-1, 1) (the weights A of a skip-zero call: a quarter exactly 0, the rest in [0, 1)).
@@ -89,6 +90,15 @@ Problem make_problem(GemmCall call, uint64_t seed, const std::string& name) {
   for (float& x : p.bias) x = round_to(call.b.dtype, dist(rng));
   p.call = call;
   return p;
+}
+
+// A paged B's keys of batch b (all of them for any other B): its cache length, clamped, plus the
+// appended tokens, at most the capacity (n for the scores, k for P·V).
+int64_t paged_keys(const Problem& p, int64_t b) {
+  const GemmCall& g = p.call;
+  if (!g.paged_b) return g.k;
+  const int64_t capacity = g.paged_b->keys_are_columns ? g.k : g.n;
+  return std::min<int64_t>(std::max<int64_t>(p.lengths[size_t(b)], 0) + g.paged_b->appended, capacity);
 }
 
 // Element index of B(b, h', r, c): its operand's formula, or a paged B's through the table with
@@ -118,6 +128,7 @@ struct Expected {
   std::vector<double> value;      // per element of C's buffer; NaN where NaN is expected
   std::vector<double> magnitude;  // sum of |alpha a b| (+ |bias|): the error scale
   std::vector<bool> written;
+  std::vector<bool> optional;  // may be written or not (a paged B's scores past a sequence's keys)
 };
 
 Expected reference(const Problem& p) {
@@ -126,13 +137,20 @@ Expected reference(const Problem& p) {
   e.value.assign(size_t(c.c.end), 0.0);
   e.magnitude.assign(size_t(c.c.end), 0.0);
   e.written.assign(size_t(c.c.end), false);
+  e.optional.assign(size_t(c.c.end), false);
   for (int64_t bz = 0; bz < c.batch; ++bz)
     for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t keys = paged_keys(p, bz);
+      const bool keys_are_rows = c.paged_b && !c.paged_b->keys_are_columns;
       const int64_t kv = (c.head_base + h) / c.group;
       for (int64_t i = 0; i < c.m; ++i)
         for (int64_t j = 0; j < c.n; ++j) {
           double dot = 0, mag = 0;
-          for (int64_t k = 0; k < c.k; ++k) {
+          if (keys_are_rows && j >= keys) {  // past the sequence: whole tiles are skipped
+            e.optional[size_t(element(c.c, bz, h, i, j))] = true;
+            continue;
+          }
+          for (int64_t k = 0; k < (c.paged_b && c.paged_b->keys_are_columns ? keys : c.k); ++k) {
             const double av = p.a[size_t(element(c.a, bz, h, i, k))], bv = p.b[size_t(b_element(p, bz, kv, j, k))];
             if (c.skip_zero_a && av == 0) continue;
             dot += av * bv;
@@ -168,15 +186,18 @@ int64_t run_and_check(const detail::CommandList& list, const Problem& p, int64_t
                  sc = uint64_t(shift) * dtype_size(call.c.dtype);
   Buffer a = upload(ctx, p.a, call.a.dtype, sa), b = upload(ctx, p.b, call.b.dtype, sb),
          bias = upload(ctx, p.bias, call.b.dtype, sb);
+  Buffer lengths = Buffer::allocate(ctx, std::max<uint64_t>(p.lengths.size() * 4, 16));
   if (call.paged_b) {  // the table where the bias goes (paged calls run unshifted: word offsets)
     REQUIRE(shift == 0);
     bias = Buffer::allocate(ctx, std::max<uint64_t>(p.table.size() * 4, 16));
     bias.upload(p.table.data(), p.table.size() * 4);
+    lengths.upload(p.lengths.data(), p.lengths.size() * 4);
   }
   GuardedBuffer out(ctx, sc + uint64_t(call.c.end) * dtype_size(call.c.dtype));
   const std::vector<detail::SlotBase> slots = {{}, {a.handle(), a.offset() + sa}, {b.handle(), b.offset() + sb},
                                                {out.buffer().handle(), out.buffer().offset() + sc},
-                                               {bias.handle(), bias.offset() + sb}};
+                                               {bias.handle(), bias.offset() + sb},
+                                               {lengths.handle(), lengths.offset()}};
   c.submit_and_wait([&](VkCommandBuffer cmd) {
     detail::barrier_before_attention(cmd);
     list.replay(c, cmd, slots);
@@ -202,7 +223,9 @@ int64_t run_and_check(const detail::CommandList& list, const Problem& p, int64_t
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i];
     bool ok;
-    if (!e.written[i]) {
+    if (e.optional[i]) {
+      ok = true;  // computed from the clamped pages past the sequence, or skipped with its tile
+    } else if (!e.written[i]) {
       ok = std::isnan(g);  // the poison, untouched
     } else {
       ++checked;
@@ -241,7 +264,8 @@ void run(const GemmChoice& choice, const Problem& p, int64_t shift = 0) {
   const std::string what = p.name + " (" + kernel_name(choice) + ", " + detail::gemm_description(choice, p.call.m, p.call.n) +
                            ", shift " + std::to_string(shift) + ")";
   INFO(what);
-  CHECK(run_and_check(list, p, shift, what) == p.call.batch * p.call.heads * p.call.m * p.call.n);
+  const std::vector<bool> written = reference(p).written;  // every element of the matrices, but a paged B's past its keys
+  CHECK(run_and_check(list, p, shift, what) == std::count(written.begin(), written.end(), true));
 }
 
 // The library's three layouts (attention_unfused.cpp, mha_prepared.cpp), with row strides padded by
@@ -273,7 +297,9 @@ GemmCall linear_call(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad) 
 // A paged cache of `pages` pages of `page_size` rows of kv_heads x row elements (nhd), the scores'
 // B (keys as rows, GEMM_FLAG_B_PAGED_ROWS) or P·V's (keys as columns, the first `dim` elements of a
 // row: V a view of K's rows), over `batch` sequences of `keys` keys whose tables hand out the pages
-// shuffled, entries past a sequence's pages and two out of range (clamped).
+// shuffled, entries past a sequence's pages and two out of range (clamped), and cache lengths (plus
+// `appended` tokens) that end a sequence at its capacity, inside a page, at the appended tokens alone
+// (a negative length) and past the capacity (INT32_MAX, clamped).
 Problem paged_problem(bool pv, int64_t m, int64_t keys, int64_t dim, int64_t row, int64_t page_size, int64_t kv_heads,
                       int64_t batch, DType dtype, uint64_t seed, const std::string& name) {
   const int64_t entries = (keys + page_size - 1) / page_size, pages = batch * entries;
@@ -288,6 +314,8 @@ Problem paged_problem(bool pv, int64_t m, int64_t keys, int64_t dim, int64_t row
   t.pages = pages, t.page_size = page_size, t.page_elements = page_size * kv_heads * row;
   t.keys_are_columns = pv;
   t.table_slot = kSlotBias;
+  t.lengths_slot = kSlotLengths;
+  t.appended = pv ? 1 : 2;
   g.paged_b = t;
   Problem p = make_problem(g, seed, name);
   p.call.b.end = pages * t.page_elements;
@@ -303,6 +331,8 @@ Problem paged_problem(bool pv, int64_t m, int64_t keys, int64_t dim, int64_t row
     for (int64_t e = 0; e < entries; ++e) p.table[size_t(b * t.entries_per_batch + e)] = order[size_t(b * entries + e)];
   p.table[0] = -3;                                  // clamped to page 0
   p.table[size_t(t.entries_per_batch)] = 1 << 30;  // clamped to the last page
+  const int32_t lengths[] = {int32_t(keys - t.appended), 17, -7, std::numeric_limits<int32_t>::max()};
+  for (int64_t b = 0; b < batch; ++b) p.lengths.push_back(lengths[b % 4]);
   return p;
 }
 
@@ -456,6 +486,9 @@ TEST_SUITE("gemm") {
         run(choice, paged_problem(true, 16, 70, 64, 64, 16, 2, 3, dtype, base_seed() + 42, "paged P·V, page 16"));
         run(choice, paged_problem(true, 4, 29, 12, 20, 3, 1, 2, dtype, base_seed() + 43, "paged P·V, page 3, V a view"));
         run(choice, paged_problem(true, 1, 33, 13, 13, 16, 3, 2, dtype, base_seed() + 44, "paged P·V, dim 13"));
+        // Four sequences (every kind of length) over 600 keys: whole column tiles past a sequence.
+        run(choice, paged_problem(false, 4, 600, 32, 32, 16, 1, 4, dtype, base_seed() + 45, "paged scores, 600 keys"));
+        run(choice, paged_problem(true, 4, 600, 32, 32, 16, 1, 4, dtype, base_seed() + 46, "paged P·V, 600 keys"));
       }
   }
 
