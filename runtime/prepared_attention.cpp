@@ -65,7 +65,8 @@ void check_path(AttentionPath path) {
 // 576/512) 36 ms against 128 for the decode form, GQA 32/8 d512 decode (4 rows) 174 against 235,
 // but d512 MHA decode (1 row) 148 against 116 and GQA 16/8 d320 (2 rows) 103 against 74. None
 // (the fused path) otherwise: q8_0 K/V, GPUs, and a call the three-stage path cannot take (a decode
-// past its key limits on lavapipe, which the fused path's splits cover).
+// past its key limits on lavapipe, which the fused path's splits cover). A paged call (`paged`, from
+// plan_paged) takes the same rule: MLA's decode from its latent cache, pages of 64, 38 ms against 131.
 std::optional<UnfusedPlan> wide_heads_three_stage(const DeviceInfo& device, const AttentionLayouts& layouts,
                                                   const PagedKeys* paged) {
   const int64_t widest = std::max(layouts.q.dim, layouts.v.dim);

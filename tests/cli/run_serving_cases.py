@@ -45,6 +45,7 @@ class PagedCase:
     cache_out: bool = False  # also --k-cache-out/--v-cache-out, compared exactly
     kv_dtype: str = None  # 'q8_0': --kv-dtype q8_0 (the rows nobody holds are 0, not NaN: q8_0 holds no NaN)
     page_order: str = None  # 'hnd': --page-order hnd, caches (num_pages, kv_heads, page_size, dim)
+    path: str = None  # 'unfused': --path unfused (the three-stage path, its GEMMs through the block table)
 
     def __post_init__(self):
         self.dim_v = self.dim_v or self.dim
@@ -72,6 +73,11 @@ PAGED_CASES = [
               page_order="hnd", cache_out=True, check=True),
     PagedCase("paged_hnd_q8_0_f16_window", cache_lens=[40, 7], seq_new=1, dim=64, file_dtype="f2", kv_dtype="q8_0",
               page_order="hnd", window=(16, 0), cache_out=True),
+    PagedCase("paged_unfused_append_across_page_edge", cache_lens=[14, 30, 5], heads=8, kv_heads=2, seq_new=3,
+              seq_q=2, path="unfused", cache_out=True, check=True),
+    PagedCase("paged_unfused_hnd_modifiers", cache_lens=[0, 9, 33], seq_q=5, causal="none", window=(6, 2),
+              align="top-left", softcap=5.0, alibi="bh", sinks=True, page_size=8, dim=24, dim_v=40,
+              page_order="hnd", path="unfused"),
 ]
 
 
@@ -133,6 +139,8 @@ def generate_paged(case, seed):
     if case.cache_out:
         args += ["--k-cache-out", "kc_out.npy", "--v-cache-out", "vc_out.npy"]
     alibi, sinks = add_call_options(case, rng, batch, heads, files, args)
+    if case.path:
+        args += ["--path", case.path]
 
     # The caches after the append, then each sequence's keys gathered into a dense (1, G, len, D).
     # q8_0: the caches given are quantized as read; the appended rows after rounding to the dtype.
