@@ -52,6 +52,7 @@ uint g_rows_q, g_keys_seen;
 #define MOD_KERNEL MOD_KERNEL_ATTENTION
 #include "modifiers.glsl"
 #include "kv_values.glsl"
+#include "cache_length.glsl"
 
 
 // Elements d4*4 .. d4*4+3 of a row of Q, K or V (`base` its first element, `dim` its length) as f32;
@@ -105,8 +106,7 @@ void begin_sequence(uint b) {
   g_seq_k = pc.seq_k;
   g_row_q = 0u;
   g_row_k = 0u;
-  // (seq_new <= capacity, both within int32: the host's checks.)
-  if (PAGED) g_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k - pc.m_ss))) + pc.m_ss;
+  if (PAGED) g_seq_k = clamped_cache_length(kv_lengths[kv_len_offset() + b], pc.seq_k, pc.m_ss) + pc.m_ss;
   g_rows_q = g_seq_q;
   g_keys_seen = g_seq_k;
   if (VARLEN) {

@@ -36,6 +36,7 @@ uint row_seq_q, row_seq_k;
 #include "score.glsl"
 #define MOD_KERNEL MOD_KERNEL_SOFTMAX
 #include "modifiers.glsl"
+#include "cache_length.glsl"
 
 shared float reduction[gl_WorkGroupSize.x];
 
@@ -112,7 +113,7 @@ void main() {
   // A paged cache's sequence: its cache length (clamped, as the fused kernels' begin_sequence) plus
   // the appended tokens; the causal rule and the window align to it, and its keys end there.
   const bool cache_lengths = (pc.flags & FLAG_CACHE_LENGTHS) != 0u;
-  if (cache_lengths) row_seq_k = uint(clamp(kv_lengths[kv_len_offset() + b], 0, int(pc.seq_k - pc.seq_new))) + pc.seq_new;
+  if (cache_lengths) row_seq_k = clamped_cache_length(kv_lengths[kv_len_offset() + b], pc.seq_k, pc.seq_new) + pc.seq_new;
   const uint p_seq = p_row + first_key;  // the sequence's key 0 in P
 
   // The visible keys [key_begin, key_end) of the sequence: the window, causal and key padding. Keys

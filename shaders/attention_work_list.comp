@@ -17,6 +17,7 @@
 // item of ceil(max_items / W) (and one per bit of its index for its position): lavapipe's limit of 65535 loop
 // iterations per invocation holds for any batch the grid allows.
 #include "shader_abi.h"
+#include "cache_length.glsl"
 
 layout(local_size_x = 64) in;
 const uint W = 64u;
@@ -39,8 +40,7 @@ uint sequence_keys(uint b) {
     const int k0 = clamp(cache_lens[pc.lens_off + b], 0, int(pc.capacity));
     return min(uint(clamp(cache_lens[pc.lens_off + b + 1u], k0, int(pc.capacity)) - k0), pc.max_keys_seen);
   }
-  // (seq_new <= capacity, both within int32: the host's checks.)
-  return uint(clamp(cache_lens[pc.lens_off + b], 0, int(pc.capacity - pc.seq_new))) + pc.seq_new;
+  return clamped_cache_length(cache_lens[pc.lens_off + b], pc.capacity, pc.seq_new) + pc.seq_new;
 }
 // Where item i runs: its rank among the count items ordered by bit-reversed index (shader_abi.h).
 // The items j before i in that order agree with i on the bits below some bit k, where j has 0 and i

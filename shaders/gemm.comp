@@ -21,6 +21,7 @@
 #include "element_types.glsl"
 #include "gemm_push.glsl"
 #include "score.glsl"
+#include "cache_length.glsl"
 
 layout(constant_id = SPEC_GEMM_BM) const uint BM = 32;
 layout(constant_id = SPEC_GEMM_BN) const uint BN = 32;
@@ -97,8 +98,10 @@ void main() {
   // computed, and P·V's sum stops there (the weights past them are 0). Uniform in the workgroup,
   // before any barrier.
   uint keys = paged_rows ? pc.n : pc.k;
-  if (paged_rows || paged_cols)
-    keys = min(uint(max(cache_lengths[pc.lens_off + bz], 0)) + (pc.flags >> GEMM_FLAGS_APPENDED_SHIFT), keys);
+  if (paged_rows || paged_cols) {
+    const uint appended = pc.flags >> GEMM_FLAGS_APPENDED_SHIFT;
+    keys = clamped_cache_length(cache_lengths[pc.lens_off + bz], keys, appended) + appended;
+  }
   if (paged_rows && n0 >= keys) return;
   const uint k_end = paged_cols ? keys : pc.k;
 

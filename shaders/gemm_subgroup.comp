@@ -47,6 +47,7 @@
 #include "element_types.glsl"
 #include "gemm_push.glsl"
 #include "score.glsl"
+#include "cache_length.glsl"
 
 layout(constant_id = SPEC_GEMM_SG_ROWS) const uint BM = 64;  // rows of C per workgroup (1, 2, 4, or a multiple of 8)
 layout(constant_id = SPEC_GEMM_SG_COLS) const uint CJ = 8;   // columns of C per invocation
@@ -114,7 +115,10 @@ void main() {
   // A paged B's keys for this batch (shader_abi.h): the scores' column tiles past them are not
   // computed, and P·V's sum stops there (the weights past them are 0).
   uint keys = B_PAGED_ROWS ? N : pc.k;
-  if (B_PAGED) keys = min(uint(max(cache_lengths[pc.lens_off + bz], 0)) + (pc.flags >> GEMM_FLAGS_APPENDED_SHIFT), keys);
+  if (B_PAGED) {
+    const uint appended = pc.flags >> GEMM_FLAGS_APPENDED_SHIFT;
+    keys = clamped_cache_length(cache_lengths[pc.lens_off + bz], keys, appended) + appended;
+  }
   if (B_PAGED_ROWS && n0 >= keys) return;  // the whole workgroup: nothing of its tile is read
   const uint K = B_PAGED_COLS ? keys : pc.k;
   // k = 0 (P·V without keys, A and B bound to a placeholder): one step of zeros that reads only

@@ -24,6 +24,7 @@
 #include "storage_types.glsl"
 #include "shader_abi.h"
 #include "q8_0_quantize.glsl"
+#include "cache_length.glsl"
 
 layout(local_size_x = 64) in;
 layout(push_constant) uniform KvAppendPush { KV_APPEND_PUSH_MEMBERS } pc;
@@ -84,7 +85,7 @@ void main() {
   // (capacity = max_pages * page_size >= seq_new, within int32: the host's checks; t < seq_new, so
   // the token is below the capacity.)
   const uint capacity = pc.max_pages * pc.page_size;
-  const uint token = uint(clamp(cache_lens[pc.lens_off + b], 0, int(capacity - pc.seq_new))) + t;
+  const uint token = clamped_cache_length(cache_lens[pc.lens_off + b], capacity, pc.seq_new) + t;
   const uint page = uint(clamp(block_table[pc.bt_off + b * pc.max_pages + token / pc.page_size], 0, int(pc.num_pages) - 1));
   const uint row = page * pc.page_size * pc.kv_heads + (token % pc.page_size) * pc.slot_rows + g * pc.head_rows;
   const uint k_src = pc.kn_off + b * pc.kn_sb + g * pc.kn_sh + t * pc.kn_ss + d;
