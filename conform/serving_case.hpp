@@ -88,8 +88,8 @@ struct ServingResult {
 
 // Runs `c` on `context` on `path` and compares with the reference. A paged cache runs on either
 // path (the three-stage one reading it through the block table; not a cascade or q8_0 there, see
-// why_not_on); packed sequences on either, the three-stage path comparing the weights P too, where a q8_0 case must be refused (ErrorCode::unsupported, naming the fused path),
-// which is its pass. Throws nothing for a mismatch; an Error from the library (a refusal) propagates.
+// why_not_on); packed sequences on either, the three-stage path comparing the weights P too, where
+// a q8_0 case must be refused (ErrorCode::unsupported, naming the fused path), which is its pass. Throws nothing for a mismatch; an Error from the library (a refusal) propagates.
 ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path = AttentionPath::automatic);
 
 // The same in `vkattn conform`'s frame (case_runner.hpp), on the path of `options`: skipped under a

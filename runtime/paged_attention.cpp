@@ -1,6 +1,6 @@
 // Paged-KV-cache attention (vkattn/paged_attention.hpp): the recorded work of a paged source's call
-// (the append of new tokens, kv_append.comp, then the fused kernels reading the caches through the
-// block table, as plan_paged planned them), what a run of it must be given (check_paged_buffers),
+// (the append of new tokens, kv_append.comp, then the fused kernels or the three-stage path's GEMMs
+// reading the caches through the block table, as plan_paged planned them), what a run of it must be given (check_paged_buffers),
 // and the paged family's wrapper over PreparedAttention.
 #include "vkattn/paged_attention.hpp"
 
