@@ -92,6 +92,7 @@ std::vector<DeviceProfile> make_profiles() {
     DeviceProfile d = preset("llvmpipe", "llvmpipe (profile)", DeviceType::cpu, 0x10005, 8, 8, 8, 32768, 1024, 65535, 65535, 65535,
                             uint64_t(1) << 27, 16, 128, true, 8 * kGiB);
     d.info.is_llvmpipe = true;
+    d.info.shader_int64 = true;
     d.info.required_subgroup_size = true;  // (lavapipe offers VK_EXT_subgroup_size_control: 8..8)
     p.push_back(d);
   }

@@ -171,6 +171,7 @@ struct AppDevice {
   VkDevice device = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;
   bool storage_16bit = false;  // 16-bit storage enabled (vkattn's f16/bf16)
+  bool shader_int64 = false;   // 64-bit integers enabled (vkattn's GEMM on CPU devices reads with them)
 };
 
 // The first physical device with what vkattn needs (its extensions) and a compute queue.
@@ -197,7 +198,8 @@ void pick_physical_device(VkInstance instance, AppDevice& d) {
   std::printf("device: %s\n", properties.deviceName);
 }
 
-// The device: vkattn's extensions, and 16-bit storage when supported (vkattn's f16/bf16).
+// The device: vkattn's extensions, 16-bit storage when supported (vkattn's f16/bf16) and 64-bit
+// integers when supported (what vkattn uses is told to it in AdoptedDevice).
 AppDevice create_device(VkInstance instance) {
   AppDevice d;
   pick_physical_device(instance, d);
@@ -209,6 +211,7 @@ AppDevice create_device(VkInstance instance) {
   enable11.storageBuffer16BitAccess = supported11.storageBuffer16BitAccess;
   VkPhysicalDeviceFeatures2 enable{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   enable.pNext = &enable11;
+  enable.features.shaderInt64 = supported.features.shaderInt64;
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   queue_info.queueFamilyIndex = d.family;
@@ -224,6 +227,7 @@ AppDevice create_device(VkInstance instance) {
   CHECK_VK(vkCreateDevice(d.physical, &device_info, nullptr, &d.device));
   vkGetDeviceQueue(d.device, d.family, 0, &d.queue);
   d.storage_16bit = enable11.storageBuffer16BitAccess == VK_TRUE;
+  d.shader_int64 = enable.features.shaderInt64 == VK_TRUE;
   return d;
 }
 
@@ -431,6 +435,7 @@ std::vector<float> attend_in_one_command_buffer(const App& app, const Problem& p
   lent.queue = d.queue;
   lent.queue_family_index = d.family;
   lent.storage_16bit_enabled = d.storage_16bit;
+  lent.shader_int64_enabled = d.shader_int64;
   vkattn::Context context = vkattn::Context::adopt(lent);
   vkattn::Buffer q_view = vkattn::Buffer::wrap(context, b.q.buffer, 0, p.q_bytes);
   vkattn::Buffer k_view = vkattn::Buffer::wrap(context, b.k.buffer, 0, p.kv_bytes);

@@ -35,6 +35,7 @@ void ContextImpl::initialise(uint32_t device_index) {
   }
   if (!storage_16bit_enabled) info.storage_16bit = false;  // not usable unless enabled on the device
   if (!subgroup_size_control_enabled) info.required_subgroup_size = false;
+  if (!shader_int64_enabled) info.shader_int64 = false;
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -120,6 +121,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   if (infos[index].required_subgroup_size) storage16.pNext = &size_control;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &storage16;
+  features.features.shaderInt64 = infos[index].shader_int64 ? VK_TRUE : VK_FALSE;
   auto extensions = required_device_extensions();
   if (infos[index].required_subgroup_size) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
@@ -132,6 +134,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_shared<detail:
   c.owns_device = true;
   c.storage_16bit_enabled = infos[index].storage_16bit;
   c.subgroup_size_control_enabled = infos[index].required_subgroup_size;
+  c.shader_int64_enabled = infos[index].shader_int64;
   vkGetDeviceQueue(c.device, c.queue_family, 0, &c.queue);
   c.initialise(index);
 }
@@ -163,6 +166,7 @@ Context Context::adopt(const AdoptedDevice& device, const ContextOptions& option
   impl->check_barriers = options.check_barriers;
   impl->storage_16bit_enabled = device.storage_16bit_enabled;
   impl->subgroup_size_control_enabled = device.subgroup_size_control_enabled;
+  impl->shader_int64_enabled = device.shader_int64_enabled;
   impl->pipeline_cache_file = options.pipeline_cache_file;
   uint32_t index = 0;
   const auto physical = detail::enumerate_physical_devices(device.instance);

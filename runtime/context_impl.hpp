@@ -67,6 +67,7 @@ class ContextImpl {
   uint32_t queue_family = 0;
   bool storage_16bit_enabled = false;
   bool subgroup_size_control_enabled = false;  // subgroupSizeControl, computeFullSubgroups
+  bool shader_int64_enabled = false;
   KernelVariant kernel = KernelVariant::automatic;
   std::string pipeline_cache_file;  // the application's, read by initialise(); "" for none
   DeviceInfo info;

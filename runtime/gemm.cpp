@@ -57,8 +57,8 @@ bool multiple_of_4(int64_t v) { return v % 4 == 0; }
 
 // Which operands gemm_subgroup.comp may read or write four elements at a time (GEMM_SG_VEC_*), from
 // the strides and sizes; the element offsets of the bindings are checked at replay.
-uint32_t subgroup_vec(const GemmCall& call) {
-  const GemmOperand &b = call.b, &c = call.c;
+uint32_t subgroup_vec(const GemmCall& call, uint32_t lanes) {
+  const GemmOperand &a = call.a, &b = call.b, &c = call.c;
   // A paged B's keys start at its pages: vec4 reads need the pages at multiples of 4 too, and keys
   // as rows read along k only (the scores), keys as columns along n only (P·V).
   const bool paged_rows = call.paged_b && !call.paged_b->keys_are_columns;
@@ -76,6 +76,10 @@ uint32_t subgroup_vec(const GemmCall& call) {
       call.n > 0 && multiple_of_4(call.n) && multiple_of_4(c.stride_row) && multiple_of_4(c.stride_batch) &&
       multiple_of_4(c.stride_head))
     vec |= GEMM_SG_VEC_C;
+  // A's quads are spread over the lanes, a step's LANES k being whole quads.
+  if (lanes % 4 == 0 && a.stride_col == 1 && a.col_block == 0 && call.k > 0 && multiple_of_4(call.k) &&
+      multiple_of_4(a.stride_row) && multiple_of_4(a.stride_batch) && multiple_of_4(a.stride_head))
+    vec |= GEMM_SG_VEC_A_K;
   return vec;
 }
 
@@ -90,17 +94,18 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 GemmChoice choose_gemm(const DeviceInfo& device) {
   // The subgroup kernel's workgroup is one subgroup: the device must run every pipeline with the one
-  // subgroup size it reports (as the subgroup attention kernel, attention_plan.cpp), with shuffles.
+  // subgroup size it reports (as the subgroup attention kernel, attention_plan.cpp), with shuffles,
+  // and 64-bit integers (its four-element loads, element_types.glsl).
   // Vulkan's subgroup sizes are powers of two; 4 to 32 lanes keep its tile within 64 columns.
   const uint32_t lanes = device.subgroup_size;
-  if (device.is_cpu() && device.subgroup_shuffle && lanes >= 4 && lanes <= 32 && device.min_subgroup_size == lanes &&
+  if (device.is_cpu() && device.subgroup_shuffle && device.shader_int64 && lanes >= 4 && lanes <= 32 && device.min_subgroup_size == lanes &&
       device.max_subgroup_size == lanes && device.max_workgroup_invocations >= lanes)
     return {GemmKernel::subgroup, lanes};
   return {};
 }
 
 uint32_t gemm_vec_bits(const GemmChoice& choice, const GemmCall& call) {
-  return choice.kernel == GemmKernel::subgroup ? subgroup_vec(call) : 0;
+  return choice.kernel == GemmKernel::subgroup ? subgroup_vec(call, choice.lanes) : 0;
 }
 
 std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n) {
@@ -239,7 +244,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
 
   if (choice.kernel == GemmKernel::subgroup) {
     const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n);
-    const uint32_t vec = subgroup_vec(call);
+    const uint32_t vec = subgroup_vec(call, choice.lanes);
     GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags & GEMM_FLAG_BITS, choice.lanes, vec};
     d.pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
     if (vec != 0) {
@@ -248,6 +253,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
       d.unchunked_pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
       // Four elements at a time: B's and C's element offsets must be multiples of 4.
       if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[1] = static_cast<uint32_t>(4 * dtype_size(call.b.dtype) - 1);
+      if (vec & GEMM_SG_VEC_A_K) d.chunk_mask[GEMM_A_BINDING] = static_cast<uint32_t>(4 * dtype_size(call.a.dtype) - 1);
       if (vec & GEMM_SG_VEC_C) d.chunk_mask[2] = static_cast<uint32_t>(4 * dtype_size(call.c.dtype) - 1);
     }
     d.groups = {u32(ceil_div(call.n, uint64_t(tile.cols) * choice.lanes)), u32(ceil_div(call.m, tile.rows)),

@@ -79,7 +79,7 @@ struct GemmChoice {
   uint32_t lanes = 0;  // subgroup: the device's one subgroup size, the workgroup's size
 };
 // subgroup on CPU devices (lavapipe) whose pipelines all run with one subgroup size (min == max ==
-// subgroup_size, 4 to 32 lanes) and have subgroup shuffles; tiled everywhere else.
+// subgroup_size, 4 to 32 lanes) and have subgroup shuffles and shaderInt64; tiled everywhere else.
 GemmChoice choose_gemm(const DeviceInfo& device);
 // The kernel and its tile for an (m x n) product, e.g. "tiled 128x64/8x8", for tools.
 std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n);

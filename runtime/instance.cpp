@@ -223,6 +223,7 @@ DeviceInfo query_device_info(VkPhysicalDevice physical_device, uint32_t index) {
   info.max_push_constants_size = limits.maxPushConstantsSize;
   info.storage_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   info.shader_float16 = float16.shaderFloat16 == VK_TRUE;
+  info.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   info.preserves_nan = has_float_controls && float_controls.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE;
   info.push_descriptor = has_device_extension(physical_device, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.cooperative_matrix = has_device_extension(physical_device, "VK_NV_cooperative_matrix") ||

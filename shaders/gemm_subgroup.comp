@@ -14,15 +14,21 @@
 //     llvmpipe runs a load lane by lane whatever its pattern (docs/devices.md), so each load must feed
 //     as many multiply-adds as registers allow: per LANES k, BM + LANES x CJ loads for
 //     BM x CJ x LANES multiply-adds in every lane (32 per load at 64 x 8).
+//   - Where A's rows are contiguous along k (VEC_A_K), the step's BM x LANES block of A is loaded as
+//     quads spread over the lanes (BM / 4 per lane at 8 lanes, not BM), and the same shuffles fetch
+//     element k0 + t of row i from the lane holding its quad. Few rows (decode's 16 heads) make A's
+//     loads a large share: MLA decode's scores and P·V (M = 16, f16) ran 1.45x and 1.25x faster with it.
 //   - Every private array is indexed only inside [[unroll]] loops; the k loops and the write-out
 //     loop over groups of rows are real loops (the JIT's time grows with unrolled code).
 //   - Push constants are read once, before the loops: llvmpipe gathers a push constant read inside a
 //     loop lane by lane, each time.
 //   - Four elements per load where the layout allows (VEC, chosen by the host from the strides; the
 //     element offsets of the bindings, known only when the call is recorded, pick this pipeline or
-//     its all-scalar twin): llvmpipe's lane-by-lane load costs much the same for a vec4 as for one
-//     float. B by vec4 along k (its rows contiguous: the scores' K, the weights) or along n (its
-//     columns contiguous: P·V's V, read transposed); C stored by vec4 quads.
+//     its all-scalar twin). llvmpipe's lane-by-lane load costs by the component, not the byte: four
+//     16-bit elements are read as one 64-bit word, four f32 as two (element_types.glsl; 16.2 ms
+//     against 12.1 for MLA decode's f16 scores with 32-bit words). A by quads along k (above), B along
+//     k (its rows contiguous: the scores' K, the weights) or along n (its columns contiguous: P·V's V,
+//     read transposed); C stored by quads.
 //   - Sums are kept per LANES k, per 16 such steps and overall, so a long k (P·V over 64k keys) does
 //     not lose f32 accuracy in one long chain of additions (as gemm.comp).
 //   - The score rule (score.glsl): a sum that comes out NaN or Inf, when k <= 16384 and not for P·V
@@ -42,6 +48,7 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_KHR_shader_subgroup_vote : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
 #define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
 #include "element_types.glsl"
@@ -61,6 +68,7 @@ layout(constant_id = SPEC_GEMM_SG_VEC) const uint VEC = 0;
 layout(local_size_x_id = SPEC_GEMM_SG_WORKGROUP) in;         // LANES: the device's subgroup size
 
 layout(binding = GEMM_A_BINDING) readonly buffer ABuf { A_T a[]; };
+layout(binding = GEMM_A_BINDING) readonly buffer ABuf4 { A4_T a4[]; };  // the same binding, four elements at a time
 layout(binding = GEMM_B_BINDING) readonly buffer BBuf { B_T b[]; };
 layout(binding = GEMM_B_BINDING) readonly buffer BBuf4 { B4_T b4[]; };  // the same binding, four elements at a time
 layout(binding = GEMM_C_BINDING) writeonly buffer CBuf { C_T c[]; };
@@ -84,6 +92,11 @@ const bool B_PAGED = B_PAGED_ROWS || B_PAGED_COLS;
 const bool VEC_B_K = (VEC & GEMM_SG_VEC_B_K) != 0u;
 const bool VEC_B_N = (VEC & GEMM_SG_VEC_B_N) != 0u;
 const bool VEC_C = (VEC & GEMM_SG_VEC_C) != 0u;
+const bool VEC_A_K = (VEC & GEMM_SG_VEC_A_K) != 0u;
+// VEC_A_K: a step's A block, BM rows x LANES k, is BM x A_ROW_QUADS quads, spread over the lanes:
+// lane l loads quads l, l + LANES, ... (quad q: row q / A_ROW_QUADS, elements 4 (q % A_ROW_QUADS) + 0..3).
+const uint A_ROW_QUADS = LANES / 4u;
+const uint A_QUAD_LOADS = VEC_A_K ? (BM * A_ROW_QUADS + LANES - 1u) / LANES : 1u;
 const uint QUADS = CJ / 4u;           // quads of columns per invocation
 const uint RESCALE_MAX_K = 16384u;    // as gemm.comp: no recomputation past this k
 
@@ -141,6 +154,13 @@ void main() {
     c_col[j] = c_base + column(cl, pc.c_cblk, pc.c_sblk, pc.c_sc);
     if (j % 4u == 0u) b_quad[j / 4u] = b_base + min(col, max(N_READ, 4u) - 4u) * pc.b_sr;
   }
+  // VEC_A_K: this lane's quads of A, as the quad offset of its row and its quad within the LANES k.
+  uint a_row4[A_QUAD_LOADS], a_part[A_QUAD_LOADS];
+  [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
+    const uint quad = g * LANES + lane;
+    a_row4[g] = (a_base + min(m0 + quad / max(A_ROW_QUADS, 1u), M_READ - 1u) * A_SR) / 4u;
+    a_part[g] = quad % max(A_ROW_QUADS, 1u);
+  }
   float bias_j[CJ];
   [[unroll]] for (uint j = 0u; j < CJ; ++j) bias_j[j] = BIAS ? B_to_f32(bias[BIAS_OFF + min(n0 + (j / 4u) * 4u * LANES + 4u * lane + j % 4u, N - 1u)]) : 0.0;
 
@@ -168,11 +188,22 @@ void main() {
                            : B_PAGED_COLS ? paged_key(table_row, kl, B_CBLK, B_SBLK, PAGES, B_SC)
                                           : column(kl, B_CBLK, B_SBLK, B_SC);
 
-        // A: lane t holds element k0 + t of each of the tile's BM rows.
+        // A: lane t holds element k0 + t of each of the tile's BM rows (or, VEC_A_K, its quads).
         float al[BM];
-        [[unroll]] for (uint i = 0u; i < BM; ++i) {
-          const float x = A_to_f32(a[a_base + min(m0 + i, M_READ - 1u) * A_SR + a_col]);
-          al[i] = k_ok ? x * s : 0.0;
+        vec4 aq[A_QUAD_LOADS];
+        if (VEC_A_K) {
+          // A quad past k reads the last one (the row has ceil(K / 4) quads: K is a multiple of 4
+          // but a paged P·V's keys), its elements past k counted as 0.
+          [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
+            const uint part = a_part[g];
+            const vec4 x = A4_to_vec4(a4[a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u)]);
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) aq[g][e] = k0 + 4u * part + e < K ? x[e] * s : 0.0;
+          }
+        } else {
+          [[unroll]] for (uint i = 0u; i < BM; ++i) {
+            const float x = A_to_f32(a[a_base + min(m0 + i, M_READ - 1u) * A_SR + a_col]);
+            al[i] = k_ok ? x * s : 0.0;
+          }
         }
         // B: elements k0 .. k0 + LANES - 1 of this lane's columns.
         float bl[CJ * LANES];
@@ -208,7 +239,10 @@ void main() {
         // A fresh sum over the LANES k per element, then added to the block's.
         [[unroll]] for (uint i = 0u; i < BM; ++i) {
           float at[LANES];
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) at[t] = subgroupShuffle(al[i], t);
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            const uint quad = i * A_ROW_QUADS + t / 4u;  // VEC_A_K: where element k0 + t of row i is
+            at[t] = VEC_A_K ? subgroupShuffle(aq[quad / LANES][t % 4u], quad % LANES) : subgroupShuffle(al[i], t);
+          }
           [[unroll]] for (uint j = 0u; j < CJ; ++j) {
             float sum = 0.0;
             [[unroll]] for (uint t = 0u; t < LANES; ++t) {

@@ -336,6 +336,7 @@
 #define GEMM_SG_VEC_B_K 1u  /* B's rows contiguous along k (stride_col 1, no blocks), k and its strides multiples of 4 */
 #define GEMM_SG_VEC_B_N 2u  /* B's columns contiguous (stride_row 1), n and the k offsets multiples of 4 */
 #define GEMM_SG_VEC_C 4u    /* C's columns contiguous in quads (stride_col 1, blocks of 4k), n and its strides multiples of 4 */
+#define GEMM_SG_VEC_A_K 8u  /* A's rows contiguous along k (stride_col 1, no blocks), k and its strides multiples of 4, LANES too */
 
 /* ---- Shared memory of the fused kernels ---- */
 /* Sizes in elements as functions of the specialization constants: the shaders declare their

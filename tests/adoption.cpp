@@ -211,6 +211,8 @@ TEST_SUITE("adoption") {
     // Subgroup size control was not marked enabled (AdoptedDevice::subgroup_size_control_enabled):
     // no pipeline may require a size, whatever the device offers.
     CHECK_FALSE(ctx.device_info().required_subgroup_size);
+    lent.shader_int64_enabled = false;
+    CHECK_FALSE(Context::adopt(lent, adopt_options()).device_info().shader_int64);
     Buffer buffer = Buffer::allocate(ctx, 4096);
     AttentionArgs args;
     args.q = {&buffer, TensorLayout::bhsd(DType::f16, 1, 1, 4, 16)};

@@ -343,9 +343,10 @@ TEST_SUITE("gemm") {
     struct Size {
       int64_t m, n, k;
     };
-    // Tiles of every kind (1, 4, 8, 16 and 32 rows; 4 and 8 columns per lane), partial in m, n and k.
-    const std::vector<Size> sizes = {{1, 1, 1}, {7, 13, 5}, {2, 200, 64}, {4, 33, 40}, {8, 70, 3},
-                                     {33, 65, 9}, {16, 37, 21}, {70, 100, 130}};
+    // Tiles of every kind (1, 4, 8, 16 and 32 rows; 4 and 8 columns per lane), partial in m, n and k;
+    // each also with k a multiple of 4 and a half step of k past the last whole one (A read by quads).
+    const std::vector<Size> sizes = {{1, 1, 1},   {7, 13, 5},  {2, 200, 64},  {4, 33, 40},   {8, 70, 3},  {33, 65, 9},
+                                     {16, 37, 21}, {70, 100, 130}, {1, 50, 20}, {8, 30, 36}, {16, 20, 44}, {33, 40, 28}};
     uint64_t seed = base_seed();
     for (const GemmChoice& choice : kernels())
       for (const Size& s : sizes)
@@ -368,15 +369,19 @@ TEST_SUITE("gemm") {
     };
     std::vector<Layout> layouts;
     layouts.push_back({make_problem(scores_call(64, 96, 64, DType::f32, 0), base_seed() + 1, "scores f32 64x96x64"),
-                       GEMM_SG_VEC_B_K | GEMM_SG_VEC_C});
+                       GEMM_SG_VEC_A_K | GEMM_SG_VEC_B_K | GEMM_SG_VEC_C});
     layouts.push_back({make_problem(pv_call(40, 64, 100, DType::f16, 0), base_seed() + 2, "P·V f16 40x64x100"),
-                       GEMM_SG_VEC_B_N | GEMM_SG_VEC_C});
+                       GEMM_SG_VEC_A_K | GEMM_SG_VEC_B_N | GEMM_SG_VEC_C});
     layouts.push_back({make_problem(linear_call(33, 48, 36, DType::bf16, 4), base_seed() + 3, "linear bf16 33x48x36"),
-                       GEMM_SG_VEC_B_K | GEMM_SG_VEC_C});
+                       GEMM_SG_VEC_A_K | GEMM_SG_VEC_B_K | GEMM_SG_VEC_C});
     // Scores into f32 rows of 1 + 4k elements: B by vec4, C element by element.
     GemmCall odd_c = scores_call(20, 40, 12, DType::f16, 0);
     odd_c.c.stride_row = 41;
-    layouts.push_back({make_problem(odd_c, base_seed() + 4, "scores f16, C rows of 41"), GEMM_SG_VEC_B_K});
+    layouts.push_back({make_problem(odd_c, base_seed() + 4, "scores f16, C rows of 41"), GEMM_SG_VEC_A_K | GEMM_SG_VEC_B_K});
+    // Q in rows of 1 + 4k elements: A element by element, B by quads.
+    GemmCall odd_a = scores_call(20, 40, 12, DType::f32, 0);
+    odd_a.a.stride_row = 13;
+    layouts.push_back({make_problem(odd_a, base_seed() + 6, "scores f32, Q rows of 13"), GEMM_SG_VEC_B_K | GEMM_SG_VEC_C});
     for (const Layout& l : layouts) {
       INFO(l.p.name);
       CHECK(detail::gemm_vec_bits(choice, l.p.call) == l.vec);

@@ -124,11 +124,13 @@ class VulkanApp {
     supported.pNext = &supported11;
     vkGetPhysicalDeviceFeatures2(physical_, &supported);
     storage_16bit_ = supported11.storageBuffer16BitAccess == VK_TRUE;
+    shader_int64_ = supported.features.shaderInt64 == VK_TRUE;
 
     auto enable11 = vk_struct<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
     enable11.storageBuffer16BitAccess = storage_16bit_ ? VK_TRUE : VK_FALSE;
     auto enable = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     enable.pNext = &enable11;
+    enable.features.shaderInt64 = shader_int64_ ? VK_TRUE : VK_FALSE;
     const float priority = 1.0f;
     auto qci = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
     qci.queueFamilyIndex = family_;
@@ -187,6 +189,7 @@ class VulkanApp {
     a.queue = queue_;
     a.queue_family_index = family_;
     a.storage_16bit_enabled = storage_16bit_;
+    a.shader_int64_enabled = shader_int64_;
     return a;
   }
 
@@ -247,7 +250,7 @@ class VulkanApp {
   }
 
  private:
-  bool validation_ = false, storage_16bit_ = false;
+  bool validation_ = false, storage_16bit_ = false, shader_int64_ = false;
   std::vector<std::string> messages_;
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;

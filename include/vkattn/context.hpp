@@ -58,6 +58,9 @@ struct DeviceInfo {
   uint32_t max_push_constants_size = 0;
   bool storage_16bit = false;   // storageBuffer16BitAccess: needed for f16 and bf16 tensors
   bool shader_float16 = false;  // shaderFloat16 (reported; not required)
+  // shaderInt64: CPU devices' three-stage GEMM reads its operands as 64-bit words with it (without
+  // it such a device runs the GPUs' tiled GEMM, slower there).
+  bool shader_int64 = false;
   // shaderSignedZeroInfNanPreserveFloat32: the shaders then declare IEEE NaN/Inf handling, which the
   // contract's NaN propagation needs on drivers that otherwise assume no NaN (NVIDIA does).
   bool preserves_nan = false;
@@ -160,6 +163,8 @@ struct AdoptedDevice {
   bool storage_16bit_enabled = false;
   // subgroupSizeControl and computeFullSubgroups (Vulkan 1.3, or VK_EXT_subgroup_size_control)
   bool subgroup_size_control_enabled = false;
+  // VkPhysicalDeviceFeatures::shaderInt64 (see DeviceInfo::shader_int64)
+  bool shader_int64_enabled = false;
 };
 
 // A device and what vkattn keeps for it (queue, pipelines, scratch). Thread-safe: calls from several

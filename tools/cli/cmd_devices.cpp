@@ -46,6 +46,7 @@ nlohmann::ordered_json to_json(const DeviceInfo& d) {
       {"f16", d.supports_f16()},
       {"bf16", d.supports_bf16()},
       {"shader_float16", d.shader_float16},
+      {"shader_int64", d.shader_int64},
       {"preserves_nan", d.preserves_nan},
       {"cooperative_matrix", d.cooperative_matrix},
       {"push_descriptor", d.push_descriptor},
@@ -67,6 +68,7 @@ void print_text(const DeviceInfo& d) {
             << "    storage range       " << d.max_storage_buffer_range / (1024 * 1024) << " MiB\n"
             << "    f16 / bf16          " << yes_no(d.supports_f16()) << " / " << yes_no(d.supports_bf16())
             << " (shaderFloat16 " << yes_no(d.shader_float16) << ")\n"
+            << "    64-bit integers     " << yes_no(d.shader_int64) << "\n"
             << "    NaN/Inf preserved   " << yes_no(d.preserves_nan)
             << (d.preserves_nan ? "" : " (the driver may drop NaN: propagation not guaranteed)") << "\n"
             << "    cooperative matrix  " << yes_no(d.cooperative_matrix) << "\n"
