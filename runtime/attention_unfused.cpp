@@ -56,6 +56,23 @@ GemmOperand scores_operand(uint32_t slot, uint64_t base, const Chunk& ch, int64_
 // heads as the rows of one matrix: row g * nr + i is row i of the group's head g. Their rows are
 // evenly spaced (the plan's pack_group_rows): one row a head, one head apart, or a head's rows
 // followed by the next head's.
+// The loop iterations of one invocation of the row softmax (attention_softmax.comp): two passes over
+// the row's keys, and the reductions.
+uint64_t softmax_loops(int64_t seq_k, uint32_t workgroup) { return 2 * ceil_div(uint64_t(seq_k), workgroup) + 64; }
+
+// The row softmax's workgroup. GPUs: 128 invocations. CPU devices: one subgroup, doubled only where
+// the three passes over a row would pass lavapipe's loop limit: llvmpipe runs a workgroup's subgroups
+// one after another and switches between them at every barrier, and the reductions' 2 x
+// log2(workgroup) barriers cost more than short rows themselves (1024-key rows, 8 heads, f16 on
+// lavapipe 22.3.6: the softmax 307 ms with 128 invocations, 192 with 8).
+uint32_t softmax_workgroup(const DeviceInfo& device, int64_t seq_k) {
+  if (!device.is_cpu()) return 128;
+  uint32_t workgroup = std::clamp<uint32_t>(device.subgroup_size, 4, 128);  // a power of two
+  while (workgroup < 128 && device.is_llvmpipe && softmax_loops(seq_k, workgroup) > kLlvmpipeLoopBudget)
+    workgroup *= 2;
+  return workgroup;  // Vulkan's maxComputeWorkGroupInvocations is at least 128
+}
+
 void pack_group(GemmCall& g, const Chunk& ch, int64_t group) {
   for (GemmOperand* o : {&g.a, &g.c}) {
     if (ch.nr == 1) o->stride_row = o->stride_head;
@@ -202,6 +219,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
   plan.weights = weights;
   plan.gemm = choose_gemm(device);
   const AttentionProblem& p = plan.problem;
+  plan.softmax_workgroup = softmax_workgroup(device, p.seq_k);
   plan.alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
   const uint64_t max_range = device.max_storage_buffer_range - plan.alignment;
   const uint64_t row_bytes = std::max<uint64_t>(uint64_t(p.seq_k) * 4, 4);
@@ -261,8 +279,7 @@ UnfusedPlan make_unfused_plan(const DeviceInfo& device, const AttentionLayouts& 
     const uint64_t chunk_rows = uint64_t(plan.batch_chunk * plan.head_chunk * plan.row_chunk);
     if (ceil_div(chunk_rows, device.max_workgroup_count[0]) > device.max_workgroup_count[1])
       throw unsupported("unfused path: " + str(chunk_rows) + " rows exceed what the softmax dispatch can cover on " + device.name);
-    // The softmax loops about 3 * seq_k / workgroup times (three passes over the row).
-    if (device.is_llvmpipe && 3 * ceil_div(p.seq_k, plan.softmax_workgroup) + 64 > kLlvmpipeLoopBudget)
+    if (device.is_llvmpipe && softmax_loops(p.seq_k, plan.softmax_workgroup) > kLlvmpipeLoopBudget)
       throw unsupported("unfused path: seq_k " + str(p.seq_k) + " exceeds what the row softmax can cover within lavapipe's loop limit");
     if (layouts.mask && uint64_t(layouts.mask->required_elements() - layouts.mask->offset) *
                                 mask_type_size(layouts.mask->type) > max_range)

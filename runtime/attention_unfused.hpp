@@ -26,7 +26,7 @@ struct UnfusedPlan {
   uint64_t workspace_bytes = 0;     // scores of one chunk when no weights buffer is given, else 0
   bool weights = false;             // P goes to the caller's weights buffer
   uint64_t alignment = 16;
-  uint32_t softmax_workgroup = 128;
+  uint32_t softmax_workgroup = 128;  // a power of two
   GemmChoice gemm;  // the GEMM kernel of the plan's device (scores and P·V)
   // The query heads of a GQA/MQA group are the rows of one product with their shared K (and V):
   // group x rows per chunk, so K and V are read once per group, not once per head (decode: M = 1 a

@@ -9,8 +9,10 @@
 // exactly 0, whatever its score (NaN from a NaN in K included); a row with no visible key gets all
 // zeros and LSE -inf (the sink's logit where the head has one). P excludes the sink; LSE includes it. The max
 // starts at M_INIT like the fused kernels, so NaN scores of visible keys propagate to the row.
-// One workgroup per row; invocations stride over the keys; three passes (max, sum, write), so an
-// invocation loops about 3 * seq_k / WG times (the host checks lavapipe's limit).
+// One workgroup per row; invocations stride over the keys; two passes: the max and the sum together
+// (each invocation rescales its sum when its max grows, then the workgroup's are combined), then the
+// weights, so an invocation loops about 2 * seq_k / WG times (the host checks lavapipe's limit). On a
+// CPU device the row is read once less than with a pass for each (loads cost most there).
 
 #extension GL_EXT_control_flow_attributes : enable
 
@@ -127,21 +129,26 @@ void main() {
   const uint mask_row = pc.m_off + b * pc.m_sb + h * pc.m_sh + i * pc.m_ss;
   const float slope = HAS_ALIBI ? alibi_slope(slope_batch, h) : 0.0;
 
-  // Pass 1: the max of the visible, modified, biased scores.
-  float m = M_INIT;
+  // Pass 1: the max m of the visible, modified, biased scores and the sum l of exp(s - m), each
+  // invocation's own, rescaled when its max grows. A NaN score is never the max (s > m is false) and
+  // makes l NaN; a +inf score becomes the max and makes l NaN (exp(inf - inf)): the row is NaN, as
+  // the fused kernels make it.
+  float m = M_INIT, l = 0.0;
   for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
     const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
-    if (s != NEG_INF) m = max(m, s);
+    if (s != NEG_INF) {
+      if (s > m) {
+        l *= exp(m - s);
+        m = s;
+      }
+      l += exp(s - m);
+    }
   }
+  // The workgroup's: m the largest, each sum rescaled to it (an invocation without visible keys has
+  // l = 0 and adds 0).
+  const float m_own = m;
   m = workgroup_reduce(m, 0u);
-
-  // Pass 2: the sum.
-  float l = 0.0;
-  for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
-    if (s != NEG_INF) l += exp(s - m);
-  }
-  l = workgroup_reduce(l, 1u);
+  l = workgroup_reduce(l * exp(m_own - m), 1u);
 
   // The sink joins the denominator (not P's keys): P_j = e^(s_j - m') / (e^(sink - m') + sum e^(s - m')),
   // and LSE includes it. A row with no visible key ends with l = 1, m = the sink: P = 0, LSE = the sink.
