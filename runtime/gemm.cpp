@@ -251,10 +251,11 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
       // Bindings that start off a multiple of 4 elements at replay take the all-scalar twin.
       constants.vec = 0;
       d.unchunked_pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
-      // Four elements at a time: B's and C's element offsets must be multiples of 4.
-      if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[1] = static_cast<uint32_t>(4 * dtype_size(call.b.dtype) - 1);
-      if (vec & GEMM_SG_VEC_A_K) d.chunk_mask[GEMM_A_BINDING] = static_cast<uint32_t>(4 * dtype_size(call.a.dtype) - 1);
-      if (vec & GEMM_SG_VEC_C) d.chunk_mask[2] = static_cast<uint32_t>(4 * dtype_size(call.c.dtype) - 1);
+      // Four elements at a time: the element offsets of those operands must be multiples of 4.
+      const auto quads = [](DType dtype) { return static_cast<uint32_t>(4 * dtype_size(dtype) - 1); };
+      if (vec & GEMM_SG_VEC_A_K) d.chunk_mask[GEMM_A_BINDING] = quads(call.a.dtype);
+      if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[GEMM_B_BINDING] = quads(call.b.dtype);
+      if (vec & GEMM_SG_VEC_C) d.chunk_mask[GEMM_C_BINDING] = quads(call.c.dtype);
     }
     d.groups = {u32(ceil_div(call.n, uint64_t(tile.cols) * choice.lanes)), u32(ceil_div(call.m, tile.rows)),
                 u32(call.batch * call.heads)};

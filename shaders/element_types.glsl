@@ -57,8 +57,8 @@
 // loads a vector lane by lane and component by component, so fewer, wider components load faster
 // (a f16 GEMM with M = 16 on lavapipe: 1.3-1.4x with 64-bit words against 32-bit ones).
 #define X4_OF_HALVES_TO_VEC4(w, WIDEN) vec4(WIDEN(uint(w)), WIDEN(uint((w) >> 32)))
-#define U64_F16_PAIR(u) unpackHalf2x16(u)
-#define U64_BF16_PAIR(u) vec2(uintBitsToFloat((u) << 16), uintBitsToFloat((u) & 0xffff0000u))
+#define F16_PAIR_TO_VEC2(u) unpackHalf2x16(u)
+#define BF16_PAIR_TO_VEC2(u) vec2(uintBitsToFloat((u) << 16), uintBitsToFloat((u) & 0xffff0000u))
 #define U64X2_TO_VEC4(w) vec4(uintBitsToFloat(uint((w).x)), uintBitsToFloat(uint((w).x >> 32)), \
                               uintBitsToFloat(uint((w).y)), uintBitsToFloat(uint((w).y >> 32)))
 #if A_TYPE == TYPE_F32
@@ -66,10 +66,10 @@
 #define A4_to_vec4(w) U64X2_TO_VEC4(w)
 #elif A_TYPE == TYPE_F16
 #define A4_T uint64_t
-#define A4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, U64_F16_PAIR)
+#define A4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, F16_PAIR_TO_VEC2)
 #else
 #define A4_T uint64_t
-#define A4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, U64_BF16_PAIR)
+#define A4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, BF16_PAIR_TO_VEC2)
 #endif
 
 #if B_TYPE == TYPE_F32
@@ -77,10 +77,10 @@
 #define B4_to_vec4(w) U64X2_TO_VEC4(w)
 #elif B_TYPE == TYPE_F16
 #define B4_T uint64_t
-#define B4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, U64_F16_PAIR)
+#define B4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, F16_PAIR_TO_VEC2)
 #else
 #define B4_T uint64_t
-#define B4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, U64_BF16_PAIR)
+#define B4_to_vec4(w) X4_OF_HALVES_TO_VEC4(w, BF16_PAIR_TO_VEC2)
 #endif
 
 #if C_TYPE == TYPE_F32

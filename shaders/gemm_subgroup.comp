@@ -192,8 +192,8 @@ void main() {
         float al[BM];
         vec4 aq[A_QUAD_LOADS];
         if (VEC_A_K) {
-          // A quad past k reads the last one (the row has ceil(K / 4) quads: K is a multiple of 4
-          // but a paged P·V's keys), its elements past k counted as 0.
+          // A quad past k reads the row's last one, ceil(K / 4) - 1 (K is a multiple of 4 but for a
+          // paged P·V, whose keys may end inside a quad of the row); its elements past k count as 0.
           [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
             const uint part = a_part[g];
             const vec4 x = A4_to_vec4(a4[a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u)]);
