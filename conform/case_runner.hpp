@@ -20,11 +20,11 @@ struct RunOptions {
   // When set, called after the device work of each case: the validation-layer messages received
   // meanwhile. Any message fails the case.
   std::function<std::vector<std::string>()> take_validation_messages;
-  // When set, attention cases run with the plan vkattn makes for this device description (a device
-  // class that is not here; conform/device_profiles.hpp) instead of the local device's, and are
-  // skipped, saying why, where that plan does not fit the local device; backward cases plan their
-  // backward so (their forward runs as planned here). Layer cases are skipped: the
-  // layer plans for the device it runs on.
+  // When set, attention and serving (paged, packed) cases run with the plan vkattn makes for this
+  // device description (a device class that is not here; conform/device_profiles.hpp) instead of the
+  // local device's, and are skipped, saying why, where that plan does not fit the local device;
+  // backward cases plan their backward so (their forward runs as planned here). Layer cases are
+  // skipped: the layer plans for the device it runs on.
   const DeviceInfo* profile = nullptr;
 };
 

@@ -273,15 +273,25 @@ std::string run_step(const ServingCase& c, const VarlenData& d, const PreparedAt
 
 }  // namespace
 
-ServingResult run_source(Context& ctx, const ServingCase& c, const PackedSource& p, AttentionPath path) {
+ServingResult run_source(Context& ctx, const ServingCase& c, const PackedSource& p, AttentionPath path,
+                         const DeviceInfo* plan_for) {
   const VarlenData d = draw_varlen_data(c, p, path);
-  VarlenDevice dev(ctx, c, d);
-  if (d.layouts.weights && c.quant != KvQuant::none) return expect_q8_0_refusal(ctx, d.layouts);
-  if (d.layouts.weights) dev.add_weights(ctx);
-  const PreparedAttention prepared(ctx, AttentionSpec::packed(d.layouts));
   ServingResult result;
+  if (d.layouts.weights && c.quant != KvQuant::none) {
+    if (!plan_for) return expect_q8_0_refusal(ctx, d.layouts);
+    result.skip_reason = "a refusal of the local device's own plan, which the profile's replaces";
+    return result;
+  }
+  const std::optional<PreparedAttention> prepared_call =
+      prepare_serving_call(ctx, AttentionSpec::packed(d.layouts), plan_for, result);
+  if (!prepared_call) return result;
+  const PreparedAttention& prepared = *prepared_call;
+  VarlenDevice dev(ctx, c, d);
+  if (d.layouts.weights) dev.add_weights(ctx);
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits";
-  if (!d.layouts.weights && prepared.plan().splits < p.min_splits) {  // (the fused path's split-KV)
+  // (The fused path's split-KV. Another device's plan splits by its own measure; its answers are
+  // checked all the same.)
+  if (!plan_for && !d.layouts.weights && prepared.plan().splits < p.min_splits) {
     result.text = "the plan (" + result.plan + ") does not split the keys " + std::to_string(p.min_splits) +
                   " ways: the case no longer tests split-KV\n";
     return result;

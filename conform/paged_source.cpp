@@ -300,21 +300,26 @@ std::string run_step(const ServingCase& c, const PagedSource& p, const PagedData
 
 }  // namespace
 
-ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& p, AttentionPath path) {
+ServingResult run_source(Context& ctx, const ServingCase& c, const PagedSource& p, AttentionPath path,
+                         const DeviceInfo* plan_for) {
   PagedData d = draw_paged_data(c, p);
   d.layouts.path = path;
   encode_caches(c, d);
-  const reference::PagedOutputs ref = paged_reference(c, p, d);
-  PagedDevice dev(ctx, c, p, d);
-
-  const PreparedAttention prepared(ctx, AttentionSpec::paged(d.layouts));
   ServingResult result;
+  const std::optional<PreparedAttention> prepared_call =
+      prepare_serving_call(ctx, AttentionSpec::paged(d.layouts), plan_for, result);
+  if (!prepared_call) return result;
+  const PreparedAttention& prepared = *prepared_call;
   result.plan = std::string(prepared.plan().kernel) + " " + std::to_string(prepared.plan().splits) + " splits" +
                 (prepared.plan().cascade ? ", cascade" : "");
   if (prepared.plan().cascade != p.cascade) {  // the case is there for the cascade (or for its absence)
-    result.text = std::string("the plan ") + (p.cascade ? "does not run" : "runs") + " the cascade";
+    const std::string what = std::string("the plan ") + (p.cascade ? "does not run" : "runs") + " the cascade";
+    // Another device's plan may weigh the cascade otherwise: the case is not what it tests there.
+    (plan_for ? result.skip_reason : result.text) = what;
     return result;
   }
+  const reference::PagedOutputs ref = paged_reference(c, p, d);
+  PagedDevice dev(ctx, c, p, d);
   if (path == AttentionPath::unfused && prepared.plan().path != std::string("unfused")) {
     result.text = std::string("--path unfused, but the plan runs the ") + prepared.plan().path + " path";
     return result;

@@ -31,25 +31,35 @@ std::string why_not_on(const ServingCase& c, AttentionPath path) {
   return "";
 }
 
-ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path) {
-  if (const auto* paged = std::get_if<PagedSource>(&c.kv)) return run_source(context, c, *paged, path);
-  return run_source(context, c, std::get<PackedSource>(c.kv), path);
+ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path, const DeviceInfo* plan_for) {
+  if (const auto* paged = std::get_if<PagedSource>(&c.kv)) return run_source(context, c, *paged, path, plan_for);
+  return run_source(context, c, std::get<PackedSource>(c.kv), path, plan_for);
+}
+
+std::optional<PreparedAttention> prepare_serving_call(Context& context, const AttentionSpec& spec,
+                                                      const DeviceInfo* plan_for, ServingResult& result) {
+  if (!plan_for) return PreparedAttention(context, spec);
+  try {
+    return PreparedAttention(context, spec, *plan_for);
+  } catch (const PlanDoesNotFit& e) {
+    result.skip_reason = e.what();
+    return std::nullopt;
+  }
 }
 
 CaseResult run_serving_case(Context& context, const ServingCase& c, const RunOptions& options) {
-  const std::string source =
-      std::holds_alternative<PagedSource>(c.kv) ? "paged KV cache" : "packed variable-length batch";
   const std::string why_not = why_not_on(c, options.path);
-  if (!why_not.empty() || options.profile) {
+  if (!why_not.empty()) {
     CaseResult r;
     r.outcome = Outcome::skipped;
-    r.skip_reason = options.profile ? source + " calls are planned for the device they run on, not a profile" : why_not;
+    r.skip_reason = why_not;
     return r;
   }
   return run_in_frame(context, c.dtype, options, [&](CaseResult& r) {
-    const ServingResult s = run_serving_case(context, c, options.path);
+    const ServingResult s = run_serving_case(context, c, options.path, options.profile);
     r.worst = s.worst;
-    if (!s.ok) r.problems.push_back(s.text);
+    if (!s.skip_reason.empty()) r.skip_reason = s.skip_reason;
+    else if (!s.ok) r.problems.push_back(s.text);
   });
 }
 

@@ -84,17 +84,23 @@ struct ServingResult {
   std::string text;    // what went wrong (empty when ok)
   std::string plan;    // "subgroup-decode 2 splits", for reports
   double worst = 0.0;  // the largest error as a fraction of its tolerance
+  // Set (and ok false, text empty) when the case did not run: the plan made for `plan_for` does not
+  // fit this device (PlanDoesNotFit's message), or that plan differs in what the case is there for.
+  std::string skip_reason;
 };
 
 // Runs `c` on `context` on `path` and compares with the reference. A paged cache runs on either
 // path (the three-stage one reading it through the block table; not a cascade or q8_0 there, see
 // why_not_on); packed sequences on either, the three-stage path comparing the weights P too, where
 // a q8_0 case must be refused (ErrorCode::unsupported, naming the fused path), which is its pass. Throws nothing for a mismatch; an Error from the library (a refusal) propagates.
-ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path = AttentionPath::automatic);
+// With `plan_for`, the call runs with the plan made for that device description (a device profile,
+// PreparedAttention(context, spec, plan_for)): skipped, saying why, where that plan does not fit
+// here, or where it does not make the choice the case is there for (the cascade, split-KV, a refusal).
+ServingResult run_serving_case(Context& context, const ServingCase& c, AttentionPath path = AttentionPath::automatic,
+                               const DeviceInfo* plan_for = nullptr);
 
-// The same in `vkattn conform`'s frame (case_runner.hpp), on the path of `options`: skipped under a
-// device profile (such calls are planned for the device they run on), and on the three-stage path a
-// q8_0 case or a cascade (fused kernels only).
+// The same in `vkattn conform`'s frame (case_runner.hpp), on the path and with the device profile of
+// `options`; skipped on the three-stage path for a q8_0 case or a cascade (fused kernels only).
 CaseResult run_serving_case(Context& context, const ServingCase& c, const RunOptions& options);
 
 // Empty when `c` runs on `path`, else why not: a paged q8_0 cache or a cascade on the three-stage path.

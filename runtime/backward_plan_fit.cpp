@@ -61,7 +61,7 @@ void check_loops(const BackwardCallPlan& plan, const DeviceInfo& device) {
 
 void check_backward_plan_fits(const BackwardCallPlan& plan, const DeviceInfo& device) {
   // The layout rules that depend on the device (16-bit storage, the 32-bit index limit).
-  check_attention_layouts(device, plan.forward.dense);
+  check_attention_layouts(device, planning_layouts(plan.forward));
   if (plan.alignment % std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 1) != 0)
     throw Error("the plan aligns bindings to " + str(plan.alignment) + " bytes; " + device.name + " needs " +
                 str(device.min_storage_buffer_offset_alignment));

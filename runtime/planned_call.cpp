@@ -46,6 +46,10 @@ void refuse_forward_dropout(const AttentionOptions& options) {
                                             "; the multi-head layer does not apply dropout yet (attention calls do)");
 }
 
+AttentionLayouts planning_layouts(const PlannedCall& call) {
+  return call.source == Source::packed ? varlen_planning_layouts(call.dense) : call.dense;
+}
+
 PlannedCall plan_call(const DeviceInfo& device, KernelVariant variant, const AttentionSpec& spec) {
   PlannedCall call;
   switch (spec.kv.index()) {

@@ -29,6 +29,10 @@ struct PlannedCall {
   VarlenProblem packed;
 };
 
+// The layouts the call was planned with, which a plan made for another device is checked against
+// here (plan_fit.hpp): `dense`, a packed call's with its ALiBi slopes as planned (varlen_planning_layouts).
+AttentionLayouts planning_layouts(const PlannedCall& call);
+
 // Throws Error (unsupported) when `options` ask for dropout (p > 0): for the multi-head layer, which
 // does not apply it yet (attention calls do: dropout_output.hpp).
 void refuse_forward_dropout(const AttentionOptions& options);

@@ -223,7 +223,7 @@ PreparedAttention::PreparedAttention(Context& context, const AttentionSpec& spec
   std::unique_ptr<Impl> impl = detail::plan_for_profile(profile, [&] { return Impl::plan(context, spec, &profile); });
   const DeviceInfo& here = context.device_info();
   detail::check_profile_plan_fits(profile, here, [&] {
-    detail::check_plan_fits(impl->call.planned, impl->call.dense, spec.weights, here);
+    detail::check_plan_fits(impl->call.planned, detail::planning_layouts(impl->call), spec.weights, here);
   });
   impl->emit();  // only once the pipelines are known to be valid here
   detail::check_profile_plan_fits(profile, here, [&] { impl->list.check_fits(here); });

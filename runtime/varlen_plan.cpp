@@ -20,6 +20,12 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
 
+AttentionLayouts varlen_planning_layouts(const AttentionLayouts& dense) {
+  AttentionLayouts d = dense;
+  if (d.alibi) d.alibi = HeadValuesLayout{1, d.alibi->heads, d.alibi->offset};
+  return d;
+}
+
 VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const VarlenAttentionLayouts& layouts) {
   VarlenCall call;
   call.problem = check_varlen_attention(layouts);
@@ -34,10 +40,6 @@ VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const Va
   d.options = layouts.options;
   d.per_head() = layouts.per_head();
   d.kv_quant = layouts.kv_quant;
-  // ALiBi's (batch, heads) slopes have the packed batch's sequences as their batch, which the dense
-  // checks (batch 1) would refuse: they plan with (heads), and the kernels index the slopes given
-  // whole by sequence (plan.problem.alibi_per_batch, set below).
-  if (layouts.alibi) d.alibi = HeadValuesLayout{1, layouts.alibi->heads, layouts.alibi->offset};
 
   // The offsets are bound whole (batch + 1 values each).
   const uint64_t alignment = std::max<uint64_t>(device.min_storage_buffer_offset_alignment, 16);
@@ -45,10 +47,9 @@ VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const Va
     throw unsupported("binding: cu_seqlens of " + str(uint64_t(vp.batch + 1)) + " values exceed maxStorageBufferRange (" +
                       str(device.max_storage_buffer_range) + " bytes) of " + device.name);
   const VarlenRows rows{vp.batch, vp.max_seq_q, vp.max_seq_k};
-  call.planned = plan_path(device, variant, d, layouts.weights, layouts.path, &rows);
+  call.planned = plan_path(device, variant, varlen_planning_layouts(d), layouts.weights, layouts.path, &rows);
   AttentionProblem& planned = call.planned.fused ? call.planned.fused->problem : call.planned.unfused->problem;
   planned.alibi_per_batch = vp.attention.alibi_per_batch;
-  d.alibi = layouts.alibi;
   return call;
 }
 

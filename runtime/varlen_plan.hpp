@@ -15,6 +15,11 @@ struct VarlenCall {
   AttentionLayouts dense;
   PathPlan planned;
 };
+// The dense layouts a packed call is planned and checked with: `dense` with ALiBi's (batch, heads)
+// slopes, whose batch is the packed batch's sequences and which the dense checks (batch 1) would
+// refuse, as (heads); the kernels index the slopes given whole by sequence (alibi_per_batch).
+AttentionLayouts varlen_planning_layouts(const AttentionLayouts& dense);
+
 // Plans a varlen call (check_varlen_attention, the max lengths against the totals, then the path as
 // plan_path chooses it, the fused one with the sizes of VarlenRows); throws Error.
 VarlenCall plan_varlen(const DeviceInfo& device, KernelVariant variant, const VarlenAttentionLayouts& layouts);

@@ -43,6 +43,22 @@ TEST_SUITE("conformance-profiles") {
       CHECK(contains(skipped, "one subgroup of 32 lanes"));
     }
 
+    // A packed batch with ALiBi slopes per sequence, (batch, heads), is planned for a profile as for
+    // this device: the plan's fit is checked with the layouts it was made from (the dense view's
+    // batch is 1, which the slopes' batch of sequences would not match).
+    AttentionSpec packed;
+    packed.q = packed.out = packed_layout(DType::f32, 12, 4, 64);
+    packed.kv = PackedKv{packed_layout(DType::f32, 40, 2, 64), packed_layout(DType::f32, 40, 2, 64), 3, 0, 0};
+    packed.alibi = HeadValuesLayout{3, 4, 0};
+    for (const char* id : {"h100", "adreno"})
+      for (const AttentionPath path : {AttentionPath::fused, AttentionPath::unfused}) {
+        packed.path = path;
+        packed.weights = path == AttentionPath::unfused;
+        INFO("profile " << id << ", " << (packed.weights ? "three-stage" : "fused") << " path");
+        CHECK(error_message([&] { (void)PreparedAttention(ctx, packed, conform::find_device_profile(id).info); }) ==
+              "<no vkattn::Error thrown>");
+      }
+
     // A profile's device that refuses the call makes it a skip, not a failure.
     DenseKv& kv = std::get<DenseKv>(spec.kv);
     spec.q.dtype = kv.k.dtype = kv.v.dtype = spec.out.dtype = DType::f16;
@@ -67,7 +83,7 @@ TEST_SUITE("conformance-profiles") {
     }
   }
 
-  TEST_CASE("the quick attention and backward cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
+  TEST_CASE("the quick attention, serving and backward cases pass with the plans of an H100, an Adreno and the Vulkan 1.2 minimums") {
     Context& ctx = context();
     for (const char* id : {"h100", "adreno", "vulkan12-min"}) {
       const conform::DeviceProfile& profile = conform::find_device_profile(id);
@@ -75,7 +91,7 @@ TEST_SUITE("conformance-profiles") {
       options.profile = &profile.info;
       options.path = attention_path();
       options.take_validation_messages = [] { return take_validation_messages(); };
-      int passed = 0;
+      int passed = 0, serving_passed = 0;
       for (const conform::CaseSection& section : conform::catalog(base_seed()))
         for (const std::size_t i : section.quick) {
           if (i < section.backward_cases.size()) {  // the backward planned for the profile's device
@@ -86,6 +102,14 @@ TEST_SUITE("conformance-profiles") {
             if (r.outcome == conform::Outcome::passed) ++passed;
             continue;
           }
+          if (i < section.serving_cases.size()) {  // a paged cache or packed sequences, the profile's plan
+            const conform::ServingCase& c = section.serving_cases[i];
+            const conform::CaseResult r = conform::run_serving_case(ctx, c, options);
+            INFO("profile " << std::string(id) << ", case " << section.name << "/" << i << ": " << describe(c));
+            for (const std::string& p : r.problems) FAIL_CHECK(p);
+            if (r.outcome == conform::Outcome::passed) ++passed, ++serving_passed;
+            continue;
+          }
           if (i >= section.cases.size()) continue;  // layer cases: the layer plans for its own device
           const conform::AttentionCase& c = section.cases[i];
           const conform::CaseResult r = conform::run_case(ctx, c, options);
@@ -93,8 +117,10 @@ TEST_SUITE("conformance-profiles") {
           for (const std::string& p : r.problems) FAIL_CHECK(p);
           if (r.outcome == conform::Outcome::passed) ++passed;
         }
-      MESSAGE("profile " << std::string(id) << ": " << passed << " quick cases passed with its plans");
+      MESSAGE("profile " << std::string(id) << ": " << passed << " quick cases passed with its plans, "
+                          << serving_passed << " of them paged or packed");
       CHECK(passed > 0);
+      CHECK(serving_passed > 0);
     }
   }
 }

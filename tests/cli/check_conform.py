@@ -63,6 +63,25 @@ def main():
         c.expect(set(values) <= seen, f"group {group} covers {values}")
     c.expect(all(row["runs"] == row["passed"] + row["failed"] + row["skipped"]
                  for rows in groups.values() for row in rows), "every group row adds up")
+    skipped = [x for x in report["runs"] if x["outcome"] == "skipped"]
+    c.expect(all(x.get("skip_reason") for x in skipped) and
+             not any("skip_reason" in x for x in report["runs"] if x["outcome"] != "skipped"),
+             f"each of the {len(skipped)} skipped runs says why, and only those")
+
+    # Another device class's plans: a paged case and a packed one run with them; the subgroup
+    # kernel's runs planned for 32 lanes are skipped here (8 lanes on lavapipe), the reason printed.
+    done = run(args.vkattn, "--profile", "h100", "--filter", "paged/0", "--filter", "varlen/0", "--path", "fused-tiled",
+               "--path", "unfused", "--json")
+    prof = json.loads(done.stdout) if done.returncode == 0 else {"runs": []}
+    c.expect(sorted((x["id"], x["path"], x["outcome"]) for x in prof["runs"]) ==
+             [("paged/0", "fused/tiled", "passed"), ("paged/0", "unfused", "passed"),
+              ("varlen/0", "fused/tiled", "passed"), ("varlen/0", "unfused", "passed")],
+             f"--profile h100 runs paged and packed cases with its plans: {prof['runs']}")
+    done = run(args.vkattn, "--profile", "h100", "--filter", "representative/0", "--path", "fused-subgroup")
+    c.expect(done.returncode == 0 and "skipped runs, by reason" in done.stdout and
+             "planned for 32-lane subgroups" in done.stdout,
+             "the table report gives each skip's reason: "
+             + next((line.strip() for line in done.stdout.splitlines() if "32-lane subgroups" in line), "(none)"))
 
     done = run(args.vkattn, "--filter", "sweep-f16/3", "--path", "unfused", "--json")
     one = json.loads(done.stdout) if done.returncode == 0 else {"runs": []}

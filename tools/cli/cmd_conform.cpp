@@ -311,7 +311,7 @@ Command add_conform_command(CLI::App& parent) {
       ->check(parsed_by("--shard", [](const std::string& s) { parse_shard(s); }));
   app->add_option("--device", o->device, "Device index or name substring (default: VKATTN_DEVICE, else best)");
   app->add_option("--profile", o->profile,
-                  "Run the attention and backward cases with the plans made for another device class (h100, rdna3, arc, apple, "
+                  "Run the attention, paged, packed and backward cases with the plans made for another device class (h100, rdna3, arc, apple, "
                   "mali, adreno, vulkan12-min, llvmpipe) on this device; cases whose plan does not fit it are skipped")
       ->check(parsed_by("--profile", [](const std::string& s) { conform::find_device_profile(s); }));
   app->add_flag("--validation", o->validation,

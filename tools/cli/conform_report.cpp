@@ -94,6 +94,25 @@ std::string head(const std::string& text, int lines, const char* indent) {
   return out;
 }
 
+// The skipped runs grouped by their reason, in the order first met: how many, and the first run.
+struct SkipGroup {
+  std::string reason;
+  int runs = 0;
+  std::string first;  // "<id> on <path>"
+};
+
+std::vector<SkipGroup> skip_groups(const std::vector<ConformRun>& runs) {
+  std::vector<SkipGroup> groups;
+  for (const ConformRun& run : runs) {
+    if (run.result.outcome != conform::Outcome::skipped) continue;
+    const std::string& reason = run.result.skip_reason;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const SkipGroup& x) { return x.reason == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {reason, 0, run.id + " on " + run.path});
+    ++g->runs;
+  }
+  return groups;
+}
+
 }  // namespace
 
 void print_conform_report(std::FILE* out, const DeviceInfo& device, const ConformSetup& setup,
@@ -115,6 +134,10 @@ void print_conform_report(std::FILE* out, const DeviceInfo& device, const Confor
       std::fprintf(out, "  %-32s %6d %7d %7d %8d %8.3g%s\n", value.c_str(), s.runs, s.passed, s.failed, s.skipped,
                    s.worst, s.failed ? "  FAIL" : "");
   }
+  const std::vector<SkipGroup> skips = skip_groups(runs);
+  if (!skips.empty()) std::fprintf(out, "\nskipped runs, by reason (runs, the first of them)\n");
+  for (const SkipGroup& g : skips)
+    std::fprintf(out, "  %4d  %s (%s)\n", g.runs, g.reason.empty() ? "no reason given" : g.reason.c_str(), g.first.c_str());
   const Stats all = totals(runs);
   int shown = 0;
   for (const ConformRun& run : runs) {
@@ -152,11 +175,13 @@ nlohmann::ordered_json conform_report_json(const DeviceInfo& device, const Confo
     const char* outcome = run.result.outcome == conform::Outcome::passed   ? "passed"
                           : run.result.outcome == conform::Outcome::failed ? "failed"
                                                                             : "skipped";
-    run_list.push_back({{"id", run.id},
-                     {"path", run.path},
-                     {"outcome", outcome},
-                     {"worst", run.result.worst},
-                     {"seconds", run.result.seconds}});
+    json entry = {{"id", run.id},
+                  {"path", run.path},
+                  {"outcome", outcome},
+                  {"worst", run.result.worst},
+                  {"seconds", run.result.seconds}};
+    if (run.result.outcome == conform::Outcome::skipped) entry["skip_reason"] = run.result.skip_reason;
+    run_list.push_back(entry);
     if (run.result.outcome == conform::Outcome::failed)
       failures.push_back({{"id", run.id},
                           {"path", run.path},
