@@ -27,6 +27,9 @@ struct UnfusedPlan {
   bool weights = false;             // P goes to the caller's weights buffer
   uint64_t alignment = 16;
   uint32_t softmax_workgroup = 128;  // a power of two
+  // The softmax reads and writes P by quads (attention_softmax_quads): CPU devices with shaderInt64,
+  // seq_k % 4 == 0; a chunk whose scores start off a 16-byte grid at replay runs the plain build.
+  bool softmax_quads = false;
   GemmChoice gemm;  // the GEMM kernel of the plan's device (scores and P·V)
   // The query heads of a GQA/MQA group are the rows of one product with their shared K (and V):
   // group x rows per chunk, so K and V are read once per group, not once per head (decode: M = 1 a

@@ -74,7 +74,7 @@ void write_modifier_constants(PipelineKey& key, uint32_t base, const ModifierCon
   for (uint32_t i = 0; i < MOD_SPEC_BLOCK; ++i) key.spec[base + i] = m.block[i];
 }
 static_assert(SPEC_ATTENTION_MODIFIERS + MOD_SPEC_BLOCK == SPEC_ATTENTION_PAGE_SIZE &&
-                  SPEC_SOFTMAX_MODIFIERS + MOD_SPEC_BLOCK == SPEC_SOFTMAX_COUNT,
+                  SPEC_SOFTMAX_MODIFIERS + MOD_SPEC_BLOCK == SPEC_SOFTMAX_QUADS,
               "the modifiers' block of constants must not overlap the next ids");
 
 }  // namespace
@@ -133,11 +133,12 @@ PipelineKey work_list_pipeline() {
   return key;
 }
 
-PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers) {
+PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers, bool quads) {
   PipelineKey key;
   key.shader = Shader::attention_softmax;
   key.spec_count = SPEC_SOFTMAX_COUNT;
   key.spec[SPEC_SOFTMAX_WORKGROUP] = workgroup;
+  key.spec[SPEC_SOFTMAX_QUADS] = quads ? 1 : 0;
   write_modifier_constants(key, SPEC_SOFTMAX_MODIFIERS, modifiers);
   return key;
 }
@@ -263,6 +264,8 @@ std::string module_name(const PipelineKey& key) {
   std::string name = row.name;
   // The tiled kernel with one lane per row group is the build without subgroup operations.
   if (key.shader == Shader::attention_tiled && key.spec[SPEC_ATTENTION_TPR] == 1) name += "_noshuffle";
+  // The softmax by quads is its own build (SOFTMAX_QUADS: 64-bit words, which need shaderInt64).
+  if (key.shader == Shader::attention_softmax && key.spec[SPEC_SOFTMAX_QUADS] == 1) name += "_quads";
   for (int t = 0; t < row.types_named; ++t) name += std::string("_") + to_string(key.types[static_cast<std::size_t>(t)]);
   return name;
 }

@@ -166,7 +166,8 @@ struct GemmSubgroupConstants {
 PipelineKey attention_pipeline(DType dtype, Shader shader, const AttentionConstants& constants);
 // `modifiers`: the call's modifier constants (combine_modifiers takes what the combine applies).
 PipelineKey combine_pipeline(DType dtype, uint32_t dim_v, uint32_t workgroup, const ModifierConstants& modifiers);
-PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers);
+// `quads`: the build by quads (attention_softmax_quads; needs shaderInt64).
+PipelineKey softmax_pipeline(uint32_t workgroup, const ModifierConstants& modifiers, bool quads);
 // The append of new tokens to a paged KV cache (kv_append.comp): new rows of storage type `dtype`,
 // caches of KV_FORMAT_* `kv_format` (shader_abi.h).
 PipelineKey kv_append_pipeline(DType dtype, uint32_t kv_format);

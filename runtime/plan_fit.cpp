@@ -55,6 +55,8 @@ void check_plan_fits(const PathPlan& planned, const AttentionLayouts& layouts, b
     make_unfused_plan(device, layouts, weights);
     const UnfusedPlan& up = *planned.unfused;
     const AttentionProblem& p = up.problem;
+    if (up.softmax_quads && !device.shader_int64)
+      throw Error("the plan's softmax reads 64-bit words; " + device.name + " has no shaderInt64");
     if (up.chunks > 0) {
       // Each chunk's GEMMs put its heads on the grid's z (emit_gemm), whole batches per dispatch.
       if (uint64_t(up.head_chunk) > device.max_workgroup_count[2])

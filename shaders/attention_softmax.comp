@@ -13,14 +13,41 @@
 // (each invocation rescales its sum when its max grows, then the workgroup's are combined), then the
 // weights, so an invocation loops about 2 * seq_k / WG times (the host checks lavapipe's limit). On a
 // CPU device the row is read once less than with a pass for each (loads cost most there).
+// The build with SOFTMAX_QUADS (attention_softmax_quads, CPU devices with shaderInt64) reads and
+// writes P four floats at a time, as two 64-bit words: llvmpipe loads and stores a vector component
+// by component (docs/devices.md), so a quad costs two where four floats cost four. It takes rows that
+// start at multiples of 4 floats (seq_k % 4 == 0, the binding's element offset a multiple of 4: the
+// host's chunk mask; elsewhere the plain build runs); each invocation then takes consecutive quads,
+// and every element is judged as in the plain build (the same visible keys, the same order of the
+// online max and sum within the invocation's elements).
 
 #extension GL_EXT_control_flow_attributes : enable
+#ifdef SOFTMAX_QUADS
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 
 #include "softmax_push.glsl"
 
 layout(local_size_x_id = SPEC_SOFTMAX_WORKGROUP) in;
 
 layout(binding = SOFTMAX_SCORES_BINDING) buffer ScoresBuf { float p[]; };
+#ifdef SOFTMAX_QUADS
+layout(binding = SOFTMAX_SCORES_BINDING) buffer ScoresQuads { u64vec2 p4[]; };  // the same binding, by quads
+const bool QUADS = true;
+vec4 load_quad(uint q) {
+  const u64vec2 w = p4[q];
+  return vec4(uintBitsToFloat(uint(w.x)), uintBitsToFloat(uint(w.x >> 32)), uintBitsToFloat(uint(w.y)),
+              uintBitsToFloat(uint(w.y >> 32)));
+}
+void store_quad(uint q, vec4 v) {
+  const uvec4 u = floatBitsToUint(v);
+  p4[q] = u64vec2(packUint2x32(u.xy), packUint2x32(u.zw));
+}
+#else
+const bool QUADS = false;
+vec4 load_quad(uint q) { return vec4(0.0); }
+void store_quad(uint q, vec4 v) {}
+#endif
 layout(binding = SOFTMAX_LSE_BINDING) writeonly buffer LseBuf { float lse[]; };
 layout(binding = SOFTMAX_MASK_BINDING) readonly buffer MaskBuf { uint mask_words[]; };
 layout(binding = SOFTMAX_KV_LENGTHS_BINDING) readonly buffer KvLenBuf { int kv_lengths[]; };
@@ -81,10 +108,21 @@ uint packed_sequence_of(uint i) {
 // (modifiers.glsl, score.glsl); -inf for a key the explicit mask hides, whatever its score (NaN
 // included). The mask is read again in each pass rather than stored: P holds only the raw scores
 // until pass 3 overwrites them.
-float visible_score(uint mask_kind, uint mask_row, uint p_row, float slope, uint i, uint j) {
+float visible_score(float raw, uint mask_kind, uint mask_row, float slope, uint i, uint j) {
   const float bias = mask_kind != MASK_NONE ? mask_bias(mask_kind, mask_row + j) : 0.0;
   if (bias == NEG_INF) return NEG_INF;
-  return add_bias(modify_score(p[p_row + j], slope, i, j), bias);
+  return add_bias(modify_score(raw, slope, i, j), bias);
+}
+
+// Pass 1's step for one visible key's score s (NEG_INF: hidden by the explicit mask).
+void accumulate(float s, inout float m, inout float l) {
+  if (s != NEG_INF) {
+    if (s > m) {
+      l *= exp(m - s);
+      m = s;
+    }
+    l += exp(s - m);
+  }
 }
 
 void main() {
@@ -134,15 +172,20 @@ void main() {
   // makes l NaN; a +inf score becomes the max and makes l NaN (exp(inf - inf)): the row is NaN, as
   // the fused kernels make it.
   float m = M_INIT, l = 0.0;
-  for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x) {
-    const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
-    if (s != NEG_INF) {
-      if (s > m) {
-        l *= exp(m - s);
-        m = s;
+  if (QUADS) {
+    // The quads that hold the visible keys; of each, only the elements in [key_begin, key_end).
+    // (j wraps below the sequence's key 0, past key_end: never visible.)
+    const uint q_end = key_begin < key_end ? (p_seq + key_end + 3u) / 4u : 0u;
+    for (uint q = (p_seq + key_begin) / 4u + tid; q < q_end; q += gl_WorkGroupSize.x) {
+      const vec4 raw = load_quad(q);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint j = 4u * q + e - p_seq;
+        if (j >= key_begin && j < key_end) accumulate(visible_score(raw[e], mask_kind, mask_row, slope, i_seq, j), m, l);
       }
-      l += exp(s - m);
     }
+  } else {
+    for (uint j = key_begin + tid; j < key_end; j += gl_WorkGroupSize.x)
+      accumulate(visible_score(p[p_seq + j], mask_kind, mask_row, slope, i_seq, j), m, l);
   }
   // The workgroup's: m the largest, each sum rescaled to it (an invocation without visible keys has
   // l = 0 and adds 0).
@@ -159,14 +202,30 @@ void main() {
   const float inv_l = empty ? 0.0 : 1.0 / l;
   // Every key of the row, in a packed batch the other sequences' too (j counts from the sequence's
   // first key there, so theirs fall outside [key_begin, key_end) and get 0).
-  for (uint jr = tid; jr < pc.seq_k; jr += gl_WorkGroupSize.x) {
-    const uint j = jr - first_key;  // wraps below the sequence's first key: never visible
-    float weight = 0.0;
-    if (j >= key_begin && j < key_end) {
-      const float s = visible_score(mask_kind, mask_row, p_seq, slope, i_seq, j);
-      if (s != NEG_INF) weight = exp(s - m) * inv_l;
+  if (QUADS) {
+    // The row's quads, all of them written (the row starts at a multiple of 4, seq_k % 4 == 0).
+    for (uint qr = tid; qr < pc.seq_k / 4u; qr += gl_WorkGroupSize.x) {
+      const vec4 raw = load_quad(p_row / 4u + qr);
+      vec4 weights = vec4(0.0);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint j = 4u * qr + e - first_key;
+        if (j >= key_begin && j < key_end) {  // (the mask is read only for visible keys)
+          const float s = visible_score(raw[e], mask_kind, mask_row, slope, i_seq, j);
+          if (s != NEG_INF) weights[e] = exp(s - m) * inv_l;
+        }
+      }
+      store_quad(p_row / 4u + qr, weights);
     }
-    p[p_row + jr] = weight;
+  } else {
+    for (uint jr = tid; jr < pc.seq_k; jr += gl_WorkGroupSize.x) {
+      const uint j = jr - first_key;  // wraps below the sequence's first key: never visible
+      float weight = 0.0;
+      if (j >= key_begin && j < key_end) {
+        const float s = visible_score(p[p_seq + j], mask_kind, mask_row, slope, i_seq, j);
+        if (s != NEG_INF) weight = exp(s - m) * inv_l;
+      }
+      p[p_row + jr] = weight;
+    }
   }
   if (tid == 0u && (pc.flags & FLAG_WRITE_LSE) != 0u)
     lse[lse_offset() + (b * pc.heads + h) * pc.seq_q + i] = empty ? NEG_INF : m + log(l);

@@ -310,7 +310,8 @@
 /* attention_softmax.comp */
 #define SPEC_SOFTMAX_WORKGROUP 0
 #define SPEC_SOFTMAX_MODIFIERS 1        /* the modifiers' block: MOD_SPEC_BLOCK constants (1 .. 4) */
-#define SPEC_SOFTMAX_COUNT 5
+#define SPEC_SOFTMAX_QUADS 5            /* 1: the module built with SOFTMAX_QUADS (no constant of the shader's) */
+#define SPEC_SOFTMAX_COUNT 6
 /* kv_append.comp */
 #define SPEC_KV_APPEND_FORMAT 0  /* KV_FORMAT_*: the caches' storage */
 #define SPEC_KV_APPEND_COUNT 1

@@ -30,9 +30,10 @@ foreach(dtype f32 f16 bf16)
 endforeach()
 
 # A paged call's work list (no storage type) and the row softmax of the three-stage path (f32
-# scores only): one module each.
+# scores only): one module each, the softmax's also by quads (CPU devices, shaderInt64).
 vkattn_add_shader(NAME attention_work_list SOURCE attention_work_list.comp)
 vkattn_add_shader(NAME attention_softmax SOURCE attention_softmax.comp)
+vkattn_add_shader(NAME attention_softmax_quads SOURCE attention_softmax.comp DEFINES SOFTMAX_QUADS=1)
 # A cascade's key lengths of its two passes (int32 only).
 vkattn_add_shader(NAME cascade_lengths SOURCE cascade_lengths.comp)
 
