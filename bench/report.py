@@ -208,6 +208,8 @@ def short_case(name):
     """'decode-h32-kv8-d128-k8192-f16' -> 'decode (8192 keys)', 'prefill-h8-s1024-d64-f16' -> 'prefill (d64)'."""
     keys, dim = re.search(r"-k(\d+)-", name), re.search(r"-(d\d+)-", name)
     kind = name.split("-")[0]
+    if kind == "mla":
+        kind = "MLA 576/512 decode"
     return f"{kind} ({keys.group(1)} keys)" if keys else f"{kind} ({dim.group(1)})" if dim else name
 
 
@@ -240,11 +242,17 @@ def summary_table(docs):
             read = f"; K/V read at {d['kv_gbps']:.1f} GB/s" if d["kv_gbps"] else ""
             copy = f" (a copy shader: {d['copy_shader_gbps']:.1f} GB/s)" if d["copy_shader_gbps"] else ""
             lines.append(f"| Decode, GQA 32/8, d128, f16, 32768 keys | {d['ms_median']:.1f} ms{read}{copy} | {where} |")
+    # Beside ggml-vulkan: the latest comparison on each Mesa version (one driver's cases are not the
+    # other's: 576/512 decode ran beside ggml only on 25.0.7, whose JIT compiled ggml's pipeline).
     is_ggml = lambda run: "ggml" in (run.get("program") or "")  # noqa: E731
-    doc, runs = latest_runs(docs, lavapipe, lambda r, group: any(is_ggml(g) for g in group))
-    for label, ratios in (peer_ratios(runs, is_ggml) if doc else {}).items():
-        cells = [f"{short_case(n)} {r:.1f}x" for n, r in ratios.items()]
-        lines.append(f"| Beside {label}'s flash attention, same device | {'; '.join(cells)} | {link(doc)} |")
+    for driver in dict.fromkeys(d["driver"] for d in docs if lavapipe(d["device"])):
+        doc, runs = latest_runs([d for d in docs if d["driver"] == driver], lavapipe,
+                                lambda r, group: any(is_ggml(g) for g in group))
+        version = re.search(r"Mesa ([\d.]+)", driver)
+        for label, ratios in (peer_ratios(runs, is_ggml) if doc else {}).items():
+            cells = [f"{short_case(n)} {r:.1f}x" for n, r in ratios.items()]
+            lines.append(f"| Beside {label}'s flash attention, same device (Mesa {version.group(1) if version else '?'}) | "
+                         f"{'; '.join(cells)} | {link(doc)} |")
     doc, runs = latest_runs(docs, lambda device: "H100" in device,
                             lambda r, group: r.get("comparison") is not None and r.get("program") == "vkattn"
                             or (r.get("program") or "").startswith("torch"))
