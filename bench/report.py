@@ -61,10 +61,15 @@ def per_case(run):
     return out
 
 
+def mesa_version(driver):
+    """'llvmpipe Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)' -> '25.0.7'; '?' for a driver that names none."""
+    m = re.search(r"Mesa ([\d.]+)", driver)
+    return m.group(1) if m else "?"
+
+
 def short_device(doc):
     if doc["device"].startswith("llvmpipe"):
-        m = re.search(r"Mesa ([\d.]+)", doc["driver"])
-        return f"lavapipe (Mesa {m.group(1) if m else '?'})"
+        return f"lavapipe (Mesa {mesa_version(doc['driver'])})"
     return f"{doc['device']} ({doc['driver']})"
 
 
@@ -223,10 +228,9 @@ def summary_table(docs):
     and the H100 beside PyTorch, each row from the file named in it."""
     lavapipe = lambda device: device.startswith("llvmpipe")  # noqa: E731
     doc, runs = latest_runs(docs, lavapipe, lambda r, group: r.get("comparison") is None and r.get("program") == "vkattn")
-    mesa = re.search(r"Mesa ([\d.]+)", doc["driver"]) if doc else None
     host = f", on {doc['host_cpu']}" if doc and doc.get("host_cpu") else ""
     lines = [f"Medians of the recorded rounds, GFLOP/s by vkattn's FLOP count; lavapipe is Mesa "
-             f"{mesa.group(1) if mesa else '?'}'s{host}; a ratio is vkattn / the peer (> 1: vkattn faster):",
+             f"{mesa_version(doc['driver']) if doc else '?'}'s{host}; a ratio is vkattn / the peer (> 1: vkattn faster):",
              "", "| Workload | Result | Recorded |", "|---|---|---|"]
     if doc:
         cases = {n: s for r in runs for n, s in per_case(r).items()}
@@ -248,10 +252,9 @@ def summary_table(docs):
     for driver in dict.fromkeys(d["driver"] for d in docs if lavapipe(d["device"])):
         doc, runs = latest_runs([d for d in docs if d["driver"] == driver], lavapipe,
                                 lambda r, group: any(is_ggml(g) for g in group))
-        version = re.search(r"Mesa ([\d.]+)", driver)
         for label, ratios in (peer_ratios(runs, is_ggml) if doc else {}).items():
             cells = [f"{short_case(n)} {r:.1f}x" for n, r in ratios.items()]
-            lines.append(f"| Beside {label}'s flash attention, same device (Mesa {version.group(1) if version else '?'}) | "
+            lines.append(f"| Beside {label}'s flash attention, same device (Mesa {mesa_version(driver)}) | "
                          f"{'; '.join(cells)} | {link(doc)} |")
     doc, runs = latest_runs(docs, lambda device: "H100" in device,
                             lambda r, group: r.get("comparison") is not None and r.get("program") == "vkattn"
