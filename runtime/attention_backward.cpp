@@ -182,9 +182,9 @@ void check_backward_buffers(const ContextImpl& c, const BackwardCallPlan& plan, 
 // The slots of one run.
 std::array<SlotBase, BackwardSlots::count> backward_slots(const BackwardCallPlan& plan, const BackwardBuffers& b,
                                                           VkBuffer workspace, uint64_t workspace_offset) {
-  const auto tensor = [](const Buffer* buffer) { return buffer ? SlotBase{buffer->handle(), buffer->offset()} : SlotBase{}; };
+  const auto tensor = [](const Buffer* buffer) { return buffer ? slot_of(*buffer) : SlotBase{}; };
   const auto slice = [](const BufferSlice& x) {
-    return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
+    return x.buffer ? slot_of(*x.buffer, x.offset) : SlotBase{};
   };
   const AttentionBuffers& f = b.forward;
   std::array<SlotBase, BackwardSlots::count> s{};

@@ -14,6 +14,10 @@ namespace vkattn {
 
 const detail::ContextImpl* detail::context_of(const Buffer& buffer) { return buffer.context_.get(); }
 
+VkBufferView detail::texel_view_of(const Buffer& buffer) {
+  return buffer.owned_ ? buffer.owned_->texel_view : VK_NULL_HANDLE;
+}
+
 namespace {
 
 void check_range(const char* what, uint64_t offset, uint64_t bytes, uint64_t size) {

@@ -7,6 +7,7 @@
 #include "context_impl.hpp"
 #include "dispatch_probe.hpp"
 #include "pipelines.hpp"
+#include "vkattn/buffer.hpp"
 #include "vkattn/context.hpp"
 #include "vkattn/error.hpp"
 
@@ -28,6 +29,20 @@ void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_off
   if (push_offset != SIZE_MAX && (push_offset % 2 != 0 || push_offset + 2 > kMaxPushWords * 4))
     throw Error("internal: push offset " + std::to_string(push_offset) + " is not a half-word of the push block");
   offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 2);
+}
+
+void Dispatch::use_texel(const KernelLayout& texel_layout, VkPipeline pipeline, uint32_t binding) {
+  if (texel_layout.bindings != binding_count || binding >= binding_count)
+    throw Error("internal: a texel layout of " + std::to_string(texel_layout.bindings) + " storage bindings for one of " +
+                std::to_string(binding_count) + ", texel binding " + std::to_string(binding));
+  texel_pipeline = pipeline;
+  this->texel_layout = texel_layout.pipeline_layout;
+  texel_descriptors = texel_layout.push_template;
+  texel_binding = binding;
+}
+
+SlotBase slot_of(const Buffer& buffer, uint64_t offset) {
+  return SlotBase{buffer.handle(), buffer.offset() + offset, texel_view_of(buffer)};
 }
 
 namespace {
@@ -67,6 +82,9 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     if (dispatch.chunk_mask[i] != 0 &&
         (!std::has_single_bit(dispatch.chunk_mask[i] + 1u) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
       throw Error("internal: a chunked binding whose chunk is not a power of two, or without an element-wise pipeline");
+    if (dispatch.texel_pipeline != VK_NULL_HANDLE && i == dispatch.texel_binding &&
+        (dispatch.chunk_mask[i] == 0 || word == Dispatch::kNoWord || word % 2 != 0))
+      throw Error("internal: a texel binding without a chunk grid or a whole push word");
     step.slot_bindings[step.slot_binding_count++] = {i,
                                                      b.slot,
                                                      b.offset,
@@ -265,9 +283,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     std::array<uint32_t, kMaxPushWords> push = d.push;
     // Binding i at index i, as the layout's push template reads them: the placeholder's, then the
     // caller's slots over them.
-    std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
+    DescriptorData data;
+    std::array<VkDescriptorBufferInfo, kMaxBindings>& infos = data.buffers;
     for (uint32_t i = 0; i < d.binding_count; ++i) infos[i] = {placeholder.buffer, 0, kPlaceholderBytes};
     uint64_t unchunked = 0;  // non-zero: a chunked binding starts off its chunk grid
+    uint64_t texel_element = 0;  // the texel binding's element offset from its VkBuffer's first byte
+    uint8_t texel_word = Dispatch::kNoWord;
     for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
       const SlotBinding& b = step.slot_bindings[s];
       const SlotBase& slot = slots[b.slot];
@@ -277,14 +298,26 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
       if (b.word != Dispatch::kNoWord) set_half(push, b.word, (byte - aligned) >> b.shift);
       unchunked |= (byte - aligned) & d.chunk_mask[b.index];
+      if (d.texel_pipeline != VK_NULL_HANDLE && b.index == d.texel_binding && slot.texel != VK_NULL_HANDLE &&
+          (byte & d.chunk_mask[b.index]) == 0) {
+        data.texel = slot.texel;
+        texel_element = byte >> b.shift;
+        texel_word = b.word;
+      }
     }
-    const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : d.pipeline;
+    const bool texel = data.texel != VK_NULL_HANDLE && !unchunked;
+    const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : texel ? d.texel_pipeline : d.pipeline;
+    const VkPipelineLayout layout = texel ? d.texel_layout : d.layout;
+    if (texel) {  // a whole word: the view covers at most maxTexelBufferElements 8-byte texels (< 2^32 elements)
+      const uint32_t word = static_cast<uint32_t>(texel_element);
+      std::memcpy(&push[texel_word / 2u], &word, 4);
+    }
     if (pipeline != bound) {
       vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    c.push_descriptors(cmd, d.descriptors, d.layout, 0, infos.data());
-    vkCmdPushConstants(cmd, d.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
+    c.push_descriptors(cmd, texel ? d.texel_descriptors : d.descriptors, layout, 0, &data);
+    vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes, push.data());
     if (d.indirect_slot != kPlaceholderSlot) {
       const SlotBase& args = slots[d.indirect_slot];
       vkCmdDispatchIndirect(cmd, args.buffer, args.base + d.indirect_offset);

@@ -16,6 +16,7 @@
 
 namespace vkattn {
 struct DeviceInfo;
+class Buffer;
 }
 
 namespace vkattn::detail {
@@ -27,7 +28,13 @@ struct KernelLayout;
 struct SlotBase {
   VkBuffer buffer = VK_NULL_HANDLE;
   uint64_t base = 0;
+  // A uniform texel buffer view of R32G32_UINT over the whole of `buffer`, from its byte 0, where
+  // the buffer has one (Buffer::allocate's on CPU devices, memory.hpp); else none. Read by the
+  // dispatches that have a texel build (Dispatch::texel_pipeline).
+  VkBufferView texel = VK_NULL_HANDLE;
 };
+// Where `buffer`'s byte `offset` is, with its texel view.
+SlotBase slot_of(const Buffer& buffer, uint64_t offset = 0);
 
 // Slot 0 of every list is the Context's small placeholder buffer, bound where a dispatch reads or
 // writes nothing (no mask, no LSE); replay supplies it, the caller's slots start at 1.
@@ -50,6 +57,12 @@ inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 
 inline constexpr uint32_t kMaxBindings = 14;  // the most any kernel has (BACKWARD_BINDINGS, shader_abi.h)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
+
+// What a kernel layout's push template reads at replay (KernelLayout::push_template).
+struct DescriptorData {
+  std::array<VkDescriptorBufferInfo, kMaxBindings> buffers;  // binding i at i
+  VkBufferView texel = VK_NULL_HANDLE;                       // a texel layout's texel buffer, after them
+};
 
 struct Dispatch {
   VkPipeline pipeline = VK_NULL_HANDLE;
@@ -77,6 +90,16 @@ struct Dispatch {
   // push constants, element-wise access) instead.
   std::array<uint32_t, kMaxBindings> chunk_mask{};
   VkPipeline unchunked_pipeline = VK_NULL_HANDLE;
+  // A build that reads binding `texel_binding` through its slot's texel view (SlotBase::texel), with
+  // its own layout (a texel layout, KernelLayout; the same storage bindings and push constants).
+  // Replay binds it where that slot has a view and the binding starts on its chunk grid (its
+  // chunk_mask, which must be set) and no other chunked binding is off its grid; the binding's push
+  // word (offset_word: a whole 32-bit word, the half-word even) then receives its element offset
+  // from the VkBuffer's first byte, not from its descriptor's. Elsewhere the pipelines above run.
+  VkPipeline texel_pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout texel_layout = VK_NULL_HANDLE;
+  VkDescriptorUpdateTemplate texel_descriptors = VK_NULL_HANDLE;
+  uint32_t texel_binding = 0;
 
   // The kernel's pipeline layout and descriptor template; every binding of the layout starts as the
   // placeholder, so the template (which reads them all) never sees an unset one.
@@ -85,6 +108,8 @@ struct Dispatch {
   // byte `push_offset` of the push block (offsetof of the block's `*_off` member, + 2 for the high
   // half of that member), when given.
   void bind(uint32_t index, const Binding& binding, std::size_t push_offset = SIZE_MAX);
+  // The texel build `pipeline` of `texel_layout`, reading binding `binding` (see texel_pipeline).
+  void use_texel(const KernelLayout& texel_layout, VkPipeline pipeline, uint32_t binding);
   // The push block, its element-offset members left for replay.
   template <typename Push>
   void set_push(const Push& block) {

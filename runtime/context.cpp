@@ -36,6 +36,14 @@ void ContextImpl::initialise(uint32_t device_index) {
   if (!storage_16bit_enabled) info.storage_16bit = false;  // not usable unless enabled on the device
   if (!subgroup_size_control_enabled) info.required_subgroup_size = false;
   if (!shader_int64_enabled) info.shader_int64 = false;
+  if (info.is_cpu()) {
+    VkFormatProperties format;
+    vkGetPhysicalDeviceFormatProperties(physical_device, VK_FORMAT_R32G32_UINT, &format);
+    VkPhysicalDeviceProperties properties;
+    vkGetPhysicalDeviceProperties(physical_device, &properties);
+    if (format.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT)
+      texel_view_bytes = uint64_t(properties.limits.maxTexelBufferElements) * 8;
+  }
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;

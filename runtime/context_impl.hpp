@@ -71,6 +71,10 @@ class ContextImpl {
   KernelVariant kernel = KernelVariant::automatic;
   std::string pipeline_cache_file;  // the application's, read by initialise(); "" for none
   DeviceInfo info;
+  // The largest device buffer allocate_buffer gives a texel view (Allocation::texel_view): on a CPU
+  // device, maxTexelBufferElements 8-byte texels where R32G32_UINT is a uniform texel buffer format
+  // (Vulkan requires it); 0 elsewhere: GPUs' kernels do not read through texel buffers.
+  uint64_t texel_view_bytes = 0;
   VkPhysicalDeviceMemoryProperties memory_properties{};
   // vkCmdPushDescriptorSetWithTemplateKHR (VK_KHR_push_descriptor), loaded from the device.
   PFN_vkCmdPushDescriptorSetWithTemplateKHR push_descriptors = nullptr;

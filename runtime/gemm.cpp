@@ -45,6 +45,9 @@ struct SubgroupTile {
   uint32_t rows, cols;  // BM, CJ (a multiple of 4: quads of columns)
   uint32_t groups() const { return rows < 8 ? 1 : rows / 8; }  // the write-out loop's
 };
+// The tallest tile whose GEMM reads B through a texel buffer where it can (emit_gemm).
+constexpr uint32_t kTexelMaxRows = 16;
+
 SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n) {
   const uint32_t rows = m <= 1 ? 1 : m <= 4 ? 4 : m <= 8 ? 8 : m <= 16 ? 16 : 32;
   const uint32_t cols = n <= int64_t(4 * lanes) ? 4 : 8;
@@ -256,6 +259,20 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
       if (vec & GEMM_SG_VEC_A_K) d.chunk_mask[GEMM_A_BINDING] = quads(call.a.dtype);
       if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[GEMM_B_BINDING] = quads(call.b.dtype);
       if (vec & GEMM_SG_VEC_C) d.chunk_mask[GEMM_C_BINDING] = quads(call.c.dtype);
+      // B's quads through a texel buffer where the device gives vkattn's buffers texel views (CPU
+      // devices): replay takes this build where B's Buffer has one, else the storage build above.
+      // Only for tiles of few rows (decode, a GQA group's packed rows), where B's loads are most of
+      // the work: on lavapipe 22.3.6 MLA decode from its latent cache ran 1.35-1.40x faster. With
+      // 32 rows a load of B feeds twice the multiply-adds: d512 prefill in three stages ran 0.89-0.94x
+      // (medians of two alternating comparisons, within this machine's noise), and its P·V took
+      // 1.9 s to JIT against 1.35 (bench/results: comparisons texel-gemm-2026-12-04, -04b and
+      // first-dispatch-texel-2026-12-04).
+      if ((vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) && c.texel_view_bytes > 0 && tile.rows <= kTexelMaxRows) {
+        constants.vec = vec;
+        constants.texel = true;
+        d.use_texel(c.pipelines->layout(KernelKind::gemm_texel),
+                    c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants)), GEMM_B_BINDING);
+      }
     }
     d.groups = {u32(ceil_div(call.n, uint64_t(tile.cols) * choice.lanes)), u32(ceil_div(call.m, tile.rows)),
                 u32(call.batch * call.heads)};

@@ -58,6 +58,7 @@ Allocation::~Allocation() {
   if (device == VK_NULL_HANDLE) return;
   if (counter) counter->remove(counted_bytes);
   if (mapped) vkUnmapMemory(device, memory);
+  if (texel_view != VK_NULL_HANDLE) vkDestroyBufferView(device, texel_view, nullptr);
   if (buffer != VK_NULL_HANDLE) vkDestroyBuffer(device, buffer, nullptr);
   if (memory != VK_NULL_HANDLE) vkFreeMemory(device, memory, nullptr);
 }
@@ -83,8 +84,10 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = size;
   // (Indirect: a paged call's work list, in its workspace, holds the grid of its split dispatch.)
+  const bool texel = use == MemoryUse::device && size <= context.texel_view_bytes;
   info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               (use == MemoryUse::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT : 0);
+               (use == MemoryUse::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT : 0) |
+               (texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VK_TRY(vkCreateBuffer(context.device, &info, nullptr, &alloc->buffer));
 
@@ -119,6 +122,16 @@ std::unique_ptr<Allocation> allocate_buffer(const ContextImpl& context, uint64_t
     alloc->counter->add(req.size);
   }
   VK_TRY(vkBindBufferMemory(context.device, alloc->buffer, alloc->memory, 0));
+  if (texel) {
+    // The whole buffer as 8-byte texels (the size is a multiple of 16), made with the buffer so that
+    // recording a call creates nothing.
+    VkBufferViewCreateInfo view{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+    view.buffer = alloc->buffer;
+    view.format = VK_FORMAT_R32G32_UINT;
+    view.offset = 0;
+    view.range = size;
+    VK_TRY(vkCreateBufferView(context.device, &view, nullptr, &alloc->texel_view));
+  }
   const VkMemoryPropertyFlags flags = context.memory_properties.memoryTypes[type].propertyFlags;
   // (A test may leave device buffers unmapped, so that lavapipe runs the staging path a discrete GPU
   // takes: testing::set_device_memory_unmapped.)

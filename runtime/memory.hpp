@@ -38,6 +38,10 @@ struct Allocation {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
   void* mapped = nullptr;  // non-null when host-visible and coherent
+  // A uniform texel buffer view of R32G32_UINT over the whole buffer, for the kernels that read
+  // through one (gemm_subgroup_texel): a device buffer on a device that takes them
+  // (ContextImpl::texel_view_bytes), else none.
+  VkBufferView texel_view = VK_NULL_HANDLE;
   uint64_t size = 0;
   // Device memory counted against `counter` (staging memory is not), removed again on destruction.
   std::shared_ptr<MemoryCounter> counter;

@@ -212,11 +212,11 @@ struct PreparedMergeStates::Impl {
     using Slots = detail::MergeSlots;
     std::array<detail::SlotBase, Slots::count> slots{};
     slots[Slots::workspace] = {workspace, detail::align_up(workspace_offset, plan.alignment)};
-    slots[Slots::out] = {b.out->handle(), b.out->offset()};
-    if (b.lse.buffer) slots[Slots::lse] = {b.lse.buffer->handle(), b.lse.buffer->offset() + b.lse.offset};
+    slots[Slots::out] = detail::slot_of(*b.out);
+    if (b.lse.buffer) slots[Slots::lse] = detail::slot_of(*b.lse.buffer, b.lse.offset);
     for (std::size_t i = 0; i < b.part_o.size(); ++i) {
-      slots[Slots::part_o(int64_t(i))] = {b.part_o[i]->handle(), b.part_o[i]->offset()};
-      slots[Slots::part_lse(int64_t(i))] = {b.part_lse[i].buffer->handle(), b.part_lse[i].buffer->offset() + b.part_lse[i].offset};
+      slots[Slots::part_o(int64_t(i))] = detail::slot_of(*b.part_o[i]);
+      slots[Slots::part_lse(int64_t(i))] = detail::slot_of(*b.part_lse[i].buffer, b.part_lse[i].offset);
     }
     list.replay(*context, cmd, std::span(slots.data(), Slots::part_o(plan.spec.parts)));
   }

@@ -143,7 +143,7 @@ void PreparedMhaBackward::Impl::replay(VkCommandBuffer cmd, const MhaBackwardBuf
                                        uint64_t workspace_offset) const {
   const MultiHeadAttention::Impl& l = *layer;
   std::array<detail::SlotBase, kSlotCount> slots{};
-  const auto at = [](const Buffer& buffer) { return detail::SlotBase{buffer.handle(), buffer.offset()}; };
+  const auto at = [](const Buffer& buffer) { return detail::slot_of(buffer); };
   slots[kQuery] = at(*b.query);
   slots[kKey] = spec.self_attention ? slots[kQuery] : at(*b.key);
   slots[kValue] = spec.self_attention ? slots[kQuery] : at(*b.value);

@@ -167,7 +167,7 @@ void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffe
                                uint64_t workspace_offset) const {
   if (empty) return;
   std::array<detail::SlotBase, kLayerSlotCount> slots{};
-  const auto at = [](const Buffer& buffer) { return detail::SlotBase{buffer.handle(), buffer.offset()}; };
+  const auto at = [](const Buffer& buffer) { return detail::slot_of(buffer); };
   slots[kQuery] = at(*b.query);
   slots[kKey] = spec.self_attention ? slots[kQuery] : at(*b.key);
   slots[kValue] = spec.self_attention ? slots[kQuery] : at(*b.value);

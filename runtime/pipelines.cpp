@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <span>
 #include <string_view>
 
@@ -21,15 +22,19 @@ namespace {
 
 // A layout of `bindings` storage buffers; the shaders only write those in `write_only`, read and write
 // those in `read_write`, and only read the others.
-KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t write_only, uint32_t read_write) {
-  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+// `texel`: one uniform texel buffer more, binding `bindings`, read from DescriptorData::texel.
+KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t write_only, uint32_t read_write,
+                         bool texel = false) {
+  const uint32_t all = bindings + (texel ? 1 : 0);
+  std::vector<VkDescriptorSetLayoutBinding> b(all);
   for (uint32_t i = 0; i < bindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  if (texel) b[bindings] = {bindings, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   // Push descriptors: recording into the caller's command buffer needs no descriptor pool whose
   // lifetime would have to outlast the caller's submission.
   set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
-  set_info.bindingCount = bindings;
+  set_info.bindingCount = all;
   set_info.pBindings = b.data();
   KernelLayout layout;
   layout.bindings = bindings;
@@ -47,12 +52,14 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
     vkDestroyDescriptorSetLayout(device, layout.set_layout, nullptr);
     throw_vk_error("vkCreatePipelineLayout", r);
   }
-  std::vector<VkDescriptorUpdateTemplateEntry> entries(bindings);
+  std::vector<VkDescriptorUpdateTemplateEntry> entries(all);
   for (uint32_t i = 0; i < bindings; ++i)
-    entries[i] = {i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, i * sizeof(VkDescriptorBufferInfo),
+    entries[i] = {i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, offsetof(DescriptorData, buffers) + i * sizeof(VkDescriptorBufferInfo),
                   sizeof(VkDescriptorBufferInfo)};
+  if (texel)
+    entries[bindings] = {bindings, 0, 1, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, offsetof(DescriptorData, texel), sizeof(VkBufferView)};
   VkDescriptorUpdateTemplateCreateInfo template_info{VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO};
-  template_info.descriptorUpdateEntryCount = bindings;
+  template_info.descriptorUpdateEntryCount = all;
   template_info.pDescriptorUpdateEntries = entries.data();
   template_info.templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
   template_info.descriptorSetLayout = layout.set_layout;
@@ -246,7 +253,7 @@ PipelineKey cascade_merge_pipeline(DType dtype) {
 
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
   PipelineKey key;
-  key.shader = Shader::gemm_subgroup;
+  key.shader = g.texel ? Shader::gemm_subgroup_texel : Shader::gemm_subgroup;
   key.types = {a, b, c};
   key.spec_count = SPEC_GEMM_SG_COUNT;
   key.spec[SPEC_GEMM_SG_ROWS] = g.rows;
@@ -328,6 +335,9 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
     layouts_[static_cast<int>(KernelKind::combine)] =
         make_layout(device_, COMBINE_BINDINGS, sizeof(CombinePush), bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}), 0);
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0);
+    static_assert(GEMM_B_TEXEL_BINDING == GEMM_BINDINGS, "make_layout puts the texel buffer after the storage buffers");
+    layouts_[static_cast<int>(KernelKind::gemm_texel)] =
+        make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0, true);
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(
         device_, SOFTMAX_BINDINGS, sizeof(SoftmaxPush), bits({SOFTMAX_LSE_BINDING}), bits({SOFTMAX_SCORES_BINDING}));
     layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(

@@ -25,7 +25,8 @@
 namespace vkattn::detail {
 
 enum class KernelKind {
-  attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce, merge_gather, cascade_lengths, cascade_merge
+  attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce, merge_gather, cascade_lengths, cascade_merge,
+  gemm_texel  // the GEMM's bindings and B's texel buffer (GEMM_B_TEXEL_BINDING)
 };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types). A new shader is a
@@ -53,7 +54,8 @@ enum class Shader : uint8_t {
   attention_backward_scores,
   merge_states_gather,
   cascade_lengths,
-  cascade_merge
+  cascade_merge,
+  gemm_subgroup_texel
 };
 
 // How a shader's modules are named and laid out: `name` then, for each of its first `types_named`
@@ -90,12 +92,13 @@ inline constexpr ShaderRow kShaderRows[] = {
     {Shader::merge_states_gather, "merge_states_gather", 1, KernelKind::merge_gather},
     {Shader::cascade_lengths, "cascade_lengths", 0, KernelKind::cascade_lengths},
     {Shader::cascade_merge, "cascade_merge", 1, KernelKind::cascade_merge},
+    {Shader::gemm_subgroup_texel, "gemm_subgroup_texel", 3, KernelKind::gemm_texel},
 };
 // The table's rows are in the enum's order, one per value.
 inline constexpr bool shader_rows_in_order() {
   for (std::size_t i = 0; i < std::size(kShaderRows); ++i)
     if (static_cast<std::size_t>(kShaderRows[i].shader) != i) return false;
-  return static_cast<std::size_t>(Shader::cascade_merge) + 1 == std::size(kShaderRows);
+  return static_cast<std::size_t>(Shader::gemm_subgroup_texel) + 1 == std::size(kShaderRows);
 }
 static_assert(shader_rows_in_order(), "kShaderRows: one row per Shader, in the enum's order");
 
@@ -160,6 +163,7 @@ struct GemmConstants {
 struct GemmSubgroupConstants {
   uint32_t rows = 0, cols = 0, flags = 0, lanes = 0;  // flags: the call's GEMM_FLAG_* bits
   uint32_t vec = 0;  // GEMM_SG_VEC_* bits
+  bool texel = false;  // the build that reads B through a texel buffer (gemm_subgroup_texel)
 };
 
 // `shader`: attention_tiled, attention_rowwise, attention_subgroup or attention_subgroup_decode.
@@ -210,10 +214,11 @@ std::string pipeline_label(const PipelineKey& key);
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
-  // Pushes all `bindings` storage-buffer descriptors of the set from an array of
-  // VkDescriptorBufferInfo (binding i at index i) in one call: what replay records per dispatch.
+  // Pushes all `bindings` storage-buffer descriptors of the set from a DescriptorData (command_list.hpp; binding i at
+  // buffers[i]; a texel layout's texel buffer, binding `bindings`, from `texel`) in one call: what
+  // replay records per dispatch.
   VkDescriptorUpdateTemplate push_template = VK_NULL_HANDLE;
-  uint32_t bindings = 0;
+  uint32_t bindings = 0;  // storage buffers (a texel layout's texel buffer comes after them)
   // Bit i: the kernel's shaders read / write binding i (a buffer not declared readonly / one not
   // declared writeonly; some are both): what CommandList::hazards checks the barriers against.
   uint32_t reads = 0, writes = 0;
@@ -259,7 +264,7 @@ class PipelineRegistry {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   std::string cache_note_;
-  KernelLayout layouts_[11];  // one per KernelKind
+  KernelLayout layouts_[12];  // one per KernelKind
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
   std::map<PipelineKey, VkPipeline> pipelines_;

@@ -101,10 +101,10 @@ void check_call(const ContextImpl& context, const PlannedCall& call, const Atten
 std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const AttentionBuffers& b, VkBuffer workspace,
                                                uint64_t workspace_offset) {
   const auto tensor = [](const Buffer* buffer) {
-    return buffer ? SlotBase{buffer->handle(), buffer->offset()} : SlotBase{};
+    return buffer ? slot_of(*buffer) : SlotBase{};
   };
   const auto slice = [](const BufferSlice& x) {
-    return x.buffer ? SlotBase{x.buffer->handle(), x.buffer->offset() + x.offset} : SlotBase{};
+    return x.buffer ? slot_of(*x.buffer, x.offset) : SlotBase{};
   };
   // A paged call's cache lengths and a packed call's key offsets take the key lengths' slot; its
   // block table or query offsets the block table's (the emits bind them there).

@@ -78,6 +78,32 @@ layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
 layout(binding = GEMM_LENGTHS_BINDING) readonly buffer LengthsBuf { int cache_lengths[]; };
 
+// B's quad q (elements 4q .. 4q + 3 counted from b_off's origin). B_TEXEL (the gemm_subgroup_texel
+// build): fetched from a uniform texel buffer of R32G32_UINT over the whole VkBuffer, b_off counting
+// from its first byte. lavapipe 22.3.6 fetches texels as the sampler's gathers, 9-12x faster than its
+// lane-by-lane, bounds-checked storage-buffer loads, and B's loads were more than half of the GEMM's
+// instructions (docs/devices.md). The host takes this build only where B's Buffer has such a view and
+// starts on the quad grid; else the storage build (the same code, B4 loads).
+#ifdef B_TEXEL
+layout(binding = GEMM_B_TEXEL_BINDING) uniform usamplerBuffer b_texels;
+#if B_TYPE == TYPE_F32
+vec4 load_b_quad(uint q) {  // 16 bytes: two texels
+  return vec4(uintBitsToFloat(texelFetch(b_texels, int(2u * q)).xy), uintBitsToFloat(texelFetch(b_texels, int(2u * q + 1u)).xy));
+}
+#else
+vec4 load_b_quad(uint q) {  // four 16-bit values: one texel
+  const uvec2 t = texelFetch(b_texels, int(q)).xy;
+#if B_TYPE == TYPE_F16
+  return vec4(F16_PAIR_TO_VEC2(t.x), F16_PAIR_TO_VEC2(t.y));
+#else
+  return vec4(BF16_PAIR_TO_VEC2(t.x), BF16_PAIR_TO_VEC2(t.y));
+#endif
+}
+#endif
+#else
+vec4 load_b_quad(uint q) { return B4_to_vec4(b4[q]); }
+#endif
+
 const uint LANES = gl_WorkGroupSize.x;
 const uint BN = CJ * LANES;
 const uint RG = BM < 8u ? BM : 8u;    // rows per iteration of the write-out loop
@@ -212,7 +238,7 @@ void main() {
           // k0 + LANES - 1 are LANES / 4 vec4 (past k: the row's last one, counted as 0).
           [[unroll]] for (uint j = 0u; j < CJ; ++j)
             [[unroll]] for (uint q = 0u; q < LANES / 4u; ++q) {
-              const vec4 x = B4_to_vec4(b4[b_row[j] / 4u + min(k0 / 4u + q, K / 4u - 1u)]);
+              const vec4 x = load_b_quad(b_row[j] / 4u + min(k0 / 4u + q, K / 4u - 1u));
               [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[j * LANES + q * 4u + e] = (k0 + q * 4u + e < K) ? x[e] * s : 0.0;
             }
         } else if (VEC_B_N) {
@@ -222,7 +248,7 @@ void main() {
             const uint col = subgroupShuffle(b_col, t);
             const bool ok = k0 + t < K;
             [[unroll]] for (uint q = 0u; q < QUADS; ++q) {
-              const vec4 x = B4_to_vec4(b4[(b_quad[q] + col) / 4u]);
+              const vec4 x = load_b_quad((b_quad[q] + col) / 4u);
               [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[(q * 4u + e) * LANES + t] = ok ? x[e] * s : 0.0;
             }
           }

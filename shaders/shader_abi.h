@@ -49,6 +49,10 @@
 #define GEMM_BIAS_BINDING 3
 #define GEMM_LENGTHS_BINDING 4              /* a paged B's cache lengths (GEMM_FLAG_B_PAGED_*) */
 #define GEMM_BINDINGS 5
+/* gemm_subgroup_texel (gemm_subgroup.comp with B_TEXEL): B's quads also through a uniform texel
+ * buffer of R32G32_UINT over the whole VkBuffer that holds B, after the storage bindings; then b_off
+ * is a full 32-bit word, B's element offset from the VkBuffer's first byte (not from its binding's). */
+#define GEMM_B_TEXEL_BINDING 5
 /* kv_append.comp */
 #define KV_APPEND_K_NEW_BINDING 0
 #define KV_APPEND_V_NEW_BINDING 1

@@ -194,10 +194,9 @@ int64_t run_and_check(const detail::CommandList& list, const Problem& p, int64_t
     lengths.upload(p.lengths.data(), p.lengths.size() * 4);
   }
   GuardedBuffer out(ctx, sc + uint64_t(call.c.end) * dtype_size(call.c.dtype));
-  const std::vector<detail::SlotBase> slots = {{}, {a.handle(), a.offset() + sa}, {b.handle(), b.offset() + sb},
-                                               {out.buffer().handle(), out.buffer().offset() + sc},
-                                               {bias.handle(), bias.offset() + sb},
-                                               {lengths.handle(), lengths.offset()}};
+  const std::vector<detail::SlotBase> slots = {{}, detail::slot_of(a, sa), detail::slot_of(b, sb),
+                                               detail::slot_of(out.buffer(), sc), detail::slot_of(bias, sb),
+                                               detail::slot_of(lengths)};
   c.submit_and_wait([&](VkCommandBuffer cmd) {
     detail::barrier_before_attention(cmd);
     list.replay(c, cmd, slots);

@@ -17,11 +17,15 @@ class ContextImpl;
 struct Allocation;
 // The Context a Buffer belongs to (null for an empty Buffer): internal, for the runtime's checks.
 const ContextImpl* context_of(const Buffer& buffer);
+// Its texel view, where vkattn allocated it with one (CPU devices): internal, for recording.
+VkBufferView texel_view_of(const Buffer& buffer);
 }  // namespace detail
 
 class Buffer {
  public:
   // A device-local storage buffer of `bytes` bytes (> 0). Contents are undefined until written.
+  // On a CPU device it also carries a uniform texel buffer view of its memory (up to
+  // maxTexelBufferElements 8-byte texels), through which some kernels read faster there.
   static Buffer allocate(Context& context, uint64_t bytes);
   // The application's buffer (created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, TRANSFER_SRC/DST for
   // upload/download, and INDIRECT_BUFFER for a workspace: PreparedAttention::record),
@@ -51,6 +55,7 @@ class Buffer {
 
  private:
   friend const detail::ContextImpl* detail::context_of(const Buffer& buffer);
+  friend VkBufferView detail::texel_view_of(const Buffer& buffer);
   std::shared_ptr<detail::ContextImpl> context_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   uint64_t offset_ = 0, size_ = 0;

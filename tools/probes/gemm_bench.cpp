@@ -149,8 +149,7 @@ int main(int argc, char** argv) {
     detail::check_gemm_shape(c.info, "gemm", m, n, k);
     detail::CommandList list(std::max<uint64_t>(c.info.min_storage_buffer_offset_alignment, 16));
     detail::emit_gemm(c, list, call, choice);
-    const std::vector<detail::SlotBase> slots = {{}, {ab.handle(), ab.offset()}, {bb.handle(), bb.offset()},
-                                                 {cb.handle(), cb.offset()}, {biasb.handle(), biasb.offset()}};
+    const std::vector<detail::SlotBase> slots = {{}, detail::slot_of(ab), detail::slot_of(bb), detail::slot_of(cb), detail::slot_of(biasb)};
 
     VkQueryPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     pool_info.queryType = VK_QUERY_TYPE_TIMESTAMP;

@@ -1,0 +1,143 @@
+// The CPU devices' GEMM reading B (K, V) through a uniform texel buffer (gemm_subgroup_texel): the
+// buffers vkattn allocates on a CPU device carry a texel view of their whole VkBuffer, and a GEMM
+// whose B is such a Buffer, starting on B's quad grid, runs the texel build; B in a wrapped Buffer
+// (the application's VkBuffer: no view) runs the storage build, and B off its grid the element-wise
+// one. The builds compute the same sums in the same order, so the texel and storage runs must agree
+// bit for bit, and each matches the fp64 reference. The conformance suites run the texel build on
+// every shape, mask and dtype of the three-stage path; this pins which build runs where.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "command_list.hpp"
+#include "support.hpp"
+#include "vkattn/dispatch_profile.hpp"
+#include "vkattn/numeric.hpp"
+#include "vkattn/reference.hpp"
+
+using namespace vkattn;
+using namespace vkattn::test;
+
+namespace {
+
+// Values exactly representable in f16, so that the reference sees what the device reads.
+std::vector<float> random_f16_values(std::size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(DType::f16, dist(rng));
+  return v;
+}
+
+Buffer upload_f16(Context& ctx, const std::vector<float>& values, std::size_t elements) {
+  std::vector<uint16_t> bits(elements, 0x7e00);  // NaN past the values
+  encode(DType::f16, values.data(), bits.data(), values.size());
+  Buffer b = Buffer::allocate(ctx, elements * 2);
+  b.upload(bits.data(), elements * 2);
+  return b;
+}
+
+struct GemmRun {
+  std::string scores_pipeline, pv_pipeline;  // the GEMMs that ran: Q·Kᵀ (f16, f16 -> f32) and P·V (f32, f16 -> f16)
+  std::vector<uint16_t> out;                 // O's bits
+  double error = INFINITY;                   // the largest |O - reference|
+};
+
+// MQA decode in three stages, 4 query heads on one KV head, over `keys` keys of dim 64, f16: K and V
+// given as `k` and `v` (their layouts' element offset `k_offset`), O poisoned first.
+GemmRun run_decode(Context& ctx, Buffer& kb, Buffer& vb, int64_t keys, int64_t k_offset, const std::vector<float>& q,
+                   const std::vector<float>& k, const std::vector<float>& v) {
+  const TensorLayout ql = TensorLayout::bhsd(DType::f16, 1, 4, 1, 64);
+  TensorLayout kl = TensorLayout::bhsd(DType::f16, 1, 1, keys, 64);
+  kl.offset = k_offset;
+  const TensorLayout vl = TensorLayout::bhsd(DType::f16, 1, 1, keys, 64);
+  Buffer qb = upload_f16(ctx, q, q.size());
+  Buffer ob = upload_f16(ctx, {}, q.size());
+
+  AttentionArgs args;
+  args.q = {&qb, ql};
+  args.k = {&kb, kl};
+  args.v = {&vb, vl};
+  args.out = {&ob, ql};
+  args.path = AttentionPath::unfused;
+
+  GemmRun run;
+  {
+    DispatchProfile profile(ctx);
+    attention(ctx, args);
+    for (const DispatchTime& t : profile.collect()) {
+      if (t.pipeline.find("_f16_f16_f32") != std::string::npos) run.scores_pipeline = t.pipeline;
+      if (t.pipeline.find("_f32_f16_f16") != std::string::npos) run.pv_pipeline = t.pipeline;
+    }
+  }
+  run.out.resize(q.size());
+  ob.download(run.out.data(), run.out.size() * 2);
+
+  reference::Inputs in;
+  in.q_layout = ql, in.k_layout = TensorLayout::bhsd(DType::f16, 1, 1, keys, 64), in.v_layout = vl;
+  const std::vector<float> k_rows(k.begin() + k_offset, k.begin() + k_offset + keys * 64);  // (the spans outlive no copy)
+  in.q = q, in.k = k_rows, in.v = v;
+  const reference::Outputs ref = reference::attention(in);
+  run.error = 0;
+  for (std::size_t e = 0; e < run.out.size(); ++e) {
+    const float got = f16_bits_to_f32(run.out[e]);
+    run.error = std::max(run.error, std::isnan(got) ? INFINITY : std::abs(double(got) - ref.out[e]));
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_SUITE("gemm-texel") {
+  TEST_CASE("vkattn's buffers on a CPU device carry a texel view of their whole VkBuffer; wrapped ones none") {
+    Context& ctx = context();
+    Buffer own = Buffer::allocate(ctx, 1000);
+    Buffer wrapped = Buffer::wrap(ctx, own.handle(), 16, 512);
+    CHECK((detail::texel_view_of(own) != VK_NULL_HANDLE) == ctx.device_info().is_cpu());
+    CHECK(detail::texel_view_of(wrapped) == VK_NULL_HANDLE);
+    // A slot of the Buffer carries the view, whatever the offset (texel offsets count from byte 0).
+    CHECK(detail::slot_of(own, 40).texel == detail::texel_view_of(own));
+    CHECK(detail::slot_of(own, 40).base == 40);
+  }
+
+  TEST_CASE("the GEMM reads B through the texel view where B's Buffer has one and B starts on its quad grid; the same bits as the storage build") {
+    Context& ctx = context();
+    const DeviceInfo& info = ctx.device_info();
+    if (!info.timestamps || !device_supports(DType::f16)) return;  // the profile names the pipelines through timestamps
+    const bool texel_here = detail::texel_view_of(Buffer::allocate(ctx, 16)) != VK_NULL_HANDLE;
+    const bool subgroup_gemm = info.is_cpu() && info.shader_int64;  // gemm_subgroup.comp (runtime/gemm.cpp)
+    for (const int64_t keys : {int64_t(40), int64_t(203)}) {  // keys % 4 == 0 or not: P·V's quads end mid-row either way
+      CAPTURE(keys);
+      const std::vector<float> q = random_f16_values(4 * 64, 1), k = random_f16_values(std::size_t(keys + 1) * 64, 2),
+                               v = random_f16_values(std::size_t(keys) * 64, 3);
+      Buffer kb = upload_f16(ctx, k, k.size()), vb = upload_f16(ctx, v, v.size());
+      Buffer k_wrapped = Buffer::wrap(ctx, kb.handle(), kb.offset(), kb.size());
+      Buffer v_wrapped = Buffer::wrap(ctx, vb.handle(), vb.offset(), vb.size());
+
+      const GemmRun own = run_decode(ctx, kb, vb, keys, 0, q, k, v);
+      const GemmRun wrapped = run_decode(ctx, k_wrapped, v_wrapped, keys, 0, q, k, v);
+      // K one element in: the scores' B off its 8-byte quads, read element-wise; V still by texels.
+      const GemmRun shifted = run_decode(ctx, kb, vb, keys, 1, q, k, v);
+      INFO("own: " << own.scores_pipeline << ", " << own.pv_pipeline << "; wrapped: " << wrapped.scores_pipeline << ", "
+                   << wrapped.pv_pipeline << "; K shifted: " << shifted.scores_pipeline << ", " << shifted.pv_pipeline);
+      if (subgroup_gemm) {
+        const std::string texel = texel_here ? "gemm_subgroup_texel_" : "gemm_subgroup_";
+        CHECK(own.scores_pipeline == texel + "f16_f16_f32");
+        CHECK(own.pv_pipeline == texel + "f32_f16_f16");
+        CHECK(wrapped.scores_pipeline == "gemm_subgroup_f16_f16_f32");
+        CHECK(wrapped.pv_pipeline == "gemm_subgroup_f32_f16_f16");
+        CHECK(shifted.scores_pipeline == "gemm_subgroup_f16_f16_f32");
+        CHECK(shifted.pv_pipeline == texel + "f32_f16_f16");
+      }
+      CHECK(own.out == wrapped.out);
+      CHECK(own.error < 2e-3);
+      CHECK(wrapped.error < 2e-3);
+      CHECK(shifted.error < 2e-3);
+    }
+    expect_no_validation_messages();
+  }
+}
