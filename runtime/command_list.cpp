@@ -31,14 +31,24 @@ void Dispatch::bind(uint32_t index, const Binding& binding, std::size_t push_off
   offset_word[index] = push_offset == SIZE_MAX ? kNoWord : static_cast<uint8_t>(push_offset / 2);
 }
 
-void Dispatch::use_texel(const KernelLayout& texel_layout, VkPipeline pipeline, uint32_t binding) {
-  if (texel_layout.bindings != binding_count || binding >= binding_count)
+void Dispatch::use_texel(const KernelLayout& texel_layout, std::span<const uint32_t> texel_bindings) {
+  if (texel_layout.bindings != binding_count || texel_bindings.size() > kMaxTexelBindings)
     throw Error("internal: a texel layout of " + std::to_string(texel_layout.bindings) + " storage bindings for one of " +
-                std::to_string(binding_count) + ", texel binding " + std::to_string(binding));
-  texel_pipeline = pipeline;
+                std::to_string(binding_count) + ", with " + std::to_string(texel_bindings.size()) + " texel bindings");
   this->texel_layout = texel_layout.pipeline_layout;
   texel_descriptors = texel_layout.push_template;
-  texel_binding = binding;
+  texel_count = static_cast<uint32_t>(texel_bindings.size());
+  for (uint32_t i = 0; i < texel_count; ++i) {
+    if (texel_bindings[i] >= binding_count) throw Error("internal: texel binding " + std::to_string(texel_bindings[i]));
+    texel_binding[i] = texel_bindings[i];
+  }
+}
+
+uint32_t Dispatch::texel_bits() const {
+  uint32_t bits = 0;
+  for (uint32_t m = 1; m < texel_pipelines.size(); ++m)
+    if (texel_pipelines[m] != VK_NULL_HANDLE) bits |= m;
+  return bits;
 }
 
 SlotBase slot_of(const Buffer& buffer, uint64_t offset) {
@@ -82,9 +92,10 @@ void CommandList::dispatch(const Dispatch& dispatch) {
     if (dispatch.chunk_mask[i] != 0 &&
         (!std::has_single_bit(dispatch.chunk_mask[i] + 1u) || dispatch.unchunked_pipeline == VK_NULL_HANDLE))
       throw Error("internal: a chunked binding whose chunk is not a power of two, or without an element-wise pipeline");
-    if (dispatch.texel_pipeline != VK_NULL_HANDLE && i == dispatch.texel_binding &&
-        (dispatch.chunk_mask[i] == 0 || word == Dispatch::kNoWord || word % 2 != 0))
-      throw Error("internal: a texel binding without a chunk grid or a whole push word");
+    for (uint32_t t = 0; t < dispatch.texel_count; ++t)
+      if (i == dispatch.texel_binding[t] && (dispatch.texel_bits() >> t & 1u) &&
+          (dispatch.chunk_mask[i] == 0 || word == Dispatch::kNoWord || word % 2 != 0))
+        throw Error("internal: a texel binding without a chunk grid or a whole push word");
     step.slot_bindings[step.slot_binding_count++] = {i,
                                                      b.slot,
                                                      b.offset,
@@ -287,8 +298,12 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
     std::array<VkDescriptorBufferInfo, kMaxBindings>& infos = data.buffers;
     for (uint32_t i = 0; i < d.binding_count; ++i) infos[i] = {placeholder.buffer, 0, kPlaceholderBytes};
     uint64_t unchunked = 0;  // non-zero: a chunked binding starts off its chunk grid
-    uint64_t texel_element = 0;  // the texel binding's element offset from its VkBuffer's first byte
-    uint8_t texel_word = Dispatch::kNoWord;
+    // The texel bindings whose slots have views and start on their grids (bit t: texel_binding[t]),
+    // with their element offsets from their VkBuffers' first bytes and push words.
+    uint32_t texels = 0;
+    const uint32_t texel_bits = d.texel_count ? d.texel_bits() : 0;
+    std::array<uint64_t, kMaxTexelBindings> texel_element{};
+    std::array<uint8_t, kMaxTexelBindings> texel_word{};
     for (uint32_t s = 0; s < step.slot_binding_count; ++s) {
       const SlotBinding& b = step.slot_bindings[s];
       const SlotBase& slot = slots[b.slot];
@@ -298,19 +313,27 @@ void CommandList::replay(const ContextImpl& c, VkCommandBuffer cmd, std::span<co
       infos[b.index] = {slot.buffer, aligned, (byte - aligned + b.bytes) & ~uint64_t(3)};
       if (b.word != Dispatch::kNoWord) set_half(push, b.word, (byte - aligned) >> b.shift);
       unchunked |= (byte - aligned) & d.chunk_mask[b.index];
-      if (d.texel_pipeline != VK_NULL_HANDLE && b.index == d.texel_binding && slot.texel != VK_NULL_HANDLE &&
-          (byte & d.chunk_mask[b.index]) == 0) {
-        data.texel = slot.texel;
-        texel_element = byte >> b.shift;
-        texel_word = b.word;
-      }
+      for (uint32_t t = 0; t < d.texel_count; ++t)
+        if (b.index == d.texel_binding[t] && (texel_bits >> t & 1u) && slot.texel != VK_NULL_HANDLE &&
+            (byte & d.chunk_mask[b.index]) == 0) {
+          texels |= 1u << t;
+          data.texel[t] = slot.texel;
+          texel_element[t] = byte >> b.shift;
+          texel_word[t] = b.word;
+        }
     }
-    const bool texel = data.texel != VK_NULL_HANDLE && !unchunked;
-    const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : texel ? d.texel_pipeline : d.pipeline;
+    const VkPipeline texel_pipeline = unchunked ? VK_NULL_HANDLE : d.texel_pipelines[texels];
+    const bool texel = texel_pipeline != VK_NULL_HANDLE;
+    const VkPipeline pipeline = unchunked ? d.unchunked_pipeline : texel ? texel_pipeline : d.pipeline;
     const VkPipelineLayout layout = texel ? d.texel_layout : d.layout;
-    if (texel) {  // a whole word: the view covers at most maxTexelBufferElements 8-byte texels (< 2^32 elements)
-      const uint32_t word = static_cast<uint32_t>(texel_element);
-      std::memcpy(&push[texel_word / 2u], &word, 4);
+    for (uint32_t t = 0; texel && t < d.texel_count; ++t) {
+      if (!(texels >> t & 1u)) {
+        data.texel[t] = c.dummy().texel_view;  // not read by this build, but bound
+        continue;
+      }
+      // A whole word: a view covers at most maxTexelBufferElements 8-byte texels (< 2^32 elements).
+      const uint32_t word = static_cast<uint32_t>(texel_element[t]);
+      std::memcpy(&push[texel_word[t] / 2u], &word, 4);
     }
     if (pipeline != bound) {
       vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);

@@ -58,10 +58,12 @@ inline constexpr Binding kPlaceholder{kPlaceholderSlot, 0, 4, 64};
 inline constexpr uint32_t kMaxBindings = 14;  // the most any kernel has (BACKWARD_BINDINGS, shader_abi.h)
 inline constexpr uint32_t kMaxPushWords = 32;  // 128 bytes, the least maxPushConstantsSize Vulkan allows
 
+inline constexpr uint32_t kMaxTexelBindings = 2;  // the most any texel layout has (GEMM_TEXEL_BINDINGS)
+
 // What a kernel layout's push template reads at replay (KernelLayout::push_template).
 struct DescriptorData {
   std::array<VkDescriptorBufferInfo, kMaxBindings> buffers;  // binding i at i
-  VkBufferView texel = VK_NULL_HANDLE;                       // a texel layout's texel buffer, after them
+  std::array<VkBufferView, kMaxTexelBindings> texel{};       // a texel layout's texel buffers, after them
 };
 
 struct Dispatch {
@@ -90,16 +92,20 @@ struct Dispatch {
   // push constants, element-wise access) instead.
   std::array<uint32_t, kMaxBindings> chunk_mask{};
   VkPipeline unchunked_pipeline = VK_NULL_HANDLE;
-  // A build that reads binding `texel_binding` through its slot's texel view (SlotBase::texel), with
-  // its own layout (a texel layout, KernelLayout; the same storage bindings and push constants).
-  // Replay binds it where that slot has a view and the binding starts on its chunk grid (its
-  // chunk_mask, which must be set) and no other chunked binding is off its grid; the binding's push
-  // word (offset_word: a whole 32-bit word, the half-word even) then receives its element offset
-  // from the VkBuffer's first byte, not from its descriptor's. Elsewhere the pipelines above run.
-  VkPipeline texel_pipeline = VK_NULL_HANDLE;
+  // Builds that read some bindings through their slots' texel views (SlotBase::texel), with their
+  // own layout (a texel layout, KernelLayout: the same storage bindings and push constants, then
+  // texel buffer i for binding texel_binding[i]). texel_pipelines[m] reads the bindings of the bits
+  // of m. Replay takes the build of the bindings whose slots have a view and that start on their
+  // chunk grids (their chunk_mask, which must be set), where there is one and no chunked binding is
+  // off its grid; each such binding's push word (offset_word: a whole 32-bit word, the half-word
+  // even) then receives its element offset from the VkBuffer's first byte, not from its
+  // descriptor's, and a texel buffer the build does not read is bound to the placeholder's view.
+  // Elsewhere the pipelines above run.
+  std::array<VkPipeline, 1u << kMaxTexelBindings> texel_pipelines{};
   VkPipelineLayout texel_layout = VK_NULL_HANDLE;
   VkDescriptorUpdateTemplate texel_descriptors = VK_NULL_HANDLE;
-  uint32_t texel_binding = 0;
+  std::array<uint32_t, kMaxTexelBindings> texel_binding{};
+  uint32_t texel_count = 0;
 
   // The kernel's pipeline layout and descriptor template; every binding of the layout starts as the
   // placeholder, so the template (which reads them all) never sees an unset one.
@@ -108,8 +114,10 @@ struct Dispatch {
   // byte `push_offset` of the push block (offsetof of the block's `*_off` member, + 2 for the high
   // half of that member), when given.
   void bind(uint32_t index, const Binding& binding, std::size_t push_offset = SIZE_MAX);
-  // The texel build `pipeline` of `texel_layout`, reading binding `binding` (see texel_pipeline).
-  void use_texel(const KernelLayout& texel_layout, VkPipeline pipeline, uint32_t binding);
+  // The texel layout, texel buffer i read for binding bindings[i] (see texel_pipelines).
+  void use_texel(const KernelLayout& texel_layout, std::span<const uint32_t> bindings);
+  // The texel bindings some texel build reads (bit t: texel_binding[t]).
+  uint32_t texel_bits() const;
   // The push block, its element-offset members left for replay.
   template <typename Push>
   void set_push(const Push& block) {

@@ -40,6 +40,8 @@ class ContextImpl {
 
   // A device buffer of at least `bytes`, reused across calls; only valid while `queue_mutex` is held.
   const Allocation& scratch(uint64_t bytes);
+  // The scratch buffer's texel view (Allocation::texel_view), none without one; under `queue_mutex`.
+  VkBufferView scratch_texel_view() const { return scratch_ ? scratch_->texel_view : VK_NULL_HANDLE; }
   // Frees the scratch buffer (Context::release_scratch); its size before, 0 when there was none.
   void release_scratch();
   // Bytes of device memory the scratch buffer holds now.

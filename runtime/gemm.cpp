@@ -259,19 +259,27 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
       if (vec & GEMM_SG_VEC_A_K) d.chunk_mask[GEMM_A_BINDING] = quads(call.a.dtype);
       if (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) d.chunk_mask[GEMM_B_BINDING] = quads(call.b.dtype);
       if (vec & GEMM_SG_VEC_C) d.chunk_mask[GEMM_C_BINDING] = quads(call.c.dtype);
-      // B's quads through a texel buffer where the device gives vkattn's buffers texel views (CPU
-      // devices): replay takes this build where B's Buffer has one, else the storage build above.
-      // Only for tiles of few rows (decode, a GQA group's packed rows), where B's loads are most of
-      // the work: on lavapipe 22.3.6 MLA decode from its latent cache ran 1.35-1.40x faster. With
+      // A's and B's quads through texel buffers where the device gives vkattn's buffers texel views
+      // (CPU devices): replay takes the build of the operands whose Buffers have one, else the
+      // storage build above. Only for tiles of few rows (decode, a GQA group's packed rows), where
+      // the loads are most of the work: on lavapipe 22.3.6 MLA decode from its latent cache ran
+      // 1.35-1.40x faster with B's alone (P·V's A, the f32 weights, then took a quarter of it). With
       // 32 rows a load of B feeds twice the multiply-adds: d512 prefill in three stages ran 0.89-0.94x
       // (medians of two alternating comparisons, within this machine's noise), and its P·V took
       // 1.9 s to JIT against 1.35 (bench/results: comparisons texel-gemm-2026-12-04, -04b and
       // first-dispatch-texel-2026-12-04).
-      if ((vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N)) && c.texel_view_bytes > 0 && tile.rows <= kTexelMaxRows) {
+      const uint32_t texel = (vec & GEMM_SG_VEC_A_K ? GEMM_SG_TEXEL_A : 0u) |
+                             (vec & (GEMM_SG_VEC_B_K | GEMM_SG_VEC_B_N) ? GEMM_SG_TEXEL_B : 0u);
+      if (texel != 0 && c.texel_view_bytes > 0 && tile.rows <= kTexelMaxRows) {
+        static_assert(GEMM_SG_TEXEL_A == 1u && GEMM_SG_TEXEL_B == 2u, "texel bit t is texel binding t");
+        const uint32_t texel_bindings[] = {GEMM_A_BINDING, GEMM_B_BINDING};
+        d.use_texel(c.pipelines->layout(KernelKind::gemm_texel), texel_bindings);
         constants.vec = vec;
-        constants.texel = true;
-        d.use_texel(c.pipelines->layout(KernelKind::gemm_texel),
-                    c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants)), GEMM_B_BINDING);
+        for (uint32_t m = 1; m <= texel; ++m)  // every non-empty subset: the operands whose Buffers have views
+          if ((m & texel) == m) {
+            constants.texel = m;
+            d.texel_pipelines[m] = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
+          }
       }
     }
     d.groups = {u32(ceil_div(call.n, uint64_t(tile.cols) * choice.lanes)), u32(ceil_div(call.m, tile.rows)),

@@ -22,14 +22,17 @@ namespace {
 
 // A layout of `bindings` storage buffers; the shaders only write those in `write_only`, read and write
 // those in `read_write`, and only read the others.
-// `texel`: one uniform texel buffer more, binding `bindings`, read from DescriptorData::texel.
+// `texels`: uniform texel buffers after the storage buffers, binding `bindings` + i read from
+// DescriptorData::texel[i].
 KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes, uint32_t write_only, uint32_t read_write,
-                         bool texel = false) {
-  const uint32_t all = bindings + (texel ? 1 : 0);
+                         uint32_t texels = 0) {
+  if (texels > kMaxTexelBindings) throw Error("internal: " + std::to_string(texels) + " texel bindings");
+  const uint32_t all = bindings + texels;
   std::vector<VkDescriptorSetLayoutBinding> b(all);
   for (uint32_t i = 0; i < bindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-  if (texel) b[bindings] = {bindings, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  for (uint32_t i = bindings; i < all; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   // Push descriptors: recording into the caller's command buffer needs no descriptor pool whose
   // lifetime would have to outlast the caller's submission.
@@ -56,8 +59,9 @@ KernelLayout make_layout(VkDevice device, uint32_t bindings, uint32_t push_bytes
   for (uint32_t i = 0; i < bindings; ++i)
     entries[i] = {i, 0, 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, offsetof(DescriptorData, buffers) + i * sizeof(VkDescriptorBufferInfo),
                   sizeof(VkDescriptorBufferInfo)};
-  if (texel)
-    entries[bindings] = {bindings, 0, 1, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, offsetof(DescriptorData, texel), sizeof(VkBufferView)};
+  for (uint32_t i = 0; i < texels; ++i)
+    entries[bindings + i] = {bindings + i, 0, 1, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                             offsetof(DescriptorData, texel) + i * sizeof(VkBufferView), sizeof(VkBufferView)};
   VkDescriptorUpdateTemplateCreateInfo template_info{VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO};
   template_info.descriptorUpdateEntryCount = all;
   template_info.pDescriptorUpdateEntries = entries.data();
@@ -253,7 +257,7 @@ PipelineKey cascade_merge_pipeline(DType dtype) {
 
 PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroupConstants& g) {
   PipelineKey key;
-  key.shader = g.texel ? Shader::gemm_subgroup_texel : Shader::gemm_subgroup;
+  key.shader = g.texel != 0 ? Shader::gemm_subgroup_texel : Shader::gemm_subgroup;
   key.types = {a, b, c};
   key.spec_count = SPEC_GEMM_SG_COUNT;
   key.spec[SPEC_GEMM_SG_ROWS] = g.rows;
@@ -261,6 +265,7 @@ PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroup
   key.spec[SPEC_GEMM_SG_FLAGS] = g.flags;
   key.spec[SPEC_GEMM_SG_WORKGROUP] = g.lanes;
   key.spec[SPEC_GEMM_SG_VEC] = g.vec;
+  key.spec[SPEC_GEMM_SG_TEXEL] = g.texel;
   return key;
 }
 
@@ -281,6 +286,10 @@ std::string pipeline_label(const PipelineKey& key) {
   std::string label = module_name(key);
   if (key.shader == Shader::attention_subgroup)
     label += key.spec[SPEC_ATTENTION_CAREFUL_PASS] ? " (careful pass)" : " (fast pass)";
+  if (key.shader == Shader::gemm_subgroup_texel) {
+    const uint32_t texel = key.spec[SPEC_GEMM_SG_TEXEL];
+    label += texel == (GEMM_SG_TEXEL_A | GEMM_SG_TEXEL_B) ? " (A and B by texels)" : texel == GEMM_SG_TEXEL_A ? " (A by texels)" : " (B by texels)";
+  }
   return label;
 }
 
@@ -335,9 +344,10 @@ PipelineRegistry::PipelineRegistry(VkPhysicalDevice physical_device, VkDevice de
     layouts_[static_cast<int>(KernelKind::combine)] =
         make_layout(device_, COMBINE_BINDINGS, sizeof(CombinePush), bits({COMBINE_O_BINDING, COMBINE_LSE_BINDING}), 0);
     layouts_[static_cast<int>(KernelKind::gemm)] = make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0);
-    static_assert(GEMM_B_TEXEL_BINDING == GEMM_BINDINGS, "make_layout puts the texel buffer after the storage buffers");
+    static_assert(GEMM_A_TEXEL_BINDING == GEMM_BINDINGS && GEMM_B_TEXEL_BINDING == GEMM_BINDINGS + 1 && GEMM_TEXEL_BINDINGS == 2,
+                  "make_layout puts the texel buffers after the storage buffers, in order");
     layouts_[static_cast<int>(KernelKind::gemm_texel)] =
-        make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0, true);
+        make_layout(device_, GEMM_BINDINGS, sizeof(GemmPush), bits({GEMM_C_BINDING}), 0, GEMM_TEXEL_BINDINGS);
     layouts_[static_cast<int>(KernelKind::softmax)] = make_layout(
         device_, SOFTMAX_BINDINGS, sizeof(SoftmaxPush), bits({SOFTMAX_LSE_BINDING}), bits({SOFTMAX_SCORES_BINDING}));
     layouts_[static_cast<int>(KernelKind::kv_append)] = make_layout(

@@ -26,7 +26,7 @@ namespace vkattn::detail {
 
 enum class KernelKind {
   attention, combine, gemm, softmax, kv_append, work_list, backward, backward_reduce, merge_gather, cascade_lengths, cascade_merge,
-  gemm_texel  // the GEMM's bindings and B's texel buffer (GEMM_B_TEXEL_BINDING)
+  gemm_texel  // the GEMM's bindings and A's and B's texel buffers (GEMM_A_TEXEL_BINDING, GEMM_B_TEXEL_BINDING)
 };
 
 // The shader a pipeline runs (one SPIR-V module per shader and storage types). A new shader is a
@@ -163,7 +163,7 @@ struct GemmConstants {
 struct GemmSubgroupConstants {
   uint32_t rows = 0, cols = 0, flags = 0, lanes = 0;  // flags: the call's GEMM_FLAG_* bits
   uint32_t vec = 0;  // GEMM_SG_VEC_* bits
-  bool texel = false;  // the build that reads B through a texel buffer (gemm_subgroup_texel)
+  uint32_t texel = 0;  // GEMM_SG_TEXEL_* bits: the operands read through texel buffers (non-zero: gemm_subgroup_texel)
 };
 
 // `shader`: attention_tiled, attention_rowwise, attention_subgroup or attention_subgroup_decode.
@@ -208,17 +208,18 @@ PipelineKey gemm_subgroup_pipeline(DType a, DType b, DType c, const GemmSubgroup
 // "gemm_subgroup_f32_f16_f16".
 std::string module_name(const PipelineKey& key);
 KernelKind kernel_kind(Shader shader);
-// module_name and, where one kernel has several roles, the role: "attention_subgroup_f16 (careful pass)".
+// module_name and, where one kernel has several roles, the role: "attention_subgroup_f16 (careful pass)",
+// "gemm_subgroup_texel_f32_f16_f16 (A and B by texels)".
 std::string pipeline_label(const PipelineKey& key);
 
 struct KernelLayout {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;  // push-descriptor set
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   // Pushes all `bindings` storage-buffer descriptors of the set from a DescriptorData (command_list.hpp; binding i at
-  // buffers[i]; a texel layout's texel buffer, binding `bindings`, from `texel`) in one call: what
-  // replay records per dispatch.
+  // buffers[i]; a texel layout's texel buffers, bindings `bindings` + i, from texel[i]) in one call:
+  // what replay records per dispatch.
   VkDescriptorUpdateTemplate push_template = VK_NULL_HANDLE;
-  uint32_t bindings = 0;  // storage buffers (a texel layout's texel buffer comes after them)
+  uint32_t bindings = 0;  // storage buffers (a texel layout's texel buffers come after them)
   // Bit i: the kernel's shaders read / write binding i (a buffer not declared readonly / one not
   // declared writeonly; some are both): what CommandList::hazards checks the barriers against.
   uint32_t reads = 0, writes = 0;

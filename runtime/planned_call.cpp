@@ -98,8 +98,7 @@ void check_call(const ContextImpl& context, const PlannedCall& call, const Atten
   }
 }
 
-std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const AttentionBuffers& b, VkBuffer workspace,
-                                               uint64_t workspace_offset) {
+std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const AttentionBuffers& b, const SlotBase& workspace) {
   const auto tensor = [](const Buffer* buffer) {
     return buffer ? slot_of(*buffer) : SlotBase{};
   };
@@ -119,7 +118,7 @@ std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const At
                 s.per_head[kPerHeadTensors[0]] == 10 && s.per_head[kPerHeadTensors[1]] == 11 && s.block_table == 12 && s.k_new == 13 && s.v_new == 14);
   return {SlotBase{},       tensor(b.q),       tensor(b.k),    tensor(b.v),
           tensor(b.out),    slice(b.lse),      tensor(b.mask), slice(lengths),
-          slice(b.weights), SlotBase{workspace, align_up(workspace_offset, call.planned.alignment())},
+          slice(b.weights), SlotBase{workspace.buffer, align_up(workspace.base, call.planned.alignment()), workspace.texel},
           tensor(b[kPerHeadTensors[0]]), tensor(b[kPerHeadTensors[1]]), slice(table),   tensor(b.k_new),
           tensor(b.v_new)};
 }

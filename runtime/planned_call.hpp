@@ -52,9 +52,9 @@ void check_call(const ContextImpl& context, const PlannedCall& call, const Atten
 
 // The command list's slots (attention_record.hpp) filled from one run's buffers: a paged call's cache
 // lengths and a packed call's cu_seqlens_k where the key lengths are, its block table or cu_seqlens_q
-// where the block table is; the workspace aligned up to the list's alignment.
-std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const AttentionBuffers& buffers,
-                                               VkBuffer workspace, uint64_t workspace_offset);
+// where the block table is; the workspace (its buffer, first byte and texel view) aligned up to the
+// list's alignment.
+std::array<SlotBase, kPagedSlotCount> slots_of(const PlannedCall& call, const AttentionBuffers& buffers, const SlotBase& workspace);
 
 // The source-specific buffer checks (paged_attention.cpp, varlen_attention.cpp).
 void check_paged_buffers(const ContextImpl& context, const PlannedCall& call, const AttentionBuffers& buffers,

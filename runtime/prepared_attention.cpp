@@ -177,19 +177,17 @@ struct PreparedAttention::Impl {
   void check(const AttentionBuffers& buffers, const BufferSlice* workspace) const {
     detail::check_call(*context, call, buffers, workspace);
   }
-  void replay(VkCommandBuffer cmd, const AttentionBuffers& buffers, VkBuffer workspace, uint64_t workspace_offset) const {
-    list.replay(*context, cmd, detail::slots_of(call, buffers, workspace, workspace_offset));
+  // `workspace`: where the workspace starts (its buffer, byte and texel view).
+  void replay(VkCommandBuffer cmd, const AttentionBuffers& buffers, const detail::SlotBase& workspace) const {
+    list.replay(*context, cmd, detail::slots_of(call, buffers, workspace));
   }
   void record(VkCommandBuffer cmd, const AttentionBuffers& buffers, const BufferSlice& workspace) const {
-    if (workspace_bytes() == 0)
-      replay(cmd, buffers, VK_NULL_HANDLE, 0);
-    else
-      replay(cmd, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+    replay(cmd, buffers, workspace_bytes() == 0 ? detail::SlotBase{} : detail::slot_of(*workspace.buffer, workspace.offset));
   }
   void run(const AttentionBuffers& buffers) const {
     context->submit_with_scratch(workspace_bytes(), [&](VkCommandBuffer cmd, VkBuffer scratch) {
       detail::barrier_before_attention(cmd);
-      replay(cmd, buffers, scratch, 0);
+      replay(cmd, buffers, detail::SlotBase{scratch, 0, context->scratch_texel_view()});
       detail::barrier_after_attention(cmd);
     });
   }
@@ -259,10 +257,10 @@ void PreparedAttention::run(const AttentionBuffers& buffers) const {
 }
 
 void detail::record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer cmd, const AttentionBuffers& buffers,
-                                 VkBuffer scratch) {
+                                 VkBuffer scratch, VkBufferView scratch_texel) {
   const PreparedAttention::Impl& p = prepared.impl();
   p.check(buffers, nullptr);
-  p.replay(cmd, buffers, scratch, 0);
+  p.replay(cmd, buffers, detail::SlotBase{scratch, 0, scratch_texel});
 }
 
 AttentionPlan plan_attention(const Context& context, const AttentionArgs& args) {

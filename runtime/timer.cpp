@@ -74,7 +74,8 @@ std::vector<double> time_attention(Context& context, const std::vector<Attention
   }
   const detail::Allocation* scratch = workspace ? &c.scratch(workspace) : nullptr;
   return time_submissions(c, "time_attention", rotations.size(), warmup, iterations, [&](VkCommandBuffer cmd, std::size_t r) {
-    detail::record_with_scratch(calls[r], cmd, buffers[r], scratch ? scratch->buffer : VK_NULL_HANDLE);
+    detail::record_with_scratch(calls[r], cmd, buffers[r], scratch ? scratch->buffer : VK_NULL_HANDLE,
+                                scratch ? scratch->texel_view : VK_NULL_HANDLE);
   });
 }
 

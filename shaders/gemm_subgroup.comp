@@ -65,6 +65,8 @@ layout(constant_id = SPEC_GEMM_SG_COLS) const uint CJ = 8;   // columns of C per
 layout(constant_id = SPEC_GEMM_SG_FLAGS) const uint FLAGS = 0;
 // GEMM_SG_VEC_* bits: which operands are read or written four elements at a time (see above).
 layout(constant_id = SPEC_GEMM_SG_VEC) const uint VEC = 0;
+// GEMM_SG_TEXEL_* bits: which operands are read through texel buffers (the gemm_subgroup_texel build).
+layout(constant_id = SPEC_GEMM_SG_TEXEL) const uint TEXEL = 0;
 layout(local_size_x_id = SPEC_GEMM_SG_WORKGROUP) in;         // LANES: the device's subgroup size
 
 layout(binding = GEMM_A_BINDING) readonly buffer ABuf { A_T a[]; };
@@ -78,31 +80,39 @@ layout(binding = GEMM_BIAS_BINDING) readonly buffer BiasBuf { B_T bias[]; };
 layout(binding = GEMM_BIAS_BINDING) readonly buffer TableBuf { int block_table[]; };
 layout(binding = GEMM_LENGTHS_BINDING) readonly buffer LengthsBuf { int cache_lengths[]; };
 
-// B's quad q (elements 4q .. 4q + 3 counted from b_off's origin). B_TEXEL (the gemm_subgroup_texel
-// build): fetched from a uniform texel buffer of R32G32_UINT over the whole VkBuffer, b_off counting
-// from its first byte. lavapipe 22.3.6 fetches texels as the sampler's gathers, 9-12x faster than its
-// lane-by-lane, bounds-checked storage-buffer loads, and B's loads were more than half of the GEMM's
-// instructions (docs/devices.md). The host takes this build only where B's Buffer has such a view and
-// starts on the quad grid; else the storage build (the same code, B4 loads).
-#ifdef B_TEXEL
+// A's and B's quads: quad q is elements 4q .. 4q + 3 counted from X_off's origin. The
+// gemm_subgroup_texel build (GEMM_TEXEL) fetches those of the operands in TEXEL from uniform texel
+// buffers of R32G32_UINT over the whole VkBuffer, X_off counting from its first byte. lavapipe 22.3.6
+// fetches texels as the sampler's gathers, 9-12x faster than its lane-by-lane, bounds-checked
+// storage-buffer loads, and B's loads were more than half of the GEMM's instructions, P·V's A (the
+// f32 weights) a quarter of the rest (docs/devices.md). The host takes a texel build only where the
+// operands' Buffers have such views and start on their quad grids; else the storage build.
+const bool TEXEL_A = (TEXEL & GEMM_SG_TEXEL_A) != 0u;
+const bool TEXEL_B = (TEXEL & GEMM_SG_TEXEL_B) != 0u;
+#ifdef GEMM_TEXEL
+layout(binding = GEMM_A_TEXEL_BINDING) uniform usamplerBuffer a_texels;
 layout(binding = GEMM_B_TEXEL_BINDING) uniform usamplerBuffer b_texels;
-#if B_TYPE == TYPE_F32
-vec4 load_b_quad(uint q) {  // 16 bytes: two texels
-  return vec4(uintBitsToFloat(texelFetch(b_texels, int(2u * q)).xy), uintBitsToFloat(texelFetch(b_texels, int(2u * q + 1u)).xy));
-}
-#else
-vec4 load_b_quad(uint q) {  // four 16-bit values: one texel
-  const uvec2 t = texelFetch(b_texels, int(q)).xy;
-#if B_TYPE == TYPE_F16
-  return vec4(F16_PAIR_TO_VEC2(t.x), F16_PAIR_TO_VEC2(t.y));
-#else
-  return vec4(BF16_PAIR_TO_VEC2(t.x), BF16_PAIR_TO_VEC2(t.y));
-#endif
+// Quad q of an operand of storage type `type` (a TYPE_* constant): f32 two texels, 16-bit types one.
+vec4 texel_quad(usamplerBuffer texels, uint q, uint type) {
+  if (type == TYPE_F32)
+    return vec4(uintBitsToFloat(texelFetch(texels, int(2u * q)).xy), uintBitsToFloat(texelFetch(texels, int(2u * q + 1u)).xy));
+  const uvec2 t = texelFetch(texels, int(q)).xy;
+  return type == TYPE_F16 ? vec4(F16_PAIR_TO_VEC2(t.x), F16_PAIR_TO_VEC2(t.y))
+                          : vec4(BF16_PAIR_TO_VEC2(t.x), BF16_PAIR_TO_VEC2(t.y));
 }
 #endif
-#else
-vec4 load_b_quad(uint q) { return B4_to_vec4(b4[q]); }
+vec4 load_a_quad(uint q) {
+#ifdef GEMM_TEXEL
+  if (TEXEL_A) return texel_quad(a_texels, q, A_TYPE);
 #endif
+  return A4_to_vec4(a4[q]);
+}
+vec4 load_b_quad(uint q) {
+#ifdef GEMM_TEXEL
+  if (TEXEL_B) return texel_quad(b_texels, q, B_TYPE);
+#endif
+  return B4_to_vec4(b4[q]);
+}
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint BN = CJ * LANES;
@@ -222,7 +232,7 @@ void main() {
           // paged P·V, whose keys may end inside a quad of the row); its elements past k count as 0.
           [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
             const uint part = a_part[g];
-            const vec4 x = A4_to_vec4(a4[a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u)]);
+            const vec4 x = load_a_quad(a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u));
             [[unroll]] for (uint e = 0u; e < 4u; ++e) aq[g][e] = k0 + 4u * part + e < K ? x[e] * s : 0.0;
           }
         } else {

@@ -49,10 +49,13 @@
 #define GEMM_BIAS_BINDING 3
 #define GEMM_LENGTHS_BINDING 4              /* a paged B's cache lengths (GEMM_FLAG_B_PAGED_*) */
 #define GEMM_BINDINGS 5
-/* gemm_subgroup_texel (gemm_subgroup.comp with B_TEXEL): B's quads also through a uniform texel
- * buffer of R32G32_UINT over the whole VkBuffer that holds B, after the storage bindings; then b_off
- * is a full 32-bit word, B's element offset from the VkBuffer's first byte (not from its binding's). */
-#define GEMM_B_TEXEL_BINDING 5
+/* gemm_subgroup_texel (gemm_subgroup.comp with GEMM_TEXEL): A's and B's quads may be read through
+ * uniform texel buffers of R32G32_UINT over the whole VkBuffer that holds each, after the storage
+ * bindings (SPEC_GEMM_SG_TEXEL says which: GEMM_SG_TEXEL_*). For such an operand X, X_off is a full
+ * 32-bit word, its element offset from the VkBuffer's first byte (not from its binding's). */
+#define GEMM_A_TEXEL_BINDING 5
+#define GEMM_B_TEXEL_BINDING 6
+#define GEMM_TEXEL_BINDINGS 2
 /* kv_append.comp */
 #define KV_APPEND_K_NEW_BINDING 0
 #define KV_APPEND_V_NEW_BINDING 1
@@ -334,7 +337,12 @@
 #define SPEC_GEMM_SG_FLAGS 2        /* the call's GEMM_FLAG_* bits, compiled in (the push constants' flags are not read) */
 #define SPEC_GEMM_SG_WORKGROUP 3    /* LANES: the device's subgroup size (a single size) */
 #define SPEC_GEMM_SG_VEC 4          /* GEMM_SG_VEC_* bits */
-#define SPEC_GEMM_SG_COUNT 5
+#define SPEC_GEMM_SG_TEXEL 5        /* GEMM_SG_TEXEL_* bits (the gemm_subgroup_texel build; 0 in the other) */
+#define SPEC_GEMM_SG_COUNT 6
+/* gemm_subgroup_texel's operands read through their texel buffers (SPEC_GEMM_SG_TEXEL): each one also
+ * read by quads (GEMM_SG_VEC_A_K; GEMM_SG_VEC_B_K or _B_N). Bit i: texel binding i (GEMM_A_TEXEL_BINDING + i). */
+#define GEMM_SG_TEXEL_A 1u
+#define GEMM_SG_TEXEL_B 2u
 /* gemm_subgroup.comp's operands read or written four elements at a time (SPEC_GEMM_SG_VEC): the
  * host sets a bit where the layout allows it (strides, sizes), and the element offsets of the
  * bindings must then be multiples of 4 (else the all-scalar pipeline runs, chosen at record time) */

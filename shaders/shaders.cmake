@@ -57,9 +57,9 @@ foreach(combination IN LISTS _gemm_combinations)
                     DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c})
   vkattn_add_shader(NAME gemm_subgroup_${combination} SOURCE gemm_subgroup.comp
                     DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c})
-  # Its build that reads B's quads through a uniform texel buffer (B_TEXEL; CPU devices).
+  # Its build that may read A's and B's quads through uniform texel buffers (GEMM_TEXEL; CPU devices).
   vkattn_add_shader(NAME gemm_subgroup_texel_${combination} SOURCE gemm_subgroup.comp
-                    DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c} B_TEXEL=1)
+                    DEFINES A_TYPE=TYPE_${_a} B_TYPE=TYPE_${_b} C_TYPE=TYPE_${_c} GEMM_TEXEL=1)
 endforeach()
 
 vkattn_write_shader_table()

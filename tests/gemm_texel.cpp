@@ -1,9 +1,10 @@
-// The CPU devices' GEMM reading B (K, V) through a uniform texel buffer (gemm_subgroup_texel): the
+// The CPU devices' GEMM reading A and B through uniform texel buffers (gemm_subgroup_texel): the
 // buffers vkattn allocates on a CPU device carry a texel view of their whole VkBuffer, and a GEMM
-// whose B is such a Buffer, starting on B's quad grid, runs the texel build; B in a wrapped Buffer
-// (the application's VkBuffer: no view) runs the storage build, and B off its grid the element-wise
-// one. The builds compute the same sums in the same order, so the texel and storage runs must agree
-// bit for bit, and each matches the fp64 reference. The conformance suites run the texel build on
+// runs the build that reads by texels those of its operands (Q or the weights P; K or V) whose
+// Buffers have one and start on their quad grids; an operand in a wrapped Buffer (the application's
+// VkBuffer: no view) is read from its storage buffer, and one off its grid makes the whole GEMM the
+// element-wise build. The builds compute the same sums in the same order, so every run must agree
+// bit for bit, and each matches the fp64 reference. The conformance suites run the texel builds on
 // every shape, mask and dtype of the three-stage path; this pins which build runs where.
 #include <doctest/doctest.h>
 
@@ -125,13 +126,18 @@ TEST_SUITE("gemm-texel") {
       INFO("own: " << own.scores_pipeline << ", " << own.pv_pipeline << "; wrapped: " << wrapped.scores_pipeline << ", "
                    << wrapped.pv_pipeline << "; K shifted: " << shifted.scores_pipeline << ", " << shifted.pv_pipeline);
       if (subgroup_gemm) {
-        const std::string texel = texel_here ? "gemm_subgroup_texel_" : "gemm_subgroup_";
-        CHECK(own.scores_pipeline == texel + "f16_f16_f32");
-        CHECK(own.pv_pipeline == texel + "f32_f16_f16");
-        CHECK(wrapped.scores_pipeline == "gemm_subgroup_f16_f16_f32");
-        CHECK(wrapped.pv_pipeline == "gemm_subgroup_f32_f16_f16");
+        // Q and the weights (vkattn's scratch) have views; K and V have them in `own` only.
+        const auto name = [&](const std::string& types, const char* texels) {
+          return texel_here ? "gemm_subgroup_texel_" + types + " (" + texels + " by texels)" : "gemm_subgroup_" + types;
+        };
+        // P·V reads its A (the weights, rows of `keys`) by quads, and so by texels, only where keys % 4 == 0.
+        const bool pv_a = keys % 4 == 0;
+        CHECK(own.scores_pipeline == name("f16_f16_f32", "A and B"));
+        CHECK(own.pv_pipeline == name("f32_f16_f16", pv_a ? "A and B" : "B"));
+        CHECK(wrapped.scores_pipeline == name("f16_f16_f32", "A"));
+        CHECK(wrapped.pv_pipeline == (pv_a ? name("f32_f16_f16", "A") : "gemm_subgroup_f32_f16_f16"));
         CHECK(shifted.scores_pipeline == "gemm_subgroup_f16_f16_f32");
-        CHECK(shifted.pv_pipeline == texel + "f32_f16_f16");
+        CHECK(shifted.pv_pipeline == name("f32_f16_f16", pv_a ? "A and B" : "B"));
       }
       CHECK(own.out == wrapped.out);
       CHECK(own.error < 2e-3);

@@ -124,9 +124,10 @@ struct AttentionBuffers : PerHead<const Buffer*> {
 
 class PreparedAttention;
 namespace detail {
-// Records a prepared call with vkattn's scratch buffer as its workspace (time_attention, the layer).
+// Records a prepared call with vkattn's scratch buffer (and its texel view, if any) as its workspace
+// (time_attention, the layer).
 void record_with_scratch(const PreparedAttention& prepared, VkCommandBuffer command_buffer,
-                         const AttentionBuffers& buffers, VkBuffer scratch);
+                         const AttentionBuffers& buffers, VkBuffer scratch, VkBufferView scratch_texel);
 }  // namespace detail
 
 // Thrown by PreparedAttention(context, spec, plan_for) when the plan made for another device does not
@@ -181,7 +182,7 @@ class PreparedAttention {
   void run(const AttentionBuffers& buffers) const;
 
  private:
-  friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer);
+  friend void detail::record_with_scratch(const PreparedAttention&, VkCommandBuffer, const AttentionBuffers&, VkBuffer, VkBufferView);
   friend void attention(Context&, const AttentionSpec&, const AttentionBuffers&);
   friend void record_attention(Context&, VkCommandBuffer, const AttentionArgs&, BufferSlice);
   struct Impl;
