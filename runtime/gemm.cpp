@@ -45,7 +45,7 @@ struct SubgroupTile {
   uint32_t rows, cols;  // BM, CJ (a multiple of 4: quads of columns)
   uint32_t groups() const { return rows < 8 ? 1 : rows / 8; }  // the write-out loop's
 };
-// The tallest tile whose GEMM reads B through a texel buffer where it can (emit_gemm).
+// The tallest tile whose GEMM reads A and B through texel buffers where it can (emit_gemm).
 constexpr uint32_t kTexelMaxRows = 16;
 
 SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n) {
