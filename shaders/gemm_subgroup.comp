@@ -49,6 +49,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_KHR_shader_subgroup_vote : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_samplerless_texture_functions : require  // texelFetch on a textureBuffer (GEMM_TEXEL)
 
 #define F16_WIDEN_BY_BITS  // a CPU devices' kernel: half_floats.glsl
 #include "element_types.glsl"
@@ -90,10 +91,12 @@ layout(binding = GEMM_LENGTHS_BINDING) readonly buffer LengthsBuf { int cache_le
 const bool TEXEL_A = (TEXEL & GEMM_SG_TEXEL_A) != 0u;
 const bool TEXEL_B = (TEXEL & GEMM_SG_TEXEL_B) != 0u;
 #ifdef GEMM_TEXEL
-layout(binding = GEMM_A_TEXEL_BINDING) uniform usamplerBuffer a_texels;
-layout(binding = GEMM_B_TEXEL_BINDING) uniform usamplerBuffer b_texels;
+// Vulkan's uniform texel buffers: images of Dim Buffer read without a sampler (a usamplerBuffer would
+// make them sampled images, which the SPIR-V validator warns against for Dim Buffer).
+layout(binding = GEMM_A_TEXEL_BINDING) uniform utextureBuffer a_texels;
+layout(binding = GEMM_B_TEXEL_BINDING) uniform utextureBuffer b_texels;
 // Quad q of an operand of storage type `type` (a TYPE_* constant): f32 two texels, 16-bit types one.
-vec4 texel_quad(usamplerBuffer texels, uint q, uint type) {
+vec4 texel_quad(utextureBuffer texels, uint q, uint type) {
   if (type == TYPE_F32)
     return vec4(uintBitsToFloat(texelFetch(texels, int(2u * q)).xy), uintBitsToFloat(texelFetch(texels, int(2u * q + 1u)).xy));
   const uvec2 t = texelFetch(texels, int(q)).xy;
