@@ -30,7 +30,7 @@ struct SlotBase {
   uint64_t base = 0;
   // A uniform texel buffer view of R32G32_UINT over the whole of `buffer`, from its byte 0, where
   // the buffer has one (Buffer::allocate's on CPU devices, memory.hpp); else none. Read by the
-  // dispatches that have a texel build (Dispatch::texel_pipeline).
+  // dispatches that have a texel build (Dispatch::texel_pipelines).
   VkBufferView texel = VK_NULL_HANDLE;
 };
 // Where `buffer`'s byte `offset` is, with its texel view.
