@@ -40,6 +40,12 @@ GemmTile choose_tile(int64_t m) {
 // short tile rather than compute what does not exist (GQA 32/8 d128 decode over 8192 keys on the
 // three-stage path: 155 ms a head at a time, 50 ms packed on 4-row tiles, where 16-row tiles took
 // 69 in a first run; bench/results, comparison unfused-gqa-packing-2026-12-03).
+// Where B is read along n (P·V's V, read transposed) a tile of 16 rows or fewer holds 4 columns per
+// invocation, not 8: on lavapipe 22.3.6 such a P·V over 8192 keys ran 1.5-1.6x faster so (16 x 512
+// f16, one thread: 6.4-6.8 ms against 10.3-10.7; 4 x 128, 8 matrices: 6.5-6.9 against 9.1-9.7;
+// tools/probes/gemm_bench.cpp) and three-stage decode 1.1-1.4x, on 25.0.7 within noise for P·V alone;
+// the scores (B along k) ran 5% (22.3.6) and 12% (25.0.7) slower with 4, and 32-row tiles (prefill)
+// 1.1-1.3x slower (bench/results, comparison gemm-pv-columns-2026-12-04).
 // Few sizes keep the number of pipelines, each JIT-compiled on its first dispatch, small.
 struct SubgroupTile {
   uint32_t rows, cols;  // BM, CJ (a multiple of 4: quads of columns)
@@ -48,10 +54,17 @@ struct SubgroupTile {
 // The tallest tile whose GEMM reads A and B through texel buffers where it can (emit_gemm).
 constexpr uint32_t kTexelMaxRows = 16;
 
-SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n) {
+// `b_along_n`: B's rows contiguous, read along n (b_read_along_n).
+SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n, bool b_along_n) {
   const uint32_t rows = m <= 1 ? 1 : m <= 4 ? 4 : m <= 8 ? 8 : m <= 16 ? 16 : 32;
-  const uint32_t cols = n <= int64_t(4 * lanes) ? 4 : 8;
+  const uint32_t cols = n <= int64_t(4 * lanes) || (b_along_n && rows <= 16) ? 4 : 8;
   return {rows, cols};
+}
+
+// B holds k along its columns' stride and n along unit stride (P·V's V, a paged V cache): the
+// subgroup kernel reads it along n.
+bool b_read_along_n(const GemmCall& call) {
+  return call.paged_b ? call.paged_b->keys_are_columns : call.b.stride_row == 1 && call.b.stride_col != 1;
 }
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -111,9 +124,10 @@ uint32_t gemm_vec_bits(const GemmChoice& choice, const GemmCall& call) {
   return choice.kernel == GemmKernel::subgroup ? subgroup_vec(call, choice.lanes) : 0;
 }
 
-std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n) {
+std::string gemm_description(const GemmChoice& choice, const GemmCall& call) {
+  const int64_t m = call.m;
   if (choice.kernel == GemmKernel::subgroup) {
-    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, call.n, b_read_along_n(call));
     return "subgroup " + str(tile.rows) + "x" + str(tile.cols * choice.lanes) + "/" + str(tile.rows) + "x" +
            str(tile.cols) + "x" + str(choice.lanes) + "lanes";
   }
@@ -127,7 +141,7 @@ uint64_t gemm_loop_iterations(const GemmChoice& choice, int64_t m, int64_t n, in
     // gemm_subgroup.comp: per pass, the k steps of `lanes` and their blocks of 16 steps; the row
     // groups of the write-out and the rows of pass 1's (each loop at least once, masked or not); a
     // second pass when some sum overflowed (only for k <= 16384).
-    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n, false);  // (the loops do not depend on the columns)
     const uint64_t passes = kk <= 16384 ? 2 : 1;
     return passes * (ceil_div(kk, choice.lanes) + ceil_div(kk, 16ull * choice.lanes) + tile.groups() + tile.rows + 1);
   }
@@ -152,7 +166,9 @@ void check_gemm_shape(const DeviceInfo& device, const GemmChoice& choice, const 
   // The grid's z (batch x heads matrices) is split across dispatches by emit_gemm; x and y are not.
   uint64_t bm = 0, bn = 0;
   if (choice.kernel == GemmKernel::subgroup) {
-    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n);
+    // The narrower of the tiles B's layout may take (4 columns per lane where B is read along n):
+    // at most 2x too strict, for products of at most 16 rows and over 2 million columns.
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n, true);
     bm = tile.rows, bn = uint64_t(tile.cols) * choice.lanes;
   } else {
     const GemmTile tile = choose_tile(m);
@@ -246,7 +262,7 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   d.set_push(push);
 
   if (choice.kernel == GemmKernel::subgroup) {
-    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n);
+    const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n, b_read_along_n(call));
     const uint32_t vec = subgroup_vec(call, choice.lanes);
     GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags & GEMM_FLAG_BITS, choice.lanes, vec};
     d.pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));

@@ -81,8 +81,8 @@ struct GemmChoice {
 // subgroup on CPU devices (lavapipe) whose pipelines all run with one subgroup size (min == max ==
 // subgroup_size, 4 to 32 lanes) and have subgroup shuffles and shaderInt64; tiled everywhere else.
 GemmChoice choose_gemm(const DeviceInfo& device);
-// The kernel and its tile for an (m x n) product, e.g. "tiled 128x64/8x8", for tools.
-std::string gemm_description(const GemmChoice& choice, int64_t m, int64_t n);
+// The kernel and its tile for `call`, e.g. "tiled 128x64/8x8", for tools.
+std::string gemm_description(const GemmChoice& choice, const GemmCall& call);
 
 // The operands gemm_subgroup.comp reads or writes four elements at a time in `call` (GEMM_SG_VEC_*
 // bits, from its strides and sizes; 0 for the tiled kernel). The dispatch runs them so when the

@@ -111,7 +111,9 @@ struct PreparedMha::Impl {
   uint64_t q_at = 0, k_at = 0, v_at = 0, attn_at = 0, attention_at = 0, workspace_bytes = 0;
 
   void check(const MhaBuffers& b, const BufferSlice* workspace) const;
-  void replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffer workspace, uint64_t workspace_offset) const;
+  // `workspace`: the caller's workspace slice or the Context's scratch, with its texel view where it
+  // has one (the attention GEMMs read the projected heads through it on CPU devices).
+  void replay(VkCommandBuffer cmd, const MhaBuffers& b, detail::SlotBase workspace) const;
 };
 
 void PreparedMha::Impl::check(const MhaBuffers& b, const BufferSlice* workspace) const {
@@ -163,8 +165,7 @@ void PreparedMha::Impl::check(const MhaBuffers& b, const BufferSlice* workspace)
   detail::check_extents(*context, std::span(extents.data(), n));
 }
 
-void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffer workspace,
-                               uint64_t workspace_offset) const {
+void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, detail::SlotBase workspace) const {
   if (empty) return;
   std::array<detail::SlotBase, kLayerSlotCount> slots{};
   const auto at = [](const Buffer& buffer) { return detail::slot_of(buffer); };
@@ -174,12 +175,13 @@ void PreparedMha::Impl::replay(VkCommandBuffer cmd, const MhaBuffers& b, VkBuffe
   slots[kOut] = at(*b.out);
   if (b.mask) slots[kMask] = at(*b.mask);
   if (b.weights.buffer) slots[kWeights] = {b.weights.buffer->handle(), b.weights.buffer->offset() + b.weights.offset};
-  const uint64_t base = align_up(workspace_offset, alignment);
-  slots[kQ] = {workspace, base + q_at};
-  slots[kK] = {workspace, base + k_at};
-  slots[kV] = {workspace, base + v_at};
-  slots[kAttn] = {workspace, base + attn_at};
-  slots[kWorkspace] = {workspace, base + attention_at};
+  const uint64_t base = align_up(workspace.base, alignment);
+  const auto region = [&](uint64_t at) { return detail::SlotBase{workspace.buffer, base + at, workspace.texel}; };
+  slots[kQ] = region(q_at);
+  slots[kK] = region(k_at);
+  slots[kV] = region(v_at);
+  slots[kAttn] = region(attn_at);
+  slots[kWorkspace] = region(attention_at);
   slots[kWq] = at(*layer->wq), slots[kWk] = at(*layer->wk), slots[kWv] = at(*layer->wv), slots[kWo] = at(*layer->wo);
   if (layer->in_bias) slots[kInBias] = at(*layer->in_bias);
   if (layer->out_bias) slots[kOutBias] = at(*layer->out_bias);
@@ -312,7 +314,7 @@ void PreparedMha::record(VkCommandBuffer command_buffer, const MhaBuffers& buffe
   if (command_buffer == VK_NULL_HANDLE) throw Error("record: command_buffer is VK_NULL_HANDLE");
   p.check(buffers, &workspace);
   if (p.empty) return;
-  p.replay(command_buffer, buffers, workspace.buffer->handle(), workspace.buffer->offset() + workspace.offset);
+  p.replay(command_buffer, buffers, detail::slot_of(*workspace.buffer, workspace.offset));
 }
 
 void PreparedMha::run(const MhaBuffers& buffers) const {
@@ -321,7 +323,7 @@ void PreparedMha::run(const MhaBuffers& buffers) const {
   if (p.empty) return;
   p.context->submit_with_scratch(p.workspace_bytes, [&](VkCommandBuffer cmd, VkBuffer scratch) {
     detail::barrier_before_attention(cmd);
-    p.replay(cmd, buffers, scratch, 0);
+    p.replay(cmd, buffers, detail::SlotBase{scratch, 0, p.context->scratch_texel_view()});
     detail::barrier_after_attention(cmd);
   });
 }

@@ -260,7 +260,7 @@ void run(const GemmChoice& choice, const Problem& p, int64_t shift = 0) {
   detail::check_gemm_shape(c.info, choice, p.name, p.call.m, p.call.n, p.call.k);
   detail::CommandList list(std::max<uint64_t>(c.info.min_storage_buffer_offset_alignment, 16));
   detail::emit_gemm(c, list, p.call, choice);
-  const std::string what = p.name + " (" + kernel_name(choice) + ", " + detail::gemm_description(choice, p.call.m, p.call.n) +
+  const std::string what = p.name + " (" + kernel_name(choice) + ", " + detail::gemm_description(choice, p.call) +
                            ", shift " + std::to_string(shift) + ")";
   INFO(what);
   const std::vector<bool> written = reference(p).written;  // every element of the matrices, but a paged B's past its keys

@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "command_buffer.hpp"
 #include "command_list.hpp"
 #include "support.hpp"
 #include "vkattn/dispatch_profile.hpp"
+#include "vkattn/mha.hpp"
 #include "vkattn/numeric.hpp"
 #include "vkattn/reference.hpp"
 
@@ -144,6 +146,76 @@ TEST_SUITE("gemm-texel") {
       CHECK(wrapped.error < 2e-3);
       CHECK(shifted.error < 2e-3);
     }
+    expect_no_validation_messages();
+  }
+
+  TEST_CASE("the layer's attention reads the projected heads through its workspace's texel view; from a wrapped workspace by storage, the same bits") {
+    Context& ctx = context();
+    const DeviceInfo& info = ctx.device_info();
+    if (!info.timestamps || !device_supports(DType::f16)) return;
+    const bool texel_here = detail::texel_view_of(Buffer::allocate(ctx, 16)) != VK_NULL_HANDLE;
+    const bool subgroup_gemm = info.is_cpu() && info.shader_int64;
+    // MQA decode on the three-stage path: 4 heads of 16 on one KV head, 203 keys. The projected Q, K
+    // and V live in the pass's workspace (the Context's scratch when run, the caller's when recorded).
+    const int64_t E = 64, kv_dim = 16, keys = 203;
+    const auto scaled = [](std::size_t n, uint32_t seed) {  // /8 (exact): projections of 64 features stay small
+      std::vector<float> v = random_f16_values(n, seed);
+      for (float& x : v) x *= 0.125f;
+      return v;
+    };
+    MhaWeights w;
+    w.embed_dim = E, w.num_heads = 4, w.kv_heads = 1;
+    w.q_proj_weight = scaled(E * E, 11), w.k_proj_weight = scaled(kv_dim * E, 12), w.v_proj_weight = scaled(kv_dim * E, 13);
+    w.in_proj_bias = scaled(E + 2 * kv_dim, 14), w.out_proj_weight = scaled(E * E, 15), w.out_proj_bias = scaled(E, 16);
+    MultiHeadAttention layer(ctx, w, DType::f16);
+    MhaSpec spec;
+    spec.seq_q = 1, spec.seq_k = keys, spec.path = AttentionPath::unfused;
+    const PreparedMha pass = layer.prepare(spec);
+
+    const std::vector<float> x = random_f16_values(E, 17), kx = random_f16_values(keys * E, 18), vx = random_f16_values(keys * E, 19);
+    const Buffer query = upload_f16(ctx, x, x.size()), key = upload_f16(ctx, kx, kx.size()), value = upload_f16(ctx, vx, vx.size());
+    Buffer workspace = Buffer::allocate(ctx, pass.workspace_bytes());
+    const Buffer wrapped = Buffer::wrap(ctx, workspace.handle(), workspace.offset(), workspace.size());
+    // The pass run (scratch), recorded with `ws`: the scores GEMM that ran (Q·Kᵀ, f16 -> f32) and O's bits.
+    const auto pass_with = [&](const Buffer* ws) {
+      Buffer out = upload_f16(ctx, {}, static_cast<std::size_t>(E));  // NaN
+      MhaBuffers b;
+      b.query = &query, b.key = &key, b.value = &value, b.out = &out;
+      std::string scores;
+      {
+        DispatchProfile profile(ctx);
+        if (ws) {
+          TestCommandBuffer shot(ctx);
+          pass.record(shot.cmd(), b, {ws, 0});
+          shot.barrier();
+          shot.submit_and_wait();
+        } else {
+          pass.run(b);
+        }
+        for (const DispatchTime& t : profile.collect())
+          if (t.pipeline.find("_f16_f16_f32") != std::string::npos) scores = t.pipeline;
+      }
+      std::vector<uint16_t> bits(static_cast<std::size_t>(E));
+      out.download(bits.data(), bits.size() * 2);
+      return std::make_pair(scores, bits);
+    };
+    const auto run = pass_with(nullptr), recorded = pass_with(&workspace), from_wrapped = pass_with(&wrapped);
+    INFO("run: " << run.first << "; recorded: " << recorded.first << "; wrapped workspace: " << from_wrapped.first);
+    if (subgroup_gemm) {
+      const std::string texels = texel_here ? "gemm_subgroup_texel_f16_f16_f32 (A and B by texels)" : "gemm_subgroup_f16_f16_f32";
+      CHECK(run.first == texels);
+      CHECK(recorded.first == texels);
+      CHECK(from_wrapped.first == "gemm_subgroup_f16_f16_f32");
+    }
+    CHECK(recorded.second == run.second);
+    CHECK(from_wrapped.second == run.second);
+    // And what forward() gives, which the layer's conformance suite checks against the fp64 reference.
+    MhaInputs in;
+    in.batch = 1, in.seq_q = 1, in.seq_k = keys, in.query = x, in.key = kx, in.value = vx;
+    const MhaResult want = layer.forward(in, AttentionPath::unfused);
+    std::vector<float> got(static_cast<std::size_t>(E));
+    decode(DType::f16, run.second.data(), got.data(), got.size());
+    CHECK(got == want.out);
     expect_no_validation_messages();
   }
 }

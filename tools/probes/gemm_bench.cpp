@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
     std::printf("op %s m %lld n %lld k %lld batch %lld dtype %s kernel %s first_ms %.1f (cpu %.1f) median_ms %.3f min_ms %.3f "
                 "GFLOP/s %.2f (best %.2f) vec %u cpu_ms %.3f GFLOP/cpu-s %.2f err/max_C %.2e; %s; %s\n",
                 o.op.c_str(), (long long)m, (long long)n, (long long)k, (long long)nb, to_string(o.dtype),
-                detail::gemm_description(choice, m, n).c_str(), first_ms, first_cpu_ms, median, best, flops / median * 1e-6, flops / best * 1e-6, detail::gemm_vec_bits(choice, call), cpu_ms,
+                detail::gemm_description(choice, call).c_str(), first_ms, first_cpu_ms, median, best, flops / median * 1e-6, flops / best * 1e-6, detail::gemm_vec_bits(choice, call), cpu_ms,
                 flops / cpu_ms * 1e-6, cmax > 0 ? err / cmax : err, c.info.name.c_str(), c.info.driver_info.c_str());
     return 0;
   } catch (const std::exception& e) {

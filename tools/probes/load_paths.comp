@@ -7,12 +7,15 @@
 // The sums are written out so that no load can be optimised away, and compared between the paths.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : enable
+#extension GL_EXT_samplerless_texture_functions : require  // texelFetch on a textureBuffer
 
 layout(local_size_x = 8) in;
 #if defined(LOAD_STORAGE)
 layout(binding = 0) readonly buffer Words { uint64_t words[]; };
 #else
-layout(binding = 0) uniform usamplerBuffer texels;
+// A uniform texel buffer is an image of Dim Buffer read without a sampler (a usamplerBuffer would
+// make it a sampled image, which the SPIR-V validator warns against for Dim Buffer).
+layout(binding = 0) uniform utextureBuffer texels;
 #endif
 layout(binding = 1) writeonly buffer Sums { uvec2 sums[]; };
 layout(push_constant) uniform Push { uint iters; } pc;

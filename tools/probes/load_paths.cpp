@@ -259,7 +259,12 @@ int probe(int argc, char** argv) {
               props.deviceName, props.driverVersion);
   vkDestroyBufferView(p.device, view4, nullptr);
   vkDestroyBufferView(p.device, view2, nullptr);
-  vkDestroyDevice(p.device, nullptr);  // frees what was left (a probe's short life)
+  for (const Buffer& b : {source, sums}) {
+    vkDestroyBuffer(p.device, b.buffer, nullptr);
+    vkFreeMemory(p.device, b.memory, nullptr);
+  }
+  vkDestroyCommandPool(p.device, p.pool, nullptr);  // (its command buffers with it)
+  vkDestroyDevice(p.device, nullptr);
   vkDestroyInstance(p.instance, nullptr);
   return 0;
 }
