@@ -53,6 +53,14 @@ struct SubgroupTile {
 };
 // The tallest tile whose GEMM reads A and B through texel buffers where it can (emit_gemm).
 constexpr uint32_t kTexelMaxRows = 16;
+// The tallest tile whose skip-zero GEMM (P·V) skips the zeros by a redo pass rather than a select per
+// multiply-add (GEMM_SG_FLAG_SKIP_ZERO_BY_REDO): P·V 16 x 512 x 8192 f16 ran 1.2-1.3x faster so on
+// lavapipe, one thread (22.3.6: 5.2-5.3 ms against 6.4-6.6; 25.0.7: 10.3 against 11.7-12.2; 4 x 128
+// x 8192 within noise; comparison gemm-skip-zero-redo-probe-2026-12-04), whole three-stage decodes
+// 0.99-1.25x (gemm-skip-zero-redo-2026-12-04). Its k loop, compiled in both forms, doubles the
+// JIT of pipelines that took 0.4 s (22.3.6) and 0.7 s (25.0.7); 32-row tiles (prefill) already take
+// 1.2-2.0 s on 22.3.6 and keep the selects.
+constexpr uint32_t kSkipZeroRedoMaxRows = 16;
 
 // `b_along_n`: B's rows contiguous, read along n (b_read_along_n).
 SubgroupTile choose_subgroup_tile(uint32_t lanes, int64_t m, int64_t n, bool b_along_n) {
@@ -142,8 +150,10 @@ uint64_t gemm_loop_iterations(const GemmChoice& choice, int64_t m, int64_t n, in
     // groups of the write-out and the rows of pass 1's (each loop at least once, masked or not); a
     // second pass when some sum overflowed (only for k <= 16384).
     const SubgroupTile tile = choose_subgroup_tile(choice.lanes, m, n, false);  // (the loops do not depend on the columns)
+    // With skip-zero by a redo pass, each pass also steps once, masked, through the k loop's other
+    // form (one step, one block).
     const uint64_t passes = kk <= 16384 ? 2 : 1;
-    return passes * (ceil_div(kk, choice.lanes) + ceil_div(kk, 16ull * choice.lanes) + tile.groups() + tile.rows + 1);
+    return passes * (ceil_div(kk, choice.lanes) + ceil_div(kk, 16ull * choice.lanes) + tile.groups() + tile.rows + 1 + 2);
   }
   // gemm.comp: about k / kTileK (the BK step is unrolled). Its recomputation of overflowing elements
   // (k / 8 each, 16 at most: 2k more) runs only up to k = 16384, far within the budget there.
@@ -264,7 +274,8 @@ void emit_gemm(ContextImpl& c, CommandList& list, const GemmCall& call, const Ge
   if (choice.kernel == GemmKernel::subgroup) {
     const SubgroupTile tile = choose_subgroup_tile(choice.lanes, call.m, call.n, b_read_along_n(call));
     const uint32_t vec = subgroup_vec(call, choice.lanes);
-    GemmSubgroupConstants constants{tile.rows, tile.cols, push.flags & GEMM_FLAG_BITS, choice.lanes, vec};
+    const uint32_t redo_zeros = call.skip_zero_a && tile.rows <= kSkipZeroRedoMaxRows ? GEMM_SG_FLAG_SKIP_ZERO_BY_REDO : 0u;
+    GemmSubgroupConstants constants{tile.rows, tile.cols, (push.flags & GEMM_FLAG_BITS) | redo_zeros, choice.lanes, vec};
     d.pipeline = c.pipelines->get(gemm_subgroup_pipeline(call.a.dtype, call.b.dtype, call.c.dtype, constants));
     if (vec != 0) {
       // Bindings that start off a multiple of 4 elements at replay take the all-scalar twin.

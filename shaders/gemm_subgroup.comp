@@ -35,6 +35,12 @@
 //     (skip-zero), is recomputed with every operand scaled by DOWN and saturated. Here that is a
 //     second pass over k of the whole workgroup, with the same loop body, entered only when some lane
 //     met such a sum; it writes only the elements that needed it (their bits in `redo`).
+//   - Skip-zero (P·V: a weight of exactly 0 contributes nothing, even against NaN/Inf in V) is a
+//     select per multiply-add, a quarter of P·V's time on lavapipe 22.3.6. With SKIP_BY_REDO (the
+//     host's choice for short tiles, k <= 16384) the first pass multiplies and adds plainly: a sum
+//     that meets 0 x Inf or 0 x NaN comes out NaN, and where none did it is the skip-zero sum. The
+//     elements that came out NaN/Inf are redone by the same second pass, with the selects and
+//     unscaled operands. The k loop is then compiled twice (accumulate()), which doubles its JIT.
 //   - B may be a paged KV cache read through its block table (GEMM_FLAG_B_PAGED_*, shader_abi.h):
 //     the scores' rows of B (keys) are looked up once per workgroup, P·V's columns once per LANES k;
 //     each batch's work ends at its sequence's keys.
@@ -124,6 +130,10 @@ const uint GROUPS = BM / RG;
 const uint WORDS = (BM + 31u) / 32u;  // redo bits per column: one per row
 const uint STEPS_PER_BLOCK = 16u;
 const bool SKIP_ZERO = (FLAGS & GEMM_FLAG_SKIP_ZERO_A) != 0u;
+const bool REDO_FLAG = (FLAGS & GEMM_SG_FLAG_SKIP_ZERO_BY_REDO) != 0u;  // (named: glslang's spec-constant `&&` needs named operands)
+const bool SKIP_BY_REDO = SKIP_ZERO && REDO_FLAG;
+const bool SELECTS_ALWAYS = SKIP_ZERO && !SKIP_BY_REDO;  // skip-zero's selects in every pass
+const bool REDOES = !SKIP_ZERO || SKIP_BY_REDO;          // a second pass may redo NaN/Inf sums
 const bool BIAS = (FLAGS & GEMM_FLAG_BIAS) != 0u;
 const bool B_PAGED_ROWS = (FLAGS & GEMM_FLAG_B_PAGED_ROWS) != 0u;  // the scores over a paged K cache
 const bool B_PAGED_COLS = (FLAGS & GEMM_FLAG_B_PAGED_COLS) != 0u;  // P·V over a paged V cache
@@ -137,6 +147,7 @@ const bool VEC_A_K = (VEC & GEMM_SG_VEC_A_K) != 0u;
 const uint A_ROW_QUADS = LANES / 4u;
 const uint A_QUAD_LOADS = VEC_A_K ? (BM * A_ROW_QUADS + LANES - 1u) / LANES : 1u;
 const uint QUADS = CJ / 4u;           // quads of columns per invocation
+const uint SUMS = BM * CJ;            // an invocation's sums (one named size: accumulate()'s parameter and main's array)
 const uint RESCALE_MAX_K = 16384u;    // as gemm.comp: no recomputation past this k
 
 // Offset of column `col` within a row (see gemm_push.glsl).
@@ -147,6 +158,116 @@ uint column(uint col, uint cblk, uint sblk, uint sc) { return (col / cblk) * sbl
 uint paged_key(uint table_row, uint key, uint page_size, uint page_elements, uint pages, uint sk) {
   const int entry = block_table[table_row + key / page_size];
   return uint(clamp(entry, 0, int(pages) - 1)) * page_elements + (key % page_size) * sk;
+}
+
+// C's value of a sum d: alpha x d, saturated to ±FLT_MAX where a finite d overflows (scale_dot,
+// score.glsl); NaN/Inf propagate.
+float scaled_sum(float d, float alpha) {
+  float value = d * alpha;
+  if (isinf(value) && !(isnan(d) || isinf(d))) value = sign(value) * FLT_MAX;
+  return value;
+}
+
+// What one pass reads of the call, fixed before the passes (push constants are read once, in main).
+struct Walk {
+  uint K, k_last, lane, m0, m_read, a_base, a_cblk, a_sblk, a_sc, a_sr, b_cblk, b_sblk, b_sc, pages, table_row;
+};
+
+// One pass over k: acc[i * CJ + j] = the sum over k of A(m0 + i, k) x B(this lane's column j, k), every
+// operand scaled by s, summed per LANES k, per block of steps and overall. select_zero: an A element
+// of exactly 0 contributes nothing (skip-zero); else plain multiply-adds. Called with constants, so
+// each call site compiles one form.
+void accumulate(const bool select_zero, const float s, const Walk w, const uint a_row4[A_QUAD_LOADS], const uint a_part[A_QUAD_LOADS],
+                const uint b_row[CJ], const uint b_quad[QUADS], out float acc[SUMS]) {
+  const uint K = w.K, k_last = w.k_last, lane = w.lane, m0 = w.m0, M_READ = w.m_read, a_base = w.a_base;
+  const uint A_CBLK = w.a_cblk, A_SBLK = w.a_sblk, A_SC = w.a_sc, A_SR = w.a_sr;
+  const uint B_CBLK = w.b_cblk, B_SBLK = w.b_sblk, B_SC = w.b_sc, PAGES = w.pages, table_row = w.table_row;
+  [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] = 0.0;
+  uint kb = 0u;
+  do {
+    float blk[BM * CJ];
+    [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) blk[e] = 0.0;
+    const uint kb_end = min(kb + STEPS_PER_BLOCK * LANES, K);
+    uint k0 = kb;
+    do {
+      // Elements past k read element k - 1 and count as 0 (in A and B: 0 * Inf would be NaN).
+      const uint kl = min(k0 + lane, k_last);
+      const bool k_ok = k0 + lane < K;
+      const uint a_col = column(kl, A_CBLK, A_SBLK, A_SC);
+      const uint b_col = B_PAGED_ROWS ? kl * B_SC  // the blocks are the keys' pages, not k's
+                         : B_PAGED_COLS ? paged_key(table_row, kl, B_CBLK, B_SBLK, PAGES, B_SC)
+                                        : column(kl, B_CBLK, B_SBLK, B_SC);
+
+      // A: lane t holds element k0 + t of each of the tile's BM rows (or, VEC_A_K, its quads).
+      float al[BM];
+      vec4 aq[A_QUAD_LOADS];
+      if (VEC_A_K) {
+        // A quad past k reads the row's last one, ceil(K / 4) - 1 (K is a multiple of 4 but for a
+        // paged P·V, whose keys may end inside a quad of the row); its elements past k count as 0.
+        [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
+          const uint part = a_part[g];
+          const vec4 x = load_a_quad(a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u));
+          [[unroll]] for (uint e = 0u; e < 4u; ++e) aq[g][e] = k0 + 4u * part + e < K ? x[e] * s : 0.0;
+        }
+      } else {
+        [[unroll]] for (uint i = 0u; i < BM; ++i) {
+          const float x = A_to_f32(a[a_base + min(m0 + i, M_READ - 1u) * A_SR + a_col]);
+          al[i] = k_ok ? x * s : 0.0;
+        }
+      }
+      // B: elements k0 .. k0 + LANES - 1 of this lane's columns.
+      float bl[CJ * LANES];
+      if (VEC_B_K) {
+        // Rows of B contiguous along k, k % 4 == 0, rows starting at multiples of 4: a row's k0 ..
+        // k0 + LANES - 1 are LANES / 4 vec4 (past k: the row's last one, counted as 0).
+        [[unroll]] for (uint j = 0u; j < CJ; ++j)
+          [[unroll]] for (uint q = 0u; q < LANES / 4u; ++q) {
+            const vec4 x = load_b_quad(b_row[j] / 4u + min(k0 / 4u + q, K / 4u - 1u));
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[j * LANES + q * 4u + e] = (k0 + q * 4u + e < K) ? x[e] * s : 0.0;
+          }
+      } else if (VEC_B_N) {
+        // Columns of B contiguous (B read transposed), the offset of every k a multiple of 4: a quad
+        // of columns at one k is one vec4.
+        [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+          const uint col = subgroupShuffle(b_col, t);
+          const bool ok = k0 + t < K;
+          [[unroll]] for (uint q = 0u; q < QUADS; ++q) {
+            const vec4 x = load_b_quad((b_quad[q] + col) / 4u);
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[(q * 4u + e) * LANES + t] = ok ? x[e] * s : 0.0;
+          }
+        }
+      } else {
+        [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+          const uint col = subgroupShuffle(b_col, t);
+          const bool ok = k0 + t < K;
+          [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+            const float x = B_to_f32(b[b_row[j] + col]);
+            bl[j * LANES + t] = ok ? x * s : 0.0;
+          }
+        }
+      }
+      // A fresh sum over the LANES k per element, then added to the block's.
+      [[unroll]] for (uint i = 0u; i < BM; ++i) {
+        float at[LANES];
+        [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+          const uint quad = i * A_ROW_QUADS + t / 4u;  // VEC_A_K: where element k0 + t of row i is
+          at[t] = VEC_A_K ? subgroupShuffle(aq[quad / LANES][t % 4u], quad % LANES) : subgroupShuffle(al[i], t);
+        }
+        [[unroll]] for (uint j = 0u; j < CJ; ++j) {
+          float sum = 0.0;
+          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
+            // A select, not a branch and not a multiply by 0: 0 * NaN would be NaN.
+            if (select_zero) sum = at[t] != 0.0 ? fma(at[t], bl[j * LANES + t], sum) : sum;
+            else sum = fma(at[t], bl[j * LANES + t], sum);
+          }
+          blk[i * CJ + j] += sum;
+        }
+      }
+      k0 += LANES;
+    } while (k0 < kb_end);
+    [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] += blk[e];
+    kb += STEPS_PER_BLOCK * LANES;
+  } while (kb < K);
 }
 
 void main() {
@@ -177,7 +298,8 @@ void main() {
   // element 0 of A and B.
   const uint k_last = max(K, 1u) - 1u;
   const uint M_READ = K == 0u ? 1u : M, N_READ = K == 0u ? 1u : N;
-  const bool may_rescale = !SKIP_ZERO && K <= RESCALE_MAX_K;
+  // A second pass for the sums that came out NaN/Inf: the score rule's rescaling, or skip-zero's redo.
+  const bool may_redo = REDOES && K <= RESCALE_MAX_K;
 
   // This lane's columns: B's rows and C's column offsets. Columns past n read row n - 1 of B, rows
   // past m read row m - 1 of A; neither is written. With whole quads (VEC_B_N, VEC_C: n % 4 == 0) a
@@ -203,100 +325,21 @@ void main() {
   float bias_j[CJ];
   [[unroll]] for (uint j = 0u; j < CJ; ++j) bias_j[j] = BIAS ? B_to_f32(bias[BIAS_OFF + min(n0 + (j / 4u) * 4u * LANES + 4u * lane + j % 4u, N - 1u)]) : 0.0;
 
-  float acc[BM * CJ];
+  float acc[SUMS];
   uint redo[CJ * WORDS];  // bit i of column j: C(i, j) came out NaN/Inf in pass 0 and is recomputed
   [[unroll]] for (uint e = 0u; e < CJ * WORDS; ++e) redo[e] = 0u;
 
-  float s = 1.0;  // pass 1: every operand scaled down (score.glsl)
+  const Walk walk = Walk(K, k_last, lane, m0, M_READ, a_base, A_CBLK, A_SBLK, A_SC, A_SR, B_CBLK, B_SBLK, B_SC, PAGES, table_row);
+  // Skip-zero by a redo pass (SKIP_BY_REDO, above) only where that pass is within the loop budget.
+  const bool redo_zeros = SKIP_BY_REDO && K <= RESCALE_MAX_K;
+  float s = 1.0;  // pass 1: every operand scaled down (score.glsl), but for skip-zero's redo
   uint pass = 0u;
   bool again;
   do {
-    [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] = 0.0;
-    uint kb = 0u;
-    do {
-      float blk[BM * CJ];
-      [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) blk[e] = 0.0;
-      const uint kb_end = min(kb + STEPS_PER_BLOCK * LANES, K);
-      uint k0 = kb;
-      do {
-        // Elements past k read element k - 1 and count as 0 (in A and B: 0 * Inf would be NaN).
-        const uint kl = min(k0 + lane, k_last);
-        const bool k_ok = k0 + lane < K;
-        const uint a_col = column(kl, A_CBLK, A_SBLK, A_SC);
-        const uint b_col = B_PAGED_ROWS ? kl * B_SC  // the blocks are the keys' pages, not k's
-                           : B_PAGED_COLS ? paged_key(table_row, kl, B_CBLK, B_SBLK, PAGES, B_SC)
-                                          : column(kl, B_CBLK, B_SBLK, B_SC);
-
-        // A: lane t holds element k0 + t of each of the tile's BM rows (or, VEC_A_K, its quads).
-        float al[BM];
-        vec4 aq[A_QUAD_LOADS];
-        if (VEC_A_K) {
-          // A quad past k reads the row's last one, ceil(K / 4) - 1 (K is a multiple of 4 but for a
-          // paged P·V, whose keys may end inside a quad of the row); its elements past k count as 0.
-          [[unroll]] for (uint g = 0u; g < A_QUAD_LOADS; ++g) {
-            const uint part = a_part[g];
-            const vec4 x = load_a_quad(a_row4[g] + min(k0 / 4u + part, (max(K, 1u) + 3u) / 4u - 1u));
-            [[unroll]] for (uint e = 0u; e < 4u; ++e) aq[g][e] = k0 + 4u * part + e < K ? x[e] * s : 0.0;
-          }
-        } else {
-          [[unroll]] for (uint i = 0u; i < BM; ++i) {
-            const float x = A_to_f32(a[a_base + min(m0 + i, M_READ - 1u) * A_SR + a_col]);
-            al[i] = k_ok ? x * s : 0.0;
-          }
-        }
-        // B: elements k0 .. k0 + LANES - 1 of this lane's columns.
-        float bl[CJ * LANES];
-        if (VEC_B_K) {
-          // Rows of B contiguous along k, k % 4 == 0, rows starting at multiples of 4: a row's k0 ..
-          // k0 + LANES - 1 are LANES / 4 vec4 (past k: the row's last one, counted as 0).
-          [[unroll]] for (uint j = 0u; j < CJ; ++j)
-            [[unroll]] for (uint q = 0u; q < LANES / 4u; ++q) {
-              const vec4 x = load_b_quad(b_row[j] / 4u + min(k0 / 4u + q, K / 4u - 1u));
-              [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[j * LANES + q * 4u + e] = (k0 + q * 4u + e < K) ? x[e] * s : 0.0;
-            }
-        } else if (VEC_B_N) {
-          // Columns of B contiguous (B read transposed), the offset of every k a multiple of 4: a quad
-          // of columns at one k is one vec4.
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-            const uint col = subgroupShuffle(b_col, t);
-            const bool ok = k0 + t < K;
-            [[unroll]] for (uint q = 0u; q < QUADS; ++q) {
-              const vec4 x = load_b_quad((b_quad[q] + col) / 4u);
-              [[unroll]] for (uint e = 0u; e < 4u; ++e) bl[(q * 4u + e) * LANES + t] = ok ? x[e] * s : 0.0;
-            }
-          }
-        } else {
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-            const uint col = subgroupShuffle(b_col, t);
-            const bool ok = k0 + t < K;
-            [[unroll]] for (uint j = 0u; j < CJ; ++j) {
-              const float x = B_to_f32(b[b_row[j] + col]);
-              bl[j * LANES + t] = ok ? x * s : 0.0;
-            }
-          }
-        }
-        // A fresh sum over the LANES k per element, then added to the block's.
-        [[unroll]] for (uint i = 0u; i < BM; ++i) {
-          float at[LANES];
-          [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-            const uint quad = i * A_ROW_QUADS + t / 4u;  // VEC_A_K: where element k0 + t of row i is
-            at[t] = VEC_A_K ? subgroupShuffle(aq[quad / LANES][t % 4u], quad % LANES) : subgroupShuffle(al[i], t);
-          }
-          [[unroll]] for (uint j = 0u; j < CJ; ++j) {
-            float sum = 0.0;
-            [[unroll]] for (uint t = 0u; t < LANES; ++t) {
-              // A select, not a branch and not a multiply by 0: 0 * NaN would be NaN.
-              if (SKIP_ZERO) sum = at[t] != 0.0 ? fma(at[t], bl[j * LANES + t], sum) : sum;
-              else sum = fma(at[t], bl[j * LANES + t], sum);
-            }
-            blk[i * CJ + j] += sum;
-          }
-        }
-        k0 += LANES;
-      } while (k0 < kb_end);
-      [[unroll]] for (uint e = 0u; e < BM * CJ; ++e) acc[e] += blk[e];
-      kb += STEPS_PER_BLOCK * LANES;
-    } while (kb < K);
+    // The plain form, or skip-zero's selects: in every pass of a skip-zero GEMM but the first of a
+    // redo_zeros one. (A uniform branch: the form not taken costs one masked step.)
+    if (SKIP_BY_REDO && !(redo_zeros && pass == 0u)) accumulate(true, s, walk, a_row4, a_part, b_row, b_quad, acc);
+    else accumulate(SELECTS_ALWAYS, s, walk, a_row4, a_part, b_row, b_quad, acc);
 
     const bool first = pass == 0u;
     bool met_bad = false;
@@ -317,12 +360,11 @@ void main() {
             const float d = v[rr * CJ + j];
             const bool bad = isnan(d) || isinf(d);
             // scale_dot (score.glsl) for a finite sum; NaN/Inf propagate unless pass 1 redoes them.
-            float value = d * ALPHA;
-            if (isinf(value) && !bad) value = sign(value) * FLT_MAX;
+            float value = scaled_sum(d, ALPHA);
             if (BIAS) value = add_bias(value, bias_j[j]);
             vals[j] = value;
             if (!VEC_C && inside) c[c_col[j] + row * C_SR] = C_from_f32(value);
-            if (!SKIP_ZERO) {
+            if (REDOES) {
               const bool redo_this = bad && inside;
               met_bad = met_bad || redo_this;
               [[unroll]] for (uint w = 0u; w < WORDS; ++w)
@@ -338,9 +380,10 @@ void main() {
         ++g;
       } while (g < GROUPS);
     }
-    if (!SKIP_ZERO && !first) {
+    if (REDOES && !first) {
       // Pass 1 (rare): the redone elements, one row at a time (a small body: llvmpipe runs it once,
-      // masked, in every workgroup), each sum recomputed with scaled-down operands.
+      // masked, in every workgroup), each sum recomputed with scaled-down operands (skip-zero: with
+      // the zeros skipped, its value then as pass 0 makes it).
       uint i = 0u;
       do {
         const uint row = m0 + i;
@@ -349,15 +392,15 @@ void main() {
           [[unroll]] for (uint e = 0u; e < BM; ++e) d = e == i ? acc[e * CJ + j] : d;
           uint word = 0u;
           [[unroll]] for (uint w = 0u; w < WORDS; ++w) word = w == i / 32u ? redo[j * WORDS + w] : word;
-          float value = scale_rescaled_dot(d, ALPHA);
+          float value = SKIP_ZERO ? scaled_sum(d, ALPHA) : scale_rescaled_dot(d, ALPHA);
           if (BIAS) value = add_bias(value, bias_j[j]);
           if ((word & (1u << (i % 32u))) != 0u && row < M && col_ok[j]) c[c_col[j] + row * C_SR] = C_from_f32(value);
         }
         ++i;
       } while (i < BM);
     }
-    again = first && may_rescale && subgroupAny(met_bad);
-    s = DOWN;
+    again = first && may_redo && subgroupAny(met_bad);
+    s = SKIP_ZERO ? 1.0 : DOWN;
     ++pass;
   } while (again);
 }

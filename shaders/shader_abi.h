@@ -253,6 +253,10 @@
 #define GEMM_FLAG_B_PAGED_COLS 8u
 #define GEMM_FLAGS_APPENDED_SHIFT 8u /* flags' bits 8-31: a paged B's appended tokens (below 2^24) */
 #define GEMM_FLAG_BITS 255u
+/* gemm_subgroup.comp only, in its FLAGS specialization constant (never in the push constants): with
+ * GEMM_FLAG_SKIP_ZERO_A, the first pass multiplies and adds without skipping zeros and the elements
+ * whose sums come out NaN/Inf are redone in a second pass that skips them (k <= 16384). */
+#define GEMM_SG_FLAG_SKIP_ZERO_BY_REDO 16u
 
 /* ---- Specialization-constant ids ---- */
 /* attention_tiled.comp, attention_rowwise.comp and attention_subgroup.comp (the same ids) */
